@@ -1,0 +1,3 @@
+module github.com/ustack/ustack
+
+go 1.26.8
