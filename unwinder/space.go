@@ -46,8 +46,8 @@ type AddressSpace struct {
 }
 
 // NewAddressSpace returns an address space holding a copy of maps, sorted by
-// start address. Where mappings overlap, the one that comes later in maps
-// wins for the overlapping addresses.
+// start address. Empty mappings are dropped; where mappings overlap, each is
+// clipped to end where the next one starts.
 func NewAddressSpace(maps []Mapping) *AddressSpace {
 	ms := make([]Mapping, 0, len(maps))
 	for _, m := range maps {
@@ -57,8 +57,6 @@ func NewAddressSpace(maps []Mapping) *AddressSpace {
 		ms = append(ms, m)
 	}
 	sort.SliceStable(ms, func(i, j int) bool { return ms[i].Start < ms[j].Start })
-	// Trim overlaps: a later mapping in the input cannot be identified after
-	// sorting, so keep it simple: clip each mapping's end at the next start.
 	for i := 0; i+1 < len(ms); i++ {
 		if ms[i].End > ms[i+1].Start {
 			ms[i].End = ms[i+1].Start

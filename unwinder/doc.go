@@ -1,0 +1,25 @@
+// Package unwinder recovers a user-space call stack from the registers and
+// the stack snapshot captured at a kernel event, by replaying DWARF call frame
+// information offline.
+//
+// A sample flows through it like this. The caller describes the process with
+// an AddressSpace (its mappings, each with the Object that supplies unwind
+// rows and code bytes for it), passes the captured registers (arch.Regs) and
+// the captured memory (Stack), and owns the []Frame buffer that Unwind fills.
+// Frame 0 comes from the registers. For every further frame Unwind finds the
+// mapping of the PC, asks the Object for the CFI row that covers it (looking
+// up PC-1 for return addresses, the PC itself after a signal frame), computes
+// the CFA and the caller's registers, reading memory only from the snapshot,
+// and checks that the step made sense. Where an object has no CFI for a PC,
+// a signal trampoline is recognised by its instruction bytes, and otherwise
+// the frame-pointer chain (or, for arm64's first frame, the link register) is
+// followed; every Frame records which of these recovered it, and the Result
+// says why the walk ended.
+//
+// The package knows nothing of file formats: ELF lookup lives in package
+// elfcache, CFI decoding in package cfi, register conventions in package arch.
+//
+// An Unwinder holds only configuration and may be shared. A Cache holds the
+// per-worker state (a direct-mapped cache of unwind rows); give each goroutine
+// its own. With a warm Cache, Unwind allocates nothing.
+package unwinder

@@ -1,0 +1,139 @@
+package unwinder
+
+import "fmt"
+
+// Method says how a frame's registers were recovered.
+type Method uint8
+
+const (
+	// MethodContext: frame 0, taken from the captured registers.
+	MethodContext Method = iota
+	// MethodCFI: recovered by replaying the callee's DWARF CFI row.
+	MethodCFI
+	// MethodFramePointer: recovered by following the callee's frame pointer
+	// (rbp on x86_64, x29 on arm64) because it had no CFI.
+	MethodFramePointer
+	// MethodLinkRegister: the return address was taken from the callee's
+	// link register (arm64 first frame without CFI).
+	MethodLinkRegister
+	// MethodSignal: every register was restored from the signal context
+	// that the kernel saved on the stack; the PC is the interrupted
+	// instruction, not a return address.
+	MethodSignal
+)
+
+var methodNames = [...]string{"context", "cfi", "fp", "lr", "signal"}
+
+// String returns the short name used in reports: context, cfi, fp, lr, signal.
+func (m Method) String() string {
+	if int(m) < len(methodNames) {
+		return methodNames[m]
+	}
+	return fmt.Sprintf("method(%d)", uint8(m))
+}
+
+// StopReason says why an unwind ended.
+type StopReason uint8
+
+const (
+	// StopOutermost: the outermost frame was reached: its CFI marks the
+	// return address undefined (as in _start or clone), or the return
+	// address is zero.
+	StopOutermost StopReason = iota
+	// StopTruncated: a value needed for the next frame lies beyond the end
+	// of the captured stack snapshot.
+	StopTruncated
+	// StopNoMapping: the PC is not in any executable mapping.
+	StopNoMapping
+	// StopNoUnwindInfo: no CFI covers the PC and no fallback applied.
+	StopNoUnwindInfo
+	// StopLoop: the stack did not move (the CFA did not grow) or a
+	// (CFA, PC) pair repeated.
+	StopLoop
+	// StopDepth: the frame buffer or the configured depth limit is full.
+	StopDepth
+	// StopBadCFI: the CFI for the PC is malformed or could not be evaluated.
+	StopBadCFI
+	// StopUnknownRegister: a register the rules need was not captured or
+	// could not be recovered (the kernel did not save it).
+	StopUnknownRegister
+	// StopBadMemory: a rule asked for memory below the snapshot or outside
+	// every captured region (not a truncation: the address is wrong).
+	StopBadMemory
+)
+
+var stopNames = [...]string{"outermost", "truncated", "no_mapping", "no_unwind_info",
+	"loop", "depth", "bad_cfi", "unknown_register", "bad_memory"}
+
+// String returns the short name used in reports and fixtures, such as
+// "outermost" or "truncated".
+func (s StopReason) String() string {
+	if int(s) < len(stopNames) {
+		return stopNames[s]
+	}
+	return fmt.Sprintf("stop(%d)", uint8(s))
+}
+
+// ParseStopReason returns the StopReason whose String is name.
+func ParseStopReason(name string) (StopReason, bool) {
+	for i, n := range stopNames {
+		if n == name {
+			return StopReason(i), true
+		}
+	}
+	return 0, false
+}
+
+// Frame is one frame of an unwound stack.
+type Frame struct {
+	// PC is the frame's program counter: for frame 0 and for a frame
+	// interrupted by a signal the address of the next instruction to run,
+	// otherwise the return address (with any pointer authentication code
+	// removed).
+	PC uint64
+	// SP is the frame's stack pointer.
+	SP uint64
+	// CFA is the frame's canonical frame address, known once the unwinder
+	// has stepped past the frame (0 for the last frame of a stack).
+	CFA uint64
+	// Mapping is the index of the mapping containing PC in the
+	// AddressSpace, or -1.
+	Mapping int32
+	// Method says how this frame's registers were recovered.
+	Method Method
+	// Flags holds FrameReturnAddress and FrameSignalTrampoline.
+	Flags FrameFlags
+}
+
+// FrameFlags describe a frame's PC.
+type FrameFlags uint8
+
+const (
+	// FrameReturnAddress: PC is a return address. The call instruction is
+	// just before it, so symbolize and look up PC-1.
+	FrameReturnAddress FrameFlags = 1 << iota
+	// FrameSignalTrampoline: the frame is the kernel's or libc's
+	// sigreturn trampoline (gdb's "<signal handler called>"); the next frame
+	// was interrupted by a signal.
+	FrameSignalTrampoline
+)
+
+// LookupPC returns the address to symbolize: PC-1 for return addresses, so
+// that a call that ends a function is attributed to that function, and PC
+// otherwise.
+func (f *Frame) LookupPC() uint64 {
+	if f.Flags&FrameReturnAddress != 0 && f.PC > 0 {
+		return f.PC - 1
+	}
+	return f.PC
+}
+
+// Result is the outcome of one Unwind.
+type Result struct {
+	// Frames is the number of frames written into the caller's buffer.
+	Frames int
+	// Stop says why the unwind ended.
+	Stop StopReason
+	// Err gives detail for StopBadCFI and StopNoUnwindInfo, or nil.
+	Err error
+}

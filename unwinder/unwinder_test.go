@@ -1,0 +1,192 @@
+package unwinder
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/ustack/ustack/arch"
+	"github.com/ustack/ustack/cfi"
+)
+
+// fakeObject serves hand-written rows and code bytes, so that the unwind
+// loop can be checked against stacks laid out by hand.
+type fakeObject struct {
+	rows []cfi.Row
+	code map[uint64][]byte
+}
+
+func (o *fakeObject) FindRow(addr uint64, row *cfi.Row) error {
+	for i := range o.rows {
+		if o.rows[i].Start <= addr && addr < o.rows[i].End {
+			*row = o.rows[i]
+			return nil
+		}
+	}
+	return cfi.ErrNoFDE
+}
+
+func (o *fakeObject) ReadCode(addr uint64, buf []byte) int {
+	for start, b := range o.code {
+		if addr >= start && addr < start+uint64(len(b)) {
+			return copy(buf, b[addr-start:])
+		}
+	}
+	return 0
+}
+
+// x86Row returns a row for [start,end) with CFA = rsp + cfaOff and the
+// return address at CFA-8.
+func x86Row(start, end uint64, cfaOff int64) cfi.Row {
+	r := cfi.Row{Start: start, End: end, RA: arch.AMD64_RIP}
+	r.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.AMD64_RSP, Offset: cfaOff}
+	r.Regs[arch.AMD64_RIP] = cfi.Rule{Kind: cfi.RuleOffset, Offset: -8}
+	return r
+}
+
+type stackBuilder struct {
+	base uint64
+	data []byte
+}
+
+func (s *stackBuilder) put(addr, v uint64) {
+	binary.LittleEndian.PutUint64(s.data[addr-s.base:], v)
+}
+
+func TestUnwindSyntheticX86(t *testing.T) {
+	const (
+		text  = 0x400000
+		stack = 0x7ff000
+	)
+	// leaf at 0x401000 (CFA=rsp+8), mid at 0x402000 (CFA=rsp+24, rbx at CFA-16),
+	// outer at 0x403000 (CFA=rsp+16, RA undefined: the outermost frame).
+	leaf := x86Row(0x401000, 0x401100, 8)
+	mid := x86Row(0x402000, 0x402100, 24)
+	mid.Regs[arch.AMD64_RBX] = cfi.Rule{Kind: cfi.RuleOffset, Offset: -16}
+	outer := x86Row(0x403000, 0x403100, 16)
+	outer.Regs[arch.AMD64_RIP] = cfi.Rule{Kind: cfi.RuleUndefined}
+	obj := &fakeObject{rows: []cfi.Row{leaf, mid, outer}}
+	space := NewAddressSpace([]Mapping{
+		{Start: text, End: text + 0x10000, Exec: true, Object: obj, Name: "a.out"},
+		{Start: stack, End: stack + 0x1000, Name: "[stack]"},
+	})
+	sb := &stackBuilder{base: stack, data: make([]byte, 0x100)}
+	// leaf frame: rsp = stack; [rsp] = return into mid.
+	sb.put(stack, 0x402010+5)
+	// mid frame: rsp = stack+8; CFA = stack+32; RA at stack+24; rbx at stack+16.
+	sb.put(stack+16, 0xb0b)
+	sb.put(stack+24, 0x403020)
+	var regs arch.Regs
+	regs.Set(arch.AMD64_RIP, 0x401010)
+	regs.Set(arch.AMD64_RSP, stack)
+	regs.Set(arch.AMD64_RBX, 0x1111)
+
+	u := New(arch.AMD64, Options{})
+	var c Cache
+	frames := make([]Frame, 16)
+	st := &Stack{Addr: stack, Data: sb.data}
+	res := u.Unwind(&c, space, &regs, st, frames)
+	if res.Stop != StopOutermost || res.Frames != 3 {
+		t.Fatalf("got %d frames, stop %v (%v); want 3, outermost", res.Frames, res.Stop, res.Err)
+	}
+	want := []struct {
+		pc, sp, cfa uint64
+		method      Method
+	}{
+		{0x401010, stack, stack + 8, MethodContext},
+		{0x402015, stack + 8, stack + 32, MethodCFI},
+		{0x403020, stack + 32, stack + 48, MethodCFI},
+	}
+	for i, w := range want {
+		f := frames[i]
+		if f.PC != w.pc || f.SP != w.sp || f.CFA != w.cfa || f.Method != w.method {
+			t.Errorf("frame %d = pc %#x sp %#x cfa %#x %v; want pc %#x sp %#x cfa %#x %v",
+				i, f.PC, f.SP, f.CFA, f.Method, w.pc, w.sp, w.cfa, w.method)
+		}
+	}
+	if frames[1].LookupPC() != 0x402014 || frames[0].LookupPC() != 0x401010 {
+		t.Errorf("LookupPC: frame 0 %#x frame 1 %#x", frames[0].LookupPC(), frames[1].LookupPC())
+	}
+
+	// The same stack cut after 8 bytes: the mid frame's return address lies
+	// beyond the snapshot.
+	res = u.Unwind(&c, space, &regs, &Stack{Addr: stack, Data: sb.data[:16]}, frames)
+	if res.Stop != StopTruncated || res.Frames != 2 {
+		t.Errorf("truncated: got %d frames, stop %v; want 2, truncated", res.Frames, res.Stop)
+	}
+
+	// A buffer of two frames ends with StopDepth.
+	res = u.Unwind(&c, space, &regs, st, frames[:2])
+	if res.Stop != StopDepth || res.Frames != 2 {
+		t.Errorf("depth: got %d frames, stop %v; want 2, depth", res.Frames, res.Stop)
+	}
+
+	// Warm unwinds allocate nothing.
+	allocs := testing.AllocsPerRun(100, func() { u.Unwind(&c, space, &regs, st, frames) })
+	if allocs != 0 {
+		t.Errorf("Unwind allocated %.1f times per run; want 0", allocs)
+	}
+}
+
+func TestUnwindLoopIsStopped(t *testing.T) {
+	const stack = 0x7ff000
+	// A row whose CFA is rsp+0 and whose return address is at CFA: the
+	// stack never moves.
+	r := x86Row(0x401000, 0x401100, 0)
+	r.Regs[arch.AMD64_RIP] = cfi.Rule{Kind: cfi.RuleOffset, Offset: 0}
+	obj := &fakeObject{rows: []cfi.Row{r}}
+	space := NewAddressSpace([]Mapping{{Start: 0x400000, End: 0x410000, Exec: true, Object: obj}})
+	sb := &stackBuilder{base: stack, data: make([]byte, 64)}
+	sb.put(stack, 0x401050)
+	var regs arch.Regs
+	regs.Set(arch.AMD64_RIP, 0x401010)
+	regs.Set(arch.AMD64_RSP, stack)
+	frames := make([]Frame, 64)
+	res := New(arch.AMD64, Options{}).Unwind(&Cache{}, space, &regs, &Stack{Addr: stack, Data: sb.data}, frames)
+	if res.Stop != StopLoop || res.Frames != 1 {
+		t.Fatalf("got %d frames, stop %v; want 1, loop", res.Frames, res.Stop)
+	}
+}
+
+func TestUnwindFramePointerAndSignal(t *testing.T) {
+	const stack = 0x7ff000
+	// No CFI anywhere: frame 0 is in JIT code (no object) with rbp set up;
+	// its caller is the musl-style sigreturn trampoline, recognised by its
+	// bytes; the signal context then restores the interrupted frame.
+	tramp := &fakeObject{code: map[uint64][]byte{0x500000: sigreturnAMD64}}
+	space := NewAddressSpace([]Mapping{
+		{Start: 0x400000, End: 0x410000, Exec: true, Name: "[jit]"},
+		{Start: 0x500000, End: 0x501000, Exec: true, Object: tramp, Name: "libc"},
+	})
+	sb := &stackBuilder{base: stack, data: make([]byte, 0x400)}
+	// JIT frame: rsp = stack, rbp = stack+0x10: [rbp] = saved rbp, [rbp+8] = RA.
+	sb.put(stack+0x10, 0xdead0)
+	sb.put(stack+0x18, 0x500000)
+	// After the fp step: rsp = stack+0x20 = &ucontext.
+	uc := uint64(stack + 0x20)
+	gregs := uc + amd64SigcontextOff
+	for i, r := range amd64SigRegs {
+		v := uint64(0x1000 + r)
+		switch r {
+		case arch.AMD64_RSP:
+			v = 0x7ff300
+		case arch.AMD64_RIP:
+			v = 0x400777 // interrupted in the JIT code
+		}
+		sb.put(gregs+uint64(8*i), v)
+	}
+	var regs arch.Regs
+	regs.Set(arch.AMD64_RIP, 0x400100)
+	regs.Set(arch.AMD64_RSP, stack)
+	regs.Set(arch.AMD64_RBP, stack+0x10)
+	frames := make([]Frame, 8)
+	res := New(arch.AMD64, Options{}).Unwind(&Cache{}, space, &regs, &Stack{Addr: stack, Data: sb.data}, frames)
+	if res.Frames < 3 {
+		t.Fatalf("got %d frames, stop %v (%v); want at least 3", res.Frames, res.Stop, res.Err)
+	}
+	if f := frames[1]; f.PC != 0x500000 || f.Method != MethodFramePointer || f.Flags&FrameSignalTrampoline == 0 {
+		t.Errorf("frame 1 = %+v; want the trampoline at 0x500000 via fp, flagged as signal trampoline", f)
+	}
+	if f := frames[2]; f.PC != 0x400777 || f.SP != 0x7ff300 || f.Method != MethodSignal || f.Flags&FrameReturnAddress != 0 {
+		t.Errorf("frame 2 = %+v; want interrupted pc 0x400777 sp 0x7ff300 via signal, not a return address", f)
+	}
+}
