@@ -156,7 +156,9 @@ func (u *Unwinder) Unwind(c *Cache, space *AddressSpace, regs *arch.Regs, stack 
 		}
 		frames[n-1].CFA = st.cfa
 		if st.signal {
-			frames[n-1].Flags |= FrameSignalTrampoline
+			// The handler "returned" to the trampoline's first byte; no
+			// call precedes it, so the PC itself is what to symbolize.
+			frames[n-1].Flags = frames[n-1].Flags&^FrameReturnAddress | FrameSignalTrampoline
 		}
 
 		newPC, ok := next.Get(pcReg)

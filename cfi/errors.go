@@ -1,0 +1,41 @@
+package cfi
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrNoFDE is returned by Table.Lookup when no FDE covers the program counter.
+var ErrNoFDE = errors.New("cfi: no FDE covers the address")
+
+// A FormatError reports malformed call frame information: the section, the
+// byte offset within it at which the problem was found, and what is wrong.
+type FormatError struct {
+	Section string // section name, as given in Section.Name
+	Offset  int64  // byte offset within the section
+	Msg     string // description of the problem
+	Err     error  // underlying error, if any
+}
+
+func (e *FormatError) Error() string {
+	s := fmt.Sprintf("cfi: %s at offset %#x: %s", e.Section, e.Offset, e.Msg)
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Unwrap returns the underlying error, if any.
+func (e *FormatError) Unwrap() error { return e.Err }
+
+// An ExprError reports a DWARF expression that could not be evaluated: the
+// operation and its byte offset within the expression.
+type ExprError struct {
+	Op     byte   // the DW_OP_* opcode
+	Offset int    // byte offset of the operation within the expression
+	Msg    string // description of the problem
+}
+
+func (e *ExprError) Error() string {
+	return fmt.Sprintf("cfi: expression op %s (%#x) at offset %d: %s", opName(e.Op), e.Op, e.Offset, e.Msg)
+}

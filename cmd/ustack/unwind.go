@@ -1,0 +1,134 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"github.com/ustack/ustack/elfcache"
+	"github.com/ustack/ustack/internal/fixture"
+	"github.com/ustack/ustack/unwinder"
+)
+
+// jsonFrame is one frame of `ustack unwind -json`.
+type jsonFrame struct {
+	PC     string `json:"pc"`
+	SP     string `json:"sp"`
+	CFA    string `json:"cfa,omitempty"`
+	Module string `json:"module,omitempty"`
+	Offset string `json:"offset,omitempty"`
+	Symbol string `json:"symbol,omitempty"`
+	SymOff uint64 `json:"symoff,omitempty"`
+	How    string `json:"how"`
+	Signal bool   `json:"signal_trampoline,omitempty"`
+}
+
+type jsonStack struct {
+	Name   string      `json:"name"`
+	Arch   string      `json:"arch"`
+	Frames []jsonFrame `json:"frames"`
+	Stop   string      `json:"stop"`
+	Error  string      `json:"error,omitempty"`
+}
+
+func cmdUnwind(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("unwind", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print one JSON object per stack")
+	maxFrames := fs.Int("max-frames", 1024, "stop after this many frames")
+	noFP := fs.Bool("no-fp", false, "do not fall back to frame pointers where CFI is missing")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: ustack unwind [flags] FIXTURE.json...\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return 2
+	}
+	status := 0
+	for _, path := range fs.Args() {
+		if err := unwindFixture(path, *asJSON, *maxFrames, *noFP, stdout); err != nil {
+			fmt.Fprintf(stderr, "ustack: %v\n", err)
+			status = 1
+		}
+	}
+	return status
+}
+
+func unwindFixture(path string, asJSON bool, maxFrames int, noFP bool, w io.Writer) error {
+	f, err := fixture.Load(path)
+	if err != nil {
+		return err
+	}
+	cache := f.NewCache()
+	defer cache.Close()
+	p, err := f.Prepare(cache)
+	if err != nil {
+		return err
+	}
+	u := unwinder.New(p.Arch, unwinder.Options{NoFramePointer: noFP})
+	frames := make([]unwinder.Frame, maxFrames)
+	res := u.Unwind(new(unwinder.Cache), p.Space, &p.Regs, &p.Stack, frames)
+
+	out := jsonStack{Name: f.Name, Arch: p.Arch.String(), Stop: res.Stop.String()}
+	if res.Err != nil {
+		out.Error = res.Err.Error()
+	}
+	for i := 0; i < res.Frames; i++ {
+		fr := &frames[i]
+		jf := jsonFrame{PC: hex(fr.PC), SP: hex(fr.SP), How: fr.Method.String(),
+			Signal: fr.Flags&unwinder.FrameSignalTrampoline != 0}
+		if fr.CFA != 0 {
+			jf.CFA = hex(fr.CFA)
+		}
+		if fr.Mapping >= 0 {
+			m := p.Space.Mapping(int(fr.Mapping))
+			jf.Module = m.Name
+			if obj := p.Objects[fr.Mapping]; obj != nil {
+				jf.Offset = hex(fr.PC - m.Bias)
+				if name, off, ok := symbolize(obj, fr.LookupPC()-m.Bias); ok {
+					jf.Symbol = name
+					// symoff is relative to the PC, like perf's sym+off.
+					jf.SymOff = off + (fr.PC - fr.LookupPC())
+				}
+			}
+		}
+		out.Frames = append(out.Frames, jf)
+	}
+	if asJSON {
+		b, _ := json.Marshal(out)
+		fmt.Fprintf(w, "%s\n", b)
+		return nil
+	}
+	fmt.Fprintf(w, "%s (%s): %d frames, stopped: %s", out.Name, out.Arch, res.Frames, out.Stop)
+	if out.Error != "" {
+		fmt.Fprintf(w, " (%s)", out.Error)
+	}
+	fmt.Fprintln(w)
+	for i, jf := range out.Frames {
+		sym := "??"
+		if jf.Symbol != "" {
+			sym = fmt.Sprintf("%s+%#x", jf.Symbol, jf.SymOff)
+		}
+		if jf.Signal {
+			sym += " <signal handler called>"
+		}
+		mod := jf.Module
+		if mod == "" {
+			mod = "[unknown]"
+		}
+		fmt.Fprintf(w, "#%-3d %18s in %s (%s) [%s]\n", i, jf.PC, sym, filepath.Base(mod), jf.How)
+	}
+	return nil
+}
+
+func symbolize(obj *elfcache.Object, addr uint64) (string, uint64, bool) {
+	return obj.Symbolize(addr)
+}
+
+func hex(v uint64) string { return fmt.Sprintf("%#x", v) }

@@ -1,0 +1,45 @@
+package elfcache
+
+import (
+	"testing"
+)
+
+// BenchmarkSymbolize looks up addresses spread over libc's functions.
+func BenchmarkSymbolize(b *testing.B) {
+	needFile(b, libcAMD64)
+	o, err := Open(libcAMD64, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer o.Close()
+	syms := o.Symbols()
+	addrs := make([]uint64, 4096)
+	for i := range addrs {
+		s := syms[(i*7919)%len(syms)]
+		addrs[i] = s.Addr + s.Size/2
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	var hits int
+	for i := 0; i < b.N; i++ {
+		if _, _, ok := o.Symbolize(addrs[i&4095]); ok {
+			hits++
+		}
+	}
+	if hits != b.N {
+		b.Fatalf("%d of %d found", hits, b.N)
+	}
+}
+
+// TestSymbolizeAllocs checks that Symbolize allocates nothing once the
+// table is built.
+func TestSymbolizeAllocs(t *testing.T) {
+	needFile(t, libcAMD64)
+	o := mustOpen(t, libcAMD64, Options{})
+	o.Symbolize(0)
+	syms := o.Symbols()
+	a := syms[len(syms)/2].Addr + 1
+	if n := testing.AllocsPerRun(100, func() { o.Symbolize(a) }); n != 0 {
+		t.Errorf("Symbolize allocates %v times", n)
+	}
+}

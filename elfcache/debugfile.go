@@ -1,0 +1,122 @@
+package elfcache
+
+import (
+	"bytes"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+)
+
+// DebugFile returns the separate debug file found for the object, searching
+// for it on first use, or nil when there is none. The search order is:
+// for each debug directory D, D/.build-id/xx/yyyy.debug; then, when the
+// object has a .gnu_debuglink NAME, DIR/NAME, DIR/.debug/NAME and
+// D/DIR/NAME for each D, where DIR is the object's directory. A candidate
+// whose build-id differs from the object's, or whose CRC-32 differs from the
+// debug link's (for candidates found through the link, when build-ids do
+// not settle it), is refused.
+func (o *Object) DebugFile() *Object {
+	o.loadDebug()
+	return o.debug
+}
+
+// DebugPath returns the path of the separate debug file (beneath SymFS), or
+// "" when there is none.
+func (o *Object) DebugPath() string {
+	if d := o.DebugFile(); d != nil {
+		return d.file
+	}
+	return ""
+}
+
+func (o *Object) loadDebug() {
+	o.debugOnce.Do(func() {
+		if o.isDebug || o.opts.NoDebugFile || o.closed.Load() {
+			return
+		}
+		o.debug, o.debugErr = o.findDebug()
+	})
+}
+
+func (o *Object) findDebug() (*Object, error) {
+	self, _ := os.Stat(o.file)
+	dirs := o.opts.debugDirs()
+	if len(o.buildIDHex) >= 4 {
+		for _, d := range dirs {
+			p := filepath.Join(o.opts.symfsPath(d), ".build-id", o.buildIDHex[:2], o.buildIDHex[2:]+".debug")
+			if dbg := o.tryDebug(p, self, false); dbg != nil {
+				return dbg, nil
+			}
+		}
+	}
+	if !o.hasLink {
+		return nil, nil
+	}
+	dir := filepath.Dir(o.path)
+	cands := []string{
+		filepath.Join(o.opts.symfsPath(dir), o.debugLink),
+		filepath.Join(o.opts.symfsPath(dir), ".debug", o.debugLink),
+	}
+	for _, d := range dirs {
+		cands = append(cands, filepath.Join(o.opts.symfsPath(d), dir, o.debugLink))
+	}
+	for _, p := range cands {
+		if dbg := o.tryDebug(p, self, true); dbg != nil {
+			return dbg, nil
+		}
+	}
+	return nil, nil
+}
+
+// tryDebug opens the candidate debug file p and checks that it belongs to o.
+func (o *Object) tryDebug(p string, self os.FileInfo, checkCRC bool) *Object {
+	fi, err := os.Stat(p)
+	if err != nil || !fi.Mode().IsRegular() || sameFile(fi, self) {
+		return nil
+	}
+	src, _, err := openSource(p, o.opts.NoMmap)
+	if err != nil {
+		return nil
+	}
+	d, err := newObject(p, p, src, o.opts, true)
+	if err != nil {
+		src.close()
+		return nil
+	}
+	ok := d.arch == o.arch
+	if ok && o.buildID != nil && d.buildID != nil && !bytes.Equal(o.buildID, d.buildID) {
+		ok = false
+	}
+	if ok && o.buildID != nil && d.buildID == nil && !checkCRC {
+		ok = false
+	}
+	if ok && checkCRC && (o.buildID == nil || d.buildID == nil) {
+		// A matching build-id is stronger evidence than the CRC; without
+		// one on both sides, the CRC decides.
+		ok = fileCRC(src) == o.debugCRC
+	}
+	if !ok {
+		d.Close()
+		return nil
+	}
+	return d
+}
+
+// fileCRC returns the CRC-32 (IEEE) of the whole file, as .gnu_debuglink
+// records it.
+func fileCRC(src *source) uint32 {
+	if src.data != nil {
+		return crc32.ChecksumIEEE(src.data)
+	}
+	h := crc32.NewIEEE()
+	buf := make([]byte, 1<<16)
+	for off := int64(0); off < src.size; {
+		n := src.readAt(buf, uint64(off))
+		if n == 0 {
+			break
+		}
+		h.Write(buf[:n])
+		off += int64(n)
+	}
+	return h.Sum32()
+}

@@ -1,0 +1,36 @@
+// Package elfcache opens the ELF objects (executables and shared libraries)
+// that a profiled process had mapped and answers what ustack's unwinder and
+// reports need from them: unwind rows for link-time addresses (FindRow),
+// instruction bytes (ReadCode), the load bias of a runtime mapping (Bias),
+// and function names (Symbolize).
+//
+// Data flow. Open maps the file read-only (or reads it, or uses the bytes or
+// io.ReaderAt given to OpenBytes and OpenReader) and parses only the ELF
+// header, program and section headers, the GNU build-id note and
+// .gnu_debuglink. Each heavier piece is built once, on first use, under its
+// own sync.Once:
+//
+//   - the separate debug file: searched by build-id
+//     (<debugdir>/.build-id/xx/yyyy.debug), then by debug link (next to the
+//     object, in its .debug subdirectory and under <debugdir>/<dir>), each
+//     candidate checked against the object's build-id or the link's CRC-32;
+//   - the CFI table: a cfi.Table over .eh_frame, .eh_frame_hdr and
+//     .debug_frame (the object's own or else the debug file's), with
+//     compressed sections (SHF_COMPRESSED zlib or zstd, and .zdebug_
+//     "ZLIB" sections) decompressed into memory and the others used in
+//     place;
+//   - the symbol table: .symtab (the object's or else the debug file's)
+//     merged with .dynsym, reduced to one preferred alias per address and to
+//     disjoint address spans, with all names in one string so that
+//     Symbolize allocates nothing.
+//
+// FindRow asks the CFI table and, for addresses in PLT sections that no FDE
+// covers, synthesizes the row of a PLT stub. An Object is immutable once
+// opened and safe for concurrent use; Cache shares objects between callers,
+// keyed by build-id or else by path, size and modification time.
+//
+// Malformed files yield errors of type *Error naming the file, the section
+// and the offset; panics inside debug/elf or package cfi on corrupt input
+// are recovered and reported the same way. Mapped files must not be
+// truncated while in use (as with any mmap, that would fault).
+package elfcache

@@ -1,0 +1,446 @@
+package elfcache
+
+import (
+	"debug/elf"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/ustack/ustack/arch"
+	"github.com/ustack/ustack/cfi"
+)
+
+// DefaultDebugDir is where distributions install separate debug files.
+const DefaultDebugDir = "/usr/lib/debug"
+
+// DefaultMaxSectionSize bounds the decompressed size of a compressed section.
+const DefaultMaxSectionSize = 1 << 30
+
+// Options control how objects are opened and where their separate debug
+// files are looked for. The zero Options is ready to use.
+type Options struct {
+	// DebugDirs are the global debug directories searched for separate
+	// debug files, by build-id and by debug link. Nil means
+	// []string{DefaultDebugDir}; an empty non-nil slice searches none.
+	DebugDirs []string
+	// SymFS, when set, is a directory that stands for the root of the
+	// profiled machine: object paths and debug directories are looked up
+	// beneath it (like perf's --symfs).
+	SymFS string
+	// NoDebugFile disables the search for separate debug files.
+	NoDebugFile bool
+	// NoMmap reads files into memory instead of mapping them.
+	NoMmap bool
+	// MaxSectionSize bounds the decompressed size of one compressed section
+	// (0: DefaultMaxSectionSize). Larger sections are refused.
+	MaxSectionSize uint64
+	// CFI bounds the work of each CFI lookup.
+	CFI cfi.Options
+}
+
+func (o *Options) debugDirs() []string {
+	if o.DebugDirs == nil {
+		return []string{DefaultDebugDir}
+	}
+	return o.DebugDirs
+}
+
+func (o *Options) maxSection() uint64 {
+	if o.MaxSectionSize == 0 {
+		return DefaultMaxSectionSize
+	}
+	return o.MaxSectionSize
+}
+
+// symfsPath returns where the file at path on the profiled machine is found
+// on this one.
+func (o *Options) symfsPath(path string) string {
+	if o.SymFS == "" {
+		return path
+	}
+	return filepath.Join(o.SymFS, path)
+}
+
+// Range is a half-open range [Start, End) of link-time addresses.
+type Range struct {
+	Start, End uint64
+}
+
+// Contains reports whether addr is in r.
+func (r Range) Contains(addr uint64) bool { return addr >= r.Start && addr < r.End }
+
+// Section describes one section header of an object.
+type Section struct {
+	Name   string
+	Type   elf.SectionType
+	Flags  elf.SectionFlag
+	Addr   uint64 // sh_addr, the link-time address (0 when not allocated)
+	Offset uint64 // sh_offset
+	Size   uint64 // sh_size (the compressed size for SHF_COMPRESSED sections)
+}
+
+// Object is one ELF file opened for unwinding and symbolization. The
+// headers, build-id and debug link are read by Open; the separate debug file,
+// the CFI table and the symbol table are each found or built on first use.
+// An Object is immutable once opened and safe for concurrent use; it
+// implements unwinder.Object.
+type Object struct {
+	path    string // as given by the caller
+	file    string // where it was read from
+	opts    Options
+	src     *source
+	ef      *elf.File
+	arch    arch.Arch
+	typ     elf.Type
+	isDebug bool // opened as a separate debug file
+
+	buildID    []byte
+	buildIDHex string
+	debugLink  string
+	debugCRC   uint32
+	hasLink    bool
+
+	loads []elf.ProgHeader // PT_LOAD headers, in file order
+	plts  []pltRange
+	text  *elf.Section
+
+	closed atomic.Bool
+
+	debugOnce sync.Once
+	debug     *Object
+	debugErr  error
+
+	cfiOnce sync.Once
+	table   *cfi.Table
+	cfiErr  error
+
+	symOnce sync.Once
+	syms    *symtab
+	symErr  error
+}
+
+// Open opens the ELF file at path (beneath opts.SymFS when that is set) and
+// reads its headers, build-id and debug link. Everything else is read when
+// first needed. The file is mapped into memory unless opts.NoMmap is set.
+func Open(path string, opts Options) (*Object, error) {
+	file := opts.symfsPath(path)
+	src, _, err := openSource(file, opts.NoMmap)
+	if err != nil {
+		return nil, newErr(path, "", -1, err)
+	}
+	o, err := newObject(path, file, src, opts, false)
+	if err != nil {
+		src.close()
+		return nil, err
+	}
+	return o, nil
+}
+
+// OpenReader is like Open for a file held by r, which is size bytes long;
+// name is used in errors and returned by Path. Sections are read from r
+// when needed, and ReadCode reads from r, so r must stay usable for as long
+// as the Object is used. No separate debug file is searched unless
+// opts.SymFS or opts.DebugDirs say where (debug links are then resolved
+// relative to name).
+func OpenReader(name string, r io.ReaderAt, size int64, opts Options) (*Object, error) {
+	if size <= 0 {
+		return nil, newErr(name, "", -1, errors.New("empty file"))
+	}
+	src := &source{ra: r, size: size}
+	if opts.SymFS == "" && opts.DebugDirs == nil {
+		opts.NoDebugFile = true
+	}
+	return newObject(name, name, src, opts, false)
+}
+
+// OpenBytes is like OpenReader for a file held in memory; data is used in
+// place and must not be modified afterwards.
+func OpenBytes(name string, data []byte, opts Options) (*Object, error) {
+	if len(data) == 0 {
+		return nil, newErr(name, "", -1, errors.New("empty file"))
+	}
+	src := &source{data: data, size: int64(len(data))}
+	if opts.SymFS == "" && opts.DebugDirs == nil {
+		opts.NoDebugFile = true
+	}
+	return newObject(name, name, src, opts, false)
+}
+
+func newObject(path, file string, src *source, opts Options, isDebug bool) (o *Object, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			o, err = nil, newErr(path, "", -1, fmt.Errorf("malformed ELF file: %v", r))
+		}
+	}()
+	ef, err := elf.NewFile(src.readerAt())
+	if err != nil {
+		var fe *elf.FormatError
+		if errors.As(err, &fe) {
+			return nil, newErr(path, "", -1, fmt.Errorf("not a valid ELF file: %w", err))
+		}
+		return nil, newErr(path, "", -1, err)
+	}
+	o = &Object{path: path, file: file, opts: opts, src: src, ef: ef, typ: ef.Type, isDebug: isDebug}
+	if ef.Class != elf.ELFCLASS64 || ef.Data != elf.ELFDATA2LSB {
+		return nil, newErr(path, "", -1, fmt.Errorf("%w: %v %v", ErrUnsupported, ef.Class, ef.Data))
+	}
+	switch ef.Machine {
+	case elf.EM_X86_64:
+		o.arch = arch.AMD64
+	case elf.EM_AARCH64:
+		o.arch = arch.ARM64
+	default:
+		return nil, newErr(path, "", -1, fmt.Errorf("%w: machine %v", ErrUnsupported, ef.Machine))
+	}
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_LOAD {
+			o.loads = append(o.loads, p.ProgHeader)
+		}
+	}
+	o.readNotes()
+	if !isDebug {
+		o.readDebugLink()
+	}
+	o.text = o.section(".text")
+	o.findPLTs()
+	return o, nil
+}
+
+// section returns the first section named name, or nil.
+func (o *Object) section(name string) *elf.Section {
+	for _, s := range o.ef.Sections {
+		if s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// readNotes finds the GNU build-id in the note sections, or in the PT_NOTE
+// segments of files without section headers.
+func (o *Object) readNotes() {
+	for _, s := range o.ef.Sections {
+		if s.Type != elf.SHT_NOTE || s.Flags&elf.SHF_COMPRESSED != 0 || s.Size > 1<<20 {
+			continue
+		}
+		data, err := o.src.bytes(s.Offset, s.Size)
+		if err != nil {
+			continue
+		}
+		if id := findBuildID(data); id != nil {
+			o.setBuildID(id)
+			return
+		}
+	}
+	for _, p := range o.ef.Progs {
+		if p.Type != elf.PT_NOTE || p.Filesz > 1<<20 {
+			continue
+		}
+		data, err := o.src.bytes(p.Off, p.Filesz)
+		if err != nil {
+			continue
+		}
+		if id := findBuildID(data); id != nil {
+			o.setBuildID(id)
+			return
+		}
+	}
+}
+
+func (o *Object) setBuildID(id []byte) {
+	o.buildID = append([]byte(nil), id...)
+	o.buildIDHex = hex.EncodeToString(id)
+}
+
+// findBuildID returns the descriptor of the first NT_GNU_BUILD_ID note in a
+// sequence of notes, or nil.
+func findBuildID(data []byte) []byte {
+	for len(data) >= 12 {
+		namesz := uint64(binary.LittleEndian.Uint32(data[0:]))
+		descsz := uint64(binary.LittleEndian.Uint32(data[4:]))
+		typ := binary.LittleEndian.Uint32(data[8:])
+		data = data[12:]
+		nameEnd := (namesz + 3) &^ 3
+		if nameEnd > uint64(len(data)) {
+			return nil
+		}
+		name := data[:namesz]
+		data = data[nameEnd:]
+		descEnd := (descsz + 3) &^ 3
+		if descsz > uint64(len(data)) {
+			return nil
+		}
+		desc := data[:descsz]
+		if descEnd > uint64(len(data)) {
+			descEnd = uint64(len(data))
+		}
+		data = data[descEnd:]
+		if typ == ntGNUBuildID && string(name) == "GNU\x00" && descsz > 0 {
+			return desc
+		}
+	}
+	return nil
+}
+
+// readDebugLink reads .gnu_debuglink: a NUL-terminated file name padded to
+// four bytes and the CRC-32 of the debug file.
+func (o *Object) readDebugLink() {
+	s := o.section(".gnu_debuglink")
+	if s == nil || s.Type == elf.SHT_NOBITS || s.Flags&elf.SHF_COMPRESSED != 0 || s.Size > 4096 {
+		return
+	}
+	data, err := o.src.bytes(s.Offset, s.Size)
+	if err != nil {
+		return
+	}
+	i := 0
+	for i < len(data) && data[i] != 0 {
+		i++
+	}
+	if i == 0 || i == len(data) {
+		return
+	}
+	name := string(data[:i])
+	off := (i + 4) &^ 3
+	if off+4 > len(data) || strings.ContainsRune(name, '/') || name == "." || name == ".." {
+		return
+	}
+	o.debugLink = name
+	o.debugCRC = binary.LittleEndian.Uint32(data[off:])
+	o.hasLink = true
+}
+
+// Path returns the path the object was opened with (without the SymFS
+// prefix).
+func (o *Object) Path() string { return o.path }
+
+// Arch returns the architecture from the ELF header's e_machine.
+func (o *Object) Arch() arch.Arch { return o.arch }
+
+// Type returns the ELF file type (ET_EXEC, ET_DYN, ...).
+func (o *Object) Type() elf.Type { return o.typ }
+
+// BuildID returns the GNU build-id, or nil when the object has none. The
+// caller must not modify the returned slice.
+func (o *Object) BuildID() []byte { return o.buildID }
+
+// BuildIDHex returns the build-id as lower-case hex, or "".
+func (o *Object) BuildIDHex() string { return o.buildIDHex }
+
+// DebugLink returns the file name and CRC-32 recorded in .gnu_debuglink, and
+// whether there is one.
+func (o *Object) DebugLink() (name string, crc uint32, ok bool) {
+	return o.debugLink, o.debugCRC, o.hasLink
+}
+
+// Sections returns the object's section headers, in file order.
+func (o *Object) Sections() []Section {
+	out := make([]Section, 0, len(o.ef.Sections))
+	for _, s := range o.ef.Sections {
+		size := s.Size
+		if s.Flags&elf.SHF_COMPRESSED != 0 {
+			size = s.FileSize
+		}
+		out = append(out, Section{Name: s.Name, Type: s.Type, Flags: s.Flags,
+			Addr: s.Addr, Offset: s.Offset, Size: size})
+	}
+	return out
+}
+
+// Close releases the object's file mapping and that of its debug file. It
+// must be called only when no goroutine uses the object any more, and no
+// Row or byte slice obtained from it may be used afterwards: rows alias the
+// mapped CFI sections. Objects owned by a Cache are closed by Cache.Close.
+func (o *Object) Close() error {
+	if o.closed.Swap(true) {
+		return nil
+	}
+	var err error
+	o.debugOnce.Do(func() { o.debugErr = ErrClosed }) // no search after close
+	if o.debug != nil {
+		err = o.debug.Close()
+	}
+	if e := o.src.close(); e != nil && err == nil {
+		err = e
+	}
+	return err
+}
+
+// sectionData returns the contents of section s, decompressed. Uncompressed
+// sections of in-memory files are returned in place.
+func (o *Object) sectionData(s *elf.Section) (data []byte, err error) {
+	if s == nil || s.Type == elf.SHT_NOBITS {
+		return nil, nil
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			data, err = nil, newErr(o.path, s.Name, -1, fmt.Errorf("malformed section: %v", r))
+		}
+	}()
+	max := o.opts.maxSection()
+	switch {
+	case s.Flags&elf.SHF_COMPRESSED != 0:
+		if s.Size > max {
+			return nil, newErr(o.path, s.Name, -1, fmt.Errorf("decompressed size %#x exceeds the limit %#x", s.Size, max))
+		}
+		return readAllLimit(s.Open(), s.Size, o.path, s.Name)
+	case strings.HasPrefix(s.Name, ".zdebug_"):
+		raw, err := o.src.bytes(s.Offset, s.FileSize)
+		if err != nil {
+			return nil, newErr(o.path, s.Name, -1, err)
+		}
+		if len(raw) < 12 || string(raw[:4]) != "ZLIB" {
+			return raw, nil // not compressed after all
+		}
+		size := binary.BigEndian.Uint64(raw[4:12])
+		if size > max {
+			return nil, newErr(o.path, s.Name, 4, fmt.Errorf("decompressed size %#x exceeds the limit %#x", size, max))
+		}
+		zr, err := newZlibReader(raw[12:])
+		if err != nil {
+			return nil, newErr(o.path, s.Name, 12, err)
+		}
+		return readAllLimit(zr, size, o.path, s.Name)
+	}
+	data, err = o.src.bytes(s.Offset, s.Size)
+	if err != nil {
+		return nil, newErr(o.path, s.Name, -1, err)
+	}
+	return data, nil
+}
+
+// readAllLimit reads exactly size bytes from r.
+func readAllLimit(r io.Reader, size uint64, path, section string) ([]byte, error) {
+	// Grow as data arrives rather than trusting the declared size up front.
+	buf := make([]byte, 0, min(size, 1<<20))
+	for uint64(len(buf)) < size {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+			if uint64(cap(buf)) > size {
+				buf = buf[:len(buf):size]
+			}
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err != nil {
+			if err == io.EOF {
+				break
+			}
+			return nil, newErr(path, section, int64(len(buf)), fmt.Errorf("decompressing: %w", err))
+		}
+	}
+	if uint64(len(buf)) != size {
+		return nil, newErr(path, section, int64(len(buf)), fmt.Errorf("decompressed %#x bytes, header says %#x", len(buf), size))
+	}
+	return buf, nil
+}
+
+// checkFile reports whether the file at path is the same as fi.
+func sameFile(a, b os.FileInfo) bool { return a != nil && b != nil && os.SameFile(a, b) }

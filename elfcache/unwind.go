@@ -1,0 +1,400 @@
+package elfcache
+
+import (
+	"debug/elf"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/ustack/ustack/arch"
+	"github.com/ustack/ustack/cfi"
+)
+
+// pltRange is one PLT section.
+type pltRange struct {
+	Range
+	name string
+}
+
+// pltNames are the sections that hold PLT stubs.
+var pltNames = [...]string{".plt", ".plt.sec", ".plt.got", ".iplt"}
+
+func (o *Object) findPLTs() {
+	for _, name := range pltNames {
+		s := o.section(name)
+		if s == nil || s.Type != elf.SHT_PROGBITS || s.Flags&elf.SHF_EXECINSTR == 0 ||
+			s.Size == 0 || s.Addr+s.Size < s.Addr {
+			continue
+		}
+		o.plts = append(o.plts, pltRange{Range{s.Addr, s.Addr + s.Size}, name})
+	}
+}
+
+// PLTs returns the address ranges of the object's PLT sections (.plt,
+// .plt.sec, .plt.got, .iplt), keyed by section name.
+func (o *Object) PLTs() map[string]Range {
+	m := make(map[string]Range, len(o.plts))
+	for _, p := range o.plts {
+		m[p.name] = p.Range
+	}
+	return m
+}
+
+// buildCFI prepares the CFI table from the sections cfiSections finds.
+func (o *Object) buildCFI() {
+	defer func() {
+		if r := recover(); r != nil {
+			o.table = nil
+			o.cfiErr = newErr(o.path, "", -1, fmt.Errorf("building CFI table: %v", r))
+		}
+	}()
+	secs, readErr := o.cfiSections()
+	if secs.EHFrame.Data == nil && secs.DebugFrame.Data == nil {
+		o.cfiErr = readErr
+		return
+	}
+	t, err := cfi.NewTable(o.arch, secs, o.opts.CFI)
+	if err != nil {
+		o.cfiErr = newErr(o.path, "", -1, fmt.Errorf("CFI of %s: %w", filepath.Base(o.path), err))
+		return
+	}
+	o.table = t
+	o.cfiErr = readErr // a section that could not be read; the rest is used
+}
+
+// cfiSections collects .eh_frame, .eh_frame_hdr and .debug_frame (the
+// object's own, else the debug file's; compressed ones decompressed) and
+// the text and data bases. The error is the first section that could not be
+// read; the others are returned all the same.
+func (o *Object) cfiSections() (cfi.Sections, error) {
+	var secs cfi.Sections
+	var firstErr error
+	load := func(owner *Object, name string, dst *cfi.Section) {
+		if dst.Data != nil {
+			return
+		}
+		s := owner.section(name)
+		if s == nil || s.Type == elf.SHT_NOBITS {
+			return
+		}
+		data, err := owner.sectionData(s)
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			return
+		}
+		if len(data) == 0 {
+			return
+		}
+		*dst = cfi.Section{Name: filepath.Base(owner.path) + ":" + name, Data: data, Addr: s.Addr}
+	}
+	load(o, ".eh_frame", &secs.EHFrame)
+	if secs.EHFrame.Data != nil {
+		load(o, ".eh_frame_hdr", &secs.EHFrameHdr)
+	}
+	load(o, ".debug_frame", &secs.DebugFrame)
+	load(o, ".zdebug_frame", &secs.DebugFrame)
+	if secs.DebugFrame.Data == nil {
+		if d := o.DebugFile(); d != nil {
+			load(d, ".debug_frame", &secs.DebugFrame)
+			load(d, ".zdebug_frame", &secs.DebugFrame)
+		}
+	}
+	if o.text != nil {
+		secs.TextAddr = o.text.Addr
+	}
+	if got := o.section(".got"); got != nil {
+		secs.DataAddr = got.Addr
+	}
+	return secs, firstErr
+}
+
+// CFIError returns the error met while preparing the object's CFI, if any
+// (building the table on first use). A non-nil error with a usable table
+// means that one CFI section could not be read and the others are used.
+func (o *Object) CFIError() error {
+	o.cfiOnce.Do(o.buildCFI)
+	return o.cfiErr
+}
+
+// FindRow fills row with the unwind row for the link-time address addr. It
+// returns cfi.ErrNoFDE when the object has no unwind information for addr.
+// On first use it builds the CFI table. Addresses in PLT sections that no FDE
+// covers get a synthesized row (PLT stubs do not touch the stack, apart from
+// the pushes of lazy-binding stubs, which are decoded). FindRow allocates
+// nothing unless it returns an error other than cfi.ErrNoFDE.
+func (o *Object) FindRow(addr uint64, row *cfi.Row) error {
+	if o.closed.Load() {
+		return newErr(o.path, "", -1, ErrClosed)
+	}
+	o.cfiOnce.Do(o.buildCFI)
+	err := cfi.ErrNoFDE
+	if o.table != nil {
+		err = o.lookup(addr, row)
+		if err == nil {
+			return nil
+		}
+	} else if o.cfiErr != nil {
+		err = o.cfiErr
+	}
+	if o.pltRow(addr, row) {
+		return nil
+	}
+	if err == cfi.ErrNoFDE || errors.Is(err, cfi.ErrNoFDE) {
+		return cfi.ErrNoFDE
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return err
+	}
+	return newErr(o.path, "", -1, err)
+}
+
+// lookup asks the CFI table, turning a panic on malformed CFI into an error.
+func (o *Object) lookup(addr uint64, row *cfi.Row) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = newErr(o.path, "", -1, fmt.Errorf("CFI lookup at %#x: %v", addr, r))
+		}
+	}()
+	return o.table.Lookup(addr, row)
+}
+
+// PLT stub instruction encodings that pltRow recognizes.
+const (
+	arm64STPx16x30 = 0xa9bf7bf0 // stp x16, x30, [sp, #-16]!
+	arm64BTIc      = 0xd503245f // bti c
+	amd64EntrySize = 16
+	arm64PLT0Size  = 32
+)
+
+// pltRow synthesizes the unwind row for addr when it is in a PLT section.
+func (o *Object) pltRow(addr uint64, row *cfi.Row) bool {
+	var p *pltRange
+	for i := range o.plts {
+		if o.plts[i].Contains(addr) {
+			p = &o.plts[i]
+			break
+		}
+	}
+	if p == nil {
+		return false
+	}
+	*row = cfi.Row{}
+	row.RA = uint16(o.arch.RA())
+	row.FDEStart = p.Start
+	switch o.arch {
+	case arch.AMD64:
+		start, end, pushed := o.amd64PLT(p, addr)
+		row.Start, row.End = start, end
+		row.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.AMD64_RSP, Offset: 8}
+		if pushed {
+			row.CFA.Offset = 16
+		}
+		row.Regs[arch.AMD64_RIP] = cfi.Rule{Kind: cfi.RuleOffset, Offset: -8}
+	case arch.ARM64:
+		start, end, pushed := o.arm64PLT(p, addr)
+		row.Start, row.End = start, end
+		row.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.ARM64_SP}
+		if pushed {
+			// PLT0 has run stp x16, x30, [sp, #-16]!.
+			row.CFA.Offset = 16
+			row.Regs[arch.ARM64_X30] = cfi.Rule{Kind: cfi.RuleOffset, Offset: -8}
+			row.Regs[16] = cfi.Rule{Kind: cfi.RuleOffset, Offset: -16}
+		} else {
+			row.Regs[arch.ARM64_X30] = cfi.Rule{Kind: cfi.RuleRegister, Reg: arch.ARM64_X30}
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+// amd64PLT returns the range of PLT code around addr that shares one row
+// and whether a lazy-binding push has run at addr. It recognizes PLT0
+// (push GOT+8; jmp *GOT+16) and the lazy entries of the classic, IBT and
+// BND layouts; anything else gets the section-wide row CFA=rsp+8.
+func (o *Object) amd64PLT(p *pltRange, addr uint64) (start, end uint64, pushed bool) {
+	if p.name != ".plt" || p.End-p.Start < amd64EntrySize {
+		return p.Start, p.End, false
+	}
+	split := func(e, pushEnd uint64) (uint64, uint64, bool) {
+		if addr < pushEnd {
+			return e, pushEnd, false
+		}
+		return pushEnd, min(e+amd64EntrySize, p.End), true
+	}
+	var code [amd64EntrySize]byte
+	e := p.Start + (addr-p.Start)/amd64EntrySize*amd64EntrySize
+	if e+amd64EntrySize > p.End || o.ReadCode(e, code[:]) != amd64EntrySize {
+		return p.Start, p.End, false
+	}
+	if e == p.Start {
+		if code[0] == 0xff && code[1] == 0x35 { // push GOT+8(%rip)
+			return split(e, e+6)
+		}
+		if code[0] == 0xf3 && code[1] == 0x0f && code[2] == 0x1e && code[3] == 0xfa &&
+			code[4] == 0xff && code[5] == 0x35 { // endbr64; push GOT+8(%rip)
+			return split(e, e+10)
+		}
+		return p.Start, p.End, false
+	}
+	switch {
+	case code[0] == 0xff && code[1] == 0x25 && code[6] == 0x68: // jmp *; push $n; jmp PLT0
+		return split(e, e+11)
+	case code[0] == 0xf3 && code[1] == 0x0f && code[2] == 0x1e && code[3] == 0xfa && code[4] == 0x68:
+		return split(e, e+9) // endbr64; push $n; bnd jmp PLT0
+	case code[0] == 0x68: // push $n; bnd jmp PLT0 (-z bndplt)
+		return split(e, e+5)
+	}
+	return e, e + amd64EntrySize, false
+}
+
+// arm64PLT is amd64PLT for arm64: PLT0 (the first 32 bytes of .plt) pushes
+// x16 and x30 with stp x16, x30, [sp, #-16]!, possibly after a bti c; the
+// other stubs do not touch the stack.
+func (o *Object) arm64PLT(p *pltRange, addr uint64) (start, end uint64, pushed bool) {
+	if p.name != ".plt" || p.End-p.Start < arm64PLT0Size {
+		return p.Start, p.End, false
+	}
+	var code [8]byte
+	if o.ReadCode(p.Start, code[:]) != len(code) {
+		return p.Start, p.End, false
+	}
+	i0 := binary.LittleEndian.Uint32(code[0:])
+	i1 := binary.LittleEndian.Uint32(code[4:])
+	var stpEnd uint64
+	switch {
+	case i0 == arm64STPx16x30:
+		stpEnd = p.Start + 4
+	case i0 == arm64BTIc && i1 == arm64STPx16x30:
+		stpEnd = p.Start + 8
+	default:
+		return p.Start, p.End, false
+	}
+	plt0End := p.Start + arm64PLT0Size
+	switch {
+	case addr < stpEnd:
+		return p.Start, stpEnd, false
+	case addr < plt0End:
+		return stpEnd, plt0End, true
+	}
+	return plt0End, p.End, false
+}
+
+// ReadCode copies the bytes at link-time address addr into buf and returns
+// how many it copied. It reads the PT_LOAD segment containing addr
+// (executable segments first), or the allocated section when the file has
+// no program headers; bytes past the end of the file data of a segment
+// (.bss) read as zero. It stops at the end of the segment and returns 0 when
+// addr is in none.
+func (o *Object) ReadCode(addr uint64, buf []byte) int {
+	if len(buf) == 0 || o.closed.Load() {
+		return 0
+	}
+	if len(o.loads) > 0 {
+		for pass := 0; pass < 2; pass++ {
+			for i := range o.loads {
+				p := &o.loads[i]
+				if (p.Flags&elf.PF_X != 0) != (pass == 0) {
+					continue
+				}
+				if addr >= p.Vaddr && addr-p.Vaddr < p.Memsz {
+					return o.copyOut(buf, addr-p.Vaddr, p.Off, p.Filesz, p.Memsz)
+				}
+			}
+		}
+		return 0
+	}
+	for _, s := range o.ef.Sections {
+		if s.Flags&elf.SHF_ALLOC == 0 || s.Flags&elf.SHF_COMPRESSED != 0 || addr < s.Addr || addr-s.Addr >= s.Size {
+			continue
+		}
+		filesz := s.Size
+		if s.Type == elf.SHT_NOBITS {
+			filesz = 0
+		}
+		return o.copyOut(buf, addr-s.Addr, s.Offset, filesz, s.Size)
+	}
+	return 0
+}
+
+// copyOut copies from offset off of a region whose first filesz bytes are at
+// file offset fileOff and that is memsz bytes long in memory.
+func (o *Object) copyOut(buf []byte, off, fileOff, filesz, memsz uint64) int {
+	n := uint64(len(buf))
+	if rest := memsz - off; n > rest {
+		n = rest
+	}
+	buf = buf[:n]
+	var got uint64
+	if off < filesz {
+		m := min(n, filesz-off)
+		if fileOff+off >= fileOff { // no overflow
+			got = uint64(o.src.readAt(buf[:m], fileOff+off))
+		}
+		if got < m { // truncated file: the rest is not available
+			return int(got)
+		}
+	}
+	clear(buf[got:])
+	return int(n)
+}
+
+// Bias returns the difference between runtime and link-time addresses for a
+// mapping that maps the file at offset mapFileOffset to address mapStart,
+// as read from /proc/PID/maps or a perf MMAP2 record. The PT_LOAD segment is
+// the one that the mapping starts within the first page (up to 64 KiB) of
+// or, failing that, one whose file range contains mapFileOffset; among
+// equals, executable segments are preferred, as the bias matters for
+// unwinding code. It returns false when no segment fits. Use BiasProt for
+// data mappings.
+func (o *Object) Bias(mapStart, mapFileOffset uint64) (uint64, bool) {
+	return o.BiasProt(mapStart, mapFileOffset, elf.PF_R|elf.PF_X)
+}
+
+// BiasProt is Bias for a mapping whose permissions are prot (PF_R, PF_W,
+// PF_X): among segments that fit equally well it prefers the one with the
+// same permissions.
+func (o *Object) BiasProt(mapStart, mapFileOffset uint64, prot elf.ProgFlag) (uint64, bool) {
+	const maxPage = 1 << 16
+	best, bestScore := -1, uint64(0)
+	for i := range o.loads {
+		p := &o.loads[i]
+		if p.Filesz == 0 && p.Memsz == 0 {
+			continue
+		}
+		var score uint64 // higher is better
+		switch {
+		case mapFileOffset <= p.Off && p.Off-mapFileOffset < maxPage:
+			score = 4 << 32
+			score |= maxPage - (p.Off - mapFileOffset) // nearer is better
+		case mapFileOffset > p.Off && mapFileOffset-p.Off < p.Filesz:
+			score = 2 << 32
+		default:
+			continue
+		}
+		rwx := elf.PF_R | elf.PF_W | elf.PF_X
+		switch {
+		case p.Flags&rwx == prot&rwx:
+			score |= 1 << 30
+		case p.Flags&prot&elf.PF_X != 0:
+			score |= 1 << 29
+		}
+		if best < 0 || score > bestScore {
+			best, bestScore = i, score
+		}
+	}
+	if best < 0 {
+		return 0, false
+	}
+	p := &o.loads[best]
+	return mapStart - mapFileOffset - p.Vaddr + p.Off, true
+}
+
+// LoadSegments returns the object's PT_LOAD program headers in file order.
+func (o *Object) LoadSegments() []elf.ProgHeader {
+	return append([]elf.ProgHeader(nil), o.loads...)
+}

@@ -1,0 +1,3 @@
+module ustackfixture/goprog
+
+go 1.26

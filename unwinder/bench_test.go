@@ -1,0 +1,48 @@
+package unwinder_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/ustack/ustack/internal/fixture"
+	"github.com/ustack/ustack/unwinder"
+)
+
+// benchFixture unwinds one committed capture repeatedly with a warm cache and
+// reports the cost per frame.
+func benchFixture(b *testing.B, archName, name string) {
+	f, err := fixture.Load(filepath.Join(fixture.Dir(), "fixtures", archName, name+".json"))
+	if err != nil {
+		b.Skip(err)
+	}
+	cache := f.NewCache()
+	defer cache.Close()
+	p, err := f.Prepare(cache)
+	if err != nil {
+		b.Fatal(err)
+	}
+	u := unwinder.New(p.Arch, unwinder.Options{})
+	frames := make([]unwinder.Frame, 256)
+	var c unwinder.Cache
+	res := u.Unwind(&c, p.Space, &p.Regs, &p.Stack, frames) // warm up
+	if res.Frames < 2 {
+		b.Fatalf("only %d frames (%v)", res.Frames, res.Stop)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	total := 0
+	for i := 0; i < b.N; i++ {
+		total += u.Unwind(&c, p.Space, &p.Regs, &p.Stack, frames).Frames
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(total), "ns/frame")
+}
+
+func BenchmarkUnwindX86SyscallGCC(b *testing.B) { benchFixture(b, "x86_64", "syscall_gcc_O2") }
+func BenchmarkUnwindX86Signal(b *testing.B)     { benchFixture(b, "x86_64", "signal_handler") }
+func BenchmarkUnwindX86Recursion(b *testing.B)  { benchFixture(b, "x86_64", "recursion_truncated") }
+func BenchmarkUnwindX86Go(b *testing.B)         { benchFixture(b, "x86_64", "go_program") }
+func BenchmarkUnwindARM64Syscall(b *testing.B)  { benchFixture(b, "aarch64", "a64_syscall_O2_nofp") }
+func BenchmarkUnwindARM64PAC(b *testing.B)      { benchFixture(b, "aarch64", "a64_pac") }
+func BenchmarkUnwindARM64Recursion(b *testing.B) {
+	benchFixture(b, "aarch64", "a64_recursion_truncated")
+}

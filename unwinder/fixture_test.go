@@ -1,0 +1,154 @@
+package unwinder_test
+
+import (
+	"debug/elf"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ianlancetaylor/demangle"
+	"github.com/ustack/ustack/internal/fixture"
+	"github.com/ustack/ustack/unwinder"
+)
+
+// TestFixtures unwinds every committed capture and compares the frames with
+// the backtrace gdb printed for the same stop (see testdata/FORMAT.md):
+// same PCs, same functions, the expected stop reason.
+func TestFixtures(t *testing.T) {
+	for _, archName := range []string{"x86_64", "aarch64"} {
+		paths, err := fixture.Glob(archName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, path := range paths {
+			name := archName + "/" + strings.TrimSuffix(filepath.Base(path), ".json")
+			t.Run(name, func(t *testing.T) { checkFixture(t, path) })
+		}
+	}
+}
+
+func checkFixture(t *testing.T, path string) {
+	f, err := fixture.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := f.NewCache()
+	defer cache.Close()
+	p, err := f.Prepare(cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := unwinder.New(p.Arch, unwinder.Options{})
+	frames := make([]unwinder.Frame, 512)
+	res := u.Unwind(new(unwinder.Cache), p.Space, &p.Regs, &p.Stack, frames)
+	got := frames[:res.Frames]
+
+	want := f.GDB
+	if f.Expect.Frames > 0 && f.Expect.Frames < len(want) && f.Expect.Stop != "truncated" {
+		want = want[:f.Expect.Frames]
+	}
+	n := len(got)
+	if n > len(want) {
+		n = len(want)
+	}
+	bad := false
+	for i := 0; i < n; i++ {
+		g, w := got[i], want[i]
+		gotName := ""
+		if obj := p.Objects[max(g.Mapping, 0)]; g.Mapping >= 0 && obj != nil {
+			gotName, _, _ = obj.Symbolize(g.LookupPC() - p.Space.Mapping(int(g.Mapping)).Bias)
+		}
+		isTramp := g.Flags&unwinder.FrameSignalTrampoline != 0
+		switch {
+		case g.PC != w.PC:
+			t.Errorf("frame %d: pc %#x (%s, %v); gdb %#x (%s)", i, g.PC, gotName, g.Method, w.PC, w.Function)
+			bad = true
+		case w.Signal != isTramp:
+			t.Errorf("frame %d: signal trampoline %v; gdb %v", i, isTramp, w.Signal)
+		case w.Function != "" && gotName != w.Function && !sameFunction(p, g, w.Function):
+			t.Errorf("frame %d: pc %#x function %q; gdb %q", i, g.PC, gotName, w.Function)
+		}
+		if bad {
+			break
+		}
+	}
+	wantStop := f.Expect.Stop
+	if res.Stop.String() != wantStop {
+		t.Errorf("stop %v (%v) after %d frames; want %s", res.Stop, res.Err, len(got), wantStop)
+	}
+	switch {
+	case wantStop == "truncated":
+		if len(got) < f.Expect.Frames || len(got) > len(f.GDB) {
+			t.Errorf("%d frames before the snapshot ran out; want between %d and %d", len(got), f.Expect.Frames, len(f.GDB))
+		}
+	case len(got) != len(want):
+		t.Errorf("%d frames; gdb has %d", len(got), len(want))
+	}
+	if t.Failed() {
+		for i, g := range got {
+			t.Logf("  got #%d pc %#x sp %#x %v", i, g.PC, g.SP, g.Method)
+		}
+		for i, w := range f.GDB {
+			t.Logf("  gdb #%d pc %#x %s", i, w.PC, w.Function)
+		}
+	}
+}
+
+// sameFunction reports whether gdb's function name for frame g names the
+// function that contains the frame's lookup address. It reads the object's
+// symbol tables with debug/elf, independently of elfcache, so that aliases
+// (glibc's __close and close, the vdso's clock_gettime and
+// __vdso_clock_gettime), demangled C++ names and Go ABI wrappers all count.
+func sameFunction(p *fixture.Prepared, g unwinder.Frame, gdbName string) bool {
+	if g.Mapping < 0 || p.Objects[g.Mapping] == nil {
+		return false
+	}
+	obj := p.Objects[g.Mapping]
+	addr := g.LookupPC() - p.Space.Mapping(int(g.Mapping)).Bias
+	paths := []string{obj.Path()}
+	if d := obj.DebugPath(); d != "" {
+		paths = append(paths, d)
+	}
+	for _, path := range paths {
+		for _, sym := range elfSymbols(path) {
+			if addr < sym.Value || addr >= sym.Value+max(sym.Size, 1) && sym.Size != 0 {
+				continue
+			}
+			if sym.Size == 0 && addr != sym.Value {
+				continue
+			}
+			if nameMatches(sym.Name, gdbName) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func nameMatches(sym, gdbName string) bool {
+	if sym == gdbName {
+		return true
+	}
+	if d := demangle.Filter(sym); d == gdbName {
+		return true
+	}
+	// Go: gdb drops the ABI wrapper suffix.
+	return strings.TrimSuffix(sym, ".abi0") == gdbName
+}
+
+var symCache = map[string][]elf.Symbol{}
+
+func elfSymbols(path string) []elf.Symbol {
+	if syms, ok := symCache[path]; ok {
+		return syms
+	}
+	var all []elf.Symbol
+	if f, err := elf.Open(path); err == nil {
+		s1, _ := f.Symbols()
+		s2, _ := f.DynamicSymbols()
+		all = append(s1, s2...)
+		f.Close()
+	}
+	symCache[path] = all
+	return all
+}
