@@ -334,4 +334,3 @@ func (s *frameSection) fdeRange(e *entry, c *cie, lastCIE *int) (start, end uint
 	}
 	return start, start + length, nil
 }
-

@@ -17,6 +17,7 @@ type FormatError struct {
 	Err     error  // underlying error, if any
 }
 
+// Error returns the message, naming the section and offset.
 func (e *FormatError) Error() string {
 	s := fmt.Sprintf("cfi: %s at offset %#x: %s", e.Section, e.Offset, e.Msg)
 	if e.Err != nil {
@@ -36,6 +37,7 @@ type ExprError struct {
 	Msg    string // description of the problem
 }
 
+// Error returns the message, naming the operation and its offset.
 func (e *ExprError) Error() string {
 	return fmt.Sprintf("cfi: expression op %s (%#x) at offset %d: %s", opName(e.Op), e.Op, e.Offset, e.Msg)
 }

@@ -20,7 +20,7 @@ const (
 )
 
 func cfaOff(reg uint16, off int64) Rule { return Rule{Kind: RuleCFAOffset, Reg: reg, Offset: off} }
-func offRule(off int64) Rule           { return Rule{Kind: RuleOffset, Offset: off} }
+func offRule(off int64) Rule            { return Rule{Kind: RuleOffset, Offset: off} }
 
 type opCase struct {
 	name      string

@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"math/rand"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -284,7 +283,7 @@ func TestReadelf(t *testing.T) {
 func cfaString(a arch.Arch, r Rule) string {
 	switch r.Kind {
 	case RuleCFAOffset:
-		return a.RegName(int(r.Reg)) + strconv.FormatInt(r.Offset, 10)[:0] + signed(r.Offset)
+		return a.RegName(int(r.Reg)) + signed(r.Offset)
 	case RuleCFAExpression:
 		return "exp"
 	}
@@ -430,5 +429,3 @@ func BenchmarkNewTableFirstLookup(b *testing.B) {
 		}
 	}
 }
-
-var _ = os.Stat

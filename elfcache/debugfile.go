@@ -10,8 +10,9 @@ import (
 // DebugFile returns the separate debug file found for the object, searching
 // for it on first use, or nil when there is none. The search order is:
 // for each debug directory D, D/.build-id/xx/yyyy.debug; then, when the
-// object has a .gnu_debuglink NAME, DIR/NAME, DIR/.debug/NAME and
-// D/DIR/NAME for each D, where DIR is the object's directory. A candidate
+// object has a .gnu_debuglink NAME, DIR/NAME, DIR/.debug/NAME,
+// D/DIR/NAME for each D, and D/NAME for each D, where DIR is the object's
+// directory. A candidate
 // whose build-id differs from the object's, or whose CRC-32 differs from the
 // debug link's (for candidates found through the link, when build-ids do
 // not settle it), is refused.
@@ -59,6 +60,11 @@ func (o *Object) findDebug() (*Object, error) {
 	}
 	for _, d := range dirs {
 		cands = append(cands, filepath.Join(o.opts.symfsPath(d), dir, o.debugLink))
+	}
+	// Last, D/NAME: where gdb also looks, and where a debug file copied
+	// off another machine without its directory tree usually lands.
+	for _, d := range dirs {
+		cands = append(cands, filepath.Join(o.opts.symfsPath(d), o.debugLink))
 	}
 	for _, p := range cands {
 		if dbg := o.tryDebug(p, self, true); dbg != nil {

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/ustack/ustack/cfi"
 )
@@ -26,6 +28,13 @@ func FuzzOpen(f *testing.F) {
 	}
 	f.Add([]byte("\x7fELF\x02\x01\x01"))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		// The fuzzer does not detect hangs: turn one into a crash, which
+		// it records.
+		tm := time.AfterFunc(10*time.Second, func() {
+			buf := make([]byte, 1<<16)
+			panic("input hangs:\n" + string(buf[:runtime.Stack(buf, true)]))
+		})
+		defer tm.Stop()
 		o, err := OpenReader("fuzz", bytes.NewReader(data), int64(len(data)), Options{MaxSectionSize: 1 << 20})
 		if err != nil {
 			return

@@ -119,7 +119,6 @@ func nmSyms(t testing.TB, nm string, args ...string) []nmSym {
 	return syms
 }
 
-
 // readelfSection is one row of readelf -SW.
 type readelfSection struct {
 	name, typ       string

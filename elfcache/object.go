@@ -70,7 +70,7 @@ func (o *Options) symfsPath(path string) string {
 
 // Range is a half-open range [Start, End) of link-time addresses.
 type Range struct {
-	Start, End uint64
+	Start, End uint64 // first address and one past the last
 }
 
 // Contains reports whether addr is in r.
@@ -78,12 +78,12 @@ func (r Range) Contains(addr uint64) bool { return addr >= r.Start && addr < r.E
 
 // Section describes one section header of an object.
 type Section struct {
-	Name   string
-	Type   elf.SectionType
-	Flags  elf.SectionFlag
-	Addr   uint64 // sh_addr, the link-time address (0 when not allocated)
-	Offset uint64 // sh_offset
-	Size   uint64 // sh_size (the compressed size for SHF_COMPRESSED sections)
+	Name   string          // section name, such as ".text"
+	Type   elf.SectionType // sh_type
+	Flags  elf.SectionFlag // sh_flags
+	Addr   uint64          // sh_addr, the link-time address (0 when not allocated)
+	Offset uint64          // sh_offset
+	Size   uint64          // sh_size (the compressed size for SHF_COMPRESSED sections)
 }
 
 // Object is one ELF file opened for unwinding and symbolization. The

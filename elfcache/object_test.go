@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ustack/ustack/arch"
+	"github.com/ustack/ustack/unwinder"
 )
 
 var systemObjects = []struct {
@@ -448,3 +449,6 @@ func TestClosed(t *testing.T) {
 		t.Errorf("FindRow after Close = %v", err)
 	}
 }
+
+// Object is what the unwinder needs.
+var _ unwinder.Object = (*Object)(nil)

@@ -1,6 +1,9 @@
 package elfcache
 
 import (
+	"os/exec"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -138,6 +141,88 @@ func TestFindRowPLT(t *testing.T) {
 			if so.a == arch.ARM64 && row.CFA != synth.CFA {
 				t.Errorf("CFA %+v, want the synthesized %+v", row.CFA, synth.CFA)
 			}
+		})
+	}
+}
+
+// TestFindRowEntries checks FindRow at the entry of a sample of each system
+// library's functions: the CFA is the stack pointer as the call left it
+// (rsp+8 with the return address at CFA-8 on x86_64, sp+0 on arm64).
+func TestFindRowEntries(t *testing.T) {
+	requireCFI(t)
+	for _, so := range systemObjects {
+		t.Run(strings.ReplaceAll(so.path, "/", "_"), func(t *testing.T) {
+			needFile(t, so.path)
+			o := mustOpen(t, so.path, Options{NoDebugFile: true})
+			syms := o.Symbols()
+			found, none := 0, 0
+			for i := 0; i < len(syms); i += len(syms)/300 + 1 {
+				s := syms[i]
+				if strings.HasSuffix(s.Name, "@plt") {
+					continue // PLT stubs have their own CFA expressions; see TestPLTRows
+				}
+				var row cfi.Row
+				err := o.FindRow(s.Addr, &row)
+				if err == cfi.ErrNoFDE {
+					none++
+					continue
+				}
+				if err != nil {
+					t.Errorf("%s: %v", s.Name, err)
+					continue
+				}
+				found++
+				want := cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.AMD64_RSP, Offset: 8}
+				if so.arch == arch.ARM64 {
+					want = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.ARM64_SP}
+				}
+				if row.CFA != want || s.Addr < row.Start || s.Addr >= row.End {
+					t.Errorf("%s at %#x: CFA %+v range [%#x, %#x)", s.Name, s.Addr, row.CFA, row.Start, row.End)
+				}
+			}
+			if found == 0 || none > found/10 {
+				t.Errorf("%d functions with rows, %d without", found, none)
+			}
+			t.Logf("%d functions with rows, %d without", found, none)
+		})
+	}
+}
+
+// TestPLTSymbols checks the synthetic name@plt symbols against objdump,
+// which names PLT stubs from the same relocations.
+func TestPLTSymbols(t *testing.T) {
+	for _, path := range []string{"/lib/x86_64-linux-gnu/libc.so.6", "/usr/aarch64-linux-gnu/lib/libc.so.6",
+		"../testdata/objects/x86_64/plt_now", "../testdata/objects/x86_64/plt_lazy", "../testdata/objects/aarch64/a64_chain_O2_nofp"} {
+		t.Run(strings.ReplaceAll(path, "/", "_"), func(t *testing.T) {
+			needFile(t, path)
+			objdump := "objdump"
+			if strings.Contains(path, "aarch64") {
+				objdump = "aarch64-linux-gnu-objdump"
+			}
+			out, err := exec.Command(objdump, "-d", "-j", ".plt", "-j", ".plt.sec", "-j", ".plt.got", path).Output()
+			if err != nil {
+				t.Skipf("%s: %v", objdump, err)
+			}
+			// Lines like "0000000000001030 <close@plt>:".
+			re := regexp.MustCompile(`(?m)^([0-9a-f]+) <([^>+]+@plt)>:`)
+			o := mustOpen(t, path, Options{NoDebugFile: true})
+			n := 0
+			for _, m := range re.FindAllStringSubmatch(string(out), -1) {
+				addr, _ := strconv.ParseUint(m[1], 16, 64)
+				want := m[2]
+				if i := strings.Index(want, "@"); i >= 0 && strings.Count(want, "@") > 1 {
+					want = want[:i] + "@plt" // objdump may print close@GLIBC_2.2.5@plt
+				}
+				name, off, ok := o.Symbolize(addr)
+				if !ok || off != 0 || name != want {
+					t.Errorf("%#x: got %q+%#x ok=%v; objdump %q", addr, name, off, ok, m[2])
+				}
+				n++
+			}
+			if n == 0 {
+				t.Fatalf("objdump named no PLT stubs")
+			}
+			t.Logf("%d PLT stubs named as objdump names them", n)
 		})
 	}
 }

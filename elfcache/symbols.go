@@ -135,6 +135,7 @@ func (o *Object) buildSymbols() {
 	if err != nil && o.symErr == nil {
 		o.symErr = err
 	}
+	cands = o.pltSymbols(cands)
 	o.syms = buildSymtab(cands)
 }
 
