@@ -2,7 +2,6 @@ package unwinder
 
 import (
 	"bytes"
-	"errors"
 
 	"github.com/ustack/ustack/arch"
 )
@@ -56,8 +55,8 @@ var amd64SigRegs = [...]int{
 
 // restoreSignal restores every register from the signal frame at the
 // trampoline's stack pointer.
-func (u *Unwinder) restoreSignal(c *Cache, cur *arch.Regs, st stepResult) (arch.Regs, stepResult) {
-	var next arch.Regs
+func (u *Unwinder) restoreSignal(c *Cache, cur, next *arch.Regs, st *stepResult) {
+	next.Reset()
 	sp, _ := cur.Get(u.arch.SP())
 	st.cfa = sp
 	if u.arch == arch.ARM64 {
@@ -66,64 +65,62 @@ func (u *Unwinder) restoreSignal(c *Cache, cur *arch.Regs, st stepResult) (arch.
 			v, ms := c.mem.stack.read8(base + uint64(8*r))
 			if ms != memOK {
 				st.stop = memStop(ms)
-				return next, st
+				return
 			}
 			next.Set(r, v)
 		}
-		return next, st
+		return
 	}
 	base := sp + amd64SigcontextOff
 	for i, r := range amd64SigRegs {
 		v, ms := c.mem.stack.read8(base + uint64(8*i))
 		if ms != memOK {
 			st.stop = memStop(ms)
-			return next, st
+			return
 		}
 		next.Set(r, v)
 	}
-	return next, st
 }
 
 // linkRegister recovers the caller of an arm64 first frame without CFI: the
 // return address is still in x30 and nothing has been pushed.
-func (u *Unwinder) linkRegister(cur *arch.Regs, st stepResult) (arch.Regs, stepResult) {
-	next := *cur
+func (u *Unwinder) linkRegister(cur, next *arch.Regs, st *stepResult) {
+	*next = *cur
 	lr, ok := cur.Get(arch.ARM64_X30)
 	if !ok {
 		st.stop = StopUnknownRegister
-		st.err = errors.New("unwinder: link register unknown")
-		return next, st
+		st.err = errLinkRegUnknown
+		return
 	}
 	sp, _ := cur.Get(arch.ARM64_SP)
 	st.cfa = sp
 	st.method = MethodLinkRegister
 	st.raFromRegister = true
 	next.Set(arch.ARM64_PC, lr)
-	return next, st
 }
 
 // framePointer recovers the caller by following the frame pointer: the
 // frame record at FP holds the caller's FP and the return address (x86_64:
 // push %rbp after the call; arm64: stp x29, x30).
-func (u *Unwinder) framePointer(c *Cache, cur *arch.Regs, st stepResult) (arch.Regs, stepResult) {
-	var next arch.Regs
+func (u *Unwinder) framePointer(c *Cache, cur, next *arch.Regs, st *stepResult) {
+	next.Reset()
 	a := u.arch
 	fp, ok := cur.Get(a.FP())
 	sp, _ := cur.Get(a.SP())
 	if !ok || fp < sp || fp&7 != 0 {
 		st.stop = StopNoUnwindInfo
-		st.err = errors.New("unwinder: no CFI and no usable frame pointer")
-		return next, st
+		st.err = errNoFramePointer
+		return
 	}
 	callerFP, ms := c.mem.stack.read8(fp)
 	if ms != memOK {
 		st.stop = memStop(ms)
-		return next, st
+		return
 	}
 	ra, ms := c.mem.stack.read8(fp + 8)
 	if ms != memOK {
 		st.stop = memStop(ms)
-		return next, st
+		return
 	}
 	// Only the frame record is known; the callee's other registers say
 	// nothing reliable about the caller's.
@@ -135,5 +132,4 @@ func (u *Unwinder) framePointer(c *Cache, cur *arch.Regs, st stepResult) (arch.R
 	}
 	st.cfa = fp + 16
 	st.method = MethodFramePointer
-	return next, st
 }

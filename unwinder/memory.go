@@ -30,11 +30,19 @@ const (
 	memOutside
 )
 
-// read8 reads a little-endian 8-byte word from the captured memory.
+// read8 reads a little-endian 8-byte word from the captured memory. The
+// common case, a word inside the main snapshot, is small enough to inline.
 func (s *Stack) read8(addr uint64) (uint64, memStatus) {
-	if v, ok := readRegion(s.Addr, s.Data, addr); ok {
-		return v, memOK
+	// off wraps around for addresses below the snapshot; off+8 <= off
+	// catches the few that wrap back into range.
+	if off := addr - s.Addr; off+8 <= uint64(len(s.Data)) && off+8 > off {
+		return binary.LittleEndian.Uint64(s.Data[off:]), memOK
 	}
+	return s.read8Slow(addr)
+}
+
+//go:noinline
+func (s *Stack) read8Slow(addr uint64) (uint64, memStatus) {
 	for i := range s.Extra {
 		if v, ok := readRegion(s.Extra[i].Addr, s.Extra[i].Data, addr); ok {
 			return v, memOK

@@ -1,8 +1,9 @@
 package unwinder
 
 import (
+	"encoding/binary"
 	"errors"
-	"fmt"
+	"math/bits"
 
 	"github.com/ustack/ustack/arch"
 	"github.com/ustack/ustack/cfi"
@@ -49,10 +50,11 @@ func (u *Unwinder) Arch() arch.Arch { return u.arch }
 const cacheSize = 512 // rows; a power of two
 
 type cacheEntry struct {
-	obj  Object
-	addr uint64 // the looked-up link-time address (exact key)
-	err  error  // nil, cfi.ErrNoFDE or a CFI error
-	row  cfi.Row
+	obj      Object
+	addr     uint64 // the looked-up link-time address (exact key)
+	err      error  // nil, cfi.ErrNoFDE or a CFI error
+	explicit uint64 // bit r set when row.Regs[r] is not unspecified or same value
+	row      cfi.Row
 }
 
 // Cache holds per-worker unwinding state: a direct-mapped cache of CFI rows
@@ -62,6 +64,8 @@ type cacheEntry struct {
 type Cache struct {
 	entries [cacheSize]cacheEntry
 	mem     exprMemory
+	regs    [2]arch.Regs // the current frame's and the caller's registers
+	last    int          // index of the mapping found last
 }
 
 // Reset empties the cache; call it when an Object may have changed.
@@ -73,17 +77,51 @@ func (c *Cache) Reset() {
 
 // row returns the CFI row for link-time address addr in obj, from the cache
 // or by asking the object.
-func (c *Cache) row(obj Object, addr uint64) (*cfi.Row, error) {
+func (c *Cache) row(obj Object, addr uint64) *cacheEntry {
 	h := addr * 0x9E3779B97F4A7C15
 	e := &c.entries[h>>(64-9)]
-	if e.obj == obj && e.obj != nil && e.addr == addr {
-		return &e.row, e.err
+	if e.addr == addr && e.obj == obj && e.obj != nil {
+		return e
 	}
 	e.obj = obj
 	e.addr = addr
 	e.err = obj.FindRow(addr, &e.row)
-	return &e.row, e.err
+	e.explicit = 0
+	if e.err == nil {
+		for r := range e.row.Regs {
+			if k := e.row.Regs[r].Kind; k != cfi.RuleUnspecified && k != cfi.RuleSameValue {
+				e.explicit |= 1 << uint(r)
+			}
+		}
+	}
+	return e
 }
+
+// find returns the index of the mapping containing addr, trying the mapping
+// found last first.
+func (c *Cache) find(space *AddressSpace, addr uint64) int {
+	if i := c.last; i < len(space.maps) && space.maps[i].Start <= addr && addr < space.maps[i].End {
+		return i
+	}
+	i := space.Find(addr)
+	if i >= 0 {
+		c.last = i
+	}
+	return i
+}
+
+// Errors that end an unwind; static so that ending one allocates nothing.
+var (
+	errPCUnknown      = errors.New("unwinder: PC unknown")
+	errSPUnknown      = errors.New("unwinder: SP unknown")
+	errCallerSP       = errors.New("unwinder: caller SP unknown")
+	errFPLeftCode     = errors.New("unwinder: frame-pointer chain left the code")
+	errCFARegUnknown  = errors.New("unwinder: CFA register unknown")
+	errBadCFARule     = errors.New("unwinder: row has no CFA rule")
+	errNoRARule       = errors.New("unwinder: CFI gives no rule for the return address")
+	errNoFramePointer = errors.New("unwinder: no CFI and no usable frame pointer")
+	errLinkRegUnknown = errors.New("unwinder: link register unknown")
+)
 
 // exprMemory adapts the captured stack to cfi.Memory and remembers why the
 // last failed read failed.
@@ -119,7 +157,8 @@ func (u *Unwinder) Unwind(c *Cache, space *AddressSpace, regs *arch.Regs, stack 
 	defer func() { c.mem.stack = nil }()
 
 	pcReg, spReg := a.PC(), a.SP()
-	cur := *regs
+	cur, next := &c.regs[0], &c.regs[1]
+	*cur = *regs
 	method := MethodContext
 	var flags FrameFlags
 	n := 0
@@ -129,10 +168,10 @@ func (u *Unwinder) Unwind(c *Cache, space *AddressSpace, regs *arch.Regs, stack 
 	for {
 		pc, ok := cur.Get(pcReg)
 		if !ok {
-			return Result{Frames: n, Stop: StopUnknownRegister, Err: errors.New("unwinder: PC unknown")}
+			return Result{Frames: n, Stop: StopUnknownRegister, Err: errPCUnknown}
 		}
 		sp, spOK := cur.Get(spReg)
-		mi := space.Find(pc)
+		mi := c.find(space, pc)
 		frames[n] = Frame{PC: pc, SP: sp, Mapping: int32(mi), Method: method, Flags: flags}
 		n++
 		if mi < 0 {
@@ -142,7 +181,7 @@ func (u *Unwinder) Unwind(c *Cache, space *AddressSpace, regs *arch.Regs, stack 
 			return Result{Frames: n, Stop: StopDepth}
 		}
 		if !spOK {
-			return Result{Frames: n, Stop: StopUnknownRegister, Err: errors.New("unwinder: SP unknown")}
+			return Result{Frames: n, Stop: StopUnknownRegister, Err: errSPUnknown}
 		}
 		m := space.Mapping(mi)
 		lookup := pc
@@ -150,7 +189,8 @@ func (u *Unwinder) Unwind(c *Cache, space *AddressSpace, regs *arch.Regs, stack 
 			lookup = pc - 1
 		}
 
-		next, st := u.step(c, m, &cur, lookup, pc, n == 1)
+		var st stepResult
+		u.step(c, m, cur, next, lookup, pc, n == 1, &st)
 		if st.stop != stopNone {
 			return Result{Frames: n, Stop: st.stop, Err: st.err}
 		}
@@ -174,7 +214,7 @@ func (u *Unwinder) Unwind(c *Cache, space *AddressSpace, regs *arch.Regs, stack 
 		}
 		newSP, ok := next.Get(spReg)
 		if !ok {
-			return Result{Frames: n, Stop: StopUnknownRegister, Err: errors.New("unwinder: caller SP unknown")}
+			return Result{Frames: n, Stop: StopUnknownRegister, Err: errCallerSP}
 		}
 
 		// Sanity: the stack grows down, so a caller's SP lies above its
@@ -208,12 +248,12 @@ func (u *Unwinder) Unwind(c *Cache, space *AddressSpace, regs *arch.Regs, stack 
 		// heuristics is dropped, since its PC is more likely garbage.
 		if st.method == MethodFramePointer || st.method == MethodLinkRegister {
 			if j := space.Find(newPC); j < 0 || !space.Mapping(j).Exec {
-				return Result{Frames: n, Stop: StopNoUnwindInfo, Err: errors.New("unwinder: frame-pointer chain left the code")}
+				return Result{Frames: n, Stop: StopNoUnwindInfo, Err: errFPLeftCode}
 			}
 		}
 
 		prevSameSP = newSP == sp && !st.signal
-		cur = next
+		cur, next = next, cur
 		method = st.method
 		if st.signal {
 			flags = 0 // the interrupted PC is exact
@@ -237,54 +277,57 @@ type stepResult struct {
 // step computes the caller's registers from the frame whose registers are
 // cur, in mapping m. lookup is the address to look CFI up at (PC-1 for
 // return addresses) and pc the frame's PC.
-func (u *Unwinder) step(c *Cache, m *Mapping, cur *arch.Regs, lookup, pc uint64, first bool) (next arch.Regs, st stepResult) {
+func (u *Unwinder) step(c *Cache, m *Mapping, cur, next *arch.Regs, lookup, pc uint64, first bool, st *stepResult) {
 	st.stop = stopNone
-	var row *cfi.Row
+	var e *cacheEntry
 	var err error = cfi.ErrNoFDE
 	if m.Object != nil {
-		row, err = c.row(m.Object, lookup-m.Bias)
-		if err == nil && row.Signal && lookup != pc {
+		e = c.row(m.Object, lookup-m.Bias)
+		err = e.err
+		if err == nil && e.row.Signal && lookup != pc {
 			// An 'S' FDE describes a trampoline whose PC is exact:
 			// look it up again at the PC itself.
-			row, err = c.row(m.Object, pc-m.Bias)
+			e = c.row(m.Object, pc-m.Bias)
+			err = e.err
 		}
 	}
 	if err == nil {
-		st.signal = row.Signal
+		st.signal = e.row.Signal
 		st.method = MethodCFI
-		if row.Signal {
+		if e.row.Signal {
 			st.method = MethodSignal
 		}
-		next, st = u.applyRow(c, row, cur, st)
-		return next, st
+		u.applyRow(c, e, cur, next, st)
+		return
 	}
-	if !errors.Is(err, cfi.ErrNoFDE) {
+	if err != cfi.ErrNoFDE && !errors.Is(err, cfi.ErrNoFDE) {
 		st.stop = StopBadCFI
 		st.err = err
-		return next, st
+		return
 	}
 
 	// No CFI. A sigreturn trampoline is recognised by its code.
 	if m.Object != nil && u.isSigreturn(m.Object, pc-m.Bias) {
 		st.signal = true
 		st.method = MethodSignal
-		next, st = u.restoreSignal(c, cur, st)
-		return next, st
+		u.restoreSignal(c, cur, next, st)
+		return
 	}
 	if u.opts.NoFramePointer {
 		st.stop = StopNoUnwindInfo
-		return next, st
+		return
 	}
 	if first && u.arch.HasLinkRegister() {
-		return u.linkRegister(cur, st)
+		u.linkRegister(cur, next, st)
+		return
 	}
-	return u.framePointer(c, cur, st)
+	u.framePointer(c, cur, next, st)
 }
 
-// applyRow computes the caller's registers from a CFI row.
-func (u *Unwinder) applyRow(c *Cache, row *cfi.Row, cur *arch.Regs, st stepResult) (arch.Regs, stepResult) {
+// applyRow computes the caller's registers from a cached CFI row.
+func (u *Unwinder) applyRow(c *Cache, e *cacheEntry, cur, next *arch.Regs, st *stepResult) {
 	a := u.arch
-	var next arch.Regs
+	row := &e.row
 	// The CFA.
 	var cfa uint64
 	switch row.CFA.Kind {
@@ -292,43 +335,51 @@ func (u *Unwinder) applyRow(c *Cache, row *cfi.Row, cur *arch.Regs, st stepResul
 		v, ok := cur.Get(int(row.CFA.Reg))
 		if !ok {
 			st.stop = StopUnknownRegister
-			st.err = fmt.Errorf("unwinder: CFA register %s unknown", a.RegName(int(row.CFA.Reg)))
-			return next, st
+			st.err = errCFARegUnknown
+			return
 		}
 		cfa = v + uint64(row.CFA.Offset)
 	case cfi.RuleCFAExpression:
-		v, ok := u.eval(c, row.Expr(row.CFA), cur, 0, false, &st)
+		v, ok := u.eval(c, row.Expr(row.CFA), cur, 0, false, st)
 		if !ok {
-			return next, st
+			return
 		}
 		cfa = v
 	default:
 		st.stop = StopBadCFI
-		st.err = fmt.Errorf("unwinder: row has CFA rule %v", row.CFA.Kind)
-		return next, st
+		st.err = errBadCFARule
+		return
 	}
 	st.cfa = cfa
 
-	nregs := a.NumRegs()
 	pcReg, spReg := a.PC(), a.SP()
 	ra := int(row.RA)
-	for r := 0; r < nregs; r++ {
+	// Registers without a rule keep their values ("same value"); then
+	// each explicit rule is applied.
+	*next = *cur
+	stk := c.mem.stack
+	for m := e.explicit; m != 0; m &= m - 1 {
+		r := bits.TrailingZeros64(m)
 		rule := row.Regs[r]
+		vital := r == ra || r == spReg || r == pcReg
 		switch rule.Kind {
-		case cfi.RuleUnspecified, cfi.RuleSameValue:
-			if v, ok := cur.Get(r); ok {
-				next.Set(r, v)
-			}
 		case cfi.RuleUndefined:
-			// unknown in the caller
+			next.Unset(r)
 		case cfi.RuleOffset:
-			v, ms := c.mem.stack.read8(cfa + uint64(rule.Offset))
+			// The hottest read of all, inlined by hand.
+			addr := cfa + uint64(rule.Offset)
+			if off := addr - stk.Addr; off+8 <= uint64(len(stk.Data)) && off+8 > off {
+				next.Set(r, binary.LittleEndian.Uint64(stk.Data[off:]))
+				continue
+			}
+			v, ms := stk.read8Slow(addr)
 			if ms != memOK {
-				if r == ra || r == spReg || r == pcReg {
+				if vital {
 					st.stop = memStop(ms)
-					return next, st
+					return
 				}
-				continue // an unreadable callee-saved register is unknown
+				next.Unset(r) // an unreadable callee-saved register is unknown
+				continue
 			}
 			next.Set(r, v)
 		case cfi.RuleValOffset:
@@ -336,70 +387,64 @@ func (u *Unwinder) applyRow(c *Cache, row *cfi.Row, cur *arch.Regs, st stepResul
 		case cfi.RuleRegister:
 			if v, ok := cur.Get(int(rule.Reg)); ok {
 				next.Set(r, v)
+			} else {
+				next.Unset(r)
 			}
 			if r == ra {
 				st.raFromRegister = true
 			}
-		case cfi.RuleExpression:
-			addr, ok := u.eval(c, row.Expr(rule), cur, cfa, true, &st)
-			if !ok {
-				if r == ra || r == spReg || r == pcReg {
-					return next, st
-				}
-				st.stop, st.err = stopNone, nil
-				continue
-			}
-			v, ms := c.mem.stack.read8(addr)
-			if ms != memOK {
-				if r == ra || r == spReg || r == pcReg {
+		case cfi.RuleExpression, cfi.RuleValExpression:
+			v, ok := u.eval(c, row.Expr(rule), cur, cfa, true, st)
+			if ok && rule.Kind == cfi.RuleExpression {
+				var ms memStatus
+				if v, ms = c.mem.stack.read8(v); ms != memOK {
+					ok = false
 					st.stop = memStop(ms)
-					return next, st
 				}
-				continue
 			}
-			next.Set(r, v)
-		case cfi.RuleValExpression:
-			v, ok := u.eval(c, row.Expr(rule), cur, cfa, true, &st)
 			if !ok {
-				if r == ra || r == spReg || r == pcReg {
-					return next, st
+				if vital {
+					return
 				}
 				st.stop, st.err = stopNone, nil
+				next.Unset(r)
 				continue
 			}
 			next.Set(r, v)
+		default:
+			next.Unset(r)
 		}
 	}
-	if ra < nregs && (row.Regs[ra].Kind == cfi.RuleUnspecified || row.Regs[ra].Kind == cfi.RuleSameValue) && ra != pcReg {
-		// arm64: the return address is still in the link register.
-		st.raFromRegister = true
-	}
-
-	// The caller's PC is the return address column, unless the row says
-	// where the PC itself was saved (signal frames on arm64 may).
+	raKind := row.Regs[ra].Kind
 	if ra != pcReg {
-		pcRule := row.Regs[pcReg].Kind
-		if pcRule == cfi.RuleUnspecified || pcRule == cfi.RuleSameValue || !row.Signal {
+		// arm64: the return address column is the link register. With
+		// no rule it still holds the return address (a leaf, or a
+		// prologue before the save).
+		if raKind == cfi.RuleUnspecified || raKind == cfi.RuleSameValue {
+			st.raFromRegister = true
+		}
+		// The caller's PC is the return address column, unless a
+		// signal frame's row says where the PC itself was saved.
+		if pk := row.Regs[pcReg].Kind; !row.Signal || pk == cfi.RuleUnspecified || pk == cfi.RuleSameValue {
 			if v, ok := next.Get(ra); ok {
 				next.Set(pcReg, v)
 			} else {
 				next.Unset(pcReg)
 			}
 		}
-	} else if k := row.Regs[ra].Kind; k == cfi.RuleUnspecified || k == cfi.RuleSameValue {
+	} else if raKind == cfi.RuleUnspecified || raKind == cfi.RuleSameValue {
 		// x86_64: a return address "the same as" the PC would loop.
 		st.stop = StopBadCFI
-		st.err = errors.New("unwinder: CFI gives no rule for the return address")
-		return next, st
+		st.err = errNoRARule
+		return
 	}
-	if k := row.Regs[ra].Kind; k == cfi.RuleUndefined {
-		next.Unset(pcReg) // outermost frame
+	if raKind == cfi.RuleUndefined {
+		next.Unset(pcReg) // the outermost frame
 	}
 	// The caller's SP is the CFA unless the row says otherwise.
 	if k := row.Regs[spReg].Kind; k == cfi.RuleUnspecified || k == cfi.RuleSameValue {
 		next.Set(spReg, cfa)
 	}
-	return next, st
 }
 
 func memStop(ms memStatus) StopReason {
