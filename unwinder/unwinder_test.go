@@ -190,3 +190,78 @@ func TestUnwindFramePointerAndSignal(t *testing.T) {
 		t.Errorf("frame 2 = %+v; want interrupted pc 0x400777 sp 0x7ff300 via signal, not a return address", f)
 	}
 }
+
+// A signal can interrupt a function at its first byte. The interrupted PC is
+// exact, so its row must be looked up at the PC, not PC-1 (which lies in the
+// previous function, whose row here would send the unwind astray).
+func TestUnwindSignalAtFunctionEntry(t *testing.T) {
+	const stack = 0x7ff000
+	prev := x86Row(0x401000, 0x401100, 64) // the function before: a big frame
+	entry := x86Row(0x401100, 0x401200, 8) // the interrupted one, at entry
+	handler := x86Row(0x402000, 0x402100, 8)
+	mainRow := x86Row(0x403000, 0x403100, 16)
+	mainRow.Regs[arch.AMD64_RIP] = cfi.Rule{Kind: cfi.RuleUndefined}
+	obj := &fakeObject{
+		rows: []cfi.Row{prev, entry, handler, mainRow},
+		code: map[uint64][]byte{0x410000: sigreturnAMD64},
+	}
+	space := NewAddressSpace([]Mapping{{Start: 0x400000, End: 0x420000, Exec: true, Object: obj}})
+	sb := &stackBuilder{base: stack, data: make([]byte, 0x800)}
+	sb.put(stack, 0x410000) // the handler returns to the trampoline
+	gregs := uint64(stack+8) + amd64SigcontextOff
+	interruptedSP := uint64(stack + 0x400)
+	for i, r := range amd64SigRegs {
+		switch r {
+		case arch.AMD64_RSP:
+			sb.put(gregs+uint64(8*i), interruptedSP)
+		case arch.AMD64_RIP:
+			sb.put(gregs+uint64(8*i), 0x401100)
+		}
+	}
+	sb.put(interruptedSP, 0x403050) // the interrupted function's return address
+	var regs arch.Regs
+	regs.Set(arch.AMD64_RIP, 0x402010)
+	regs.Set(arch.AMD64_RSP, stack)
+	frames := make([]Frame, 8)
+	res := New(arch.AMD64, Options{}).Unwind(&Cache{}, space, &regs, &Stack{Addr: stack, Data: sb.data}, frames)
+	wantPCs := []uint64{0x402010, 0x410000, 0x401100, 0x403050}
+	if res.Frames != len(wantPCs) || res.Stop != StopOutermost {
+		t.Fatalf("got %d frames, stop %v (%v); want %d, outermost", res.Frames, res.Stop, res.Err, len(wantPCs))
+	}
+	for i, pc := range wantPCs {
+		if frames[i].PC != pc {
+			t.Errorf("frame %d pc %#x; want %#x", i, frames[i].PC, pc)
+		}
+	}
+	if frames[2].LookupPC() != 0x401100 || frames[1].LookupPC() != 0x410000 {
+		t.Errorf("LookupPC of the interrupted frame %#x, of the trampoline %#x; want the PCs themselves",
+			frames[2].LookupPC(), frames[1].LookupPC())
+	}
+}
+
+// On arm64 a first frame without CFI still has its return address in the
+// link register; the next frame, also without CFI, follows x29.
+func TestUnwindARM64LinkRegisterThenFramePointer(t *testing.T) {
+	const stack = 0x7ff000
+	space := NewAddressSpace([]Mapping{{Start: 0x400000, End: 0x410000, Exec: true, Name: "[jit]"}})
+	sb := &stackBuilder{base: stack, data: make([]byte, 0x100)}
+	// Caller's frame record at stack+0x40: [x29] = 0 (end of chain), [x29+8] = RA.
+	sb.put(stack+0x40, 0)
+	sb.put(stack+0x48, 0x400900)
+	var regs arch.Regs
+	regs.Set(arch.ARM64_PC, 0x400100)
+	regs.Set(arch.ARM64_SP, stack)
+	regs.Set(arch.ARM64_X30, 0x400504) // return into the caller
+	regs.Set(arch.ARM64_X29, stack+0x40)
+	frames := make([]Frame, 8)
+	res := New(arch.ARM64, Options{}).Unwind(&Cache{}, space, &regs, &Stack{Addr: stack, Data: sb.data}, frames)
+	if res.Frames < 3 {
+		t.Fatalf("got %d frames (%v %v)", res.Frames, res.Stop, res.Err)
+	}
+	if frames[1].PC != 0x400504 || frames[1].Method != MethodLinkRegister || frames[1].SP != stack {
+		t.Errorf("frame 1 = %+v; want pc 0x400504 via lr with SP unchanged", frames[1])
+	}
+	if frames[2].PC != 0x400900 || frames[2].Method != MethodFramePointer {
+		t.Errorf("frame 2 = %+v; want pc 0x400900 via fp", frames[2])
+	}
+}
