@@ -1,0 +1,63 @@
+// Package perfdata reads and writes the perf.data format of Linux perf
+// (perf record), the capture format ustack unwinds offline: each SAMPLE
+// carries the user registers (PERF_SAMPLE_REGS_USER) and a snapshot of the
+// user stack (PERF_SAMPLE_STACK_USER), and the MMAP/MMAP2/COMM/FORK/EXIT
+// records describe the address spaces the samples ran in.
+//
+// # Data flow
+//
+//	Open / NewFileReader      file mode ("PERFILE2" header of 104 bytes)
+//	  header -> attrs section (perf_file_attr: attr + ids section)
+//	         -> feature sections after the data (bitmap adds_features)
+//	         -> data section, streamed record by record
+//	NewReader                 pipe mode (perf record -o -, 16-byte header)
+//	  HEADER_ATTR, HEADER_FEATURE, EVENT_UPDATE, HEADER_BUILD_ID ... records
+//	  fill the Session as they stream by; TRACING_DATA and AUXTRACE payloads
+//	  are skipped
+//	Reader.Next  -> Record (*Sample, *Mmap, *Comm, *Fork, *Exit, ... or *Raw)
+//	Sorter.Next  -> the same records in timestamp order, with perf's
+//	               FINISHED_ROUND semantics (what perf script shows)
+//	Writer       -> a file-mode perf.data perf script and perf report accept
+//
+// A Session holds the events (Attrs, with their sample ids and names from
+// EVENT_DESC) and the decoded features (ARCH, BUILD_ID, HOSTNAME, OSRELEASE,
+// VERSION, CMDLINE, NRCPUS, CPUDESC, CPUID, TOTAL_MEM, EVENT_DESC, CLOCKID,
+// SAMPLE_TIME). Every record's sample id (the SAMPLE's own id fields or the
+// sample_id_all trailer of other kernel records) maps it to its Attr and
+// fills its RecordHeader's pid, tid, time, id, stream id and cpu.
+//
+// Samples are decoded field by field in the kernel's order (IDENTIFIER, IP,
+// TID, TIME, ADDR, ID, STREAM_ID, CPU, PERIOD, READ, CALLCHAIN, RAW,
+// BRANCH_STACK, REGS_USER, STACK_USER, WEIGHT/WEIGHT_STRUCT, DATA_SRC,
+// TRANSACTION, REGS_INTR, PHYS_ADDR, CGROUP, DATA_PAGE_SIZE, CODE_PAGE_SIZE,
+// AUX) as the sample's attr describes them. Attr.LoadUserRegs turns a
+// sample's registers into arch.Regs with the architecture's perf register
+// order (Session.Arch, from the ARCH feature).
+//
+// # Memory and ownership
+//
+// The Reader never loads the file: it keeps one read buffer (256 KiB, enough
+// for the largest, 64 KiB, record) and one reusable value per record type.
+// A Record returned by Next, and the slices inside it (a Sample's
+// Callchain, Regs, StackData, Raw ...), are valid only until the next Next;
+// Record.Clone (or Sample.Detach) makes a copy to keep. Decoding a sample
+// does not allocate. Header and feature sections are checked against the
+// file size before anything is allocated for them, and no record allocates
+// more than its declared size.
+//
+// # Damaged input
+//
+// Errors are *FormatError values naming the byte offset and what was wrong;
+// truncation errors also match ErrTruncated. A truncated file yields every
+// complete record, then the error. A record whose size field is smaller
+// than its header, or runs past the data section, stops the reader with an
+// error (records are not resynchronized). Damaged feature sections do not
+// hide the records: Next returns the feature error at the end instead of
+// io.EOF. No input panics, loops or allocates without bound (see the fuzz
+// targets).
+//
+// # Limits
+//
+// Only little-endian files are read (big-endian ones are reported as such).
+// COMPRESSED records (perf record -z) are returned as *Raw, undecoded.
+package perfdata

@@ -1,0 +1,473 @@
+package perfdata
+
+import (
+	"bufio"
+	"encoding/binary"
+	"io"
+	"math/bits"
+	"os"
+)
+
+const (
+	magicLE        = 0x32454c4946524550 // "PERFILE2" read little-endian
+	magicBE        = 0x50455246494c4532 // "PERFILE2" written big-endian
+	fileHeaderSize = 104
+	pipeHeaderSize = 16
+	// bufSize must hold the largest record (64 KiB) so Peek can return it whole.
+	bufSize = 256 << 10
+	// maxSection bounds the bytes read for one header or feature section.
+	maxSection = 256 << 20
+)
+
+var le = binary.LittleEndian
+
+// Reader streams the records of a perf.data file or pipe, one at a time, in
+// file order. It holds at most one record (64 KiB) plus a fixed read buffer
+// in memory, whatever the file's size.
+//
+// The Record returned by Next, and every slice in it, belongs to the Reader
+// and is valid only until the next call to Next; Clone (or Sample.Detach)
+// copies what must be kept.
+type Reader struct {
+	s    *Session
+	path string
+
+	ra       io.ReaderAt // file mode; nil for a pure stream
+	src      io.Reader
+	br       *bufio.Reader
+	off      int64 // offset of the next record
+	end      int64 // end of the data section; -1 when unbounded (pipe)
+	closer   io.Closer
+	err      error // sticky
+	featErr  error // a feature section could not be read
+	nonSamp  *Attr // attr whose layout locates ids in trailers and samples
+	multi    bool  // more than one attr: ids must be looked up
+	rec      recs
+	u64      []uint64
+	u64i     []uint64
+	cpuBuf   []int
+	pendSkip int64 // bytes to skip before the next record (AUXTRACE, TRACING_DATA)
+	last     []byte
+}
+
+// recs are the reused record values Next returns.
+type recs struct {
+	sample   Sample
+	mmap     Mmap
+	comm     Comm
+	fork     Fork
+	exit     Exit
+	lost     Lost
+	lostS    LostSamples
+	throttle Throttle
+	read     Read
+	aux      Aux
+	sw       Switch
+	ksym     Ksymbol
+	bpf      BPFEvent
+	cgroup   Cgroup
+	poke     TextPoke
+	idx      IDIndex
+	tmap     ThreadMap
+	cmap     CPUMap
+	stat     Stat
+	auxtrace Auxtrace
+	tconv    TimeConv
+	raw      Raw
+}
+
+// Open opens a perf.data file (file or pipe mode) for reading. Close the
+// Reader to close the file.
+func Open(path string) (*Reader, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	r, err := NewFileReader(f, st.Size())
+	if err != nil {
+		f.Close()
+		return nil, withPath(err, path)
+	}
+	r.closer = f
+	r.path = path
+	return r, nil
+}
+
+// NewFileReader reads perf.data held in ra, size bytes long. It reads the
+// header, the attrs and the feature sections, then streams the data section.
+// Pipe-mode data saved to a file is accepted too.
+//
+// Damage in a feature section does not stop reading: the records are
+// returned and the feature error is returned by Next at the end instead of
+// io.EOF (and by FeatureError).
+func NewFileReader(ra io.ReaderAt, size int64) (*Reader, error) {
+	var h [fileHeaderSize]byte
+	n, err := ra.ReadAt(h[:], 0)
+	if n < pipeHeaderSize {
+		if err == nil || err == io.EOF {
+			return nil, truncErr(0, "file of %d bytes has no perf.data header", size)
+		}
+		return nil, err
+	}
+	if err := checkMagic(h[:]); err != nil {
+		return nil, err
+	}
+	hsize := int64(le.Uint64(h[8:]))
+	if hsize == pipeHeaderSize {
+		r := newPipe(io.NewSectionReader(ra, pipeHeaderSize, size-pipeHeaderSize))
+		r.off = pipeHeaderSize
+		return r, nil
+	}
+	if n < fileHeaderSize && hsize >= fileHeaderSize {
+		return nil, truncErr(int64(n), "file header needs %d bytes, file has %d", fileHeaderSize, size)
+	}
+	if hsize != fileHeaderSize && hsize != 72 {
+		return nil, formatErr(8, "header size %d: want %d (file) or %d (pipe)", hsize, fileHeaderSize, pipeHeaderSize)
+	}
+	s := &Session{HeaderSize: hsize}
+	r := &Reader{s: s, ra: ra, end: -1}
+	attrSize := le.Uint64(h[16:])
+	attrsOff, attrsLen := le.Uint64(h[24:]), le.Uint64(h[32:])
+	dataOff, dataLen := le.Uint64(h[40:]), le.Uint64(h[48:])
+	var feat [4]uint64
+	if hsize == fileHeaderSize {
+		for i := range feat {
+			feat[i] = le.Uint64(h[72+8*i:])
+		}
+	}
+	if err := checkSection(attrsOff, attrsLen, size, 24, "attrs"); err != nil {
+		return nil, err
+	}
+	if err := checkSection(dataOff, dataLen, size, 40, "data"); err != nil {
+		// The data section runs past the end of a truncated file: read what
+		// is there and report the truncation where the data stops.
+		if dataOff > uint64(size) {
+			return nil, err
+		}
+	}
+	if attrSize < AttrSizeVer0+16 || attrSize > attrSizeLimit {
+		return nil, formatErr(16, "attr size %d out of range", attrSize)
+	}
+	if attrsLen%attrSize != 0 {
+		return nil, formatErr(32, "attrs section size %d is not a multiple of attr size %d", attrsLen, attrSize)
+	}
+	if err := r.readAttrs(int64(attrsOff), int(attrsLen/attrSize), int(attrSize), size); err != nil {
+		return nil, err
+	}
+	s.DataOffset, s.DataSize = int64(dataOff), int64(dataLen)
+	r.end = int64(dataOff + dataLen)
+	if dataLen == 0 && feat == [4]uint64{} {
+		// Never finalized (perf record was killed): read to the end.
+		r.end = size
+	} else {
+		r.featErr = r.readFeatures(feat, int64(dataOff+dataLen), size)
+	}
+	s.applyEventDesc()
+	r.off = int64(dataOff)
+	r.src = io.NewSectionReader(ra, r.off, max(0, min(r.end, size)-r.off))
+	r.br = bufio.NewReaderSize(r.src, bufSize)
+	r.layout()
+	return r, nil
+}
+
+// NewReader reads pipe-mode perf.data (perf record -o -) from a stream. The
+// Session fills in as header records (attrs, features) arrive. File-mode data
+// needs random access: if rd is an io.ReaderAt and io.Seeker (an *os.File),
+// NewReader hands it to NewFileReader; otherwise it reports an error.
+func NewReader(rd io.Reader) (*Reader, error) {
+	if ra, ok := rd.(interface {
+		io.ReaderAt
+		io.Seeker
+	}); ok {
+		size, err := ra.Seek(0, io.SeekEnd)
+		if err == nil {
+			var h [pipeHeaderSize]byte
+			if n, _ := ra.ReadAt(h[:], 0); n == pipeHeaderSize && checkMagic(h[:]) == nil && le.Uint64(h[8:]) != pipeHeaderSize {
+				return NewFileReader(ra, size)
+			}
+			if _, err := ra.Seek(0, io.SeekStart); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var h [pipeHeaderSize]byte
+	if n, err := io.ReadFull(rd, h[:]); err != nil {
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return nil, truncErr(int64(n), "stream ended after %d bytes of the 16-byte pipe header", n)
+		}
+		return nil, err
+	}
+	if err := checkMagic(h[:]); err != nil {
+		return nil, err
+	}
+	if hs := le.Uint64(h[8:]); hs != pipeHeaderSize {
+		return nil, formatErr(8, "header size %d: a stream must be pipe-mode data (size 16); open file-mode data with Open or NewFileReader", hs)
+	}
+	r := newPipe(rd)
+	r.off = pipeHeaderSize
+	return r, nil
+}
+
+func newPipe(rd io.Reader) *Reader {
+	r := &Reader{s: &Session{Pipe: true, HeaderSize: pipeHeaderSize}, src: rd, end: -1}
+	r.br = bufio.NewReaderSize(rd, bufSize)
+	return r
+}
+
+func checkMagic(h []byte) error {
+	switch m := le.Uint64(h); m {
+	case magicLE:
+		return nil
+	case magicBE:
+		return formatErr(0, "big-endian perf.data is not supported")
+	default:
+		if string(h[:8]) == "PERFFILE" {
+			return formatErr(0, "perf.data version 1 (magic PERFFILE) is not supported")
+		}
+		return formatErr(0, "not a perf.data file: magic %q", h[:8])
+	}
+}
+
+func checkSection(off, n uint64, size int64, at int64, what string) error {
+	if off > uint64(size) || n > uint64(size)-off {
+		return truncErr(at, "%s section [%#x, +%#x) exceeds file size %#x", what, off, n, size)
+	}
+	return nil
+}
+
+// readAttrs reads the attrs section: nr perf_file_attr entries of stride bytes.
+func (r *Reader) readAttrs(off int64, nr, stride int, size int64) error {
+	buf := make([]byte, stride)
+	for i := 0; i < nr; i++ {
+		at := off + int64(i*stride)
+		if _, err := r.ra.ReadAt(buf, at); err != nil {
+			return truncErr(at, "attr %d: %v", i, err)
+		}
+		ab := buf[:stride-16]
+		a := decodeAttr(ab[:attrLen(ab)])
+		idsOff, idsLen := le.Uint64(buf[stride-16:]), le.Uint64(buf[stride-8:])
+		if err := checkSection(idsOff, idsLen, size, at+int64(stride-16), "ids"); err != nil {
+			return err
+		}
+		if idsLen%8 != 0 {
+			return formatErr(at+int64(stride-8), "attr %d: ids section size %d is not a multiple of 8", i, idsLen)
+		}
+		if idsLen > 0 {
+			ib := make([]byte, idsLen)
+			if _, err := r.ra.ReadAt(ib, int64(idsOff)); err != nil {
+				return truncErr(int64(idsOff), "attr %d ids: %v", i, err)
+			}
+			a.IDs = make([]uint64, idsLen/8)
+			for j := range a.IDs {
+				a.IDs[j] = le.Uint64(ib[8*j:])
+			}
+		}
+		r.s.addAttr(a)
+	}
+	return nil
+}
+
+// readFeatures reads the feature sections described by the table at off.
+func (r *Reader) readFeatures(feat [4]uint64, off, size int64) error {
+	nf := 0
+	for _, w := range feat {
+		nf += bits.OnesCount64(w)
+	}
+	if nf == 0 {
+		return nil
+	}
+	tlen := int64(nf) * 16
+	if off > size || tlen > size-off {
+		return truncErr(off, "feature table of %d entries exceeds file size %#x", nf, size)
+	}
+	table := make([]byte, tlen)
+	if _, err := r.ra.ReadAt(table, off); err != nil {
+		return truncErr(off, "feature table: %v", err)
+	}
+	var first error
+	i := 0
+	for f := Feature(0); f < featBits; f++ {
+		if feat[f/64]&(1<<(uint(f)%64)) == 0 {
+			continue
+		}
+		ent := off + int64(i*16)
+		so, sl := le.Uint64(table[i*16:]), le.Uint64(table[i*16+8:])
+		i++
+		r.s.Features.set(f)
+		if !knownFeature(f) {
+			continue
+		}
+		if err := checkSection(so, sl, size, ent, "feature"); err != nil {
+			first = cmpErr(first, err)
+			continue
+		}
+		if sl > maxSection {
+			first = cmpErr(first, formatErr(ent, "feature %d: section of %d bytes is too large", f, sl))
+			continue
+		}
+		b := make([]byte, sl)
+		if _, err := r.ra.ReadAt(b, int64(so)); err != nil {
+			first = cmpErr(first, truncErr(int64(so), "feature %d: %v", f, err))
+			continue
+		}
+		if err := r.s.parseFeature(f, b, int64(so)); err != nil {
+			first = cmpErr(first, err)
+		}
+	}
+	return first
+}
+
+func cmpErr(first, err error) error {
+	if first != nil {
+		return first
+	}
+	return err
+}
+
+func knownFeature(f Feature) bool {
+	switch f {
+	case FeatBuildID, FeatHostname, FeatOSRelease, FeatVersion, FeatArch, FeatNrCPUs,
+		FeatCPUDesc, FeatCPUID, FeatTotalMem, FeatCmdline, FeatEventDesc, FeatClockID, FeatSampleTime:
+		return true
+	}
+	return false
+}
+
+// Session returns what the file says about itself. In pipe mode it grows as
+// Next consumes header records.
+func (r *Reader) Session() *Session { return r.s }
+
+// FeatureError returns the error met reading feature sections, if any.
+func (r *Reader) FeatureError() error { return r.featErr }
+
+// Offset returns the file (stream) offset of the next record.
+func (r *Reader) Offset() int64 { return r.off }
+
+// RawRecord returns the bytes of the record last returned by Next, its
+// 8-byte header included (not the AUXTRACE payload). It is valid until the
+// next call to Next.
+func (r *Reader) RawRecord() []byte { return r.last }
+
+// Close closes the file opened by Open; it does nothing for other Readers.
+func (r *Reader) Close() error {
+	if r.closer != nil {
+		c := r.closer
+		r.closer = nil
+		return c.Close()
+	}
+	return nil
+}
+
+// layout recomputes how ids are located after the attrs changed.
+func (r *Reader) layout() {
+	r.multi = len(r.s.Attrs) > 1
+	r.nonSamp = nil
+	if len(r.s.Attrs) > 0 {
+		r.nonSamp = r.s.Attrs[0]
+	}
+}
+
+// fail records a sticky error.
+func (r *Reader) fail(err error) (Record, error) {
+	if r.path != "" {
+		err = withPath(err, r.path)
+	}
+	r.err = err
+	return nil, err
+}
+
+// skip discards n bytes of the stream.
+func (r *Reader) skip(n int64, what string) error {
+	start := r.off
+	if r.end >= 0 && (n > r.end-r.off) {
+		return truncErr(start, "%s of %d bytes runs past the end of the data section at %#x", what, n, r.end)
+	}
+	if r.ra != nil && r.end >= 0 && n > int64(r.br.Buffered()) {
+		// Seek instead of reading through.
+		r.off += n
+		r.src = io.NewSectionReader(r.ra, r.off, r.end-r.off)
+		r.br.Reset(r.src)
+		return nil
+	}
+	for n > 0 {
+		chunk := min(n, int64(1<<30))
+		d, err := r.br.Discard(int(chunk))
+		r.off += int64(d)
+		n -= int64(d)
+		if err != nil {
+			if err == io.EOF {
+				return truncErr(start, "%s: stream ended after %d of %d bytes", what, r.off-start, r.off-start+n)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// Next returns the next record in file order, or io.EOF after the last one.
+// The record is valid until the next call (see Reader). After an error,
+// Next keeps returning it.
+func (r *Reader) Next() (Record, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	if r.pendSkip > 0 {
+		n := r.pendSkip
+		r.pendSkip = 0
+		if err := r.skip(n, "record payload"); err != nil {
+			return r.fail(err)
+		}
+	}
+	if r.end >= 0 && r.off >= r.end {
+		if r.featErr != nil {
+			return r.fail(r.featErr)
+		}
+		r.err = io.EOF
+		return nil, io.EOF
+	}
+	hb, err := r.br.Peek(8)
+	if err != nil {
+		if err == io.EOF && len(hb) == 0 && r.end < 0 {
+			if r.featErr != nil {
+				return r.fail(r.featErr)
+			}
+			r.err = io.EOF
+			return nil, io.EOF
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return r.fail(truncErr(r.off, "input ends inside a record header (%d of 8 bytes)", len(hb)))
+		}
+		return r.fail(err)
+	}
+	typ := RecordType(le.Uint32(hb))
+	misc := le.Uint16(hb[4:])
+	size := int(le.Uint16(hb[6:]))
+	if size < 8 {
+		return r.fail(formatErr(r.off, "record type %v: size %d is less than the 8-byte header", typ, size))
+	}
+	if r.end >= 0 && int64(size) > r.end-r.off {
+		return r.fail(truncErr(r.off, "record type %v of %d bytes runs past the end of the data section at %#x", typ, size, r.end))
+	}
+	b, err := r.br.Peek(size)
+	if err != nil {
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return r.fail(truncErr(r.off, "record type %v: input ends after %d of its %d bytes", typ, len(b), size))
+		}
+		return r.fail(err)
+	}
+	off := r.off
+	r.last = b
+	r.br.Discard(size)
+	r.off += int64(size)
+	h := RecordHeader{Type: typ, Misc: misc, Size: uint16(size), Offset: off}
+	rec, err := r.decode(h, b[8:])
+	if err != nil {
+		return r.fail(err)
+	}
+	return rec, nil
+}
