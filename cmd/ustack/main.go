@@ -3,9 +3,9 @@
 //
 // Usage:
 //
+//	ustack record [flags] -- COMMAND ARGS   record stacks at kernel events
+//	ustack report [flags] [-i perf.data]     unwind and print a recording
 //	ustack unwind [-json] FIXTURE.json...   unwind bundled gdb-checked captures
-//
-// `ustack record` and `ustack report` (perf.data) follow in later releases.
 package main
 
 import (
@@ -17,6 +17,8 @@ import (
 const usage = `usage: ustack <command> [flags] [args]
 
 commands:
+  record [-e EVENT] -- CMD  record user registers and stacks at kernel events
+  report [-i perf.data]    unwind and symbolize a recording, print it like perf script
   unwind FIXTURE.json...   unwind captures in ustack's fixture format and print
                            each stack with how every frame was recovered
 
@@ -35,6 +37,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "unwind":
 		return cmdUnwind(args[1:], stdout, stderr)
+	case "record":
+		return cmdRecord(args[1:], stdout, stderr)
+	case "report":
+		return cmdReport(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
