@@ -63,9 +63,8 @@ type candidate struct {
 // addr and addr's offset from the symbol's start. The symbol table
 // (.symtab, from the object or else its debug file, merged with .dynsym) is
 // built on first use; later calls do not allocate. Among aliases at one
-// address, sized symbols are preferred to zero-size ones, functions to
-// untyped labels, global to weak to local bindings, then names with fewer
-// leading underscores. Zero-size symbols extend to the next symbol.
+// address it names the one perf would (see candidate.better). Zero-size
+// symbols extend to the next symbol.
 func (o *Object) Symbolize(addr uint64) (name string, offset uint64, ok bool) {
 	t := o.symbols()
 	if t == nil {
@@ -237,7 +236,10 @@ func isMappingSymbol(name []byte) bool {
 	return false
 }
 
-// rank orders aliases at one address; higher is preferred.
+// better orders aliases at one address, the way perf chooses among them so
+// that reports name functions as perf does: sized before zero-size,
+// functions before untyped labels, non-weak before weak, global before
+// local, fewer leading underscores, then the longer name.
 func (c *candidate) better(d *candidate) bool {
 	if (c.size > 0) != (d.size > 0) {
 		return c.size > 0
@@ -246,26 +248,24 @@ func (c *candidate) better(d *candidate) bool {
 	if cf != df {
 		return cf
 	}
-	if cb, db := bindRank(c.bind), bindRank(d.bind); cb != db {
-		return cb > db
+	cw, dw := elf.SymBind(c.bind) == elf.STB_WEAK, elf.SymBind(d.bind) == elf.STB_WEAK
+	if cw != dw {
+		return dw
+	}
+	if cg, dg := isGlobal(c.bind), isGlobal(d.bind); cg != dg {
+		return cg
 	}
 	if cu, du := leadingUnderscores(c.name), leadingUnderscores(d.name); cu != du {
 		return cu < du
 	}
 	if len(c.name) != len(d.name) {
-		return len(c.name) < len(d.name)
+		return len(c.name) > len(d.name)
 	}
 	return string(c.name) < string(d.name)
 }
 
-func bindRank(b uint8) int {
-	switch elf.SymBind(b) {
-	case elf.STB_GLOBAL, 10: // STB_GNU_UNIQUE
-		return 2
-	case elf.STB_WEAK:
-		return 1
-	}
-	return 0
+func isGlobal(b uint8) bool {
+	return elf.SymBind(b) == elf.STB_GLOBAL || b == 10 // STB_GNU_UNIQUE
 }
 
 func leadingUnderscores(b []byte) int {
