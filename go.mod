@@ -4,6 +4,8 @@ go 1.26.8
 
 require (
 	github.com/go-delve/delve v1.27.2
+	github.com/google/pprof v0.0.0-20261105003125-4bf881d7fb0b
 	github.com/ianlancetaylor/demangle v0.0.0-20260724033716-83e58baca724
+	github.com/ulikunitz/xz v0.5.15
 	golang.org/x/sys v0.46.0
 )

@@ -43,6 +43,9 @@ type Options struct {
 	MaxSectionSize uint64
 	// CFI bounds the work of each CFI lookup.
 	CFI cfi.Options
+	// LineCacheCUs bounds how many parsed DWARF compilation units each
+	// object keeps for SourceFrames (0: DefaultLineCacheCUs).
+	LineCacheCUs int
 }
 
 func (o *Options) debugDirs() []string {
@@ -124,6 +127,10 @@ type Object struct {
 	symOnce sync.Once
 	syms    *symtab
 	symErr  error
+
+	lineOnce sync.Once
+	lines    *lineIndex
+	lineErr  error
 }
 
 // Open opens the ELF file at path (beneath opts.SymFS when that is set) and

@@ -125,6 +125,17 @@ func (o *Object) buildSymbols() {
 			owner = d
 		}
 	}
+	if owner.section(".symtab") == nil || owner.section(".symtab").Type == elf.SHT_NOBITS {
+		// No full symbol table anywhere: MiniDebugInfo has the local
+		// functions .dynsym lacks.
+		mini, err := o.miniDebugInfo()
+		if err != nil {
+			o.symErr = err
+		}
+		if mini != nil {
+			owner = mini
+		}
+	}
 	var err error
 	cands, err = owner.readSymtab(".symtab", cands)
 	if err != nil {

@@ -129,6 +129,27 @@ func (w *Writer) WriteRecord(typ RecordType, misc uint16, body []byte) error {
 	return nil
 }
 
+// Flush writes the records buffered so far to the underlying writer, so
+// that a reader of the file sees every record written before the call even
+// if the writing process dies before Close.
+func (w *Writer) Flush() error {
+	if w.err != nil {
+		return w.err
+	}
+	if w.closed {
+		return nil
+	}
+	if err := w.bw.Flush(); err != nil {
+		w.err = err
+		return err
+	}
+	return nil
+}
+
+// DataOffset returns the file offset of the data section (where the first
+// record is written).
+func (w *Writer) DataOffset() int64 { return w.dataOff }
+
 // attrFor returns the writer attr a record's Attr designates: the same
 // pointer, or the one with the same index, or the first.
 func (w *Writer) attrFor(a *Attr) *Attr {

@@ -1,11 +1,167 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/ustack/ustack/perfdata"
+	"github.com/ustack/ustack/report"
+)
+
+// Exit statuses of ustack report.
+const (
+	exitOK      = 0
+	exitError   = 1
+	exitUsage   = 2
+	exitPartial = 3 // the recording was damaged; every intact sample was reported
 )
 
 func cmdReport(args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "ustack report: not implemented yet")
-	return 2
+	fs := flag.NewFlagSet("report", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	input := fs.String("i", "perf.data", "input `file` (perf.data from perf record --call-graph dwarf or ustack record; - for a pipe)")
+	output := fs.String("o", "", "write the report to `file` instead of standard output")
+	format := fs.String("format", "text", "output format: text (like perf script), json, folded, pprof")
+	symfs := fs.String("symfs", "", "look for objects under `dir`, like perf's --symfs")
+	kall := fs.String("kallsyms", "", "kernel symbol `file` (default /proc/kallsyms; - for none)")
+	debugDir := fs.String("debug-dir", "", "colon-separated directories searched for separate debug files (default /usr/lib/debug)")
+	buildIDDir := fs.String("buildid-dir", "", "perf's build-id cache `dir` (default ~/.debug)")
+	noInline := fs.Bool("no-inline", false, "do not show inlined functions")
+	noDemangle := fs.Bool("no-demangle", false, "do not demangle C++ and Rust names")
+	jobs := fs.Int("j", 0, "unwinding workers (default: one per CPU)")
+	pacMask := fs.String("pac-mask", "", "arm64 pointer authentication `mask` (hex), or va:BITS (default va:48)")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: ustack report [flags]\n\nUnwinds and symbolizes every sample of a recording and prints its stack.\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	opts := report.Options{SymFS: *symfs, Kallsyms: *kall, BuildIDDir: *buildIDDir,
+		NoInline: *noInline, NoDemangle: *noDemangle, Jobs: *jobs,
+		Warn: func(msg string) { fmt.Fprintf(stderr, "ustack: warning: %s\n", msg) }}
+	if *debugDir != "" {
+		opts.DebugDirs = strings.Split(*debugDir, ":")
+	}
+	if *pacMask != "" {
+		m, err := parsePACMask(*pacMask)
+		if err != nil {
+			fmt.Fprintf(stderr, "ustack report: %v\n", err)
+			return exitUsage
+		}
+		opts.PACMask = m
+	}
+
+	var r *perfdata.Reader
+	var err error
+	if *input == "-" {
+		r, err = perfdata.NewReader(os.Stdin)
+	} else {
+		r, err = perfdata.Open(*input)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "ustack report: %v\n", err)
+		return exitError
+	}
+	defer r.Close()
+
+	out := stdout
+	if *output != "" {
+		f, err := os.OpenFile(*output, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+		if err != nil {
+			fmt.Fprintf(stderr, "ustack report: %v\n", err)
+			return exitError
+		}
+		defer f.Close()
+		out = f
+	}
+
+	var names []string
+	for _, a := range r.Session().Attrs {
+		names = append(names, a.Name)
+	}
+	sink, err := newSink(*format, out, names)
+	if err != nil {
+		fmt.Fprintf(stderr, "ustack report: %v\n", err)
+		return exitUsage
+	}
+	sum, err := report.Run(r, opts, sink.Write)
+	if ferr := sink.Close(); err == nil {
+		err = ferr
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "ustack report: %v\n", err)
+		return exitError
+	}
+	sum.WriteSummary(stderr)
+	if sum.DecodeError != nil {
+		return exitPartial
+	}
+	return exitOK
+}
+
+// sink receives samples in order and writes them in one format.
+type sink interface {
+	Write(*report.Sample) error
+	Close() error
+}
+
+func newSink(format string, w io.Writer, events []string) (sink, error) {
+	switch format {
+	case "text", "":
+		return &textSink{report.NewTextWriter(w, report.EventWidth(events))}, nil
+	case "json":
+		return &jsonSink{report.NewJSONWriter(w)}, nil
+	case "folded":
+		return &foldedSink{f: report.NewFolder(), w: w}, nil
+	case "pprof":
+		return &pprofSink{b: report.NewPprofBuilder(), w: w}, nil
+	}
+	return nil, fmt.Errorf("unknown format %q (want text, json, folded or pprof)", format)
+}
+
+type textSink struct{ t *report.TextWriter }
+
+func (s *textSink) Write(smp *report.Sample) error { return s.t.Write(smp) }
+func (s *textSink) Close() error                   { return s.t.Flush() }
+
+type jsonSink struct{ j *report.JSONWriter }
+
+func (s *jsonSink) Write(smp *report.Sample) error { return s.j.Write(smp) }
+func (s *jsonSink) Close() error                   { return s.j.Flush() }
+
+type foldedSink struct {
+	f *report.Folder
+	w io.Writer
+}
+
+func (s *foldedSink) Write(smp *report.Sample) error { s.f.Add(smp); return nil }
+func (s *foldedSink) Close() error                   { _, err := s.f.WriteTo(s.w); return err }
+
+type pprofSink struct {
+	b *report.PprofBuilder
+	w io.Writer
+}
+
+func (s *pprofSink) Write(smp *report.Sample) error { s.b.Add(smp); return nil }
+func (s *pprofSink) Close() error                   { return s.b.Write(s.w) }
+
+func parsePACMask(s string) (uint64, error) {
+	if v, ok := strings.CutPrefix(s, "va:"); ok {
+		bits, err := strconv.Atoi(v)
+		if err != nil || bits < 32 || bits > 56 {
+			return 0, errors.New("--pac-mask va:BITS wants BITS between 32 and 56")
+		}
+		return ^uint64(0) << uint(bits), nil
+	}
+	m, err := strconv.ParseUint(strings.TrimPrefix(s, "0x"), 16, 64)
+	if err != nil {
+		return 0, fmt.Errorf("--pac-mask: %v", err)
+	}
+	return m, nil
 }

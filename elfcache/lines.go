@@ -1,0 +1,777 @@
+package elfcache
+
+import (
+	"debug/dwarf"
+	"debug/elf"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+)
+
+// DefaultLineCacheCUs is how many parsed compilation units an object keeps
+// when Options.LineCacheCUs is 0.
+const DefaultLineCacheCUs = 1024
+
+// SourceFrame is one source-level frame at an address: an inlined call or
+// the real function that contains it.
+type SourceFrame struct {
+	// Function is the display name, as addr2line -C and gdb show it: the
+	// demangled linkage name when DWARF has one, else DW_AT_name.
+	Function string
+	// LinkageName is the raw (mangled) linkage name, or "" when DWARF has
+	// only DW_AT_name (C, Go).
+	LinkageName string
+	// File is the source file, joined with its include and compilation
+	// directories as addr2line prints it; "" when unknown.
+	File string
+	// Line is the line in File; 0 when unknown.
+	Line int
+	// Inlined is true when this frame is the body of an inlined call; the
+	// next frame in the slice is then the function it was inlined into.
+	Inlined bool
+}
+
+// SourceFrames appends to out the source frames at the link-time address
+// addr, innermost first, and returns the extended slice, with the meaning
+// of `addr2line -f -i -C -e OBJ ADDR`: first the innermost inlined
+// subroutine (or the function itself when nothing is inlined there) with
+// the file and line of addr's line table row; then, for each inlined call,
+// the function it was inlined into with the call site (DW_AT_call_file and
+// DW_AT_call_line of the inlined call); the last frame is the real
+// function (DW_TAG_subprogram) and has Inlined false.
+//
+// The DWARF is the object's own or else its separate debug file's
+// (DebugFile). When addr has a line but no function in DWARF, one frame
+// named after the symbol table's function is appended. When addr has no
+// DWARF information at all, out is returned unchanged (SourceError says
+// whether DWARF could be read at all).
+//
+// The address-to-unit index is built on the first call; each compilation
+// unit's line table and function ranges are parsed on the first lookup
+// into it and cached (at most Options.LineCacheCUs units). Later lookups
+// into a cached unit do not allocate beyond growing out. SourceFrames is
+// safe for concurrent use.
+func (o *Object) SourceFrames(addr uint64, out []SourceFrame) []SourceFrame {
+	x := o.lineIndex()
+	if x == nil {
+		return out
+	}
+	for _, ci := range x.cusFor(addr) {
+		if ci < 0 {
+			break
+		}
+		cu := x.unit(ci)
+		if cu == nil {
+			continue
+		}
+		n := len(out)
+		out = cu.frames(addr, out, o)
+		if len(out) > n {
+			return out
+		}
+	}
+	return out
+}
+
+// SourceError returns the error met while reading the DWARF sections, if
+// any; nil also when the object simply has no DWARF.
+func (o *Object) SourceError() error {
+	o.lineIndex()
+	return o.lineErr
+}
+
+func (o *Object) lineIndex() *lineIndex {
+	if o.closed.Load() {
+		return nil
+	}
+	o.lineOnce.Do(o.buildLineIndex)
+	return o.lines
+}
+
+// lineIndex maps addresses to compilation units and caches parsed units.
+type lineIndex struct {
+	owner              *Object // the object whose DWARF this is
+	d                  *dwarf.Data
+	line, lineStr, str []byte       // raw sections, for file names
+	units              []cuSlot     // one per compilation unit, by offset
+	rs                 []cuRange    // sorted by lo
+	maxHi              []uint64     // maxHi[i] = max(rs[0..i].hi)
+	max                int          // how many units may be parsed at once
+	mu                 sync.Mutex   // serializes parsing and eviction
+	live               []int32      // parsed units, for eviction
+	clock              atomic.Int64 // use counter for LRU
+}
+
+type cuSlot struct {
+	off  dwarf.Offset
+	cu   atomic.Pointer[cuLines]
+	used atomic.Int64
+}
+
+type cuRange struct {
+	lo, hi uint64
+	cu     int32
+}
+
+func (o *Object) buildLineIndex() {
+	defer func() {
+		if r := recover(); r != nil {
+			o.lines, o.lineErr = nil, newErr(o.path, ".debug_info", -1, fmt.Errorf("malformed DWARF: %v", r))
+		}
+	}()
+	owner := o
+	if s := o.section(".debug_info"); s == nil || s.Type == elf.SHT_NOBITS {
+		if s = o.section(".zdebug_info"); s == nil || s.Type == elf.SHT_NOBITS {
+			owner = o.DebugFile()
+		}
+	}
+	if owner == nil {
+		return
+	}
+	d, err := owner.dwarfData()
+	if err != nil {
+		o.lineErr = err
+		return
+	}
+	if d == nil {
+		return
+	}
+	x := &lineIndex{owner: owner, d: d, max: o.opts.LineCacheCUs}
+	x.line, _ = owner.dwarfSection("line")
+	x.lineStr, _ = owner.dwarfSection("line_str")
+	x.str, _ = owner.dwarfSection("str")
+	if x.max <= 0 {
+		x.max = DefaultLineCacheCUs
+	}
+	if err := x.index(); err != nil {
+		o.lineErr = newErr(owner.path, ".debug_info", -1, err)
+	}
+	o.lines = x
+}
+
+// dwarfSection returns the decompressed contents of .debug_NAME (or
+// .zdebug_NAME).
+func (o *Object) dwarfSection(name string) ([]byte, error) {
+	s := o.section(".debug_" + name)
+	if s == nil {
+		s = o.section(".zdebug_" + name)
+	}
+	if s == nil || s.Type == elf.SHT_NOBITS {
+		return nil, nil
+	}
+	return o.sectionData(s)
+}
+
+// dwarfData opens the object's DWARF; nil, nil when it has none.
+func (o *Object) dwarfData() (*dwarf.Data, error) {
+	names := []string{"abbrev", "aranges", "info", "line", "ranges", "str"}
+	var secs [6][]byte
+	for i, n := range names {
+		b, err := o.dwarfSection(n)
+		if err != nil {
+			return nil, err
+		}
+		secs[i] = b
+	}
+	if secs[2] == nil {
+		return nil, nil
+	}
+	d, err := dwarf.New(secs[0], secs[1], nil, secs[2], secs[3], nil, secs[4], secs[5])
+	if err != nil {
+		return nil, newErr(o.path, ".debug_info", -1, err)
+	}
+	for _, n := range []string{"addr", "line_str", "str_offsets", "rnglists"} {
+		b, err := o.dwarfSection(n)
+		if err != nil {
+			return nil, err
+		}
+		if b != nil {
+			if err := d.AddSection(".debug_"+n, b); err != nil {
+				return nil, newErr(o.path, ".debug_"+n, -1, err)
+			}
+		}
+	}
+	return d, nil
+}
+
+// index finds every compilation unit and its address ranges: from
+// .debug_aranges for the units it lists, from the unit's own
+// DW_AT_low_pc/high_pc/ranges for the others.
+func (x *lineIndex) index() error {
+	ar, _ := x.owner.dwarfSection("aranges")
+	fromAranges := parseAranges(ar)
+	byOff := make(map[dwarf.Offset]int32)
+	var firstErr error
+	r := x.d.Reader()
+	for {
+		e, err := r.Next()
+		if err != nil {
+			firstErr = err
+			break
+		}
+		if e == nil {
+			break
+		}
+		if e.Tag != dwarf.TagCompileUnit {
+			r.SkipChildren()
+			continue
+		}
+		ci := int32(len(x.units))
+		x.units = append(x.units, cuSlot{off: e.Offset})
+		byOff[e.Offset] = ci
+		if _, ok := fromAranges[e.Offset]; !ok {
+			rs, err := x.d.Ranges(e)
+			if err == nil {
+				for _, rg := range rs {
+					if rg[1] > rg[0] {
+						x.rs = append(x.rs, cuRange{lo: rg[0], hi: rg[1], cu: ci})
+					}
+				}
+			}
+		}
+		r.SkipChildren()
+	}
+	// x.units must not grow from here on: slots hold atomics.
+	for off, rs := range fromAranges {
+		ci, ok := byOff[off]
+		if !ok {
+			continue
+		}
+		for _, rg := range rs {
+			x.rs = append(x.rs, cuRange{lo: rg[0], hi: rg[1], cu: ci})
+		}
+	}
+	sort.Slice(x.rs, func(i, j int) bool {
+		if x.rs[i].lo != x.rs[j].lo {
+			return x.rs[i].lo < x.rs[j].lo
+		}
+		return x.rs[i].cu < x.rs[j].cu
+	})
+	x.maxHi = make([]uint64, len(x.rs))
+	var m uint64
+	for i := range x.rs {
+		m = max(m, x.rs[i].hi)
+		x.maxHi[i] = m
+	}
+	return firstErr
+}
+
+// parseAranges reads .debug_aranges: for each unit offset, its ranges.
+// Malformed sets end the parse; what was read so far is kept.
+func parseAranges(b []byte) map[dwarf.Offset][][2]uint64 {
+	out := make(map[dwarf.Offset][][2]uint64)
+	le := binary.LittleEndian
+	for len(b) >= 4 {
+		length := uint64(le.Uint32(b))
+		hdr := 4
+		dwarf64 := false
+		if length == 0xffffffff {
+			if len(b) < 12 {
+				break
+			}
+			length = le.Uint64(b[4:])
+			hdr = 12
+			dwarf64 = true
+		}
+		if length > uint64(len(b)-hdr) || length < 8 {
+			break
+		}
+		set := b[hdr : hdr+int(length)]
+		b = b[hdr+int(length):]
+		p := 2 // version
+		var off uint64
+		if dwarf64 {
+			if len(set) < p+8 {
+				continue
+			}
+			off = le.Uint64(set[p:])
+			p += 8
+		} else {
+			if len(set) < p+4 {
+				continue
+			}
+			off = uint64(le.Uint32(set[p:]))
+			p += 4
+		}
+		if len(set) < p+2 {
+			continue
+		}
+		asize, ssize := int(set[p]), int(set[p+1])
+		p += 2
+		if asize != 8 && asize != 4 || ssize != 0 {
+			continue
+		}
+		tuple := 2 * asize
+		if rem := (hdr + p) % tuple; rem != 0 {
+			p += tuple - rem
+		}
+		var rs [][2]uint64
+		for p+tuple <= len(set) {
+			var a, n uint64
+			if asize == 8 {
+				a, n = le.Uint64(set[p:]), le.Uint64(set[p+8:])
+			} else {
+				a, n = uint64(le.Uint32(set[p:])), uint64(le.Uint32(set[p+4:]))
+			}
+			p += tuple
+			if a == 0 && n == 0 {
+				break
+			}
+			if n > 0 && a+n > a {
+				rs = append(rs, [2]uint64{a, a + n})
+			}
+		}
+		if len(rs) > 0 {
+			out[dwarf.Offset(off)] = append(out[dwarf.Offset(off)], rs...)
+		}
+	}
+	return out
+}
+
+// cusFor returns the units whose ranges contain addr, at most 4, with -1
+// after the last; the array is returned by value so that nothing escapes.
+func (x *lineIndex) cusFor(addr uint64) (res [4]int32) {
+	for i := range res {
+		res[i] = -1
+	}
+	rs := x.rs
+	i := sort.Search(len(rs), func(i int) bool { return rs[i].lo > addr }) - 1
+	n := 0
+	for ; i >= 0 && x.maxHi[i] > addr && n < len(res); i-- {
+		if addr < rs[i].hi {
+			dup := false
+			for _, c := range res[:n] {
+				dup = dup || c == rs[i].cu
+			}
+			if !dup {
+				res[n] = rs[i].cu
+				n++
+			}
+		}
+	}
+	return res
+}
+
+// unit returns the parsed unit ci, parsing it on first use.
+func (x *lineIndex) unit(ci int32) *cuLines {
+	s := &x.units[ci]
+	if cu := s.cu.Load(); cu != nil {
+		s.used.Store(x.clock.Add(1))
+		return cu
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if cu := s.cu.Load(); cu != nil {
+		return cu
+	}
+	cu := x.parse(s.off)
+	for len(x.live) >= x.max {
+		old := 0
+		for i := range x.live {
+			if x.units[x.live[i]].used.Load() < x.units[x.live[old]].used.Load() {
+				old = i
+			}
+		}
+		x.units[x.live[old]].cu.Store(nil)
+		x.live[old] = x.live[len(x.live)-1]
+		x.live = x.live[:len(x.live)-1]
+	}
+	s.used.Store(x.clock.Add(1))
+	s.cu.Store(cu)
+	x.live = append(x.live, ci)
+	return cu
+}
+
+// cuLines is one parsed compilation unit: its line table and its function
+// scopes. It is immutable once built.
+type cuLines struct {
+	files  []string
+	rows   []lineRow   // sorted by address; see parseLines
+	scopes []scope     // functions and inlined calls, parents first
+	spans  []scopeSpan // disjoint, sorted: the innermost scope at each address
+	err    error
+}
+
+type lineRow struct {
+	addr uint64
+	file uint32
+	line uint32
+	end  bool // end_sequence: addr is one past the sequence
+}
+
+type scope struct {
+	name, linkage string
+	parent        int32 // index in scopes; -1 for none
+	inlined       bool
+	callFile      int32 // index in files; -1 for none
+	callLine      int32
+}
+
+type scopeSpan struct {
+	lo, hi uint64
+	scope  int32
+}
+
+// frames appends the frames at addr; nothing when the unit does not know
+// addr.
+func (cu *cuLines) frames(addr uint64, out []SourceFrame, o *Object) []SourceFrame {
+	file, line, hasLine := cu.lineAt(addr)
+	sp := cu.spans
+	i := sort.Search(len(sp), func(i int) bool { return sp[i].lo > addr }) - 1
+	if i < 0 || addr >= sp[i].hi {
+		if !hasLine {
+			return out
+		}
+		f := SourceFrame{File: file, Line: line}
+		if name, _, ok := o.Symbolize(addr); ok {
+			f.LinkageName = name
+			f.Function = Demangle(name)
+		}
+		return append(out, f)
+	}
+	s := &cu.scopes[sp[i].scope]
+	for {
+		out = append(out, SourceFrame{Function: s.name, LinkageName: s.linkage, File: file, Line: line, Inlined: s.inlined})
+		if !s.inlined || s.parent < 0 {
+			if !s.inlined && s.linkage == "" {
+				// A clone or split part of a C function (f.cold,
+				// f.constprop.0, f.isra.0, f.part.0) is named after
+				// its ELF symbol, as by addr2line and llvm-addr2line.
+				if name, _, ok := o.Symbolize(addr); ok && len(name) > len(s.name)+1 &&
+					name[len(s.name)] == '.' && name[:len(s.name)] == s.name {
+					out[len(out)-1].Function = name
+				}
+			}
+			return out
+		}
+		file, line = "", int(s.callLine)
+		if s.callFile >= 0 {
+			file = cu.files[s.callFile]
+		}
+		s = &cu.scopes[s.parent]
+	}
+}
+
+// lineAt returns the line table row for addr: the last row at or before
+// addr, unless that ends a sequence.
+func (cu *cuLines) lineAt(addr uint64) (string, int, bool) {
+	rows := cu.rows
+	lo, hi := 0, len(rows)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if rows[mid].addr <= addr {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	if lo == 0 || rows[lo-1].end {
+		return "", 0, false
+	}
+	r := &rows[lo-1]
+	return cu.files[r.file], int(r.line), true
+}
+
+// parse reads one unit; a unit that cannot be read comes back empty with
+// its error, so that it is not tried again.
+func (x *lineIndex) parse(off dwarf.Offset) (cu *cuLines) {
+	cu = &cuLines{}
+	defer func() {
+		if r := recover(); r != nil {
+			cu = &cuLines{err: fmt.Errorf("malformed DWARF in unit at %#x: %v", off, r)}
+		}
+	}()
+	r := x.d.Reader()
+	r.Seek(off)
+	e, err := r.Next()
+	if err != nil || e == nil {
+		cu.err = errors.Join(err, errors.New("no unit"))
+		return cu
+	}
+	fileIdx := cu.parseLines(x, e)
+	if e.Children {
+		cu.parseScopes(x, r, fileIdx)
+	}
+	return cu
+}
+
+// parseLines reads the unit's line table into cu.rows and cu.files and
+// returns the map from the line table's file numbers to cu.files.
+func (cu *cuLines) parseLines(x *lineIndex, e *dwarf.Entry) []int32 {
+	lr, err := x.d.LineReader(e)
+	if err != nil || lr == nil {
+		cu.err = err
+		return nil
+	}
+	var bfd []string
+	if stmt, ok := e.Val(dwarf.AttrStmtList).(int64); ok && stmt >= 0 {
+		compDir, _ := e.Val(dwarf.AttrCompDir).(string)
+		bfd, _ = lineFileNames(x.line, x.lineStr, x.str, uint64(stmt), compDir)
+	}
+	files := lr.Files()
+	idx := make([]int32, len(files))
+	fileOf := make(map[*dwarf.LineFile]uint32, len(files))
+	for i, f := range files {
+		idx[i] = -1
+		if f == nil {
+			continue
+		}
+		name := f.Name
+		if i < len(bfd) && (bfd[i] != "" || len(bfd) == len(files)) {
+			name = bfd[i]
+		}
+		idx[i] = int32(len(cu.files))
+		fileOf[f] = uint32(len(cu.files))
+		cu.files = append(cu.files, name)
+	}
+	intern := func(f *dwarf.LineFile) uint32 {
+		if i, ok := fileOf[f]; ok {
+			return i
+		}
+		i := uint32(len(cu.files))
+		name := ""
+		if f != nil {
+			name = f.Name
+		}
+		cu.files = append(cu.files, name)
+		fileOf[f] = i
+		return i
+	}
+	type seq struct{ start, end int }
+	var seqs []seq
+	start := 0
+	var le dwarf.LineEntry
+	for {
+		if err := lr.Next(&le); err != nil {
+			break
+		}
+		row := lineRow{addr: le.Address, file: intern(le.File), line: uint32(max(le.Line, 0)), end: le.EndSequence}
+		// Of several rows at one address the last is used, as by addr2line.
+		if n := len(cu.rows); n > start && cu.rows[n-1].addr == row.addr && !row.end && !cu.rows[n-1].end {
+			cu.rows[n-1] = row
+		} else {
+			cu.rows = append(cu.rows, row)
+		}
+		if le.EndSequence {
+			seqs = append(seqs, seq{start, len(cu.rows)})
+			start = len(cu.rows)
+		}
+	}
+	cu.rows = cu.rows[:start] // drop an unterminated sequence
+	less := func(i, j int) bool { return cu.rows[seqs[i].start].addr < cu.rows[seqs[j].start].addr }
+	if !sort.SliceIsSorted(seqs, less) {
+		sort.SliceStable(seqs, less)
+		rows := make([]lineRow, 0, len(cu.rows))
+		for _, s := range seqs {
+			rows = append(rows, cu.rows[s.start:s.end]...)
+		}
+		cu.rows = rows
+	}
+	// Sequences may still overlap (code discarded by the linker keeps its
+	// rows at address 0); keep the rows ordered so the search works.
+	if !sort.SliceIsSorted(cu.rows, func(i, j int) bool { return cu.rows[i].addr < cu.rows[j].addr }) {
+		sort.SliceStable(cu.rows, func(i, j int) bool { return cu.rows[i].addr < cu.rows[j].addr })
+	}
+	cu.rows = append([]lineRow(nil), cu.rows...) // drop spare capacity
+	return idx
+}
+
+const attrMIPSLinkageName dwarf.Attr = 0x2007
+
+// parseScopes reads the unit's functions and inlined calls.
+func (cu *cuLines) parseScopes(x *lineIndex, r *dwarf.Reader, fileIdx []int32) {
+	type ranged struct {
+		lo, hi uint64
+		scope  int32
+		depth  int32
+	}
+	var rs []ranged
+	names := make(map[dwarf.Offset][3]string)
+	type level struct {
+		scope int32 // innermost enclosing scope at this level
+		depth int32 // nesting of scopes
+	}
+	stack := []level{{scope: -1}}
+	for len(stack) > 0 {
+		e, err := r.Next()
+		if err != nil {
+			cu.err = err
+			break
+		}
+		if e == nil {
+			break
+		}
+		if e.Tag == 0 {
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		top := stack[len(stack)-1]
+		switch e.Tag {
+		case dwarf.TagSubprogram, dwarf.TagInlinedSubroutine:
+		case dwarf.TagLexDwarfBlock, dwarf.TagNamespace, dwarf.TagModule:
+			if e.Children {
+				stack = append(stack, top)
+			}
+			continue
+		default:
+			if e.Children {
+				r.SkipChildren()
+			}
+			continue
+		}
+		ranges, _ := x.d.Ranges(e)
+		var valid [][2]uint64
+		for _, rg := range ranges {
+			if rg[1] > rg[0] && rg[0] != 0 {
+				valid = append(valid, rg)
+			}
+		}
+		if len(valid) == 0 {
+			// Declarations and abstract instances have no code; their
+			// children do not either.
+			if e.Children {
+				r.SkipChildren()
+			}
+			continue
+		}
+		si := int32(len(cu.scopes))
+		s := scope{parent: top.scope, callFile: -1, inlined: e.Tag == dwarf.TagInlinedSubroutine}
+		if s.inlined {
+			if v, ok := e.Val(dwarf.AttrCallFile).(int64); ok && v >= 0 && v < int64(len(fileIdx)) {
+				s.callFile = fileIdx[v]
+			}
+			if v, ok := e.Val(dwarf.AttrCallLine).(int64); ok && v >= 0 && v < 1<<31 {
+				s.callLine = int32(v)
+			}
+		}
+		s.name, s.linkage = x.funcName(e, names)
+		cu.scopes = append(cu.scopes, s)
+		for _, rg := range valid {
+			rs = append(rs, ranged{lo: rg[0], hi: rg[1], scope: si, depth: top.depth + 1})
+		}
+		if e.Children {
+			stack = append(stack, level{scope: si, depth: top.depth + 1})
+		}
+	}
+	cu.spans = innermostSpans(len(rs), func(i int) (uint64, uint64, int32, int32) {
+		return rs[i].lo, rs[i].hi, rs[i].scope, rs[i].depth
+	})
+}
+
+// innermostSpans turns n ranges (lo, hi, scope, depth) into disjoint sorted
+// spans, each naming the deepest range covering it (the shorter one among
+// equally deep ones).
+func innermostSpans(n int, get func(int) (lo, hi uint64, scope, depth int32)) []scopeSpan {
+	type ev struct {
+		at    uint64
+		start bool
+		i     int32
+	}
+	evs := make([]ev, 0, 2*n)
+	for i := 0; i < n; i++ {
+		lo, hi, _, _ := get(i)
+		evs = append(evs, ev{lo, true, int32(i)}, ev{hi, false, int32(i)})
+	}
+	sort.Slice(evs, func(a, b int) bool { return evs[a].at < evs[b].at })
+	var active []int32
+	var out []scopeSpan
+	for k := 0; k < len(evs); {
+		at := evs[k].at
+		for ; k < len(evs) && evs[k].at == at; k++ {
+			if evs[k].start {
+				active = append(active, evs[k].i)
+				continue
+			}
+			for j, a := range active {
+				if a == evs[k].i {
+					active = append(active[:j], active[j+1:]...)
+					break
+				}
+			}
+		}
+		if len(active) == 0 || k == len(evs) {
+			continue
+		}
+		best := active[0]
+		bl, bh, _, bd := get(int(best))
+		for _, a := range active[1:] {
+			l, h, _, d := get(int(a))
+			if d > bd || d == bd && h-l < bh-bl {
+				best, bl, bh, bd = a, l, h, d
+			}
+		}
+		_, _, sc, _ := get(int(best))
+		next := evs[k].at
+		if m := len(out); m > 0 && out[m-1].hi == at && out[m-1].scope == sc {
+			out[m-1].hi = next
+		} else {
+			out = append(out, scopeSpan{lo: at, hi: next, scope: sc})
+		}
+	}
+	return out
+}
+
+// funcName returns the display and linkage names of a subprogram or
+// inlined call, following DW_AT_abstract_origin and DW_AT_specification as
+// addr2line does: a linkage name anywhere on the chain wins over
+// DW_AT_name. Resolved origins are cached in cache.
+func (x *lineIndex) funcName(e *dwarf.Entry, cache map[dwarf.Offset][3]string) (display, linkage string) {
+	n := x.resolveName(e, cache, 0)
+	return n[0], n[1]
+}
+
+// resolveName returns {display, linkage, name} for e.
+func (x *lineIndex) resolveName(e *dwarf.Entry, cache map[dwarf.Offset][3]string, depth int) [3]string {
+	var name, linkage string
+	if v, ok := e.Val(dwarf.AttrLinkageName).(string); ok {
+		linkage = v
+	} else if v, ok := e.Val(attrMIPSLinkageName).(string); ok {
+		linkage = v
+	}
+	if v, ok := e.Val(dwarf.AttrName).(string); ok {
+		name = v
+	}
+	if linkage == "" && depth < 16 {
+		ref, ok := e.Val(dwarf.AttrAbstractOrigin).(dwarf.Offset)
+		if !ok {
+			ref, ok = e.Val(dwarf.AttrSpecification).(dwarf.Offset)
+		}
+		if ok && ref != e.Offset {
+			o, hit := cache[ref]
+			if !hit {
+				if oe := x.entryAt(ref); oe != nil {
+					o = x.resolveName(oe, cache, depth+1)
+				}
+				if len(cache) < 1<<16 {
+					cache[ref] = o
+				}
+			}
+			linkage = o[1]
+			if name == "" {
+				name = o[2]
+			}
+			if linkage != "" {
+				return [3]string{o[0], linkage, name}
+			}
+		}
+	}
+	display := name
+	if linkage != "" {
+		display = Demangle(linkage)
+	}
+	return [3]string{display, linkage, name}
+}
+
+// entryAt reads the entry at off, or nil.
+func (x *lineIndex) entryAt(off dwarf.Offset) *dwarf.Entry {
+	r := x.d.Reader()
+	r.Seek(off)
+	e, err := r.Next()
+	if err != nil {
+		return nil
+	}
+	return e
+}

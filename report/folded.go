@@ -1,0 +1,67 @@
+package report
+
+import (
+	"bufio"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Folder collects samples as collapsed stacks: one line per distinct stack,
+// "comm;outermost;...;innermost count", the input format of FlameGraph's
+// flamegraph.pl and of speedscope. Kernel frames get the "_[k]" suffix and
+// inlined ones "_[i]", as stackcollapse-perf.pl writes them.
+type Folder struct {
+	counts map[string]uint64
+	parts  []string
+}
+
+// NewFolder returns an empty Folder.
+func NewFolder() *Folder { return &Folder{counts: map[string]uint64{}} }
+
+// Add counts one sample.
+func (f *Folder) Add(s *Sample) {
+	f.parts = append(f.parts[:0], s.Comm)
+	for i := len(s.Frames) - 1; i >= 0; i-- {
+		fr := &s.Frames[i]
+		name := fr.Symbol
+		if name == "" {
+			name = "[unknown]"
+			if fr.Module != "" {
+				name = "[" + baseName(fr.Module) + "]"
+			}
+		}
+		switch {
+		case fr.Kernel:
+			name += "_[k]"
+		case fr.Inlined:
+			name += "_[i]"
+		}
+		f.parts = append(f.parts, strings.ReplaceAll(name, ";", ":"))
+	}
+	f.counts[strings.Join(f.parts, ";")]++
+}
+
+// WriteTo prints the stacks sorted, as flamegraph.pl expects.
+func (f *Folder) WriteTo(w io.Writer) (int64, error) {
+	keys := make([]string, 0, len(f.counts))
+	for k := range f.counts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	bw := bufio.NewWriter(w)
+	var n int64
+	for _, k := range keys {
+		m, _ := bw.WriteString(k + " " + strconv.FormatUint(f.counts[k], 10) + "\n")
+		n += int64(m)
+	}
+	return n, bw.Flush()
+}
+
+func baseName(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[i+1:]
+	}
+	return p
+}

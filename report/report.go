@@ -1,0 +1,429 @@
+// Package report turns a perf.data recording into symbolized call stacks:
+// it follows each process's memory maps through the recording, unwinds every
+// sample's user stack from its registers and stack snapshot, symbolizes the
+// kernel and user frames, and hands the stacks to a writer in sample order.
+//
+// Data flow: a single reader goroutine decodes records in time order
+// (perfdata.Sorter), applies mmap/fork/exec/exit to a procmaps.Tracker and
+// turns each sample into a job holding a copy of its registers and stack and
+// the maps snapshot in force. Workers (one per CPU by default) unwind and
+// symbolize jobs with their own unwinder.Cache; the results are handed to
+// the caller's Emit function strictly in the order of the samples in the
+// file. Objects are opened once through a shared elfcache.Cache.
+package report
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/ustack/ustack/arch"
+	"github.com/ustack/ustack/elfcache"
+	"github.com/ustack/ustack/kallsyms"
+	"github.com/ustack/ustack/perfdata"
+	"github.com/ustack/ustack/procmaps"
+	"github.com/ustack/ustack/unwinder"
+)
+
+// Options configure a report. The zero value reports a recording made on
+// this machine.
+type Options struct {
+	// SymFS is a directory prepended to every object path, like perf's
+	// --symfs.
+	SymFS string
+	// DebugDirs are searched for separate debug files (default
+	// /usr/lib/debug).
+	DebugDirs []string
+	// BuildIDDir is perf's build-id cache (default $HOME/.debug), used for
+	// the vdso and for objects whose file on disk changed.
+	BuildIDDir string
+	// Kallsyms is the kernel symbol table (default /proc/kallsyms; "-"
+	// for none).
+	Kallsyms string
+	// NoInline leaves out inlined frames.
+	NoInline bool
+	// NoDemangle prints symbol names as they are in the object.
+	NoDemangle bool
+	// Jobs is the number of unwinding workers (default GOMAXPROCS).
+	Jobs int
+	// MaxFrames bounds the user frames of one stack (default 1024).
+	MaxFrames int
+	// PACMask is the arm64 pointer authentication mask (0: from a 48-bit
+	// virtual address space).
+	PACMask uint64
+	// Objects, when set, is consulted before the file system for an
+	// object with a given build-id (a recording's companion archive).
+	Objects ObjectSource
+	// Warn receives warnings (build-id mismatches, missing objects); nil
+	// discards them.
+	Warn func(msg string)
+}
+
+// ObjectSource finds the bytes of an object by build-id, for recordings
+// that carry their objects with them.
+type ObjectSource interface {
+	Object(buildID []byte) (data []byte, path string, ok bool)
+}
+
+// Frame is one symbolized frame of a sample's stack.
+type Frame struct {
+	// Addr is the address the frame is attributed to: the kernel's
+	// address for kernel frames; for user frames the PC, or PC-1 for a
+	// return address (the call instruction), as perf prints it.
+	Addr uint64
+	// PC is the frame's program counter as unwound.
+	PC uint64
+	// Module is the object's path, "[vdso]", "[kernel.kallsyms]", or ""
+	// when the address is in no known mapping.
+	Module string
+	// Offset is Addr relative to the mapping (perf's map-relative ip).
+	Offset uint64
+	// Symbol is the function's name and SymOff Addr's offset in it; ""
+	// when unknown.
+	Symbol string
+	SymOff uint64
+	// Function is the name debug info gives the function containing Addr,
+	// when it has one; it can differ from Symbol, which comes from the
+	// symbol table (glibc's __libc_start_main_impl and __libc_start_main).
+	Function string
+	// File and Line locate Addr in the source, when debug info has it.
+	File string
+	Line int
+	// Inlined is true for a frame of a function inlined into the next
+	// frame (same Addr).
+	Inlined bool
+	// Kernel is true for frames from the kernel's call chain.
+	Kernel bool
+	// How says how the frame was recovered: kernel, context, cfi, fp,
+	// lr, signal, callchain.
+	How string
+	// Signal is true for a sigreturn trampoline frame.
+	Signal bool
+}
+
+// Sample is one recorded sample with its symbolized stack, innermost frame
+// first (kernel frames, then user frames).
+type Sample struct {
+	// Index is the sample's position among the recording's samples.
+	Index    int
+	Pid, Tid uint32
+	CPU      uint32
+	Time     uint64
+	Period   uint64
+	Comm     string
+	Event    string
+	Frames   []Frame
+	// Stop says why the user stack ended ("" when the sample had no user
+	// registers to unwind).
+	Stop    string
+	StopErr string
+}
+
+// Summary describes a whole report.
+type Summary struct {
+	Samples     int
+	Lost        uint64 // samples the kernel reported lost
+	Stops       map[string]int
+	Missing     map[string]string // object path -> why it could not be used
+	DecodeError error             // a damaged recording: where reading stopped
+}
+
+// Run reads the recording and calls emit for every sample, in file order.
+// emit runs on one goroutine; the Sample and its Frames are valid only
+// during the call.
+func Run(r *perfdata.Reader, opts Options, emit func(*Sample) error) (*Summary, error) {
+	p, err := newProcessor(r.Session(), opts)
+	if err != nil {
+		return nil, err
+	}
+	return p.run(r, emit)
+}
+
+type processor struct {
+	opts    Options
+	arch    arch.Arch
+	session *perfdata.Session
+	objects *elfcache.Cache
+	ksyms   *kallsyms.Table
+	unw     *unwinder.Unwinder
+	tracker *procmaps.Tracker
+	comms   map[uint32]string // tid -> comm
+	buildID map[string][]byte // path -> build-id from the recording
+
+	spaces  map[uint64]*space // snapshot version -> address space
+	missing map[string]string
+	warned  map[string]bool
+	mu      sync.Mutex // guards missing and warned
+}
+
+func newProcessor(s *perfdata.Session, opts Options) (*processor, error) {
+	a := s.Arch()
+	if a == arch.Unknown {
+		a = arch.AMD64
+	}
+	if opts.Jobs <= 0 {
+		opts.Jobs = runtime.GOMAXPROCS(0)
+	}
+	if opts.MaxFrames <= 0 {
+		opts.MaxFrames = 1024
+	}
+	if opts.BuildIDDir == "" {
+		if home, err := os.UserHomeDir(); err == nil {
+			opts.BuildIDDir = filepath.Join(home, ".debug")
+		}
+	}
+	p := &processor{
+		opts:    opts,
+		arch:    a,
+		session: s,
+		objects: elfcache.NewCache(elfcache.Options{DebugDirs: opts.DebugDirs, SymFS: opts.SymFS}),
+		unw:     unwinder.New(a, unwinder.Options{PACMask: opts.PACMask}),
+		tracker: procmaps.NewTracker(),
+		comms:   map[uint32]string{},
+		buildID: map[string][]byte{},
+		spaces:  map[uint64]*space{},
+		missing: map[string]string{},
+		warned:  map[string]bool{},
+	}
+	for _, b := range s.Features.BuildIDs {
+		if len(b.BuildID) > 0 {
+			p.buildID[b.Filename] = b.BuildID
+		}
+	}
+	if opts.Kallsyms != "-" {
+		path := opts.Kallsyms
+		if path == "" {
+			path = "/proc/kallsyms"
+		}
+		if t, err := kallsyms.Load(path); err == nil {
+			p.ksyms = t
+		} else if opts.Kallsyms != "" {
+			return nil, err
+		} else {
+			p.warn("kernel frames will not be symbolized: %v", err)
+		}
+	}
+	return p, nil
+}
+
+func (p *processor) warn(format string, args ...any) {
+	if p.opts.Warn != nil {
+		p.opts.Warn(fmt.Sprintf(format, args...))
+	}
+}
+
+// job is one sample on its way through the workers.
+type job struct {
+	out    Sample
+	regs   arch.Regs
+	hasReg bool
+	stack  []byte
+	user   []uint64 // user callchain when there are no registers
+	kernel []uint64
+	space  *space
+	done   chan struct{}
+	err    error
+}
+
+var jobPool = sync.Pool{New: func() any { return &job{done: make(chan struct{}, 1)} }}
+
+func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary, error) {
+	sum := &Summary{Stops: map[string]int{}, Missing: map[string]string{}}
+	sorter := perfdata.NewSorter(r, 0)
+
+	queue := make(chan *job, 4*p.opts.Jobs)
+	ordered := make(chan *job, 64*p.opts.Jobs)
+	var wg sync.WaitGroup
+	for i := 0; i < p.opts.Jobs; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := newWorker(p)
+			for j := range queue {
+				w.process(j)
+				j.done <- struct{}{}
+			}
+		}()
+	}
+	// The emitter waits for each job in order.
+	emitErr := make(chan error, 1)
+	go func() {
+		var err error
+		for j := range ordered {
+			<-j.done
+			if err == nil {
+				sum.Samples++
+				if j.out.Stop != "" {
+					sum.Stops[j.out.Stop]++
+				}
+				err = emit(&j.out)
+			}
+			j.release()
+		}
+		emitErr <- err
+	}()
+
+	var readErr error
+	index := 0
+	for {
+		rec, err := sorter.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			readErr = err
+			break
+		}
+		switch rec := rec.(type) {
+		case *perfdata.Sample:
+			j := p.newJob(rec, index)
+			index++
+			ordered <- j
+			queue <- j
+		case *perfdata.Mmap:
+			p.mmap(rec)
+		case *perfdata.Comm:
+			if rec.Exec {
+				p.tracker.Exec(rec.Pid)
+			}
+			p.comms[rec.Tid] = rec.Comm
+		case *perfdata.Fork:
+			p.tracker.Fork(rec.Pid, rec.Ppid)
+			if c, ok := p.comms[rec.Ptid]; ok {
+				p.comms[rec.Tid] = c
+			}
+		case *perfdata.Exit:
+			if rec.Pid == rec.Tid {
+				p.tracker.Exit(rec.Pid)
+			}
+		case *perfdata.Lost:
+			sum.Lost += rec.Lost
+		case *perfdata.LostSamples:
+			sum.Lost += rec.Lost
+		}
+	}
+	close(queue)
+	close(ordered)
+	wg.Wait()
+	err := <-emitErr
+	p.mu.Lock()
+	for k, v := range p.missing {
+		sum.Missing[k] = v
+	}
+	p.mu.Unlock()
+	if readErr != nil {
+		var fe *perfdata.FormatError
+		if errors.As(readErr, &fe) {
+			sum.DecodeError = readErr
+		} else if err == nil {
+			err = readErr
+		}
+	}
+	return sum, err
+}
+
+func (j *job) release() {
+	j.out.Frames = j.out.Frames[:0]
+	j.stack = j.stack[:0]
+	j.user = j.user[:0]
+	j.kernel = j.kernel[:0]
+	j.space = nil
+	j.err = nil
+	jobPool.Put(j)
+}
+
+// newJob copies what the workers need out of the reader's buffers.
+func (p *processor) newJob(s *perfdata.Sample, index int) *job {
+	j := jobPool.Get().(*job)
+	j.out = Sample{Index: index, Pid: s.Pid, Tid: s.Tid, CPU: s.CPU, Time: s.Time,
+		Period: s.Period, Event: s.EventName, Frames: j.out.Frames[:0]}
+	j.out.Comm = p.comms[s.Tid]
+	if j.out.Comm == "" {
+		j.out.Comm = ":" + fmt.Sprint(s.Tid)
+	}
+	kernel, user := perfdata.SplitCallchain(s.Callchain)
+	j.kernel = append(j.kernel[:0], kernel...)
+	j.user = append(j.user[:0], user...)
+	j.hasReg = false
+	if s.Attr != nil && s.RegsABI != 0 && len(s.Regs) > 0 {
+		s.Attr.LoadUserRegs(p.arch, s, &j.regs, p.arch == arch.AMD64)
+		j.hasReg = true
+		j.stack = append(j.stack[:0], s.Stack()...)
+	}
+	snap := p.tracker.Maps(s.Pid)
+	j.space = p.spaceFor(snap)
+	return j
+}
+
+func (p *processor) mmap(m *perfdata.Mmap) {
+	exec := m.Prot&4 != 0 || (m.Header().Type == perfdata.RecordMmap && !m.Data())
+	if m.Header().Type == perfdata.RecordMmap2 && m.Prot == 0 && !m.Data() {
+		exec = true // synthesized records may carry no prot
+	}
+	if len(m.BuildID) > 0 {
+		p.buildID[m.Filename] = append([]byte(nil), m.BuildID...)
+	}
+	p.tracker.Mmap(m.Pid, procmaps.Map{Start: m.Start, End: m.Start + m.Len, PgOff: m.PgOff,
+		Path: m.Filename, BuildID: p.buildID[m.Filename], Prot: m.Prot, Exec: exec})
+}
+
+// sortedKeys returns the keys of a count map, most frequent first.
+func sortedKeys(m map[string]int) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if m[keys[i]] != m[keys[j]] {
+			return m[keys[i]] > m[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	return keys
+}
+
+// WriteSummary prints the end-of-report summary: lost samples, stacks by
+// stop reason when many ended early, and the objects that could not be
+// used.
+func (s *Summary) WriteSummary(w io.Writer) {
+	early := 0
+	for k, n := range s.Stops {
+		if k != "outermost" {
+			early += n
+		}
+	}
+	if s.Lost > 0 {
+		fmt.Fprintf(w, "ustack: %d samples lost by the kernel\n", s.Lost)
+	}
+	if s.Samples > 0 && early*10 > s.Samples {
+		fmt.Fprintf(w, "ustack: %d of %d stacks ended before the outermost frame:", early, s.Samples)
+		for _, k := range sortedKeys(s.Stops) {
+			fmt.Fprintf(w, " %s %d", k, s.Stops[k])
+		}
+		fmt.Fprintln(w)
+	}
+	if len(s.Missing) > 0 {
+		keys := make([]string, 0, len(s.Missing))
+		for k := range s.Missing {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		fmt.Fprintf(w, "ustack: %d objects without unwind or symbol information:\n", len(keys))
+		for _, k := range keys {
+			fmt.Fprintf(w, "  %s: %s\n", k, s.Missing[k])
+		}
+	}
+	if s.DecodeError != nil {
+		fmt.Fprintf(w, "ustack: the recording is damaged; reading stopped: %v\n", s.DecodeError)
+	}
+}
+
+func isPseudoPath(path string) bool {
+	return path == "" || strings.HasPrefix(path, "[") || strings.HasPrefix(path, "//")
+}

@@ -1,0 +1,123 @@
+package report
+
+import (
+	"bufio"
+	"io"
+	"strconv"
+)
+
+// TextWriter prints samples the way `perf script -F
+// comm,tid,time,event,ip,sym,symoff,dso` does, so that tools reading perf
+// script output (FlameGraph's stackcollapse-perf.pl, speedscope, the
+// Firefox Profiler, hotspot) read it too.
+type TextWriter struct {
+	w          *bufio.Writer
+	eventWidth int
+	buf        []byte
+}
+
+// NewTextWriter returns a writer for samples whose event names are at most
+// eventWidth characters long (perf pads event names to the longest one in
+// the recording).
+func NewTextWriter(w io.Writer, eventWidth int) *TextWriter {
+	return &TextWriter{w: bufio.NewWriterSize(w, 1<<16), eventWidth: eventWidth}
+}
+
+// Write prints one sample.
+func (t *TextWriter) Write(s *Sample) error {
+	b := t.buf[:0]
+	comm := s.Comm
+	if len(comm) > 15 {
+		comm = comm[:15]
+	}
+	b = append(b, comm...)
+	b = append(b, ' ')
+	b = appendPadded(b, strconv.AppendUint(nil, uint64(s.Tid), 10), 5)
+	b = append(b, ' ')
+	b = appendPadded(b, strconv.AppendUint(nil, s.Time/1e9, 10), 5)
+	b = append(b, '.')
+	us := strconv.AppendUint(nil, s.Time%1e9/1e3, 10)
+	for i := len(us); i < 6; i++ {
+		b = append(b, '0')
+	}
+	b = append(b, us...)
+	b = append(b, ": "...)
+	for i := len(s.Event); i < t.eventWidth; i++ {
+		b = append(b, ' ')
+	}
+	b = append(b, s.Event...)
+	b = append(b, ": \n"...)
+	userUnmapped := false
+	for i := range s.Frames {
+		f := &s.Frames[i]
+		if !f.Kernel && (userUnmapped || f.Module == "" && (i == 0 || s.Frames[i-1].Kernel)) {
+			// perf cannot start an unwind at a PC outside every known
+			// mapping and prints no user frames then; JSON keeps it.
+			userUnmapped = true
+			continue
+		}
+		b = appendFrame(b, f)
+	}
+	b = append(b, '\n')
+	t.buf = b
+	_, err := t.w.Write(b)
+	return err
+}
+
+// Flush writes buffered output.
+func (t *TextWriter) Flush() error { return t.w.Flush() }
+
+func appendPadded(b, field []byte, width int) []byte {
+	for i := len(field); i < width; i++ {
+		b = append(b, ' ')
+	}
+	return append(b, field...)
+}
+
+// appendFrame prints one frame line as perf does: the address (map-relative
+// for user code), symbol+offset, and the object in parentheses, or
+// "(inlined)" for a function inlined at that address. Like perf, a frame
+// whose debug-info name differs from its symbol-table name is printed under
+// the debug-info name as inlined.
+func appendFrame(b []byte, f *Frame) []byte {
+	b = append(b, '\t')
+	addr := f.Offset
+	if f.Module == "" {
+		addr = f.Addr
+	}
+	b = appendPadded(b, strconv.AppendUint(nil, addr, 16), 16)
+	b = append(b, ' ')
+	name, inlined := f.Symbol, f.Inlined
+	if !inlined && f.Function != "" && f.Function != f.Symbol {
+		name, inlined = f.Function, true
+	}
+	if name == "" {
+		b = append(b, "[unknown]"...)
+	} else {
+		b = append(b, name...)
+		b = append(b, "+0x"...)
+		b = strconv.AppendUint(b, f.SymOff, 16)
+	}
+	switch {
+	case inlined:
+		b = append(b, " (inlined)"...)
+	case f.Module == "":
+		b = append(b, " ([unknown])"...)
+	default:
+		b = append(b, " ("...)
+		b = append(b, f.Module...)
+		b = append(b, ')')
+	}
+	return append(b, '\n')
+}
+
+// EventWidth returns the width perf pads event names to: the longest name.
+func EventWidth(names []string) int {
+	w := 0
+	for _, n := range names {
+		if len(n) > w {
+			w = len(n)
+		}
+	}
+	return w
+}
