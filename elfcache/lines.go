@@ -13,7 +13,7 @@ import (
 
 // DefaultLineCacheCUs is how many parsed compilation units an object keeps
 // when Options.LineCacheCUs is 0.
-const DefaultLineCacheCUs = 1024
+const DefaultLineCacheCUs = 8192
 
 // SourceFrame is one source-level frame at an address: an inlined call or
 // the real function that contains it.

@@ -35,10 +35,18 @@ func (o *Object) pltSymbols(out []candidate) []candidate {
 			continue
 		}
 		secEnd := s.Addr + uint64(len(data))
+		// Each stub is sized to the next stub, so that a stub whose
+		// slot has no named relocation is not taken for its neighbour.
+		var prev *candidate
 		add := func(start, got uint64) {
+			if prev != nil && prev.size == 0 && start > prev.addr {
+				prev.size = start - prev.addr
+			}
+			prev = nil
 			if sym, ok := slots[got]; ok {
 				out = append(out, candidate{addr: start, secEnd: secEnd, name: []byte(sym + "@plt"),
 					bind: uint8(elf.STB_GLOBAL), typ: uint8(elf.STT_FUNC)})
+				prev = &out[len(out)-1]
 			}
 		}
 		switch o.arch {

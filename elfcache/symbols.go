@@ -57,6 +57,7 @@ type candidate struct {
 	name       []byte
 	bind, typ  uint8
 	vis        uint8
+	order      uint32 // position in the symbol tables as read
 }
 
 // Symbolize returns the function symbol containing the link-time address
@@ -250,7 +251,8 @@ func isMappingSymbol(name []byte) bool {
 // better orders aliases at one address, the way perf chooses among them so
 // that reports name functions as perf does: sized before zero-size,
 // functions before untyped labels, non-weak before weak, global before
-// local, fewer leading underscores, then the longer name.
+// local, fewer leading underscores, the longer name, then the first in the
+// symbol table.
 func (c *candidate) better(d *candidate) bool {
 	if (c.size > 0) != (d.size > 0) {
 		return c.size > 0
@@ -269,10 +271,22 @@ func (c *candidate) better(d *candidate) bool {
 	if cu, du := leadingUnderscores(c.name), leadingUnderscores(d.name); cu != du {
 		return cu < du
 	}
-	if len(c.name) != len(d.name) {
-		return len(c.name) > len(d.name)
+	// The longer name, not counting a symbol version (perf keeps the
+	// first of fclose@GLIBC_2.2.5 and fclose@@GLIBC_2.34), then the one
+	// that comes first in the symbol table.
+	if cl, dl := unversionedLen(c.name), unversionedLen(d.name); cl != dl {
+		return cl > dl
 	}
-	return string(c.name) < string(d.name)
+	return c.order < d.order
+}
+
+func unversionedLen(name []byte) int {
+	for i, b := range name {
+		if b == '@' {
+			return i
+		}
+	}
+	return len(name)
 }
 
 func isGlobal(b uint8) bool {
@@ -291,6 +305,9 @@ func leadingUnderscores(b []byte) int {
 // symbols the room up to the next symbol, drops zero-size labels inside
 // sized functions and computes which symbol covers each address.
 func buildSymtab(cands []candidate) *symtab {
+	for i := range cands {
+		cands[i].order = uint32(i)
+	}
 	sort.Slice(cands, func(i, j int) bool {
 		if cands[i].addr != cands[j].addr {
 			return cands[i].addr < cands[j].addr

@@ -18,7 +18,6 @@ type Symbol struct {
 	Addr   uint64
 	Name   string
 	Module string // "" for the kernel image
-	rank   uint8  // 2 global, 1 local, 0 weak
 }
 
 // Table is a sorted kernel symbol table. It is immutable and safe for
@@ -68,12 +67,6 @@ func Parse(r io.Reader) (*Table, error) {
 			nonzero = true
 		}
 		s := Symbol{Addr: addr, Name: f[2]}
-		switch f[1][0] {
-		case 'T':
-			s.rank = 2
-		case 't':
-			s.rank = 1
-		}
 		if len(f) >= 4 {
 			s.Module = strings.Trim(f[3], "[]")
 		}
@@ -85,42 +78,19 @@ func Parse(r io.Reader) (*Table, error) {
 	if len(syms) > 0 && !nonzero {
 		return nil, fmt.Errorf("all addresses are zero (read as root, or lower kernel.kptr_restrict)")
 	}
-	sort.SliceStable(syms, func(i, j int) bool {
-		if syms[i].Addr != syms[j].Addr {
-			return syms[i].Addr < syms[j].Addr
-		}
-		return better(&syms[i], &syms[j])
-	})
+	// Among aliases at one address keep the last one listed: perf gives
+	// kallsyms symbols the size up to the next symbol, so only the last
+	// alias has a non-zero size, and perf prefers sized symbols.
+	sort.SliceStable(syms, func(i, j int) bool { return syms[i].Addr < syms[j].Addr })
 	out := syms[:0]
 	for _, s := range syms {
 		if len(out) > 0 && out[len(out)-1].Addr == s.Addr {
-			continue // keep the preferred alias
+			out[len(out)-1] = s
+			continue
 		}
 		out = append(out, s)
 	}
 	return &Table{syms: out}, nil
-}
-
-// better orders aliases at one address the way perf picks among them:
-// non-weak before weak, global before local, fewer leading underscores,
-// then the longer name.
-func better(a, b *Symbol) bool {
-	if a.rank != b.rank {
-		return a.rank > b.rank
-	}
-	ua, ub := underscores(a.Name), underscores(b.Name)
-	if ua != ub {
-		return ua < ub
-	}
-	return len(a.Name) > len(b.Name)
-}
-
-func underscores(s string) int {
-	n := 0
-	for n < len(s) && s[n] == '_' {
-		n++
-	}
-	return n
 }
 
 // Len returns the number of symbols.

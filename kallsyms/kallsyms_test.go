@@ -27,7 +27,7 @@ func TestLookup(t *testing.T) {
 		off    uint64
 		module string
 	}{
-		{0xffffffff81000005, "startup_64", 5, ""}, // global, fewer underscores, longer
+		{0xffffffff81000005, "startup_64", 5, ""}, // the last alias listed
 		{0xffffffff81001010, "helper_alias", 0, ""},
 		{0xffffffff81001fff, "helper_alias", 0xfef, ""},
 		{0xffffffff81002010, "helper_alias", 0x1000, ""}, // data symbols are not text

@@ -15,17 +15,19 @@ import (
 type Folder struct {
 	counts map[string]uint64
 	parts  []string
+	names  *names
 }
 
-// NewFolder returns an empty Folder.
-func NewFolder() *Folder { return &Folder{counts: map[string]uint64{}} }
+// NewFolder returns an empty Folder; names are demangled as perf prints
+// them unless raw is set.
+func NewFolder(raw bool) *Folder { return &Folder{counts: map[string]uint64{}, names: newNames(raw)} }
 
 // Add counts one sample.
 func (f *Folder) Add(s *Sample) {
 	f.parts = append(f.parts[:0], s.Comm)
 	for i := len(s.Frames) - 1; i >= 0; i-- {
 		fr := &s.Frames[i]
-		name := fr.Symbol
+		name := f.names.Short(fr.Symbol)
 		if name == "" {
 			name = "[unknown]"
 			if fr.Module != "" {

@@ -11,14 +11,16 @@ import (
 // it was recovered, and why the stack ended: the full truth, where the text
 // format follows perf's conventions.
 type JSONWriter struct {
-	w   *bufio.Writer
-	enc *json.Encoder
+	w     *bufio.Writer
+	enc   *json.Encoder
+	names *names
 }
 
-// NewJSONWriter returns a JSONWriter writing to w.
-func NewJSONWriter(w io.Writer) *JSONWriter {
+// NewJSONWriter returns a JSONWriter writing to w. Symbol names are
+// demangled in full unless raw is set; the raw name is kept in "mangled".
+func NewJSONWriter(w io.Writer, raw bool) *JSONWriter {
 	bw := bufio.NewWriterSize(w, 1<<16)
-	return &JSONWriter{w: bw, enc: json.NewEncoder(bw)}
+	return &JSONWriter{w: bw, enc: json.NewEncoder(bw), names: newNames(raw)}
 }
 
 type jsonFrame struct {
@@ -27,6 +29,7 @@ type jsonFrame struct {
 	Module   string `json:"module,omitempty"`
 	Offset   string `json:"offset"`
 	Symbol   string `json:"symbol,omitempty"`
+	Mangled  string `json:"mangled,omitempty"`
 	SymOff   uint64 `json:"symoff"`
 	Function string `json:"function,omitempty"`
 	File     string `json:"file,omitempty"`
@@ -58,9 +61,13 @@ func (j *JSONWriter) Write(s *Sample) error {
 		Frames: make([]jsonFrame, 0, len(s.Frames))}
 	for i := range s.Frames {
 		f := &s.Frames[i]
-		out.Frames = append(out.Frames, jsonFrame{PC: hexString(f.PC), Addr: hexString(f.Addr), Module: f.Module,
-			Offset: hexString(f.Offset), Symbol: f.Symbol, SymOff: f.SymOff, Function: f.Function,
-			File: f.File, Line: f.Line, Inlined: f.Inlined, Kernel: f.Kernel, How: f.How, Signal: f.Signal})
+		jf := jsonFrame{PC: hexString(f.PC), Addr: hexString(f.Addr), Module: f.Module,
+			Offset: hexString(f.Offset), Symbol: j.names.Full(f.Symbol), SymOff: f.SymOff, Function: j.names.Full(f.Function),
+			File: f.File, Line: f.Line, Inlined: f.Inlined, Kernel: f.Kernel, How: f.How, Signal: f.Signal}
+		if jf.Symbol != f.Symbol {
+			jf.Mangled = f.Symbol
+		}
+		out.Frames = append(out.Frames, jf)
 	}
 	return j.enc.Encode(&out)
 }

@@ -16,6 +16,7 @@ type PprofBuilder struct {
 	functions map[funcKey]*profile.Function
 	mappings  map[string]*profile.Mapping
 	pending   []profile.Line
+	names     *names
 }
 
 type locKey struct {
@@ -28,8 +29,8 @@ type funcKey struct {
 }
 
 // NewPprofBuilder returns a builder whose samples count events and their
-// periods.
-func NewPprofBuilder() *PprofBuilder {
+// periods. Names are demangled in full unless raw is set.
+func NewPprofBuilder(raw bool) *PprofBuilder {
 	return &PprofBuilder{
 		p: &profile.Profile{
 			SampleType: []*profile.ValueType{{Type: "samples", Unit: "count"}, {Type: "events", Unit: "count"}},
@@ -37,6 +38,7 @@ func NewPprofBuilder() *PprofBuilder {
 		locations: map[locKey]*profile.Location{},
 		functions: map[funcKey]*profile.Function{},
 		mappings:  map[string]*profile.Mapping{},
+		names:     newNames(raw),
 	}
 }
 
@@ -46,9 +48,9 @@ func (b *PprofBuilder) Add(s *Sample) {
 	b.pending = b.pending[:0]
 	for i := range s.Frames {
 		f := &s.Frames[i]
-		name := f.Symbol
+		name := b.names.Full(f.Symbol)
 		if !f.Inlined && f.Function != "" {
-			name = f.Function
+			name = b.names.Full(f.Function)
 		}
 		if name == "" {
 			name = "[unknown]"

@@ -84,13 +84,15 @@ type Frame struct {
 	Module string
 	// Offset is Addr relative to the mapping (perf's map-relative ip).
 	Offset uint64
-	// Symbol is the function's name and SymOff Addr's offset in it; ""
-	// when unknown.
+	// Symbol is the function's name as the symbol table (or, for an
+	// inlined frame, debug info) spells it, mangled for C++ and Rust, and
+	// SymOff is Addr's offset in it; "" when unknown. Writers demangle.
 	Symbol string
 	SymOff uint64
-	// Function is the name debug info gives the function containing Addr,
-	// when it has one; it can differ from Symbol, which comes from the
-	// symbol table (glibc's __libc_start_main_impl and __libc_start_main).
+	// Function is the (linkage) name debug info gives the function
+	// containing Addr, when it has one; it can differ from Symbol, which
+	// comes from the symbol table (glibc's __libc_start_main_impl and
+	// __libc_start_main).
 	Function string
 	// File and Line locate Addr in the source, when debug info has it.
 	File string
@@ -123,6 +125,8 @@ type Sample struct {
 	// registers to unwind).
 	Stop    string
 	StopErr string
+	// StackSize is the number of stack bytes the sample captured.
+	StackSize int
 }
 
 // Summary describes a whole report.
@@ -355,6 +359,7 @@ func (p *processor) newJob(s *perfdata.Sample, index int) *job {
 		s.Attr.LoadUserRegs(p.arch, s, &j.regs, p.arch == arch.AMD64)
 		j.hasReg = true
 		j.stack = append(j.stack[:0], s.Stack()...)
+		j.out.StackSize = len(j.stack)
 	}
 	snap := p.tracker.Maps(s.Pid)
 	j.space = p.spaceFor(snap)

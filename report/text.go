@@ -14,13 +14,14 @@ type TextWriter struct {
 	w          *bufio.Writer
 	eventWidth int
 	buf        []byte
+	names      *names
 }
 
 // NewTextWriter returns a writer for samples whose event names are at most
 // eventWidth characters long (perf pads event names to the longest one in
-// the recording).
-func NewTextWriter(w io.Writer, eventWidth int) *TextWriter {
-	return &TextWriter{w: bufio.NewWriterSize(w, 1<<16), eventWidth: eventWidth}
+// the recording). Names are demangled as perf does unless raw is set.
+func NewTextWriter(w io.Writer, eventWidth int, raw bool) *TextWriter {
+	return &TextWriter{w: bufio.NewWriterSize(w, 1<<16), eventWidth: eventWidth, names: newNames(raw)}
 }
 
 // Write prints one sample.
@@ -47,16 +48,17 @@ func (t *TextWriter) Write(s *Sample) error {
 	}
 	b = append(b, s.Event...)
 	b = append(b, ": \n"...)
-	userUnmapped := false
+	// perf cannot start an unwind at a PC outside every known mapping,
+	// nor without stack bytes (the kernel could not copy them), and
+	// prints no user frames then; JSON keeps what ustack found.
+	noUser := s.Stop != "" && s.StackSize == 0
 	for i := range s.Frames {
 		f := &s.Frames[i]
-		if !f.Kernel && (userUnmapped || f.Module == "" && (i == 0 || s.Frames[i-1].Kernel)) {
-			// perf cannot start an unwind at a PC outside every known
-			// mapping and prints no user frames then; JSON keeps it.
-			userUnmapped = true
+		if !f.Kernel && (noUser || f.Module == "" && (i == 0 || s.Frames[i-1].Kernel)) {
+			noUser = true
 			continue
 		}
-		b = appendFrame(b, f)
+		b = t.appendFrame(b, f)
 	}
 	b = append(b, '\n')
 	t.buf = b
@@ -79,7 +81,7 @@ func appendPadded(b, field []byte, width int) []byte {
 // "(inlined)" for a function inlined at that address. Like perf, a frame
 // whose debug-info name differs from its symbol-table name is printed under
 // the debug-info name as inlined.
-func appendFrame(b []byte, f *Frame) []byte {
+func (t *TextWriter) appendFrame(b []byte, f *Frame) []byte {
 	b = append(b, '\t')
 	addr := f.Offset
 	if f.Module == "" {
@@ -87,9 +89,9 @@ func appendFrame(b []byte, f *Frame) []byte {
 	}
 	b = appendPadded(b, strconv.AppendUint(nil, addr, 16), 16)
 	b = append(b, ' ')
-	name, inlined := f.Symbol, f.Inlined
-	if !inlined && f.Function != "" && f.Function != f.Symbol {
-		name, inlined = f.Function, true
+	name, inlined := t.names.Short(f.Symbol), f.Inlined
+	if fn := t.names.Short(f.Function); !inlined && fn != "" && fn != name {
+		name, inlined = fn, true
 	}
 	if name == "" {
 		b = append(b, "[unknown]"...)

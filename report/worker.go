@@ -93,9 +93,6 @@ func (w *worker) appendUser(j *job, fr *unwinder.Frame, how string) {
 	link := addr - info.bias
 	if name, off, ok := obj.Symbolize(link); ok {
 		f.Symbol, f.SymOff = name, off
-		if !w.p.opts.NoDemangle {
-			f.Symbol = elfcache.Demangle(name)
-		}
 	}
 	if w.p.opts.NoInline {
 		j.out.Frames = append(j.out.Frames, f)
@@ -112,9 +109,9 @@ func (w *worker) appendUser(j *job, fr *unwinder.Frame, how string) {
 		s := &w.src[k]
 		g := f
 		g.File, g.Line = s.File, s.Line
-		name := s.Function
-		if w.p.opts.NoDemangle && s.LinkageName != "" {
-			name = s.LinkageName
+		name := s.LinkageName // formatters demangle as they print
+		if name == "" {
+			name = s.Function
 		}
 		if k < len(w.src)-1 {
 			g.Inlined = true

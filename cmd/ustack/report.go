@@ -85,7 +85,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	for _, a := range r.Session().Attrs {
 		names = append(names, a.Name)
 	}
-	sink, err := newSink(*format, out, names)
+	sink, err := newSink(*format, out, names, *noDemangle)
 	if err != nil {
 		fmt.Fprintf(stderr, "ustack report: %v\n", err)
 		return exitUsage
@@ -111,16 +111,16 @@ type sink interface {
 	Close() error
 }
 
-func newSink(format string, w io.Writer, events []string) (sink, error) {
+func newSink(format string, w io.Writer, events []string, raw bool) (sink, error) {
 	switch format {
 	case "text", "":
-		return &textSink{report.NewTextWriter(w, report.EventWidth(events))}, nil
+		return &textSink{report.NewTextWriter(w, report.EventWidth(events), raw)}, nil
 	case "json":
-		return &jsonSink{report.NewJSONWriter(w)}, nil
+		return &jsonSink{report.NewJSONWriter(w, raw)}, nil
 	case "folded":
-		return &foldedSink{f: report.NewFolder(), w: w}, nil
+		return &foldedSink{f: report.NewFolder(raw), w: w}, nil
 	case "pprof":
-		return &pprofSink{b: report.NewPprofBuilder(), w: w}, nil
+		return &pprofSink{b: report.NewPprofBuilder(raw), w: w}, nil
 	}
 	return nil, fmt.Errorf("unknown format %q (want text, json, folded or pprof)", format)
 }

@@ -1,0 +1,66 @@
+package report
+
+import (
+	"strings"
+
+	"github.com/ianlancetaylor/demangle"
+	"github.com/ustack/ustack/elfcache"
+)
+
+// names demangles symbol names for one writer, remembering the results (a
+// report prints the same few thousand functions over and over). Not safe
+// for concurrent use.
+type names struct {
+	short, full map[string]string
+	raw         bool
+}
+
+func newNames(raw bool) *names {
+	return &names{short: map[string]string{}, full: map[string]string{}, raw: raw}
+}
+
+// Short returns the name as perf prints it: demangled without parameter
+// lists, so that C++ clones (.cold, .isra) read as their parent function.
+func (n *names) Short(s string) string {
+	if n.raw || !isMangled(s) {
+		return s
+	}
+	if d, ok := n.short[s]; ok {
+		return d
+	}
+	d := shortDemangle(s)
+	n.short[s] = d
+	return d
+}
+
+// Full returns the name as gdb and addr2line -C print it, with parameters
+// and clone suffixes.
+func (n *names) Full(s string) string {
+	if n.raw || !isMangled(s) {
+		return s
+	}
+	if d, ok := n.full[s]; ok {
+		return d
+	}
+	d := elfcache.Demangle(s)
+	n.full[s] = d
+	return d
+}
+
+func isMangled(s string) bool { return strings.HasPrefix(s, "_Z") || strings.HasPrefix(s, "_R") }
+
+func shortDemangle(s string) (out string) {
+	defer func() {
+		if recover() != nil {
+			out = s
+		}
+	}()
+	if strings.HasPrefix(s, "_R") {
+		return elfcache.Demangle(s)
+	}
+	d, err := demangle.ToString(s, demangle.NoParams, demangle.MaxLength(20))
+	if err != nil || d == "" {
+		return s
+	}
+	return d
+}
