@@ -404,7 +404,8 @@ type lineRow struct {
 
 type scope struct {
 	name, linkage string
-	parent        int32 // index in scopes; -1 for none
+	entry         uint64 // the function's entry (low_pc, or its first range)
+	parent        int32  // index in scopes; -1 for none
 	inlined       bool
 	callFile      int32 // index in files; -1 for none
 	callLine      int32
@@ -437,11 +438,14 @@ func (cu *cuLines) frames(addr uint64, out []SourceFrame, o *Object) []SourceFra
 		out = append(out, SourceFrame{Function: s.name, LinkageName: s.linkage, File: file, Line: line, Inlined: s.inlined})
 		if !s.inlined || s.parent < 0 {
 			if !s.inlined && s.linkage == "" {
-				// A clone or split part of a C function (f.cold,
-				// f.constprop.0, f.isra.0, f.part.0) is named after
-				// its ELF symbol, as by addr2line and llvm-addr2line.
-				if name, _, ok := o.Symbolize(addr); ok && len(name) > len(s.name)+1 &&
-					name[len(s.name)] == '.' && name[:len(s.name)] == s.name {
+				// A split part of a C function (f.cold, f.part.0: a
+				// range of the function other than the one it is
+				// entered by) is named after its ELF symbol, as by
+				// addr2line and llvm-addr2line. A clone that is a
+				// function of its own (f.constprop.0, f.isra.0,
+				// entered at its own start) keeps its DWARF name.
+				if name, off, ok := o.Symbolize(addr); ok && len(name) > len(s.name)+1 &&
+					name[len(s.name)] == '.' && name[:len(s.name)] == s.name && addr-off != s.entry {
 					out[len(out)-1].Function = name
 				}
 			}
@@ -648,6 +652,10 @@ func (cu *cuLines) parseScopes(x *lineIndex, r *dwarf.Reader, fileIdx []int32) {
 			}
 		}
 		s.name, s.linkage = x.funcName(e, names)
+		s.entry = valid[0][0]
+		if lo, ok := e.Val(dwarf.AttrLowpc).(uint64); ok && lo != 0 {
+			s.entry = lo
+		}
 		cu.scopes = append(cu.scopes, s)
 		for _, rg := range valid {
 			rs = append(rs, ranged{lo: rg[0], hi: rg[1], scope: si, depth: top.depth + 1})

@@ -25,6 +25,8 @@ type Writer struct {
 	buf     []byte
 	err     error
 	closed  bool
+	// raw holds feature sections given as bytes (SetFeatureSection).
+	raw map[Feature][]byte
 }
 
 // NewWriter starts a perf.data file on w with the given events. Attrs
@@ -144,6 +146,16 @@ func (w *Writer) Flush() error {
 		return err
 	}
 	return nil
+}
+
+// SetFeatureSection makes Close write data, already encoded, as the
+// section of feature f (for features Features has no field for, such as
+// TRACING_DATA). It replaces what Features would write for f.
+func (w *Writer) SetFeatureSection(f Feature, data []byte) {
+	if w.raw == nil {
+		w.raw = map[Feature][]byte{}
+	}
+	w.raw[f] = append([]byte(nil), data...)
 }
 
 // DataOffset returns the file offset of the data section (where the first
@@ -554,6 +566,9 @@ func (w *Writer) featureSections() map[Feature][]byte {
 			b = append(b, make([]byte, name-len(bi.Filename))...)
 		}
 		m[FeatBuildID] = b
+	}
+	for id, b := range w.raw {
+		m[id] = b
 	}
 	return m
 }

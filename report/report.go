@@ -107,6 +107,11 @@ type Frame struct {
 	How string
 	// Signal is true for a sigreturn trampoline frame.
 	Signal bool
+
+	// elfSymbol is, for an inlined frame, the symbol-table name of the
+	// function it was inlined into (perf prints an inline entry whose
+	// name equals it as an ordinary frame).
+	elfSymbol string
 }
 
 // Sample is one recorded sample with its symbolized stack, innermost frame
@@ -150,15 +155,16 @@ func Run(r *perfdata.Reader, opts Options, emit func(*Sample) error) (*Summary, 
 }
 
 type processor struct {
-	opts    Options
-	arch    arch.Arch
-	session *perfdata.Session
-	objects *elfcache.Cache
-	ksyms   *kallsyms.Table
-	unw     *unwinder.Unwinder
-	tracker *procmaps.Tracker
-	comms   map[uint32]string // tid -> comm
-	buildID map[string][]byte // path -> build-id from the recording
+	opts       Options
+	arch       arch.Arch
+	session    *perfdata.Session
+	objects    *elfcache.Cache
+	ksyms      *kallsyms.Table // valid once ksymsReady is closed
+	ksymsReady chan struct{}
+	unw        *unwinder.Unwinder
+	tracker    *procmaps.Tracker
+	comms      map[uint32]string // tid -> comm
+	buildID    map[string][]byte // path -> build-id from the recording
 
 	spaces  map[uint64]*space // snapshot version -> address space
 	missing map[string]string
@@ -200,19 +206,30 @@ func newProcessor(s *perfdata.Session, opts Options) (*processor, error) {
 			p.buildID[b.Filename] = b.BuildID
 		}
 	}
-	if opts.Kallsyms != "-" {
-		path := opts.Kallsyms
-		if path == "" {
-			path = "/proc/kallsyms"
+	p.ksymsReady = make(chan struct{})
+	if opts.Kallsyms == "-" {
+		close(p.ksymsReady)
+		return p, nil
+	}
+	path := opts.Kallsyms
+	if path == "" {
+		path = "/proc/kallsyms"
+	}
+	if opts.Kallsyms != "" {
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("kallsyms: %w", err)
 		}
+	}
+	// Parsing kallsyms takes a while; do it while the first records are
+	// read. Workers wait for it at their first kernel frame.
+	go func() {
+		defer close(p.ksymsReady)
 		if t, err := kallsyms.Load(path); err == nil {
 			p.ksyms = t
-		} else if opts.Kallsyms != "" {
-			return nil, err
 		} else {
 			p.warn("kernel frames will not be symbolized: %v", err)
 		}
-	}
+	}()
 	return p, nil
 }
 
@@ -358,7 +375,12 @@ func (p *processor) newJob(s *perfdata.Sample, index int) *job {
 	if s.Attr != nil && s.RegsABI != 0 && len(s.Regs) > 0 {
 		s.Attr.LoadUserRegs(p.arch, s, &j.regs, p.arch == arch.AMD64)
 		j.hasReg = true
-		j.stack = append(j.stack[:0], s.Stack()...)
+		if s.HasTime() && s.Time != 0 {
+			// The sorter handed over its own copy: keep it.
+			j.stack = s.Stack()
+		} else {
+			j.stack = append(j.stack[:0], s.Stack()...)
+		}
 		j.out.StackSize = len(j.stack)
 	}
 	snap := p.tracker.Maps(s.Pid)

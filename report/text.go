@@ -93,6 +93,9 @@ func (t *TextWriter) appendFrame(b []byte, f *Frame) []byte {
 	if fn := t.names.Short(f.Function); !inlined && fn != "" && fn != name {
 		name, inlined = fn, true
 	}
+	if inlined && f.elfSymbol != "" && name == t.names.Short(f.elfSymbol) {
+		inlined = false // perf reuses the real symbol for it
+	}
 	if name == "" {
 		b = append(b, "[unknown]"...)
 	} else {

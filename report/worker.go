@@ -13,6 +13,8 @@ type worker struct {
 	cache  unwinder.Cache
 	frames []unwinder.Frame
 	src    []elfcache.SourceFrame
+	// ksymsReady caches that the kernel symbol table has been loaded.
+	ksymsReady bool
 }
 
 func newWorker(p *processor) *worker {
@@ -48,6 +50,10 @@ func (w *worker) process(j *job) {
 
 func (w *worker) kernelFrame(ip uint64) Frame {
 	f := Frame{Addr: ip, PC: ip, Offset: ip, Module: "[kernel.kallsyms]", Kernel: true, How: "kernel"}
+	if !w.ksymsReady {
+		<-w.p.ksymsReady
+		w.ksymsReady = true
+	}
 	if sym, off, ok := w.p.ksyms.Lookup(ip); ok {
 		f.Symbol, f.SymOff = sym.Name, off
 		if sym.Module != "" {
@@ -115,6 +121,7 @@ func (w *worker) appendUser(j *job, fr *unwinder.Frame, how string) {
 		}
 		if k < len(w.src)-1 {
 			g.Inlined = true
+			g.elfSymbol = f.Symbol
 			g.Symbol = name
 		} else {
 			g.Function = name

@@ -107,6 +107,12 @@ func (u *Unwinder) framePointer(c *Cache, cur, next *arch.Regs, st *stepResult) 
 	a := u.arch
 	fp, ok := cur.Get(a.FP())
 	sp, _ := cur.Get(a.SP())
+	if ok && fp == 0 {
+		// Both ABIs zero the frame pointer in the outermost frame
+		// (_start, thread entry): the end of the chain, not an error.
+		st.stop = StopOutermost
+		return
+	}
 	if !ok || fp < sp || fp&7 != 0 {
 		st.stop = StopNoUnwindInfo
 		st.err = errNoFramePointer

@@ -18,7 +18,10 @@ import (
 // eventList collects repeated -e flags.
 type eventList []string
 
-func (e *eventList) String() string     { return strings.Join(*e, ",") }
+// String joins the events (flag.Value).
+func (e *eventList) String() string { return strings.Join(*e, ",") }
+
+// Set appends one -e value (flag.Value).
 func (e *eventList) Set(s string) error { *e = append(*e, s); return nil }
 
 // cmdRecord records user registers and stacks at kernel events into a

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 
@@ -35,6 +36,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	noDemangle := fs.Bool("no-demangle", false, "do not demangle C++ and Rust names")
 	jobs := fs.Int("j", 0, "unwinding workers (default: one per CPU)")
 	pacMask := fs.String("pac-mask", "", "arm64 pointer authentication `mask` (hex), or va:BITS (default va:48)")
+	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of ustack itself to `file`")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: ustack report [flags]\n\nUnwinds and symbolizes every sample of a recording and prints its stack.\n\nflags:\n")
 		fs.PrintDefaults()
@@ -57,6 +59,16 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		opts.PACMask = m
 	}
 
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "ustack report: %v\n", err)
+			return exitError
+		}
+		defer f.Close()
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
 	var r *perfdata.Reader
 	var err error
 	if *input == "-" {

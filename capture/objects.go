@@ -1,0 +1,327 @@
+package capture
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/ustack/ustack/elfcache"
+	"github.com/ustack/ustack/perfdata"
+	"golang.org/x/sys/unix"
+)
+
+// maxObjectSize bounds the size of an object file copied into the archive.
+const maxObjectSize = 1 << 30
+
+// objectSet collects the executable objects the recorded processes map:
+// their build-ids for the BUILD_ID feature and, when archiving, their
+// contents in the archive. Files are read in a background goroutine as soon
+// as they are first mapped (they may be deleted or replaced later).
+type objectSet struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	seen    map[string]bool
+	pending []pendingObj
+	done    bool
+	ids     []perfdata.BuildID
+	aw      *ArchiveWriter
+	err     error
+	n       int
+	log     io.Writer
+	wg      sync.WaitGroup
+	buf     []byte
+}
+
+type pendingObj struct {
+	pid  uint32
+	path string
+}
+
+func newObjectSet(archivePath string, archive bool, log io.Writer) *objectSet {
+	s := &objectSet{seen: map[string]bool{}, log: log}
+	s.cond = sync.NewCond(&s.mu)
+	if archive {
+		meta := ArchiveMeta{Arch: archName(hostArch())}
+		var u unix.Utsname
+		if unix.Uname(&u) == nil {
+			meta.Hostname = cString(u.Nodename[:])
+			meta.OSRelease = cString(u.Release[:])
+		}
+		if id := kernelBuildID(); id != nil {
+			meta.KernelBuildID = hex.EncodeToString(id)
+		}
+		aw, err := CreateArchive(archivePath, meta, false)
+		if err != nil {
+			s.err = err
+		} else {
+			s.aw = aw
+		}
+	}
+	// The kernel's symbols and the vDSO are the same for every process:
+	// store them before the recording starts, so that reading the large
+	// /proc/kallsyms does not compete with the ring reader.
+	s.seen["[vdso]"] = true
+	s.process(pendingObj{path: "[kallsyms]"})
+	s.process(pendingObj{path: "[vdso]"})
+	s.wg.Add(1)
+	go s.worker()
+	return s
+}
+
+// add queues the object mapped at path by pid.
+func (s *objectSet) add(pid uint32, path string) {
+	if path == "" || path == "//anon" || strings.HasPrefix(path, "[") || strings.HasPrefix(path, "/memfd:") ||
+		strings.HasPrefix(path, "/dev/") || strings.HasPrefix(path, "//") {
+		return
+	}
+	s.mu.Lock()
+	if s.seen[path] || s.done {
+		s.mu.Unlock()
+		return
+	}
+	s.seen[path] = true
+	s.pending = append(s.pending, pendingObj{pid, path})
+	s.mu.Unlock()
+	s.cond.Signal()
+}
+
+func (s *objectSet) worker() {
+	defer s.wg.Done()
+	// The worker only copies files into the (uncompressed) archive while
+	// recording; compression waits for the end (CompactArchive). It runs
+	// at normal priority: a lowered one stalls the garbage collector's
+	// stop-the-world behind it, and the ring reader with it.
+	for {
+		s.mu.Lock()
+		for len(s.pending) == 0 && !s.done {
+			s.cond.Wait()
+		}
+		if len(s.pending) == 0 && s.done {
+			s.mu.Unlock()
+			return
+		}
+		p := s.pending[0]
+		s.pending = s.pending[1:]
+		s.mu.Unlock()
+		s.process(p)
+	}
+}
+
+func (s *objectSet) logf(format string, args ...any) {
+	if s.log != nil {
+		fmt.Fprintf(s.log, format, args...)
+	}
+}
+
+func (s *objectSet) process(p pendingObj) {
+	switch p.path {
+	case "[kallsyms]":
+		if id := kernelBuildID(); id != nil {
+			s.addID(perfdata.BuildID{Misc: perfdata.MiscKernel, Pid: -1, BuildID: id, Filename: "[kernel.kallsyms]"})
+		}
+		if s.aw != nil {
+			if b, err := os.ReadFile("/proc/kallsyms"); err == nil {
+				if err := s.aw.AddKallsyms(b); err != nil {
+					s.setErr(err)
+				}
+			}
+		}
+		return
+	case "[vdso]":
+		data, err := ReadVDSO()
+		if err != nil {
+			s.logf("ustack record: vdso: %v\n", err)
+			return
+		}
+		obj, err := elfcache.OpenBytes("[vdso]", data, elfcache.Options{NoDebugFile: true})
+		if err != nil {
+			return
+		}
+		id := append([]byte(nil), obj.BuildID()...)
+		obj.Close()
+		if id != nil {
+			s.addID(perfdata.BuildID{Misc: perfdata.MiscUser, Pid: -1, BuildID: id, Filename: "[vdso]"})
+		}
+		if s.aw != nil {
+			if err := s.aw.AddVDSO(id, data); err != nil {
+				s.setErr(err)
+			}
+		}
+		return
+	}
+	f, size, err := openObject(p.pid, p.path)
+	if err != nil {
+		s.logf("ustack record: cannot archive %s: %v\n", p.path, err)
+		return
+	}
+	defer f.Close()
+	// The build-id from the file's headers (mapped, not read into memory).
+	obj, err := elfcache.OpenReader(p.path, f, size, elfcache.Options{NoDebugFile: true})
+	if err != nil {
+		return // not ELF (a script, a JIT dump): nothing to unwind with
+	}
+	id := append([]byte(nil), obj.BuildID()...)
+	obj.Close()
+	if len(id) > 0 {
+		s.addID(perfdata.BuildID{Misc: perfdata.MiscUser, Pid: -1, BuildID: id, Filename: p.path})
+	}
+	if s.aw == nil {
+		return
+	}
+	if s.buf == nil {
+		s.buf = make([]byte, 256<<10)
+	}
+	if err := s.aw.AddObjectFile(id, p.path, io.NewSectionReader(f, 0, size), size, s.buf); err != nil {
+		s.setErr(err)
+		return
+	}
+	s.mu.Lock()
+	s.n++
+	s.mu.Unlock()
+	if len(id) > 0 {
+		// A separate debug file found by build-id travels too.
+		h := hex.EncodeToString(id)
+		dbg := filepath.Join(elfcache.DefaultDebugDir, ".build-id", h[:2], h[2:]+".debug")
+		if df, dsize, err := openObject(0, dbg); err == nil {
+			s.aw.AddDebugFileStream(id, dbg, df, dsize, s.buf)
+			df.Close()
+		}
+	}
+}
+
+func (s *objectSet) addID(b perfdata.BuildID) {
+	s.mu.Lock()
+	s.ids = append(s.ids, b)
+	s.mu.Unlock()
+}
+
+func (s *objectSet) setErr(err error) {
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = err
+	}
+	s.mu.Unlock()
+}
+
+// finish waits for the queued objects, closes the archive and returns the
+// BUILD_ID entries and the number of archived objects.
+func (s *objectSet) finish() ([]perfdata.BuildID, int, error) {
+	s.mu.Lock()
+	s.done = true
+	s.mu.Unlock()
+	s.cond.Broadcast()
+	s.wg.Wait()
+	var err error
+	if s.aw != nil {
+		path := s.aw.f.Name()
+		err = s.aw.Close()
+		s.aw = nil
+		if err == nil {
+			err = CompactArchive(path)
+		}
+	}
+	return s.ids, s.n, errors.Join(s.err, err)
+}
+
+// abort stops the worker without finishing the archive (error paths).
+func (s *objectSet) abort() {
+	s.mu.Lock()
+	s.done = true
+	s.pending = nil
+	s.mu.Unlock()
+	s.cond.Broadcast()
+	s.wg.Wait()
+	if s.aw != nil {
+		s.aw.Close()
+		s.aw = nil
+	}
+}
+
+// openObject opens a mapped file, through /proc/PID/root first (the
+// process may live in another mount namespace).
+func openObject(pid uint32, path string) (*os.File, int64, error) {
+	try := []string{path}
+	if pid != 0 {
+		try = append([]string{filepath.Join("/proc", strconv.Itoa(int(pid)), "root", path)}, path)
+	}
+	var lastErr error
+	for _, p := range try {
+		f, err := os.Open(p)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		st, err := f.Stat()
+		if err != nil || !st.Mode().IsRegular() {
+			f.Close()
+			return nil, 0, fmt.Errorf("not a regular file")
+		}
+		if st.Size() > maxObjectSize {
+			f.Close()
+			return nil, 0, fmt.Errorf("larger than %d bytes", maxObjectSize)
+		}
+		return f, st.Size(), nil
+	}
+	return nil, 0, lastErr
+}
+
+// ReadVDSO returns the vDSO image of the calling process, which is the
+// kernel's vDSO for this architecture (the same in every 64-bit process).
+func ReadVDSO() ([]byte, error) {
+	maps, err := ReadProcMaps(os.Getpid())
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range maps {
+		if m.Path == "[vdso]" {
+			f, err := os.Open("/proc/self/mem")
+			if err != nil {
+				return nil, err
+			}
+			defer f.Close()
+			b := make([]byte, m.End-m.Start)
+			if _, err := f.ReadAt(b, int64(m.Start)); err != nil {
+				return nil, err
+			}
+			return b, nil
+		}
+	}
+	return nil, errors.New("no [vdso] mapping")
+}
+
+// kernelBuildID reads the running kernel's build-id from /sys/kernel/notes.
+func kernelBuildID() []byte {
+	b, err := os.ReadFile("/sys/kernel/notes")
+	if err != nil {
+		return nil
+	}
+	return noteBuildID(b)
+}
+
+// noteBuildID finds the NT_GNU_BUILD_ID note in a sequence of ELF notes.
+func noteBuildID(b []byte) []byte {
+	le := binary.LittleEndian
+	for len(b) >= 12 {
+		nsz, dsz, typ := le.Uint32(b), le.Uint32(b[4:]), le.Uint32(b[8:])
+		na := (uint64(nsz) + 3) &^ 3
+		da := (uint64(dsz) + 3) &^ 3
+		if 12+na+da > uint64(len(b)) {
+			return nil
+		}
+		name := b[12 : 12+nsz]
+		desc := b[12+na : 12+na+uint64(dsz)]
+		if typ == 3 && bytes.Equal(bytes.TrimRight(name, "\x00"), []byte("GNU")) {
+			return append([]byte(nil), desc...)
+		}
+		b = b[12+na+da:]
+	}
+	return nil
+}

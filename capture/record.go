@@ -1,0 +1,891 @@
+package capture
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/ustack/ustack/arch"
+	"github.com/ustack/ustack/perfdata"
+	"golang.org/x/sys/unix"
+)
+
+// Defaults and limits.
+const (
+	// DefaultStackSize is the default --stack-size, perf's default for
+	// --call-graph dwarf.
+	DefaultStackSize = 8192
+	// MaxStackSize is the largest stack snapshot the kernel takes (perf's limit).
+	MaxStackSize = 65528
+	// DefaultFreq is the sampling frequency of clock events when neither
+	// Freq nor Period is given (perf's default).
+	DefaultFreq = 4000
+	// DefaultMmapPages is the default ring buffer size per CPU, in pages.
+	DefaultMmapPages = 256
+)
+
+// Options configure a recording.
+type Options struct {
+	// Events are -e arguments (see ParseEvent); empty means cpu-clock.
+	Events []string
+	// Freq samples clock and counter events at this many Hz (-F);
+	// Period samples every Period events (-c). Tracepoints, uprobes and
+	// breakpoints default to every occurrence.
+	Freq, Period uint64
+	// StackSize is the bytes of user stack copied per sample (default 8192,
+	// at most 65528, a multiple of 8).
+	StackSize uint32
+	// Command is the program to start and record (-- COMMAND ARGS), with
+	// its threads and children.
+	Command []string
+	// PID records an existing process and all its threads (-p).
+	PID int
+	// AllCPUs records every process on every CPU (-a).
+	AllCPUs bool
+	// Duration ends the recording after this long (0: until the command
+	// exits, the process exits, or ctx is done).
+	Duration time.Duration
+	// Output is the perf.data path (default "perf.data").
+	Output string
+	// MmapPages is the ring buffer size per CPU in pages, a power of two
+	// (default DefaultMmapPages).
+	MmapPages int
+	// NoArchive disables the companion archive (<Output>.ustack).
+	NoArchive bool
+	// Unwind unwinds each sample at capture time and stores only the
+	// frames (a user callchain), no registers or stack bytes.
+	Unwind bool
+	// KernelCallchain controls whether the kernel call chain is recorded
+	// (default true; set NoKernelCallchain to drop it).
+	NoKernelCallchain bool
+	// Stdin, Stdout, Stderr are the command's standard files (default:
+	// the recorder's own).
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// Log receives progress messages (nil: none).
+	Log io.Writer
+}
+
+// Stats summarizes a finished recording.
+type Stats struct {
+	// Samples is the number of SAMPLE records written.
+	Samples uint64
+	// Lost is the sum of the counts of the kernel's LOST records (records
+	// dropped because a ring buffer was full); LostRecords how many LOST
+	// records there were.
+	Lost, LostRecords uint64
+	// LostSamples is the sum of LOST_SAMPLES records (samples the kernel
+	// could not produce).
+	LostSamples uint64
+	// Throttled counts THROTTLE records (the kernel lowered the rate).
+	Throttled uint64
+	// Records counts every record written, synthesized ones included.
+	Records uint64
+	// Bytes is the size of the data section.
+	Bytes int64
+	// UnwindFailed counts samples that --unwind could not unwind past
+	// their first frame.
+	UnwindFailed uint64
+	// Objects is the number of objects stored in the archive.
+	Objects int
+	// ExitCode is the command's exit status (-- COMMAND), -1 if killed.
+	ExitCode int
+	// Output and Archive are the files written.
+	Output, Archive string
+	// Wakeups counts passes over the ring buffers that found records.
+	Wakeups uint64
+}
+
+// Recorder is one recording in progress. Create it with NewRecorder, then
+// call Run.
+type Recorder struct {
+	opts   Options
+	events []*Event
+	arch   arch.Arch
+	cpus   []int
+
+	attrs []*perfdata.Attr // file attrs, with the kernel's ids
+	fds   []int
+	rings []*ring
+	epfd  int
+
+	cmd       *exec.Cmd
+	gateW     *os.File
+	cmdDone   chan struct{}
+	cmdErr    error
+	targetPID int
+
+	f  *os.File
+	w  *perfdata.Writer
+	st Stats
+
+	objs *objectSet
+	uw   *liveUnwinder
+
+	firstTime, lastTime uint64
+	mu                  sync.Mutex
+}
+
+// sampleType is what every event samples, like perf record --call-graph dwarf.
+const sampleType = perfdata.SampleIdentifier | perfdata.SampleIP | perfdata.SampleTID |
+	perfdata.SampleTime | perfdata.SampleCPU | perfdata.SamplePeriod |
+	perfdata.SampleCallchain | perfdata.SampleRegsUser | perfdata.SampleStackUser
+
+// NewRecorder parses the events and checks the options. Nothing is opened
+// until Run.
+func NewRecorder(opts Options) (*Recorder, error) {
+	if opts.Output == "" {
+		opts.Output = "perf.data"
+	}
+	if opts.StackSize == 0 {
+		opts.StackSize = DefaultStackSize
+	}
+	if opts.StackSize > MaxStackSize {
+		return nil, fmt.Errorf("--stack-size %d is larger than the kernel's limit %d", opts.StackSize, MaxStackSize)
+	}
+	opts.StackSize = (opts.StackSize + 7) &^ 7
+	if opts.StackSize > MaxStackSize {
+		opts.StackSize = MaxStackSize
+	}
+	if opts.MmapPages == 0 {
+		opts.MmapPages = DefaultMmapPages
+	}
+	if opts.MmapPages&(opts.MmapPages-1) != 0 || opts.MmapPages < 1 {
+		return nil, fmt.Errorf("-m %d: the ring buffer size must be a power of two number of pages", opts.MmapPages)
+	}
+	if opts.Freq != 0 && opts.Period != 0 {
+		return nil, errors.New("-F and -c are exclusive")
+	}
+	n := 0
+	if len(opts.Command) > 0 {
+		n++
+	}
+	if opts.PID != 0 {
+		n++
+	}
+	if opts.AllCPUs {
+		n++
+	}
+	if n == 0 {
+		return nil, errors.New("nothing to record: give -- COMMAND ARGS, -p PID or -a")
+	}
+	if n > 1 {
+		return nil, errors.New("give only one of -- COMMAND, -p PID and -a")
+	}
+	if len(opts.Events) == 0 {
+		opts.Events = []string{"cpu-clock"}
+	}
+	r := &Recorder{opts: opts, arch: hostArch(), epfd: -1}
+	if r.arch == arch.Unknown {
+		return nil, fmt.Errorf("unsupported architecture %s", runtime.GOARCH)
+	}
+	for _, s := range opts.Events {
+		for _, part := range splitEvents(s) {
+			ev, err := ParseEvent(part)
+			if err != nil {
+				return nil, err
+			}
+			r.events = append(r.events, ev)
+		}
+	}
+	if len(opts.Command) > 0 {
+		if _, err := exec.LookPath(opts.Command[0]); err != nil {
+			return nil, fmt.Errorf("command %q: %w: %v", opts.Command[0], ErrTargetNotFound, err)
+		}
+	}
+	if opts.PID != 0 {
+		if err := unix.Kill(opts.PID, 0); err == unix.ESRCH {
+			return nil, fmt.Errorf("-p %d: %w: no such process", opts.PID, ErrTargetNotFound)
+		}
+	}
+	return r, nil
+}
+
+// splitEvents splits "a,b" event lists, keeping commas inside uprobe paths
+// intact only when they do not start a new known event (rare; paths with
+// commas should be given with several -e).
+func splitEvents(s string) []string {
+	if strings.HasPrefix(s, "u:") || strings.HasPrefix(s, "ur:") || strings.HasPrefix(s, "mem:") {
+		return []string{s}
+	}
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func hostArch() arch.Arch {
+	switch runtime.GOARCH {
+	case "amd64":
+		return arch.AMD64
+	case "arm64":
+		return arch.ARM64
+	}
+	return arch.Unknown
+}
+
+func archName(a arch.Arch) string {
+	switch a {
+	case arch.AMD64:
+		return "x86_64"
+	case arch.ARM64:
+		return "aarch64"
+	}
+	return a.String()
+}
+
+// onlineCPUs parses /sys/devices/system/cpu/online.
+func onlineCPUs() []int {
+	b, err := os.ReadFile("/sys/devices/system/cpu/online")
+	if err != nil {
+		out := make([]int, runtime.NumCPU())
+		for i := range out {
+			out[i] = i
+		}
+		return out
+	}
+	return parseCPUList(strings.TrimSpace(string(b)))
+}
+
+func parseCPUList(s string) []int {
+	var out []int
+	for _, part := range strings.Split(s, ",") {
+		a, b, ok := strings.Cut(part, "-")
+		lo, err := strconv.Atoi(a)
+		if err != nil {
+			continue
+		}
+		hi := lo
+		if ok {
+			if hi, err = strconv.Atoi(b); err != nil {
+				continue
+			}
+		}
+		for c := lo; c <= hi; c++ {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// buildAttr returns the kernel attr of event i.
+func (r *Recorder) buildAttr(i int, ev *Event) *perfdata.Attr {
+	a := ev.perfAttr()
+	a.Size = perfdata.AttrSizeVer7
+	a.SampleType = sampleType
+	if ev.Kind == KindTracepoint {
+		a.SampleType |= perfdata.SampleRaw
+	}
+	a.SampleRegsUser = r.arch.PerfMask()
+	a.SampleStackUser = r.opts.StackSize
+	a.Flags = perfdata.AttrSampleIDAll | perfdata.AttrExcludeCallchainUser
+	if r.opts.NoKernelCallchain {
+		a.Flags |= perfdata.AttrExcludeCallchainKernel
+	}
+	if ev.Kind == KindSoftware || ev.Kind == KindHardware {
+		switch {
+		case r.opts.Period != 0:
+			a.SamplePeriod = r.opts.Period
+		case r.opts.Freq != 0:
+			a.SamplePeriod = r.opts.Freq
+			a.Flags |= perfdata.AttrFreq
+		case ev.DefaultPeriod != 0:
+			a.SamplePeriod = ev.DefaultPeriod
+		default:
+			a.SamplePeriod = DefaultFreq
+			a.Flags |= perfdata.AttrFreq
+		}
+	} else {
+		a.SamplePeriod = 1
+		if r.opts.Period != 0 {
+			a.SamplePeriod = r.opts.Period
+		}
+	}
+	if i == 0 {
+		// The first event tracks the address spaces.
+		a.Flags |= perfdata.AttrMmap | perfdata.AttrComm | perfdata.AttrTask |
+			perfdata.AttrMmap2 | perfdata.AttrCommExec | perfdata.AttrMmapData
+	}
+	if len(r.opts.Command) > 0 {
+		a.Flags |= perfdata.AttrDisabled | perfdata.AttrEnableOnExec | perfdata.AttrInherit
+	} else {
+		a.Flags |= perfdata.AttrDisabled
+		if r.opts.PID != 0 {
+			a.Flags |= perfdata.AttrInherit
+		}
+	}
+	// Wake the reader when a quarter of the ring is full.
+	a.Flags |= perfdata.AttrWatermark
+	a.WakeupEvents = uint32(r.opts.MmapPages * unix.Getpagesize() / 4)
+	return &a
+}
+
+func toUnixAttr(a *perfdata.Attr) unix.PerfEventAttr {
+	return unix.PerfEventAttr{
+		Type: a.Type, Size: uint32(unsafe.Sizeof(unix.PerfEventAttr{})), Config: a.Config,
+		Sample: a.SamplePeriod, Sample_type: a.SampleType, Read_format: a.ReadFormat,
+		Bits: a.Flags, Wakeup: a.WakeupEvents, Bp_type: a.BPType,
+		Ext1: a.Config1, Ext2: a.Config2, Sample_regs_user: a.SampleRegsUser,
+		Sample_stack_user: a.SampleStackUser, Sample_max_stack: a.SampleMaxStack,
+	}
+}
+
+// startCommand starts the command held at a gate: a shell that waits for
+// a byte on a pipe, then execs the command, so the events (enabled on
+// exec) see it from its first instruction.
+func (r *Recorder) startCommand() error {
+	path, err := exec.LookPath(r.opts.Command[0])
+	if err != nil {
+		return fmt.Errorf("command %q: %w: %v", r.opts.Command[0], ErrTargetNotFound, err)
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	script := `IFS= read -r _ <&3 || exit 126; exec 3<&-; exec "$@"`
+	args := append([]string{"-c", script, r.opts.Command[0], path}, r.opts.Command[1:]...)
+	cmd := exec.Command("/bin/sh", args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = r.opts.Stdin, r.opts.Stdout, r.opts.Stderr
+	if cmd.Stdin == nil {
+		cmd.Stdin = os.Stdin
+	}
+	if cmd.Stdout == nil {
+		cmd.Stdout = os.Stdout
+	}
+	if cmd.Stderr == nil {
+		cmd.Stderr = os.Stderr
+	}
+	cmd.ExtraFiles = []*os.File{pr}
+	if err := cmd.Start(); err != nil {
+		pr.Close()
+		pw.Close()
+		return fmt.Errorf("starting %q: %w", r.opts.Command[0], err)
+	}
+	pr.Close()
+	r.cmd, r.gateW = cmd, pw
+	r.targetPID = cmd.Process.Pid
+	r.cmdDone = make(chan struct{})
+	go func() {
+		r.cmdErr = cmd.Wait()
+		close(r.cmdDone)
+	}()
+	return nil
+}
+
+// openEvents opens every event on every CPU for the target threads, maps
+// one ring per CPU and redirects the CPU's other events into it.
+func (r *Recorder) openEvents() error {
+	r.cpus = onlineCPUs()
+	var pids []int
+	switch {
+	case r.opts.AllCPUs:
+		pids = []int{-1}
+	case r.opts.PID != 0:
+		tids, err := ThreadsOf(r.opts.PID)
+		if err != nil {
+			return fmt.Errorf("-p %d: %w: %v", r.opts.PID, ErrTargetNotFound, err)
+		}
+		pids = tids
+		r.targetPID = r.opts.PID
+	default:
+		pids = []int{r.targetPID}
+	}
+	r.attrs = make([]*perfdata.Attr, len(r.events))
+	for i, ev := range r.events {
+		r.attrs[i] = r.buildAttr(i, ev)
+	}
+	ringOf := map[int]*ring{}
+	for _, cpu := range r.cpus {
+		for i, ev := range r.events {
+			ua := toUnixAttr(r.attrs[i])
+			if ev.Kind == KindUprobe {
+				ua.Ext1 = uint64(uintptr(unsafe.Pointer(&ev.pathBytes[0])))
+			}
+			for _, pid := range pids {
+				fd, err := unix.PerfEventOpen(&ua, pid, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
+				runtime.KeepAlive(ev.pathBytes)
+				if err != nil {
+					if err == unix.ESRCH && r.opts.PID != 0 && pid != r.opts.PID {
+						continue // a thread ended meanwhile
+					}
+					return openError(ev, pid, cpu, err)
+				}
+				r.fds = append(r.fds, fd)
+				var id uint64
+				if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.PERF_EVENT_IOC_ID, uintptr(unsafe.Pointer(&id))); e != 0 {
+					return fmt.Errorf("PERF_EVENT_IOC_ID: %v", e)
+				}
+				r.attrs[i].IDs = append(r.attrs[i].IDs, id)
+				if rg := ringOf[cpu]; rg == nil {
+					rg, err := newRing(fd, cpu, r.opts.MmapPages)
+					if err != nil {
+						return err
+					}
+					ringOf[cpu] = rg
+					r.rings = append(r.rings, rg)
+				} else if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_SET_OUTPUT, rg.fd); err != nil {
+					return fmt.Errorf("PERF_EVENT_IOC_SET_OUTPUT on cpu %d: %v", cpu, err)
+				}
+			}
+		}
+	}
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return err
+	}
+	r.epfd = epfd
+	for _, rg := range r.rings {
+		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(rg.fd)}
+		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, rg.fd, &ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *Recorder) ioctlAll(req uint) {
+	for _, fd := range r.fds {
+		unix.IoctlSetInt(fd, req, 0)
+	}
+}
+
+// createOutput opens the output file 0600 and starts the perf.data writer.
+func (r *Recorder) createOutput() error {
+	f, err := os.OpenFile(r.opts.Output, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	feat := r.baseFeatures()
+	attrs := r.attrs
+	if r.opts.Unwind {
+		attrs = make([]*perfdata.Attr, len(r.attrs))
+		for i, a := range r.attrs {
+			c := *a
+			c.SampleType &^= perfdata.SampleRegsUser | perfdata.SampleStackUser
+			c.SampleRegsUser, c.SampleStackUser = 0, 0
+			c.Flags &^= perfdata.AttrExcludeCallchainUser
+			attrs[i] = &c
+		}
+	}
+	w, err := perfdata.NewWriter(f, attrs, feat)
+	if err != nil {
+		f.Close()
+		return err
+	}
+	// The Writer leaves a zero header until Close. Write a valid one now,
+	// with a data size of 0 and no features: readers take that as "the
+	// data runs to the end of the file" (what perf itself leaves behind
+	// when killed), so a recorder killed with SIGKILL leaves a readable
+	// file. Close rewrites it with the final sizes.
+	if err := writeProvisionalHeader(f, w); err != nil {
+		f.Close()
+		return err
+	}
+	r.f, r.w = f, w
+	return nil
+}
+
+// writeProvisionalHeader writes a perf.data file header whose data section
+// runs to the end of the file.
+func writeProvisionalHeader(f *os.File, w *perfdata.Writer) error {
+	const attrEntry = perfdata.AttrSizeVer7 + 16
+	dataOff := w.DataOffset()
+	nattr := int64(len(w.Attrs()))
+	le := binary.LittleEndian
+	h := make([]byte, 104)
+	copy(h, "PERFILE2")
+	le.PutUint64(h[8:], 104)
+	le.PutUint64(h[16:], attrEntry)
+	le.PutUint64(h[24:], uint64(dataOff-nattr*attrEntry))
+	le.PutUint64(h[32:], uint64(nattr*attrEntry))
+	le.PutUint64(h[40:], uint64(dataOff))
+	le.PutUint64(h[48:], 0)
+	_, err := f.WriteAt(h, 0)
+	return err
+}
+
+func (r *Recorder) baseFeatures() *perfdata.Features {
+	var u unix.Utsname
+	unix.Uname(&u)
+	cstr := func(b []byte) string {
+		if i := strings.IndexByte(string(b), 0); i >= 0 {
+			return string(b[:i])
+		}
+		return string(b)
+	}
+	f := &perfdata.Features{
+		Arch:      archName(r.arch),
+		Hostname:  cstr(u.Nodename[:]),
+		OSRelease: cstr(u.Release[:]),
+		Version:   "6.1.ustack",
+		Cmdline:   append([]string{"ustack", "record"}, os.Args[1:]...),
+	}
+	n := uint32(runtime.NumCPU())
+	f.NrCPUsAvail, f.NrCPUsOnline = n, uint32(len(onlineCPUs()))
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "model name"); ok {
+				f.CPUDesc = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) == nil {
+		f.TotalMem = uint64(si.Totalram) * uint64(si.Unit) / 1024
+	}
+	return f
+}
+
+// Run records until the command exits, the process exits, Duration passes
+// or ctx is done (Ctrl-C), then finalizes the file and the archive. The
+// file is valid whatever ends the recording; a SIGKILL leaves a file whose
+// complete records a reader still recovers.
+func (r *Recorder) Run(ctx context.Context) (*Stats, error) {
+	defer r.cleanup()
+	if len(r.opts.Command) > 0 {
+		if err := r.startCommand(); err != nil {
+			return nil, err
+		}
+	}
+	if err := r.openEvents(); err != nil {
+		r.killCommand()
+		return nil, err
+	}
+	if err := r.createOutput(); err != nil {
+		r.killCommand()
+		return nil, err
+	}
+	r.objs = newObjectSet(r.opts.Output+".ustack", !r.opts.NoArchive, r.opts.Log)
+	if r.opts.Unwind {
+		r.uw = newLiveUnwinder(r.arch)
+	}
+	if err := r.synthesize(); err != nil {
+		r.killCommand()
+		return nil, err
+	}
+	if err := r.w.Flush(); err != nil {
+		r.killCommand()
+		return nil, err
+	}
+	// Go.
+	if r.cmd != nil {
+		if _, err := r.gateW.Write([]byte("go\n")); err != nil {
+			return nil, fmt.Errorf("starting the command: %w", err)
+		}
+		r.gateW.Close()
+		r.gateW = nil
+	} else {
+		r.ioctlAll(unix.PERF_EVENT_IOC_ENABLE)
+	}
+	var deadline <-chan time.Time
+	if r.opts.Duration > 0 {
+		t := time.NewTimer(r.opts.Duration)
+		defer t.Stop()
+		deadline = t.C
+	}
+	events := make([]unix.EpollEvent, len(r.rings)+1)
+	var loopErr error
+	stopping := false
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			stopping = true
+		case <-deadline:
+			stopping = true
+		case <-r.cmdDoneChan():
+			break loop
+		default:
+		}
+		if stopping {
+			break
+		}
+		if r.opts.PID != 0 && unix.Kill(r.opts.PID, 0) == unix.ESRCH {
+			break
+		}
+		_, err := unix.EpollWait(r.epfd, events, 100)
+		if err != nil && err != unix.EINTR {
+			loopErr = err
+			break
+		}
+		if err := r.drainAll(); err != nil {
+			loopErr = err
+			break
+		}
+	}
+	r.ioctlAll(unix.PERF_EVENT_IOC_DISABLE)
+	if r.cmd != nil {
+		select {
+		case <-r.cmdDone:
+		default:
+			// Stopped by a signal or a deadline: end the command as perf does.
+			r.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-r.cmdDone:
+			case <-time.After(2 * time.Second):
+				r.cmd.Process.Kill()
+				<-r.cmdDone
+			}
+		}
+	}
+	if err := r.drainAll(); err != nil && loopErr == nil {
+		loopErr = err
+	}
+	if err := r.finish(); err != nil && loopErr == nil {
+		loopErr = err
+	}
+	st := r.st
+	return &st, loopErr
+}
+
+func (r *Recorder) cmdDoneChan() <-chan struct{} {
+	if r.cmdDone == nil {
+		return nil
+	}
+	return r.cmdDone
+}
+
+func (r *Recorder) killCommand() {
+	if r.cmd != nil {
+		if r.gateW != nil {
+			r.gateW.Close()
+			r.gateW = nil
+		}
+		r.cmd.Process.Kill()
+		<-r.cmdDone
+	}
+}
+
+func (r *Recorder) cleanup() {
+	for _, rg := range r.rings {
+		rg.close()
+	}
+	r.rings = nil
+	for _, fd := range r.fds {
+		unix.Close(fd)
+	}
+	r.fds = nil
+	if r.epfd >= 0 {
+		unix.Close(r.epfd)
+		r.epfd = -1
+	}
+	if r.f != nil {
+		r.f.Close()
+		r.f = nil
+	}
+	if r.objs != nil {
+		r.objs.abort()
+	}
+	if r.uw != nil {
+		r.uw.close()
+	}
+}
+
+// synthesize writes the records describing processes that exist before
+// the recording starts.
+func (r *Recorder) synthesize() error {
+	s := &synthesizer{w: r.w, rec: r}
+	switch {
+	case r.opts.AllCPUs:
+		for _, pid := range allPids() {
+			s.process(pid) // processes come and go; errors are expected
+		}
+	case r.opts.PID != 0:
+		if err := s.process(r.opts.PID); err != nil {
+			return fmt.Errorf("-p %d: %w: %v", r.opts.PID, ErrTargetNotFound, err)
+		}
+	default:
+		// The command has not exec'd yet: the kernel reports its COMM and
+		// MMAP2 records at exec. Name the gate process like perf does.
+		pid := uint32(r.targetPID)
+		c := &perfdata.Comm{Pid: pid, Tid: pid, Comm: "ustack-exec"}
+		c.RecordHeader.Pid, c.RecordHeader.Tid = pid, pid
+		if err := r.w.WriteComm(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// drainAll empties every ring into the file, then marks the end of a round
+// and flushes, so the file holds every record read so far.
+func (r *Recorder) drainAll() error {
+	total := 0
+	var err error
+	for _, rg := range r.rings {
+		total += rg.drain(func(rec []byte) {
+			if err == nil {
+				err = r.handle(rec)
+			}
+		})
+	}
+	if err != nil {
+		return err
+	}
+	if total == 0 {
+		return nil
+	}
+	r.st.Wakeups++
+	if err := r.w.WriteFinishedRound(); err != nil {
+		return err
+	}
+	return r.w.Flush()
+}
+
+// handle writes one kernel record and keeps the books.
+func (r *Recorder) handle(rec []byte) error {
+	le := binary.LittleEndian
+	typ := perfdata.RecordType(le.Uint32(rec))
+	misc := le.Uint16(rec[4:])
+	body := rec[8:]
+	r.st.Records++
+	switch typ {
+	case perfdata.RecordSample:
+		r.st.Samples++
+		if len(body) >= 32 {
+			t := le.Uint64(body[24:])
+			if r.firstTime == 0 || t < r.firstTime {
+				r.firstTime = t
+			}
+			if t > r.lastTime {
+				r.lastTime = t
+			}
+		}
+		if r.uw != nil {
+			return r.writeUnwound(misc, body)
+		}
+	case perfdata.RecordLost:
+		r.st.LostRecords++
+		if len(body) >= 16 {
+			r.st.Lost += le.Uint64(body[8:])
+		}
+	case perfdata.RecordLostSamples:
+		if len(body) >= 8 {
+			r.st.LostSamples += le.Uint64(body)
+		}
+	case perfdata.RecordThrottle:
+		r.st.Throttled++
+	case perfdata.RecordMmap2:
+		if len(body) >= 72 {
+			pid := le.Uint32(body)
+			start, ln, pgoff := le.Uint64(body[8:]), le.Uint64(body[16:]), le.Uint64(body[24:])
+			prot := le.Uint32(body[56:])
+			name := cString(body[64:])
+			r.noteMmap(pid, start, ln, pgoff, prot, name)
+		}
+	case perfdata.RecordComm:
+		if misc&perfdata.MiscCommExec != 0 && len(body) >= 8 && r.uw != nil {
+			r.uw.exec(le.Uint32(body))
+		}
+	case perfdata.RecordFork:
+		if len(body) >= 16 && r.uw != nil {
+			r.uw.fork(le.Uint32(body), le.Uint32(body[4:]))
+		}
+	case perfdata.RecordExit:
+		if len(body) >= 16 && r.uw != nil {
+			pid, tid := le.Uint32(body), le.Uint32(body[8:])
+			if pid == tid {
+				r.uw.exit(pid)
+			}
+		}
+	}
+	return r.w.WriteRecord(typ, misc, body)
+}
+
+func cString(b []byte) string {
+	for i, c := range b {
+		if c == 0 {
+			return string(b[:i])
+		}
+	}
+	return string(b)
+}
+
+// noteMmap records an executable mapping: its object goes to the archive
+// and the BUILD_ID feature, and to the live unwinder.
+func (r *Recorder) noteMmap(pid uint32, start, ln, pgoff uint64, prot uint32, name string) {
+	if prot&unix.PROT_EXEC == 0 {
+		return
+	}
+	if r.objs != nil {
+		r.objs.add(pid, name)
+	}
+	if r.uw != nil {
+		r.uw.mmap(pid, start, ln, pgoff, prot, name)
+	}
+}
+
+// finish writes the features and the final header, and the archive.
+func (r *Recorder) finish() error {
+	var errs []error
+	if r.objs != nil {
+		ids, n, err := r.objs.finish()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("archive: %w", err))
+		}
+		r.w.Features().BuildIDs = ids
+		r.st.Objects = n
+		if !r.opts.NoArchive && err == nil {
+			r.st.Archive = r.opts.Output + ".ustack"
+		}
+	}
+	for _, ev := range r.events {
+		if ev.Kind == KindTracepoint {
+			if td, err := tracingData(r.events); err == nil {
+				r.w.SetFeatureSection(perfdata.FeatTracingData, td)
+			}
+			break
+		}
+	}
+	if r.firstTime != 0 {
+		r.w.Features().SampleTimeFirst = r.firstTime
+		r.w.Features().SampleTimeLast = r.lastTime
+	}
+	if err := r.w.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	if st, err := r.f.Stat(); err == nil {
+		r.st.Bytes = st.Size()
+	}
+	if err := r.f.Sync(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := r.f.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	r.f = nil
+	r.st.Output = r.opts.Output
+	r.st.ExitCode = 0
+	if r.cmd != nil && r.cmd.ProcessState != nil {
+		r.st.ExitCode = r.cmd.ProcessState.ExitCode()
+	}
+	return errors.Join(errs...)
+}
+
+// Record runs a whole recording with opts: NewRecorder then Run.
+func Record(ctx context.Context, opts Options) (*Stats, error) {
+	r, err := NewRecorder(opts)
+	if err != nil {
+		return nil, err
+	}
+	return r.Run(ctx)
+}

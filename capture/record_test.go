@@ -1,0 +1,572 @@
+package capture
+
+import (
+	"bytes"
+	"context"
+	"debug/elf"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/bits"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ustack/ustack/arch"
+	"github.com/ustack/ustack/elfcache"
+	"github.com/ustack/ustack/perfdata"
+)
+
+// progPid returns the pid of the recorded test program (its exec COMM).
+func progPid(t *testing.T, fc *fileContents) uint32 {
+	t.Helper()
+	for _, c := range fc.comms {
+		if c.Exec && c.Comm == "prog" {
+			return c.Pid
+		}
+	}
+	t.Fatalf("no exec COMM record for prog among %d COMMs", len(fc.comms))
+	return 0
+}
+
+func checkMode(t *testing.T, path string) {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("%s has mode %v, want 0600", path, st.Mode().Perm())
+	}
+}
+
+// TestRecordCommand records the test program at close and nanosleep
+// tracepoints, a uprobe on leaf and cpu-clock, reads the file back, has
+// perf script unwind it, and checks the archive.
+func TestRecordCommand(t *testing.T) {
+	needPerf(t)
+	prog := buildProg(t)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "perf.data")
+	// An existing file with a lax mode must end up 0600 too.
+	os.WriteFile(out, []byte("old"), 0o644)
+	st, err := Record(context.Background(), Options{
+		Events: []string{"syscalls:sys_enter_close", "syscalls:sys_enter_nanosleep", "u:" + prog + ":leaf", "cpu-clock"},
+		Freq:   2000, Command: []string{prog, "20"}, Output: out,
+	})
+	if err != nil {
+		t.Fatalf("Record: %v", err)
+	}
+	t.Logf("stats: %+v", *st)
+	if st.ExitCode != 0 {
+		t.Errorf("command exit code %d", st.ExitCode)
+	}
+	if st.Lost != 0 || st.LostSamples != 0 {
+		t.Errorf("lost %d samples (%d LOST_SAMPLES)", st.Lost, st.LostSamples)
+	}
+	checkMode(t, out)
+	checkMode(t, out+".ustack")
+
+	fc := readPerfData(t, out)
+	if fc.err != nil {
+		t.Fatalf("reading back: %v", fc.err)
+	}
+	if fc.session.DataSize == 0 {
+		t.Errorf("header not finalized: data size 0")
+	}
+	pid := progPid(t, fc)
+	mask := arch.AMD64.PerfMask()
+	counts := map[string]int{}
+	closeMinus1, noStack := 0, 0
+	for _, s := range fc.samples {
+		if s.Pid != pid {
+			continue
+		}
+		counts[s.EventName]++
+		if s.Tid != pid {
+			t.Errorf("%s sample tid %d, want %d", s.EventName, s.Tid, pid)
+		}
+		if s.RegsABI != perfdata.RegsABI64 || s.RegsMask != mask || len(s.Regs) != bits.OnesCount64(mask) {
+			t.Errorf("%s sample: regs abi %d mask %#x n %d", s.EventName, s.RegsABI, s.RegsMask, len(s.Regs))
+		}
+		if len(s.StackData) != DefaultStackSize {
+			t.Errorf("%s sample: stack %d bytes, dyn %d", s.EventName, len(s.StackData), s.StackDynSize)
+		}
+		if s.StackDynSize == 0 {
+			// A clock tick during exec can find no user stack yet.
+			noStack++
+		}
+		if s.EventName == "syscalls:sys_enter_close" && len(s.Raw) >= 24 && uint32(binary.LittleEndian.Uint64(s.Raw[16:])) == 0xffffffff {
+			closeMinus1++
+		}
+	}
+	t.Logf("samples of prog by event: %v", counts)
+	if noStack > 2 {
+		t.Errorf("%d samples without user stack", noStack)
+	}
+	if closeMinus1 != 20 {
+		t.Errorf("close(-1) samples: %d, want 20", closeMinus1)
+	}
+	if n := counts["syscalls:sys_enter_nanosleep"]; n != 20 {
+		t.Errorf("nanosleep samples: %d, want 20", n)
+	}
+	upName := "uprobe:prog:leaf"
+	if n := counts[upName]; n != 20 {
+		t.Errorf("%s samples: %d, want 20", upName, n)
+	}
+	if n := counts["cpu-clock"]; n < 10 {
+		t.Errorf("cpu-clock samples: %d, want >= 10", n)
+	}
+
+	// perf unwinds the file with its own unwinder: an independent check
+	// that registers, stacks and maps are right.
+	ss := parseScript(perfScript(t, out))
+	want := map[string][]string{
+		"syscalls:sys_enter_close: fd: 0xffffffff": {"leaf", "mid", "top", "main"},
+		"syscalls:sys_enter_nanosleep":             {"leaf", "mid", "top", "main"},
+		upName:                                     {"leaf", "mid", "top", "main"},
+		"cpu-clock":                                {"burn", "leaf", "mid", "top", "main"},
+	}
+	for key, chain := range want {
+		n, good := 0, 0
+		for _, s := range ss {
+			if !strings.Contains(s.header, key) || !strings.HasPrefix(s.header, "prog ") {
+				continue
+			}
+			if key == "cpu-clock" && (len(s.syms) == 0 || s.syms[0] != "burn") {
+				continue // ticks elsewhere (startup, syscalls)
+			}
+			n++
+			if hasChain(s.syms, chain) {
+				good++
+			}
+		}
+		if n == 0 || good < n*9/10 {
+			t.Errorf("perf script: %d of %d %q samples show %v", good, n, key, chain)
+		} else {
+			t.Logf("perf script: %d of %d %q samples show %v", good, n, key, chain)
+		}
+	}
+	for _, s := range ss {
+		if strings.Contains(s.header, upName) && (len(s.syms) == 0 || s.syms[0] != "leaf") {
+			t.Errorf("uprobe sample's first frame is %v, want leaf", s.syms)
+			break
+		}
+	}
+
+	// The archive holds every mapped object by build-id, byte for byte.
+	a, err := OpenArchive(out + ".ustack")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if a.Err() != nil {
+		t.Errorf("archive: %v", a.Err())
+	}
+	objs := map[string]bool{}
+	for _, m := range fc.mmaps {
+		if m.Pid == pid && m.Prot&4 != 0 && strings.HasPrefix(m.Filename, "/") {
+			objs[m.Filename] = true
+		}
+	}
+	if !objs[prog] {
+		t.Errorf("no executable MMAP2 of %s", prog)
+	}
+	fileIDs := map[string]bool{}
+	for _, b := range fc.session.Features.BuildIDs {
+		fileIDs[fmt.Sprintf("%x", b.BuildID)] = true
+	}
+	for path := range objs {
+		o, err := elfcache.Open(path, elfcache.Options{NoDebugFile: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := o.BuildID()
+		o.Close()
+		data, p, ok := a.Object(id)
+		if !ok {
+			t.Errorf("archive lacks %s (build-id %x)", path, id)
+			continue
+		}
+		disk, _ := os.ReadFile(path)
+		if p != path || !bytes.Equal(data, disk) {
+			t.Errorf("archive object %x: path %q, %d bytes; want %q, %d bytes", id, p, len(data), path, len(disk))
+		}
+		if !fileIDs[fmt.Sprintf("%x", id)] {
+			t.Errorf("BUILD_ID feature lacks %s", path)
+		}
+	}
+	if k := a.Kallsyms(); k == nil {
+		t.Error("archive has no kallsyms")
+	} else if b, _ := io.ReadAll(k); !bytes.Contains(b, []byte(" T ")) {
+		t.Error("archived kallsyms has no text symbols")
+	}
+	if v, id, ok := a.VDSO(); !ok || len(v) == 0 || len(id) == 0 {
+		t.Error("archive has no vdso")
+	} else if _, err := elf.NewFile(bytes.NewReader(v)); err != nil {
+		t.Errorf("archived vdso is not ELF: %v", err)
+	}
+}
+
+// TestRecordInterrupt ends a recording from outside (Ctrl-C) and checks
+// the file is complete and finalized.
+func TestRecordInterrupt(t *testing.T) {
+	needPerf(t)
+	prog := buildProg(t)
+	out := filepath.Join(t.TempDir(), "perf.data")
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(700*time.Millisecond, cancel)
+	st, err := Record(ctx, Options{Events: []string{"cpu-clock"}, Command: []string{prog, "1000000"}, Output: out, NoArchive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Samples == 0 {
+		t.Fatal("no samples")
+	}
+	fc := readPerfData(t, out)
+	if fc.err != nil {
+		t.Fatalf("reading an interrupted recording: %v", fc.err)
+	}
+	if fc.session.DataSize == 0 || !fc.session.Features.Has(perfdata.FeatEventDesc) {
+		t.Error("interrupted recording not finalized")
+	}
+	if uint64(len(fc.samples)) != st.Samples {
+		t.Errorf("read %d samples, recorder wrote %d", len(fc.samples), st.Samples)
+	}
+}
+
+// countComplete walks the data section of a perf.data file and counts the
+// records that lie whole in it.
+func countComplete(t *testing.T, path string) (n int) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := int(binary.LittleEndian.Uint64(b[40:]))
+	end := len(b)
+	if ds := int(binary.LittleEndian.Uint64(b[48:])); ds != 0 && off+ds < end {
+		end = off + ds
+	}
+	for off+8 <= end {
+		sz := int(binary.LittleEndian.Uint16(b[off+6:]))
+		if sz < 8 || off+sz > end {
+			break
+		}
+		off += sz
+		n++
+	}
+	return n
+}
+
+// TestRecordKilled kills the recorder with SIGKILL in the middle of a
+// recording: every complete record must still be read back.
+func TestRecordKilled(t *testing.T) {
+	needPerf(t)
+	prog := buildProg(t)
+	out := filepath.Join(t.TempDir(), "perf.data")
+	js, _ := json.Marshal(Options{Events: []string{"cpu-clock", "syscalls:sys_enter_close"}, Freq: 1000,
+		Command: []string{prog, "1000000"}, Output: out})
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "USTACK_CAPTURE_HELPER="+string(js))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // the recorder and the recorded program
+	cmd.Wait()
+	checkMode(t, out)
+	want := countComplete(t, out)
+	fc := readPerfData(t, out)
+	if fc.err != nil && !errors.Is(fc.err, perfdata.ErrTruncated) {
+		t.Fatalf("reading a killed recording: %v", fc.err)
+	}
+	if fc.records != want || len(fc.samples) == 0 {
+		t.Fatalf("read %d records (%d samples) of %d complete ones", fc.records, len(fc.samples), want)
+	}
+	t.Logf("killed recording: %d records, %d samples recovered", fc.records, len(fc.samples))
+	for _, s := range fc.samples {
+		if s.RegsABI == perfdata.RegsABI64 && len(s.StackData) == 0 {
+			t.Fatal("sample without stack")
+		}
+	}
+}
+
+// TestTruncatedRecording cuts a finished recording at many points inside
+// its records and checks the reader returns every record before the cut.
+func TestTruncatedRecording(t *testing.T) {
+	needPerf(t)
+	prog := buildProg(t)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "perf.data")
+	if _, err := Record(context.Background(), Options{Events: []string{"syscalls:sys_enter_close", "cpu-clock"},
+		Command: []string{prog, "5"}, Output: out, NoArchive: true}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := perfdata.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ends []int64
+	for {
+		rec, err := r.Next()
+		if err != nil {
+			break
+		}
+		h := rec.Header()
+		ends = append(ends, h.Offset+int64(h.Size))
+	}
+	r.Close()
+	full, _ := os.ReadFile(out)
+	cut := filepath.Join(dir, "cut.data")
+	for i := 1; i < len(ends); i += max(1, len(ends)/25) {
+		at := ends[i-1] + (ends[i]-ends[i-1])/2 // inside record i
+		os.WriteFile(cut, full[:at], 0o600)
+		fc := readPerfData(t, cut)
+		if fc.records != i {
+			t.Fatalf("cut at %d (inside record %d): read %d records, want %d (err %v)", at, i, fc.records, i, fc.err)
+		}
+		if !errors.Is(fc.err, perfdata.ErrTruncated) {
+			t.Fatalf("cut at %d: error %v, want ErrTruncated", at, fc.err)
+		}
+	}
+}
+
+// TestRecordPID attaches to a running process.
+func TestRecordPID(t *testing.T) {
+	needPerf(t)
+	prog := buildProg(t)
+	cmd := exec.Command(prog, "100000")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	time.Sleep(100 * time.Millisecond)
+	out := filepath.Join(t.TempDir(), "perf.data")
+	st, err := Record(context.Background(), Options{Events: []string{"cpu-clock", "syscalls:sys_enter_close"},
+		PID: cmd.Process.Pid, Duration: 700 * time.Millisecond, Output: out, NoArchive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := readPerfData(t, out)
+	if fc.err != nil {
+		t.Fatal(fc.err)
+	}
+	pid := uint32(cmd.Process.Pid)
+	n := 0
+	for _, s := range fc.samples {
+		if s.Pid == pid {
+			n++
+		} else {
+			t.Errorf("sample of pid %d, want only %d", s.Pid, pid)
+			break
+		}
+	}
+	synth := false
+	for _, m := range fc.mmaps {
+		if m.Pid == pid && m.Filename == prog && m.Prot&4 != 0 {
+			synth = true
+		}
+	}
+	if n == 0 || !synth || st.Samples == 0 {
+		t.Fatalf("-p: %d samples of the target, synthesized exec map of %s: %v", n, prog, synth)
+	}
+	ss := parseScript(perfScript(t, out))
+	good := 0
+	for _, s := range ss {
+		if strings.Contains(s.header, "cpu-clock") && hasChain(s.syms, []string{"burn", "leaf", "mid", "top", "main"}) {
+			good++
+		}
+	}
+	if good == 0 {
+		t.Error("perf script shows no burn<-leaf<-mid<-top<-main chain for a -p recording")
+	}
+}
+
+// TestRecordAll records every CPU for a moment.
+func TestRecordAll(t *testing.T) {
+	needPerf(t)
+	prog := buildProg(t)
+	cmd := exec.Command(prog, "100000")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	out := filepath.Join(t.TempDir(), "perf.data")
+	if _, err := Record(context.Background(), Options{Events: []string{"cpu-clock"}, AllCPUs: true, Freq: 500,
+		Duration: 500 * time.Millisecond, Output: out, NoArchive: true}); err != nil {
+		t.Fatal(err)
+	}
+	fc := readPerfData(t, out)
+	if fc.err != nil {
+		t.Fatal(fc.err)
+	}
+	cpus := map[uint32]bool{}
+	target := 0
+	for _, s := range fc.samples {
+		cpus[s.CPU] = true
+		if s.Pid == uint32(cmd.Process.Pid) {
+			target++
+		}
+	}
+	if target == 0 {
+		t.Errorf("-a: no sample of the running program among %d", len(fc.samples))
+	}
+	if len(fc.comms) < 3 {
+		t.Errorf("-a: only %d COMM records synthesized", len(fc.comms))
+	}
+}
+
+// TestRecordWatchpoint watches writes to the program's sink variable.
+func TestRecordWatchpoint(t *testing.T) {
+	needPerf(t)
+	prog := buildProg(t)
+	f, err := elf.Open(prog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syms, _ := f.Symbols()
+	f.Close()
+	var sinkAddr uint64
+	for _, s := range syms {
+		if s.Name == "sink" {
+			sinkAddr = s.Value
+		}
+	}
+	cmd := exec.Command(prog, "100000")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	time.Sleep(50 * time.Millisecond)
+	maps, err := ReadProcMaps(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var base uint64
+	for _, m := range maps {
+		if m.Path == prog && m.PgOff == 0 {
+			base = m.Start
+			break
+		}
+	}
+	addr := base + sinkAddr
+	out := filepath.Join(t.TempDir(), "perf.data")
+	_, err = Record(context.Background(), Options{Events: []string{fmt.Sprintf("mem:%#x/8:w", addr)}, Period: 1000,
+		PID: cmd.Process.Pid, Duration: 500 * time.Millisecond, Output: out, NoArchive: true})
+	if err != nil {
+		if strings.Contains(err.Error(), "breakpoints are not available") {
+			t.Skipf("no hardware breakpoints here: %v", err)
+		}
+		t.Fatal(err)
+	}
+	fc := readPerfData(t, out)
+	if len(fc.samples) == 0 {
+		// Some VMs accept breakpoint events but never deliver debug
+		// exceptions (perf record -e mem:... records nothing there either).
+		t.Skip("the watchpoint was armed but never fired: this machine does not deliver hardware breakpoints")
+	}
+	ss := parseScript(perfScript(t, out))
+	good := 0
+	for _, s := range ss {
+		if hasChain(s.syms, []string{"burn", "leaf", "mid", "top", "main"}) {
+			good++
+		}
+	}
+	if good == 0 {
+		t.Errorf("no watchpoint sample unwinds to burn<-leaf<-mid<-top<-main (%d samples)", len(ss))
+	}
+}
+
+// TestRecordUnwind unwinds at capture time: the file holds frames only.
+func TestRecordUnwind(t *testing.T) {
+	needPerf(t)
+	prog := buildProg(t)
+	out := filepath.Join(t.TempDir(), "perf.data")
+	st, err := Record(context.Background(), Options{Events: []string{"syscalls:sys_enter_close", "cpu-clock"},
+		Command: []string{prog, "20"}, Output: out, Unwind: true, NoArchive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("stats: %+v", *st)
+	fc := readPerfData(t, out)
+	if fc.err != nil {
+		t.Fatal(fc.err)
+	}
+	for _, a := range fc.session.Attrs {
+		if a.SampleType&(perfdata.SampleRegsUser|perfdata.SampleStackUser) != 0 {
+			t.Fatalf("--unwind attr %s still samples registers or stack", a.Name)
+		}
+	}
+	withUser := 0
+	for _, s := range fc.samples {
+		if len(s.StackData) != 0 || len(s.Regs) != 0 {
+			t.Fatal("--unwind sample carries stack or registers")
+		}
+		if len(perfdata.UserCallchain(s.Callchain)) > 1 {
+			withUser++
+		}
+	}
+	if withUser == 0 {
+		t.Fatal("no sample has user frames")
+	}
+	ss := parseScript(perfScript(t, out))
+	good, n := 0, 0
+	for _, s := range ss {
+		if strings.Contains(s.header, "fd: 0xffffffff") {
+			n++
+			if hasChain(s.syms, []string{"leaf", "mid", "top", "main"}) {
+				good++
+			}
+		}
+	}
+	if n != 20 || good != n {
+		t.Errorf("perf script of an --unwind recording: %d of %d close(-1) samples show leaf<-mid<-top<-main", good, n)
+	}
+}
+
+// TestErrors checks that what cannot be recorded is said plainly.
+func TestErrors(t *testing.T) {
+	if _, err := ParseEvent("nosuchsys:nosuchevent"); !errors.Is(err, ErrUnknownEvent) {
+		t.Errorf("unknown tracepoint: %v", err)
+	}
+	if _, err := ParseEvent("bogus-event"); !errors.Is(err, ErrUnknownEvent) {
+		t.Errorf("unknown event: %v", err)
+	}
+	if _, err := os.Stat("/sys/bus/event_source/devices/kprobe"); err != nil {
+		if _, err := ParseEvent("p:do_sys_open"); err == nil || !strings.Contains(err.Error(), "no kprobes") {
+			t.Errorf("kprobe: %v", err)
+		}
+	}
+	if _, err := ParseEvent("u:/nonexistent/binary:main"); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Errorf("uprobe on a missing file: %v", err)
+	}
+	if _, err := ParseEvent("mem:zz"); err == nil {
+		t.Error("bad breakpoint accepted")
+	}
+	if _, err := NewRecorder(Options{PID: 0x3fffffff}); !errors.Is(err, ErrTargetNotFound) {
+		t.Errorf("missing pid: %v", err)
+	}
+	if _, err := NewRecorder(Options{Command: []string{"/nonexistent/cmd"}}); !errors.Is(err, ErrTargetNotFound) {
+		t.Errorf("missing command: %v", err)
+	}
+	if _, err := NewRecorder(Options{}); err == nil {
+		t.Error("no target accepted")
+	}
+	needPerf(t)
+	if _, err := os.Stat("/sys/bus/event_source/devices/cpu"); err != nil {
+		_, err := Record(context.Background(), Options{Events: []string{"cycles"}, Command: []string{"true"},
+			Output: filepath.Join(t.TempDir(), "x.data"), NoArchive: true})
+		if err == nil || !strings.Contains(err.Error(), "no hardware PMU") {
+			t.Errorf("cycles without a PMU: %v", err)
+		}
+	}
+}

@@ -1,0 +1,114 @@
+package elfcache
+
+import (
+	"debug/elf"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+// FuzzDemangle checks that Demangle never panics, returns unmangled names
+// unchanged and gives valid text.
+func FuzzDemangle(f *testing.F) {
+	for _, s := range []string{
+		"main", "_Z3fooi", "_ZN3geo4PolyC2Ei", "_ZNKSt6vectorIiSaIiEE4sizeEv",
+		"_ZN4core3fmt5write17h0123456789abcdefE", "_RNvCs1234_7mycrate3foo",
+		"_ZSt4sortIN9__gnu_cxx17__normal_iteratorIPiSt6vectorIiSaIiEEEEEvT_S7_",
+		"_Z1fIiEvT_.cold", "_Z", "_R", "_ZZ", "",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		out := Demangle(name)
+		if !strings.HasPrefix(name, "_Z") && !strings.HasPrefix(name, "_R") && out != name {
+			t.Fatalf("Demangle(%q) = %q, want it unchanged", name, out)
+		}
+		if utf8.ValidString(name) && !utf8.ValidString(out) {
+			t.Fatalf("Demangle(%q) = %q: invalid UTF-8", name, out)
+		}
+	})
+}
+
+func TestDemangle(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"main", "main"},
+		{"_Z3fooi", "foo(int)"},
+		{"_ZNK3geo3VecIdE3dotERKS1_", "geo::Vec<double>::dot(geo::Vec<double> const&) const"},
+		{"_ZN4core3fmt5write17h0123456789abcdefE", "core::fmt::write"},
+		{"_RNvCs15kBYyAo9fc_7mycrate7example", "mycrate::example"},
+		{"_Z3fooi.cold", "foo(int) [clone .cold]"},
+		{"_Znotmangled(", "_Znotmangled("},
+		{"foo.constprop.0", "foo.constprop.0"},
+	} {
+		if got := Demangle(c.in); got != c.want {
+			t.Errorf("Demangle(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+// FuzzSourceFrames damages the DWARF sections of a small gcc -O2 -g
+// program (each input names a section, an offset and bytes to write
+// there) and checks that SourceFrames neither panics nor hangs.
+func FuzzSourceFrames(f *testing.F) {
+	needTool(f, "gcc")
+	dir := f.TempDir()
+	var bins [][]byte
+	for i, flags := range [][]string{{"-O2", "-g", "-gdwarf-4"}, {"-O2", "-g", "-gdwarf-5"}} {
+		src := filepath.Join(dir, "p.c")
+		os.WriteFile(src, []byte(cInline), 0o644)
+		out := filepath.Join(dir, "p"+string(rune('0'+i)))
+		run(f, "gcc", append(flags, "-o", out, src)...)
+		data, err := os.ReadFile(out)
+		if err != nil {
+			f.Fatal(err)
+		}
+		bins = append(bins, data)
+	}
+	type sec struct{ off, size uint64 }
+	var secs [2][]sec
+	var addrs [2][]uint64
+	for i, data := range bins {
+		o, err := OpenBytes("seed", data, Options{})
+		if err != nil {
+			f.Fatal(err)
+		}
+		for _, s := range o.Sections() {
+			if strings.HasPrefix(s.Name, ".debug_") && s.Type != elf.SHT_NOBITS {
+				secs[i] = append(secs[i], sec{s.Offset, s.Size})
+			}
+		}
+		addrs[i] = sampleAddrs(o, 64, nil)
+		o.Close()
+	}
+	for k := 0; k < 8; k++ {
+		f.Add(uint8(k&1), uint8(k), uint32(k*37), []byte{0xff, 0x7f, 0x80, 0})
+	}
+	f.Fuzz(func(t *testing.T, which, secIdx uint8, off uint32, patch []byte) {
+		tm := time.AfterFunc(10*time.Second, func() {
+			buf := make([]byte, 1<<16)
+			panic("input hangs:\n" + string(buf[:runtime.Stack(buf, true)]))
+		})
+		defer tm.Stop()
+		w := int(which) & 1
+		data := append([]byte(nil), bins[w]...)
+		s := secs[w][int(secIdx)%len(secs[w])]
+		if s.size > 0 {
+			at := s.off + uint64(off)%s.size
+			copy(data[at:min(s.off+s.size, at+uint64(len(patch)))], patch)
+		}
+		o, err := OpenBytes("fuzz", data, Options{MaxSectionSize: 1 << 24})
+		if err != nil {
+			return
+		}
+		defer o.Close()
+		var buf []SourceFrame
+		for _, a := range addrs[w] {
+			buf = o.SourceFrames(a, buf[:0])
+		}
+		o.SourceError()
+	})
+}
