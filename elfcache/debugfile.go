@@ -40,6 +40,15 @@ func (o *Object) loadDebug() {
 }
 
 func (o *Object) findDebug() (*Object, error) {
+	if o.opts.DebugData != nil && len(o.buildID) > 0 {
+		if data, ok := o.opts.DebugData(o.buildID); ok && len(data) > 0 {
+			src := &source{data: data, size: int64(len(data))}
+			d, err := newObject(o.path+".debug", o.path+".debug", src, o.opts, true)
+			if err == nil && d.arch == o.arch && bytes.Equal(d.buildID, o.buildID) {
+				return d, nil
+			}
+		}
+	}
 	self, _ := os.Stat(o.file)
 	dirs := o.opts.debugDirs()
 	if len(o.buildIDHex) >= 4 {

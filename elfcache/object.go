@@ -46,6 +46,10 @@ type Options struct {
 	// LineCacheCUs bounds how many parsed DWARF compilation units each
 	// object keeps for SourceFrames (0: DefaultLineCacheCUs).
 	LineCacheCUs int
+	// DebugData, when set, is asked first for the separate debug file of
+	// an object with a build-id (one carried by a recording's archive);
+	// the debug file's build-id must match.
+	DebugData func(buildID []byte) (data []byte, ok bool)
 }
 
 func (o *Options) debugDirs() []string {
@@ -161,7 +165,7 @@ func OpenReader(name string, r io.ReaderAt, size int64, opts Options) (*Object, 
 		return nil, newErr(name, "", -1, errors.New("empty file"))
 	}
 	src := &source{ra: r, size: size}
-	if opts.SymFS == "" && opts.DebugDirs == nil {
+	if opts.SymFS == "" && opts.DebugDirs == nil && opts.DebugData == nil {
 		opts.NoDebugFile = true
 	}
 	return newObject(name, name, src, opts, false)
@@ -174,7 +178,7 @@ func OpenBytes(name string, data []byte, opts Options) (*Object, error) {
 		return nil, newErr(name, "", -1, errors.New("empty file"))
 	}
 	src := &source{data: data, size: int64(len(data))}
-	if opts.SymFS == "" && opts.DebugDirs == nil {
+	if opts.SymFS == "" && opts.DebugDirs == nil && opts.DebugData == nil {
 		opts.NoDebugFile = true
 	}
 	return newObject(name, name, src, opts, false)

@@ -60,15 +60,23 @@ type Options struct {
 	// Objects, when set, is consulted before the file system for an
 	// object with a given build-id (a recording's companion archive).
 	Objects ObjectSource
+	// DebugData, when set, supplies separate debug files by build-id (a
+	// recording's archive) before the debug directories are searched.
+	DebugData func(buildID []byte) ([]byte, bool)
+	// KallsymsData, when set, is read instead of the Kallsyms file (the
+	// table a recording carries).
+	KallsymsData io.Reader
 	// Warn receives warnings (build-id mismatches, missing objects); nil
 	// discards them.
 	Warn func(msg string)
 }
 
-// ObjectSource finds the bytes of an object by build-id, for recordings
-// that carry their objects with them.
+// ObjectSource finds the bytes of an object, for recordings that carry
+// their objects with them (a ustack record archive).
 type ObjectSource interface {
-	Object(buildID []byte) (data []byte, path string, ok bool)
+	// Object returns the object with the given build-id or, when the
+	// recording gave none, the one recorded for path ("[vdso]" included).
+	Object(buildID []byte, path string) (data []byte, name string, ok bool)
 }
 
 // Frame is one symbolized frame of a sample's stack.
@@ -166,10 +174,13 @@ type processor struct {
 	comms      map[uint32]string // tid -> comm
 	buildID    map[string][]byte // path -> build-id from the recording
 
-	spaces  map[uint64]*space // snapshot version -> address space
-	missing map[string]string
-	warned  map[string]bool
-	mu      sync.Mutex // guards missing and warned
+	spaces map[uint64]*space // snapshot version -> address space
+	// archiveObjs caches objects opened from Options.Objects (reader
+	// goroutine only).
+	archiveObjs map[string]*elfcache.Object
+	missing     map[string]string
+	warned      map[string]bool
+	mu          sync.Mutex // guards missing and warned
 }
 
 func newProcessor(s *perfdata.Session, opts Options) (*processor, error) {
@@ -189,17 +200,18 @@ func newProcessor(s *perfdata.Session, opts Options) (*processor, error) {
 		}
 	}
 	p := &processor{
-		opts:    opts,
-		arch:    a,
-		session: s,
-		objects: elfcache.NewCache(elfcache.Options{DebugDirs: opts.DebugDirs, SymFS: opts.SymFS}),
-		unw:     unwinder.New(a, unwinder.Options{PACMask: opts.PACMask}),
-		tracker: procmaps.NewTracker(),
-		comms:   map[uint32]string{},
-		buildID: map[string][]byte{},
-		spaces:  map[uint64]*space{},
-		missing: map[string]string{},
-		warned:  map[string]bool{},
+		opts:        opts,
+		arch:        a,
+		session:     s,
+		objects:     elfcache.NewCache(elfcache.Options{DebugDirs: opts.DebugDirs, SymFS: opts.SymFS}),
+		unw:         unwinder.New(a, unwinder.Options{PACMask: opts.PACMask}),
+		tracker:     procmaps.NewTracker(),
+		comms:       map[uint32]string{},
+		buildID:     map[string][]byte{},
+		spaces:      map[uint64]*space{},
+		archiveObjs: map[string]*elfcache.Object{},
+		missing:     map[string]string{},
+		warned:      map[string]bool{},
 	}
 	for _, b := range s.Features.BuildIDs {
 		if len(b.BuildID) > 0 {
@@ -207,6 +219,15 @@ func newProcessor(s *perfdata.Session, opts Options) (*processor, error) {
 		}
 	}
 	p.ksymsReady = make(chan struct{})
+	if opts.KallsymsData != nil {
+		t, err := kallsyms.Parse(opts.KallsymsData)
+		if err != nil {
+			return nil, fmt.Errorf("kallsyms from the recording: %w", err)
+		}
+		p.ksyms = t
+		close(p.ksymsReady)
+		return p, nil
+	}
 	if opts.Kallsyms == "-" {
 		close(p.ksymsReady)
 		return p, nil

@@ -79,11 +79,9 @@ func (p *processor) object(path string, buildID []byte) *elfcache.Object {
 	if path == "" || (isPseudoPath(path) && path != "[vdso]") {
 		return nil
 	}
-	if p.opts.Objects != nil && len(buildID) > 0 {
-		if data, name, ok := p.opts.Objects.Object(buildID); ok {
-			if obj, err := elfcache.OpenBytes(name, data, elfcache.Options{DebugDirs: p.opts.DebugDirs, SymFS: p.opts.SymFS}); err == nil {
-				return obj
-			}
+	if p.opts.Objects != nil {
+		if obj := p.archived(path, buildID); obj != nil {
+			return obj
 		}
 	}
 	var candidates []string
@@ -126,6 +124,24 @@ func (p *processor) object(path string, buildID []byte) *elfcache.Object {
 	}
 	p.noteMissing(path, why)
 	return nil
+}
+
+// archived opens an object carried by the recording, once per object.
+func (p *processor) archived(path string, buildID []byte) *elfcache.Object {
+	key := path + "\x00" + string(buildID)
+	if obj, ok := p.archiveObjs[key]; ok {
+		return obj
+	}
+	var obj *elfcache.Object
+	if data, name, ok := p.opts.Objects.Object(buildID, path); ok {
+		o, err := elfcache.OpenBytes(name, data, elfcache.Options{DebugDirs: p.opts.DebugDirs, SymFS: p.opts.SymFS,
+			DebugData: p.opts.DebugData})
+		if err == nil && (len(buildID) == 0 || len(o.BuildID()) == 0 || bytes.Equal(o.BuildID(), buildID)) {
+			obj = o
+		}
+	}
+	p.archiveObjs[key] = obj
+	return obj
 }
 
 func (p *processor) noteMissing(path, why string) {

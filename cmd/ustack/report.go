@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ustack/ustack/capture"
 	"github.com/ustack/ustack/perfdata"
 	"github.com/ustack/ustack/report"
 )
@@ -37,6 +39,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	jobs := fs.Int("j", 0, "unwinding workers (default: one per CPU)")
 	pacMask := fs.String("pac-mask", "", "arm64 pointer authentication `mask` (hex), or va:BITS (default va:48)")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of ustack itself to `file`")
+	archive := fs.String("archive", "", "objects archive `file` written by ustack record (default: INPUT.ustack when it exists; - for none)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: ustack report [flags]\n\nUnwinds and symbolizes every sample of a recording and prints its stack.\n\nflags:\n")
 		fs.PrintDefaults()
@@ -81,6 +84,29 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	defer r.Close()
+
+	// A recording made by ustack record carries its objects, the vdso and
+	// kallsyms in <input>.ustack: use them, so the report works on a
+	// machine that has none of the binaries.
+	archivePath := *archive
+	if archivePath == "" && *input != "-" {
+		if _, err := os.Stat(*input + ".ustack"); err == nil {
+			archivePath = *input + ".ustack"
+		}
+	}
+	if archivePath != "" && archivePath != "-" {
+		a, err := capture.OpenArchive(archivePath)
+		if err != nil {
+			fmt.Fprintf(stderr, "ustack report: %v\n", err)
+			return exitError
+		}
+		defer a.Close()
+		opts.Objects = archiveObjects{a}
+		opts.DebugData = a.DebugFile
+		if k := a.Kallsyms(); k != nil && *kall == "" {
+			opts.KallsymsData = k
+		}
+	}
 
 	out := stdout
 	if *output != "" {
@@ -162,6 +188,27 @@ type pprofSink struct {
 
 func (s *pprofSink) Write(smp *report.Sample) error { s.b.Add(smp); return nil }
 func (s *pprofSink) Close() error                   { return s.b.Write(s.w) }
+
+// archiveObjects serves objects and the vdso from a ustack record archive.
+type archiveObjects struct{ a *capture.Archive }
+
+func (o archiveObjects) Object(buildID []byte, path string) ([]byte, string, bool) {
+	if len(buildID) > 0 {
+		if data, name, ok := o.a.Object(buildID); ok {
+			return data, name, true
+		}
+	}
+	if path == "[vdso]" {
+		if data, id, ok := o.a.VDSO(); ok && (len(buildID) == 0 || bytes.Equal(id, buildID)) {
+			return data, "[vdso]", true
+		}
+		return nil, "", false
+	}
+	if data, id, ok := o.a.ObjectByPath(path); ok && (len(buildID) == 0 || bytes.Equal(id, buildID)) {
+		return data, path, true
+	}
+	return nil, "", false
+}
 
 func parsePACMask(s string) (uint64, error) {
 	if v, ok := strings.CutPrefix(s, "va:"); ok {
