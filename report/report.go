@@ -120,6 +120,8 @@ type Frame struct {
 	// function it was inlined into (perf prints an inline entry whose
 	// name equals it as an ordinary frame).
 	elfSymbol string
+	// hasSource is set when debug info was consulted for the frame.
+	hasSource bool
 }
 
 // Sample is one recorded sample with its symbolized stack, innermost frame

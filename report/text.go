@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"io"
 	"strconv"
+	"strings"
 )
 
 // TextWriter prints samples the way `perf script -F
@@ -11,6 +12,10 @@ import (
 // script output (FlameGraph's stackcollapse-perf.pl, speedscope, the
 // Firefox Profiler, hotspot) read it too.
 type TextWriter struct {
+	// Srcline adds each frame's source file and line on a line of its
+	// own, like perf script -F +srcline.
+	Srcline bool
+
 	w          *bufio.Writer
 	eventWidth int
 	buf        []byte
@@ -104,6 +109,8 @@ func (t *TextWriter) appendFrame(b []byte, f *Frame) []byte {
 		b = strconv.AppendUint(b, f.SymOff, 16)
 	}
 	switch {
+	case inlined && t.Srcline:
+		// perf moves "(inlined)" to the source line.
 	case inlined:
 		b = append(b, " (inlined)"...)
 	case f.Module == "":
@@ -112,6 +119,40 @@ func (t *TextWriter) appendFrame(b []byte, f *Frame) []byte {
 		b = append(b, " ("...)
 		b = append(b, f.Module...)
 		b = append(b, ')')
+	}
+	b = append(b, '\n')
+	if t.Srcline {
+		b = appendSrcline(b, f, inlined)
+	}
+	return b
+}
+
+// appendSrcline prints a frame's source location as perf does: the file's
+// base name and the line, "??:0" for user code without line information,
+// and the object and address for the kernel. (Where perf's addr2line
+// misreads DWARF 5 file numbers, as in glibc, the file differs; ustack's
+// agrees with gdb and llvm-addr2line.)
+func appendSrcline(b []byte, f *Frame, inlined bool) []byte {
+	b = append(b, "  "...)
+	switch {
+	case f.hasSource:
+		file := f.File
+		if i := strings.LastIndexByte(file, '/'); i >= 0 {
+			file = file[i+1:]
+		}
+		b = append(b, file...)
+		b = append(b, ':')
+		b = strconv.AppendInt(b, int64(f.Line), 10)
+		if inlined {
+			b = append(b, " (inlined)"...)
+		}
+	case !f.Kernel:
+		b = append(b, "??:0"...)
+	default:
+		b = append(b, f.Module...)
+		b = append(b, '[')
+		b = strconv.AppendUint(b, f.Offset, 16)
+		b = append(b, ']')
 	}
 	return append(b, '\n')
 }

@@ -114,7 +114,7 @@ func (w *worker) appendUser(j *job, fr *unwinder.Frame, how string) {
 	for k := range w.src {
 		s := &w.src[k]
 		g := f
-		g.File, g.Line = s.File, s.Line
+		g.File, g.Line, g.hasSource = s.File, s.Line, true
 		name := s.LinkageName // formatters demangle as they print
 		if name == "" {
 			name = s.Function

@@ -36,6 +36,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	buildIDDir := fs.String("buildid-dir", "", "perf's build-id cache `dir` (default ~/.debug)")
 	noInline := fs.Bool("no-inline", false, "do not show inlined functions")
 	noDemangle := fs.Bool("no-demangle", false, "do not demangle C++ and Rust names")
+	srcline := fs.Bool("srcline", false, "text format: print each frame's source file and line, like perf script -F +srcline")
 	jobs := fs.Int("j", 0, "unwinding workers (default: one per CPU)")
 	pacMask := fs.String("pac-mask", "", "arm64 pointer authentication `mask` (hex), or va:BITS (default va:48)")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of ustack itself to `file`")
@@ -123,7 +124,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	for _, a := range r.Session().Attrs {
 		names = append(names, a.Name)
 	}
-	sink, err := newSink(*format, out, names, *noDemangle)
+	sink, err := newSink(*format, out, names, *noDemangle, *srcline)
 	if err != nil {
 		fmt.Fprintf(stderr, "ustack report: %v\n", err)
 		return exitUsage
@@ -149,10 +150,12 @@ type sink interface {
 	Close() error
 }
 
-func newSink(format string, w io.Writer, events []string, raw bool) (sink, error) {
+func newSink(format string, w io.Writer, events []string, raw, srcline bool) (sink, error) {
 	switch format {
 	case "text", "":
-		return &textSink{report.NewTextWriter(w, report.EventWidth(events), raw)}, nil
+		tw := report.NewTextWriter(w, report.EventWidth(events), raw)
+		tw.Srcline = srcline
+		return &textSink{tw}, nil
 	case "json":
 		return &jsonSink{report.NewJSONWriter(w, raw)}, nil
 	case "folded":
