@@ -31,9 +31,8 @@ const (
 // capture as `perf record -e cpu-clock --call-graph dwarf` on an arm64
 // machine records it: HEADER_ARCH aarch64, one cpu-clock attr with
 // REGS_USER (perf's arm64 register order: x0..x28, x29, lr, sp, pc) and
-// STACK_USER, a COMM, an MMAP2 per mapping and one SAMPLE. relocate, when
-// non-nil, may rewrite a mapping's start before it is recorded (the regs and
-// stack are taken as given). Mappings with a committed object are recorded
+// STACK_USER, a COMM, an MMAP2 per mapping and one SAMPLE of regs (perf's
+// order) and stack. Mappings with a committed object are recorded
 // with the object's absolute path as their file name; anonymous and pseudo
 // mappings ([stack], qemu's [sigpage]) keep their names and have no object.
 func arm64PerfData(t *testing.T, dir string, f *fixture.Fixture, regs []uint64, stack []byte, maps []fixture.Map) string {
@@ -391,9 +390,7 @@ func TestARM64PACMask52BitVAHighCodeNeedsVA52(t *testing.T) {
 	data := arm64PerfData(t, t.TempDir(), f, regs, stack, maps)
 
 	got, stop := runReport(t, data, Options{PACMask: arch.PACMask(52)})
-	hf := *f
-	hf.Maps = f.Maps // gdb PCs are looked up in the original maps, then shifted
-	checkARM64Frames(t, &hf, got, stop, delta)
+	checkARM64Frames(t, f, got, stop, delta) // gdb PCs in relocated code, shifted
 
 	got, stop = runReport(t, data, Options{}) // default: 48-bit VA
 	if stop == "outermost" && len(got) == len(f.GDB) {

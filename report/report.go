@@ -66,6 +66,12 @@ type Options struct {
 	// KallsymsData, when set, is read instead of the Kallsyms file (the
 	// table a recording carries).
 	KallsymsData io.Reader
+	// Progress, when set, is called now and then from the reading
+	// goroutine with the offset reached in the input.
+	Progress func(offset int64)
+	// PerfMapDir is where JIT symbol maps (perf-PID.map) are looked for
+	// (default /tmp).
+	PerfMapDir string
 	// Warn receives warnings (build-id mismatches, missing objects); nil
 	// discards them.
 	Warn func(msg string)
@@ -180,6 +186,7 @@ type processor struct {
 	// archiveObjs caches objects opened from Options.Objects (reader
 	// goroutine only).
 	archiveObjs map[string]*elfcache.Object
+	jit         perfMaps
 	missing     map[string]string
 	warned      map[string]bool
 	mu          sync.Mutex // guards missing and warned
@@ -195,6 +202,9 @@ func newProcessor(s *perfdata.Session, opts Options) (*processor, error) {
 	}
 	if opts.MaxFrames <= 0 {
 		opts.MaxFrames = 1024
+	}
+	if opts.PerfMapDir == "" {
+		opts.PerfMapDir = "/tmp"
 	}
 	if opts.BuildIDDir == "" {
 		if home, err := os.UserHomeDir(); err == nil {
@@ -212,6 +222,7 @@ func newProcessor(s *perfdata.Session, opts Options) (*processor, error) {
 		buildID:     map[string][]byte{},
 		spaces:      map[uint64]*space{},
 		archiveObjs: map[string]*elfcache.Object{},
+		jit:         perfMaps{dir: opts.PerfMapDir},
 		missing:     map[string]string{},
 		warned:      map[string]bool{},
 	}
@@ -323,6 +334,9 @@ func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary,
 		if err != nil {
 			readErr = err
 			break
+		}
+		if p.opts.Progress != nil && index&1023 == 0 {
+			p.opts.Progress(r.Offset())
 		}
 		switch rec := rec.(type) {
 		case *perfdata.Sample:

@@ -1,6 +1,8 @@
 package report
 
 import (
+	"strings"
+
 	"github.com/ustack/ustack/elfcache"
 	"github.com/ustack/ustack/perfdata"
 	"github.com/ustack/ustack/unwinder"
@@ -48,6 +50,12 @@ func (w *worker) process(j *job) {
 	}
 }
 
+// isAnon reports whether a mapping name is anonymous memory, where JITs
+// put their code.
+func isAnon(path string) bool {
+	return path == "" || path == "//anon" || strings.HasPrefix(path, "[anon") || strings.HasPrefix(path, "/memfd:")
+}
+
 func (w *worker) kernelFrame(ip uint64) Frame {
 	f := Frame{Addr: ip, PC: ip, Offset: ip, Module: "[kernel.kallsyms]", Kernel: true, How: "kernel"}
 	if !w.ksymsReady {
@@ -93,6 +101,15 @@ func (w *worker) appendUser(j *job, fr *unwinder.Frame, how string) {
 	f.Offset = addr - info.start + info.pgoff
 	obj := info.obj
 	if obj == nil {
+		// JIT code: named by the JIT's /tmp/perf-PID.map, if any.
+		if isAnon(info.path) {
+			if m := w.p.jit.get(j.out.Pid); m != nil {
+				if name, off, ok := m.lookup(addr); ok {
+					f.Symbol, f.SymOff, f.Module = name, off, m.path
+					f.Offset = addr
+				}
+			}
+		}
 		j.out.Frames = append(j.out.Frames, f)
 		return
 	}

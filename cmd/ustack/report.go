@@ -10,10 +10,13 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/schollz/progressbar/v3"
 	"github.com/ustack/ustack/capture"
 	"github.com/ustack/ustack/perfdata"
 	"github.com/ustack/ustack/report"
+	"golang.org/x/term"
 )
 
 // Exit statuses of ustack report.
@@ -129,7 +132,20 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ustack report: %v\n", err)
 		return exitUsage
 	}
+	// A progress bar on stderr for long runs, when stderr is a terminal.
+	var bar *progressbar.ProgressBar
+	if f, ok := stderr.(*os.File); ok && *input != "-" && term.IsTerminal(int(f.Fd())) {
+		if st, err := os.Stat(*input); err == nil && st.Size() > 64<<20 {
+			bar = progressbar.NewOptions64(st.Size(), progressbar.OptionSetWriter(f),
+				progressbar.OptionSetDescription("unwinding"), progressbar.OptionShowBytes(true),
+				progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish())
+			opts.Progress = func(off int64) { bar.Set64(off) }
+		}
+	}
 	sum, err := report.Run(r, opts, sink.Write)
+	if bar != nil {
+		bar.Finish()
+	}
 	if ferr := sink.Close(); err == nil {
 		err = ferr
 	}

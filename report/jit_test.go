@@ -1,0 +1,100 @@
+package report
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestParsePerfMap(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "perf-1.map")
+	os.WriteFile(path, []byte("7f0000001000 20 first\n"+
+		"0x7f0000002000 0x10 LambdaForm$MH/0x1234.invoke (with spaces)\n"+
+		"garbage\n"+
+		"7f0000001010 8 replaces_the_end_of_first\n"), 0o644)
+	m, err := parsePerfMap(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		addr uint64
+		name string
+		off  uint64
+		ok   bool
+	}{
+		{0x7f0000001000, "", 0, false}, // first was overlapped by a later entry
+		{0x7f0000001014, "replaces_the_end_of_first", 4, true},
+		{0x7f000000200f, "LambdaForm$MH/0x1234.invoke (with spaces)", 0xf, true},
+		{0x7f0000002010, "", 0, false},
+	}
+	for _, c := range cases {
+		name, off, ok := m.lookup(c.addr)
+		if ok != c.ok || name != c.name || off != c.off {
+			t.Errorf("lookup(%#x) = %q+%#x %v; want %q+%#x %v", c.addr, name, off, ok, c.name, c.off, c.ok)
+		}
+	}
+}
+
+const jitSrc = `
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+static volatile int sink;
+__attribute__((noinline)) void cb(void) { close(-1); sink++; }
+int main(void) {
+	/* push %rbp; mov %rsp,%rbp; call *%rdi; pop %rbp; ret */
+	static const unsigned char code[] = {0x55, 0x48, 0x89, 0xe5, 0xff, 0xd7, 0x5d, 0xc3};
+	unsigned char *p = mmap(0, 4096, PROT_READ|PROT_WRITE|PROT_EXEC, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0);
+	memcpy(p, code, sizeof code);
+	char path[64];
+	snprintf(path, sizeof path, "/tmp/perf-%d.map", getpid());
+	FILE *f = fopen(path, "w");
+	fprintf(f, "%lx %zx jitted_trampoline\n", (unsigned long)p, sizeof code);
+	fclose(f);
+	for (int i = 0; i < 10; i++) ((void (*)(void (*)(void)))p)(cb);
+	return 0;
+}
+`
+
+// TestJITPerfMap: JIT code has no object and no CFI. Its frames are named
+// from the JIT's /tmp/perf-PID.map and unwound by the frame-pointer rule
+// (marked fp), and the unwind continues into the code that called it.
+func TestJITPerfMap(t *testing.T) {
+	requirePerf(t)
+	dir := t.TempDir()
+	bin := build(t, dir, "jit", jitSrc, "-O2", "-fno-omit-frame-pointer")
+	data := record(t, dir, bin)
+	_, samples := ustackScript(t, data)
+	n := 0
+	for _, s := range samples {
+		if s.Event != "syscalls:sys_enter_close" || indexOf(userChain(s), "cb") < 0 {
+			continue
+		}
+		n++
+		c := userChain(s)
+		i := indexOf(c, "cb")
+		if !hasPrefixChain(c[i:], "cb", "jitted_trampoline", "main") {
+			t.Errorf("close sample %d: chain %v (stop %s)", s.Index, c, s.Stop)
+			break
+		}
+		for _, f := range s.Frames {
+			if f.Symbol == "main" && f.How != "fp" {
+				t.Errorf("main was recovered by %q; want fp (the JIT frame has no CFI)", f.How)
+			}
+			if f.Symbol == "jitted_trampoline" && !strings.HasPrefix(f.Module, "/tmp/perf-") {
+				t.Errorf("JIT frame's module %q; want the perf map", f.Module)
+			}
+		}
+	}
+	if n != 10 {
+		t.Errorf("%d close samples through the JIT code; want 10", n)
+	}
+	matches, _ := filepath.Glob("/tmp/perf-*.map")
+	for _, m := range matches {
+		if b, err := os.ReadFile(m); err == nil && strings.Contains(string(b), "jitted_trampoline") {
+			os.Remove(m)
+		}
+	}
+}

@@ -1,0 +1,98 @@
+package report
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// perfMap is a JIT's symbol map, /tmp/perf-PID.map: one "START SIZE NAME"
+// line (hex addresses) per generated function, the convention perf reads.
+type perfMap struct {
+	path string
+	syms []perfMapSym
+}
+
+type perfMapSym struct {
+	start, end uint64
+	name       string
+}
+
+// lookup returns the JIT function containing addr.
+func (m *perfMap) lookup(addr uint64) (name string, off uint64, ok bool) {
+	i := sort.Search(len(m.syms), func(i int) bool { return m.syms[i].end > addr })
+	if i < len(m.syms) && m.syms[i].start <= addr {
+		return m.syms[i].name, addr - m.syms[i].start, true
+	}
+	return "", 0, false
+}
+
+// parsePerfMap reads a perf map; malformed lines are skipped. Later lines
+// win for overlapping ranges (a JIT may reuse memory).
+func parsePerfMap(path string) (*perfMap, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	m := &perfMap{path: path}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+	for sc.Scan() {
+		fields := strings.SplitN(strings.TrimSpace(sc.Text()), " ", 3)
+		if len(fields) != 3 {
+			continue
+		}
+		start, err1 := strconv.ParseUint(strings.TrimPrefix(fields[0], "0x"), 16, 64)
+		size, err2 := strconv.ParseUint(strings.TrimPrefix(fields[1], "0x"), 16, 64)
+		if err1 != nil || err2 != nil || size == 0 || start+size < start {
+			continue
+		}
+		m.syms = append(m.syms, perfMapSym{start: start, end: start + size, name: fields[2]})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	// Sort by start, keeping input order for ties; then let later entries
+	// replace the overlapped parts of earlier ones by dropping earlier
+	// entries that a later one covers.
+	sort.SliceStable(m.syms, func(i, j int) bool { return m.syms[i].start < m.syms[j].start })
+	out := m.syms[:0]
+	for _, s := range m.syms {
+		for len(out) > 0 && out[len(out)-1].end > s.start {
+			out = out[:len(out)-1]
+		}
+		out = append(out, s)
+	}
+	m.syms = out
+	return m, nil
+}
+
+// perfMaps loads /tmp/perf-PID.map files on first use, one per process.
+type perfMaps struct {
+	dir string
+	mu  sync.Mutex
+	m   map[uint32]*perfMap
+}
+
+func (p *perfMaps) get(pid uint32) *perfMap {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if m, ok := p.m[pid]; ok {
+		return m
+	}
+	if p.m == nil {
+		p.m = map[uint32]*perfMap{}
+	}
+	m, err := parsePerfMap(filepath.Join(p.dir, fmt.Sprintf("perf-%d.map", pid)))
+	if err != nil {
+		m = nil
+	}
+	p.m[pid] = m
+	return m
+}
