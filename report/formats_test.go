@@ -1,0 +1,190 @@
+package report
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/pprof/profile"
+	"github.com/ustack/ustack/perfdata"
+)
+
+// runAll reports a recording into every writer at once.
+func runAll(t *testing.T, data string, opts Options) (text, js, folded []byte, prof *profile.Profile, warnings []string) {
+	t.Helper()
+	r, err := perfdata.Open(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var names []string
+	for _, a := range r.Session().Attrs {
+		names = append(names, a.Name)
+	}
+	var tb, jb, fb, pb bytes.Buffer
+	tw := NewTextWriter(&tb, EventWidth(names), false)
+	jw := NewJSONWriter(&jb, false)
+	fo := NewFolder(false)
+	pp := NewPprofBuilder(false)
+	opts.Warn = func(m string) { warnings = append(warnings, m) }
+	if _, err := Run(r, opts, func(s *Sample) error {
+		fo.Add(s)
+		pp.Add(s)
+		if err := tw.Write(s); err != nil {
+			return err
+		}
+		return jw.Write(s)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	tw.Flush()
+	jw.Flush()
+	fo.WriteTo(&fb)
+	if err := pp.Write(&pb); err != nil {
+		t.Fatal(err)
+	}
+	prof, err = profile.Parse(&pb)
+	if err != nil {
+		t.Fatalf("pprof output does not parse: %v", err)
+	}
+	return tb.Bytes(), jb.Bytes(), fb.Bytes(), prof, warnings
+}
+
+// TestOutputFormats checks the JSON, folded and pprof outputs of one
+// recording against its text output (itself checked against perf script
+// by the parity tests): same samples, same stacks.
+func TestOutputFormats(t *testing.T) {
+	requirePerf(t)
+	dir := t.TempDir()
+	bin := build(t, dir, "chain", chainSrc, "-O2", "-g", "-fomit-frame-pointer")
+	data := record(t, dir, bin)
+	text, js, folded, prof, _ := runAll(t, data, Options{})
+	textSamples := splitSamples(string(text))
+
+	// JSON: one object per sample, in order, each frame carrying how it
+	// was recovered; the close samples have the chain gdb prints.
+	type jframe struct {
+		PC, Module, Symbol, How string
+		Inlined, Kernel         bool
+	}
+	type jsample struct {
+		Index  int
+		Event  string
+		Frames []jframe
+		Stop   string
+	}
+	var jsamples []jsample
+	sc := bufio.NewScanner(bytes.NewReader(js))
+	sc.Buffer(nil, 1<<24)
+	hows := map[string]bool{"kernel": true, "context": true, "cfi": true, "fp": true, "lr": true, "signal": true}
+	for sc.Scan() {
+		var s jsample
+		if err := json.Unmarshal(sc.Bytes(), &s); err != nil {
+			t.Fatalf("JSON line %d: %v", len(jsamples), err)
+		}
+		if s.Index != len(jsamples) {
+			t.Fatalf("JSON sample %d has index %d", len(jsamples), s.Index)
+		}
+		for _, f := range s.Frames {
+			if !hows[f.How] || !strings.HasPrefix(f.PC, "0x") {
+				t.Fatalf("sample %d: frame %+v", s.Index, f)
+			}
+		}
+		jsamples = append(jsamples, s)
+	}
+	if len(jsamples) != len(textSamples) {
+		t.Fatalf("JSON has %d samples, text %d", len(jsamples), len(textSamples))
+	}
+	closes := 0
+	for _, s := range jsamples {
+		var names []string
+		for _, f := range s.Frames {
+			if !f.Kernel && !f.Inlined {
+				names = append(names, f.Symbol)
+			}
+		}
+		if i := indexOf(names, "leaf"); i >= 0 && s.Event == "syscalls:sys_enter_close" {
+			closes++
+			if !hasPrefixChain(names[i:], "leaf", "mid", "top", "main") || s.Stop != "outermost" {
+				t.Errorf("JSON close sample %d: %v, stop %s", s.Index, names, s.Stop)
+			}
+		}
+	}
+	if closes < 100 { // perf may lose some of the 200 under load
+		t.Errorf("%d close samples in JSON; want about 200", closes)
+	}
+
+	// Folded: counts add up to the samples; the close stack is there,
+	// outermost first, once for all the close samples.
+	total := 0
+	found := false
+	for _, line := range strings.Split(strings.TrimSpace(string(folded)), "\n") {
+		i := strings.LastIndexByte(line, ' ')
+		n, err := strconv.Atoi(line[i+1:])
+		if err != nil {
+			t.Fatalf("folded line %q", line)
+		}
+		total += n
+		if strings.HasSuffix(line[:i], ";main;top;mid;leaf;__close") && n >= closes {
+			found = true
+		}
+	}
+	if total != len(textSamples) || !found {
+		t.Errorf("folded: %d samples (want %d), close stack with %d found: %v\n%s", total, len(textSamples), closes, found, folded)
+	}
+
+	// pprof: one sample per recorded sample, every location mapped, the
+	// close stack with leaf, mid, top, main in order.
+	if len(prof.Sample) != len(textSamples) {
+		t.Errorf("pprof has %d samples; want %d", len(prof.Sample), len(textSamples))
+	}
+	ok := 0
+	for _, s := range prof.Sample {
+		var names []string
+		for _, loc := range s.Location {
+			for _, l := range loc.Line {
+				names = append(names, l.Function.Name)
+			}
+		}
+		if i := indexOf(names, "leaf"); i >= 0 && hasPrefixChain(names[i:], "leaf", "mid", "top", "main") {
+			ok++
+		}
+	}
+	if ok < closes {
+		t.Errorf("pprof: %d samples with leaf, mid, top, main; want at least %d", ok, closes)
+	}
+}
+
+// TestBuildIDMismatch: the program is rebuilt, different, at the same path
+// after recording. The report must say so, naming both build-ids, and must
+// not symbolize or unwind through the wrong file: the program's frames stay
+// unnamed instead of being named from code that was not running.
+func TestBuildIDMismatch(t *testing.T) {
+	requirePerf(t)
+	dir := t.TempDir()
+	bin := build(t, dir, "chain", chainSrc, "-O2", "-g", "-fomit-frame-pointer")
+	data := record(t, dir, bin)
+	// perf's build-id cache holds a copy of the recorded binary; use an
+	// empty one so the only candidate is the changed file.
+	other := strings.Replace(chainSrc, "200000", "300001", 1) + "\nint pad(int x) { return x * 3; }\n"
+	build(t, dir, "chain", other, "-O1", "-g")
+	text, _, _, _, warnings := runAll(t, data, Options{BuildIDDir: t.TempDir()})
+	warned := false
+	for _, w := range warnings {
+		if strings.Contains(w, "build-id mismatch") && strings.Contains(w, bin) {
+			warned = true
+		}
+	}
+	if !warned {
+		t.Errorf("no build-id mismatch warning; warnings: %v", warnings)
+	}
+	if bytes.Contains(text, []byte(" leaf+")) || bytes.Contains(text, []byte(" mid+")) {
+		t.Errorf("frames were named from the rebuilt binary")
+	}
+	if !bytes.Contains(text, []byte("[unknown] ("+bin+")")) {
+		t.Errorf("the program's frames are not reported as unknown frames of %s", bin)
+	}
+}
