@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -110,6 +111,8 @@ type Stats struct {
 // Recorder is one recording in progress. Create it with NewRecorder, then
 // call Run.
 type Recorder struct {
+	pending []timedRecord // --unwind: one pass of records, sorted by time
+
 	opts   Options
 	events []*Event
 	arch   arch.Arch
@@ -731,6 +734,24 @@ func (r *Recorder) synthesize() error {
 func (r *Recorder) drainAll() error {
 	total := 0
 	var err error
+	if r.uw != nil {
+		// --unwind reads the maps from the mmap records as it goes, so
+		// records must be handled in time order across the CPUs' rings:
+		// a process that moved to another CPU may have its mmap in one
+		// ring and its next sample in another.
+		r.pending = r.pending[:0]
+		for _, rg := range r.rings {
+			total += rg.drain(func(rec []byte) {
+				r.pending = append(r.pending, timedRecord{t: recordTime(rec), rec: append([]byte(nil), rec...)})
+			})
+		}
+		sort.SliceStable(r.pending, func(i, j int) bool { return r.pending[i].t < r.pending[j].t })
+		for _, p := range r.pending {
+			if err == nil {
+				err = r.handle(p.rec)
+			}
+		}
+	}
 	for _, rg := range r.rings {
 		total += rg.drain(func(rec []byte) {
 			if err == nil {
@@ -749,6 +770,33 @@ func (r *Recorder) drainAll() error {
 		return err
 	}
 	return r.w.Flush()
+}
+
+// timedRecord is a copied kernel record with its timestamp.
+type timedRecord struct {
+	t   uint64
+	rec []byte
+}
+
+// recordTime returns a kernel record's timestamp: samples carry it after
+// IDENTIFIER, IP and TID; other records (sample_id_all) in their trailer
+// of TID, TIME, CPU, IDENTIFIER. Records without one sort first.
+func recordTime(rec []byte) uint64 {
+	le := binary.LittleEndian
+	if len(rec) < 8 {
+		return 0
+	}
+	body := rec[8:]
+	if perfdata.RecordType(le.Uint32(rec)) == perfdata.RecordSample {
+		if len(body) >= 32 {
+			return le.Uint64(body[24:])
+		}
+		return 0
+	}
+	if len(body) >= 32 {
+		return le.Uint64(body[len(body)-24:])
+	}
+	return 0
 }
 
 // handle writes one kernel record and keeps the books.

@@ -528,8 +528,11 @@ func TestRecordUnwind(t *testing.T) {
 			}
 		}
 	}
-	if n != 20 || good != n {
-		t.Errorf("perf script of an --unwind recording: %d of %d close(-1) samples show leaf<-mid<-top<-main", good, n)
+	// Every close sample that was kept must show the chain; the kernel
+	// may drop a few of the 20 when the machine is busy (counted in
+	// st.Lost, never silently).
+	if n+int(st.Lost) < 20 || n < 10 || good != n {
+		t.Errorf("perf script of an --unwind recording: %d of %d close(-1) samples show leaf<-mid<-top<-main (%d lost)", good, n, st.Lost)
 	}
 }
 
