@@ -44,7 +44,11 @@ func NewCache(opts Options) *Cache {
 // opening it on first use. An error met opening an unchanged file is
 // remembered and returned again.
 func (c *Cache) Open(path string) (*Object, error) {
-	fi, err := os.Stat(c.opts.symfsPath(path))
+	file, err := c.opts.symfsPath(path)
+	if err != nil {
+		return nil, newErr(path, "", -1, err)
+	}
+	fi, err := os.Stat(file)
 	if err != nil {
 		return nil, newErr(path, "", -1, err)
 	}

@@ -53,7 +53,10 @@ func (o *Object) findDebug() (*Object, error) {
 	dirs := o.opts.debugDirs()
 	if len(o.buildIDHex) >= 4 {
 		for _, d := range dirs {
-			p := filepath.Join(o.opts.symfsPath(d), ".build-id", o.buildIDHex[:2], o.buildIDHex[2:]+".debug")
+			p, err := o.opts.symfsPath(filepath.Join(d, ".build-id", o.buildIDHex[:2], o.buildIDHex[2:]+".debug"))
+			if err != nil {
+				continue
+			}
 			if dbg := o.tryDebug(p, self, false); dbg != nil {
 				return dbg, nil
 			}
@@ -63,19 +66,25 @@ func (o *Object) findDebug() (*Object, error) {
 		return nil, nil
 	}
 	dir := filepath.Dir(o.path)
+	// Paths on the profiled machine; the debug link comes from the object
+	// and may hold "..", so each whole path is resolved beneath SymFS.
 	cands := []string{
-		filepath.Join(o.opts.symfsPath(dir), o.debugLink),
-		filepath.Join(o.opts.symfsPath(dir), ".debug", o.debugLink),
+		filepath.Join(dir, o.debugLink),
+		filepath.Join(dir, ".debug", o.debugLink),
 	}
 	for _, d := range dirs {
-		cands = append(cands, filepath.Join(o.opts.symfsPath(d), dir, o.debugLink))
+		cands = append(cands, filepath.Join(d, dir, o.debugLink))
 	}
 	// Last, D/NAME: where gdb also looks, and where a debug file copied
 	// off another machine without its directory tree usually lands.
 	for _, d := range dirs {
-		cands = append(cands, filepath.Join(o.opts.symfsPath(d), o.debugLink))
+		cands = append(cands, filepath.Join(d, o.debugLink))
 	}
-	for _, p := range cands {
+	for _, c := range cands {
+		p, err := o.opts.symfsPath(c)
+		if err != nil {
+			continue
+		}
 		if dbg := o.tryDebug(p, self, true); dbg != nil {
 			return dbg, nil
 		}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -64,15 +63,6 @@ func (o *Options) maxSection() uint64 {
 		return DefaultMaxSectionSize
 	}
 	return o.MaxSectionSize
-}
-
-// symfsPath returns where the file at path on the profiled machine is found
-// on this one.
-func (o *Options) symfsPath(path string) string {
-	if o.SymFS == "" {
-		return path
-	}
-	return filepath.Join(o.SymFS, path)
 }
 
 // Range is a half-open range [Start, End) of link-time addresses.
@@ -141,7 +131,10 @@ type Object struct {
 // reads its headers, build-id and debug link. Everything else is read when
 // first needed. The file is mapped into memory unless opts.NoMmap is set.
 func Open(path string, opts Options) (*Object, error) {
-	file := opts.symfsPath(path)
+	file, err := opts.symfsPath(path)
+	if err != nil {
+		return nil, newErr(path, "", -1, err)
+	}
 	src, _, err := openSource(file, opts.NoMmap)
 	if err != nil {
 		return nil, newErr(path, "", -1, err)

@@ -299,11 +299,13 @@ func (r *Reader) readFeatures(feat [4]uint64, off, size int64) error {
 		so, sl := le.Uint64(table[i*16:]), le.Uint64(table[i*16+8:])
 		i++
 		r.s.Features.set(f)
-		if !knownFeature(f) {
-			continue
-		}
+		// Every section, known or not, must lie in the file: one that
+		// runs past the end means the file was truncated.
 		if err := checkSection(so, sl, size, ent, "feature"); err != nil {
 			first = cmpErr(first, err)
+			continue
+		}
+		if !knownFeature(f) {
 			continue
 		}
 		if sl > maxSection {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ustack/ustack/arch"
+	"github.com/ustack/ustack/elfcache"
 	"github.com/ustack/ustack/internal/fixture"
 	"github.com/ustack/ustack/perfdata"
 )
@@ -258,6 +259,10 @@ func checkARM64Frames(t *testing.T, f *fixture.Fixture, got []Frame, stop string
 // and close).
 func frameNamed(g Frame, name string) bool {
 	if g.Symbol == name || g.Function == name {
+		return true
+	}
+	// Frames carry symbol-table (mangled) names; gdb prints them demangled.
+	if elfcache.Demangle(g.Symbol) == name || g.Function != "" && elfcache.Demangle(g.Function) == name {
 		return true
 	}
 	if g.Module == "" || strings.HasPrefix(g.Module, "[") {

@@ -49,6 +49,45 @@ def lazy_resolver():
     raise gdb.GdbError("did not reach the resolver's stack realignment")
 
 
+def ibt_lazy_entry(extra):
+    """From close@plt in .plt.sec (endbr64; jmp *GOT), step into the IBT lazy
+    .plt entry (endbr64; push $n; jmp PLT0) the unresolved GOT slot points to,
+    and stop at its push (extra=0) or at the jmp after the push (extra=1)."""
+    start = gdb.selected_frame().pc()
+    if not _insn(start).startswith("endbr64"):
+        raise gdb.GdbError("close@plt does not start with endbr64")
+    gdb.execute("stepi 2")
+    pc = gdb.selected_frame().pc()
+    if pc == start + 4 or not _insn(pc).startswith("endbr64"):
+        raise gdb.GdbError("did not reach the .plt entry's endbr64 (0x%x)" % pc)
+    gdb.execute("stepi")
+    if not _insn(gdb.selected_frame().pc()).startswith("push   $0x"):
+        raise gdb.GdbError("no push in the .plt entry")
+    if extra:
+        gdb.execute("stepi")
+        if not _insn(gdb.selected_frame().pc()).startswith("jmp"):
+            raise gdb.GdbError("no jmp after the push in the .plt entry")
+
+
+def ibt_lazy(push):
+    where = ("at its push $0 (pc & 15 == 4: the CFA expression gives rsp+8)" if push else
+             "at its jmp to PLT0, after the push (pc & 15 == 9: the CFA expression gives rsp+16; "
+             "the non-IBT variant's lit11 test would give rsp+8)")
+    return {
+        "binary": "plt_ibt",
+        "description": "gcc -O2 -fcf-protection=full -Wl,-z,ibtplt -Wl,-z,lazy (binutils 2.40); main -> caller -> "
+                       "close@plt (.plt.sec: endbr64; jmp *GOT) -> the IBT lazy .plt entry (endbr64; push $0x0; "
+                       "jmp PLT0, no bnd prefix with binutils 2.40), stopped " + where + ". The .plt FDE gives the "
+                       "entries' CFA as DW_CFA_def_cfa_expression (DW_OP_breg7 (rsp): 8; DW_OP_breg16 (rip): 0; "
+                       "DW_OP_lit15; DW_OP_and; DW_OP_lit9; DW_OP_ge; DW_OP_lit3; DW_OP_shl; DW_OP_plus)",
+        "stop_point": "break *'close@plt', stepi into the .plt entry" + ("" if push else ", stepi over its push"),
+        "setup": ["break caller", "run", "delete", "break *'close@plt'"],
+        "want": ["close@plt", "caller", "main"],
+        "post_py": (lambda: ibt_lazy_entry(0)) if push else (lambda: ibt_lazy_entry(1)),
+        "want_after": ["caller", "main"],
+    }
+
+
 SPECS = {
     "syscall_gcc_O2": chain("chain_gcc_O2", "gcc -O2 -fomit-frame-pointer"),
     "syscall_clang_O2": chain("chain_clang_O2", "clang -O2 -fomit-frame-pointer"),
@@ -131,6 +170,17 @@ SPECS = {
         "post_py": lazy_resolver,
         "want_after": ["caller", "main"],
     },
+    "plt_ibt": {
+        "binary": "plt_ibt",
+        "description": "gcc -O2 -fcf-protection=full -Wl,-z,ibtplt -Wl,-z,lazy (binutils 2.40); main -> caller -> "
+                       "close@plt, stopped at the first instruction (endbr64) of the stub in .plt.sec, whose FDE "
+                       "has no instructions (CFA = rsp+8 from the CIE; the return address is on top of the stack)",
+        "stop_point": "break *'close@plt'",
+        "setup": ["break caller", "run", "delete", "break *'close@plt'"],
+        "want": ["close@plt", "caller", "main"],
+    },
+    "plt_ibt_lazy_push": ibt_lazy(True),
+    "plt_ibt_lazy_jmp": ibt_lazy(False),
     "debug_frame_only": dict(chain("chain_debug_frame", "gcc -O2 -g -fno-asynchronous-unwind-tables "
                                    "-fno-exceptions: the program's own functions have CFI only in .debug_frame")),
     "stripped_debuglink": dict(chain("chain_stripped", "gcc -O2 -g, then objcopy --only-keep-debug into "

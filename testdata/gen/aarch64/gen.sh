@@ -24,15 +24,22 @@ cc a64_leaflr         -O2                         "$S/leaflr.c"
 cc a64_signal         -O2                         "$S/signal.c"
 cc a64_recurse        -O2                         "$S/recurse.c"
 cc a64_thread         -O2 -pthread                "$S/thread.c"
+# C++ (the x86_64 generator's program): libstdc++ and libgcc (the unwinder,
+# personality routine) linked in, so only glibc is shared; debug info stripped,
+# .symtab and .eh_frame kept.
+aarch64-linux-gnu-g++ -O2 -static-libstdc++ -static-libgcc \
+	-o "$B/a64_cxx_exception" "$HERE/../src/cxx_exception.cpp"
+aarch64-linux-gnu-strip --strip-debug "$B/a64_cxx_exception"
 
 # ------------------------------------------------------------------ fixtures
 PORT=23451
 fixture() {
 	# fixture NAME BIN BREAK SVCFN STEPS CAP STOP TRUNC DESC
+	# (environment: CPU = qemu -cpu value, ARGS = program arguments)
 	if [ -n "$ONLY" ] && ! echo " $ONLY " | grep -q " $1 "; then return; fi
 	PORT=$((PORT + 1))
 	bin=$B/$2
-	env -i qemu-aarch64 -cpu ${CPU:-max} -g $PORT -L $SYSROOT "$bin" &
+	env -i qemu-aarch64 -cpu ${CPU:-max} -g $PORT -L $SYSROOT "$bin" ${ARGS:-} &
 	qpid=$!
 	sleep 0.3
 	FX_NAME=$1 FX_BIN=$bin FX_BREAK=$3 FX_SVCFN=$4 FX_STEPS=$5 FX_CAP=$6 \
@@ -76,3 +83,7 @@ fixture a64_thread a64_thread leaf clock_nanosleep 0 65536 outermost 0 \
 
 fixture a64_debug_frame_only a64_chain_dbgframe leaf close 0 65536 outermost 0 \
 "aarch64 gcc -O2 -fno-asynchronous-unwind-tables -fno-unwind-tables -g, PIE: the program's own functions (leaf, mid, top, main) have CFI only in .debug_frame (no .eh_frame FDEs; crt files and glibc keep .eh_frame). main -> top -> mid -> leaf -> close(-997), stopped just after the svc in libc's close. Ends at _start."
+
+ARGS=terminate \
+fixture a64_cxx_exception a64_cxx_exception term_leaf close 0 65536 outermost 0 \
+"aarch64 g++ -O2 -static-libstdc++ -static-libgcc (debug info stripped; .symtab and .eh_frame kept), PIE, glibc 2.36 under qemu-aarch64 7.2, program argument terminate: main -> nothrow_caller (noexcept) -> middle -> thrower throws std::runtime_error; the Guard cleanup in thrower runs and resumes unwinding with _Unwind_Resume, whose phase 2 calls the personality routine, which finds the noexcept barrier in nothrow_caller and calls __cxa_call_terminate -> std::terminate's __terminate -> the handler on_terminate -> term_leaf -> close(-3), stopped just after the svc in libc's close. The stack holds the frames of libgcc's unwinder (_Unwind_RaiseException_Phase2 with its large context structures, _Unwind_Resume) and of __gxx_personality_v0 between the handler and the throwing code. Ends at _start."

@@ -1,0 +1,96 @@
+package elfcache
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// ErrOutsideSymFS is returned for a path that would lead outside
+// Options.SymFS.
+var ErrOutsideSymFS = errors.New("path leads outside the symfs directory")
+
+// maxSymlinks bounds the symbolic links followed resolving one path, as
+// the kernel's ELOOP does.
+const maxSymlinks = 40
+
+// symfsPath returns where the file at path on the profiled machine is found
+// on this one. Paths come from recordings and object files, so they are
+// untrusted: with SymFS set, path is resolved as if SymFS were the root
+// directory. ".." stops at SymFS and symbolic links, absolute ones included,
+// are followed inside it (an absolute target starts again at SymFS, as in a
+// chroot), so neither a path nor a link under SymFS leads outside it; the
+// resolved path is then checked again with filepath.EvalSymlinks.
+func (o *Options) symfsPath(path string) (string, error) {
+	if o.SymFS == "" {
+		return path, nil
+	}
+	return resolveUnder(o.SymFS, path)
+}
+
+// resolveUnder resolves path beneath root as described at symfsPath.
+func resolveUnder(root, path string) (string, error) {
+	root, err := filepath.Abs(root)
+	if err != nil {
+		return "", err
+	}
+	if r, err := filepath.EvalSymlinks(root); err == nil {
+		root = r
+	}
+	cur := root // always root or beneath it, and free of symbolic links
+	rest := strings.Split(path, "/")
+	links := 0
+	missing := false // cur does not exist: the rest is joined lexically
+	for len(rest) > 0 {
+		c := rest[0]
+		rest = rest[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			if cur != root {
+				cur = filepath.Dir(cur)
+			}
+			continue
+		}
+		next := filepath.Join(cur, c)
+		if missing {
+			cur = next
+			continue
+		}
+		fi, err := os.Lstat(next)
+		if err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			missing = err != nil
+			cur = next
+			continue
+		}
+		if links++; links > maxSymlinks {
+			return "", fmt.Errorf("%s: too many levels of symbolic links", path)
+		}
+		target, err := os.Readlink(next)
+		if err != nil {
+			return "", err
+		}
+		if strings.HasPrefix(target, "/") {
+			cur = root
+		}
+		rest = append(strings.Split(target, "/"), rest...)
+	}
+	if !within(root, cur) {
+		return "", fmt.Errorf("%s: %w", path, ErrOutsideSymFS)
+	}
+	// Defence in depth: whatever the walk above missed (a link changed
+	// under it), what the kernel will open must still be beneath root.
+	if real, err := filepath.EvalSymlinks(cur); err == nil && !within(root, real) {
+		return "", fmt.Errorf("%s: %w", path, ErrOutsideSymFS)
+	}
+	return cur, nil
+}
+
+// within reports whether the clean absolute path p is root or beneath it.
+func within(root, p string) bool {
+	rel, err := filepath.Rel(root, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../") && !filepath.IsAbs(rel)
+}
