@@ -92,6 +92,10 @@ func lineFileNames(line, lineStr, str []byte, off uint64, compDir string) (names
 				fmts = append(fmts, fmtEnt{b.uleb(), b.uleb()})
 			}
 			n := b.uleb()
+			if n > uint64(len(b.b)) {
+				b.bad = true // each entry takes at least a byte
+				return
+			}
 			for i := uint64(0); i < n && !b.bad; i++ {
 				var path string
 				var dir uint64
@@ -294,4 +298,14 @@ func (r *bufReader) form(form uint64, dwarf64 bool, lineStr, str []byte) (string
 	}
 	r.bad = true
 	return "", 0
+}
+
+// lineHeaderSane reports whether the line program header at off in
+// .debug_line is sound enough to hand to debug/dwarf's LineReader, which
+// trusts a DWARF 5 header's directory and file counts and allocates for them
+// up front: lineFileNames walks the whole header with every length and count
+// checked against the unit.
+func lineHeaderSane(line, lineStr, str []byte, off uint64) bool {
+	_, ok := lineFileNames(line, lineStr, str, off, "")
+	return ok
 }

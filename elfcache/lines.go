@@ -206,7 +206,13 @@ func (x *lineIndex) index() error {
 	byOff := make(map[dwarf.Offset]int32)
 	var firstErr error
 	r := x.d.Reader()
-	for {
+	// Corrupt DWARF can make debug/dwarf's reader revisit or crawl through
+	// entries; the offsets of the entries seen here must grow, and there
+	// cannot be more of them than bytes in .debug_info.
+	info, _ := x.owner.dwarfSection("info")
+	budget := len(info) + 1
+	last := dwarf.Offset(0)
+	for n := 0; ; n++ {
 		e, err := r.Next()
 		if err != nil {
 			firstErr = err
@@ -215,6 +221,11 @@ func (x *lineIndex) index() error {
 		if e == nil {
 			break
 		}
+		if n > budget || (n > 0 && e.Offset <= last) {
+			firstErr = fmt.Errorf("unit entries do not advance at offset %#x", e.Offset)
+			break
+		}
+		last = e.Offset
 		if e.Tag != dwarf.TagCompileUnit {
 			r.SkipChildren()
 			continue
@@ -505,6 +516,10 @@ func (x *lineIndex) parse(off dwarf.Offset) (cu *cuLines) {
 // parseLines reads the unit's line table into cu.rows and cu.files and
 // returns the map from the line table's file numbers to cu.files.
 func (cu *cuLines) parseLines(x *lineIndex, e *dwarf.Entry) []int32 {
+	if stmt, ok := e.Val(dwarf.AttrStmtList).(int64); ok && (stmt < 0 || !lineHeaderSane(x.line, x.lineStr, x.str, uint64(stmt))) {
+		cu.err = fmt.Errorf("malformed line program header at .debug_line offset %#x", stmt)
+		return nil
+	}
 	lr, err := x.d.LineReader(e)
 	if err != nil || lr == nil {
 		cu.err = err

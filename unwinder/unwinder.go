@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math/bits"
+	"unsafe"
 
 	"github.com/ustack/ustack/arch"
 	"github.com/ustack/ustack/cfi"
@@ -47,25 +48,63 @@ func New(a arch.Arch, opts Options) *Unwinder {
 // Arch returns the architecture the Unwinder was made for.
 func (u *Unwinder) Arch() arch.Arch { return u.arch }
 
-const cacheSize = 512 // rows; a power of two
+const (
+	cacheWays = 2
+	cacheSets = 256 // a power of two
+	cacheBits = 8   // log2(cacheSets)
+)
+
+// fastRule is one explicit register rule of a row in the compact form that
+// applyFast uses.
+type fastRule struct {
+	off  int32 // RuleOffset, RuleValOffset: the offset from the CFA
+	col  uint8 // the register column
+	kind cfi.RuleKind
+	reg  uint8 // RuleRegister: the source register
+	vtl  bool  // the column is the return address, SP or PC
+}
+
+// Flags of a cacheEntry, computed when the row is cached.
+const (
+	fastOK        uint8 = 1 << iota // applyFast can apply the row
+	fastRAFromReg                   // the return address comes from a register
+	fastCopyRA                      // the caller's PC is the return address column
+	fastUnsetPC                     // the return address is undefined: outermost
+	fastSetSP                       // the caller's SP is the CFA
+)
 
 type cacheEntry struct {
 	obj      Object
 	addr     uint64 // the looked-up link-time address (exact key)
 	err      error  // nil, cfi.ErrNoFDE or a CFI error
 	explicit uint64 // bit r set when row.Regs[r] is not unspecified or same value
-	row      cfi.Row
+
+	// The compact form of the row, valid when flags&fastOK != 0: the CFA
+	// is register cfaReg + cfaOff and rules[:nrules] are the explicit rules.
+	flags  uint8
+	arch   arch.Arch // the architecture the compact form is for
+	cfaReg uint8
+	raReg  uint8
+	pcReg  uint8
+	spReg  uint8
+	nrules uint8
+	noff   uint8 // rules[:noff] are the RuleOffset rules
+	cfaOff int64
+	rules  [arch.MaxRegs]fastRule
+
+	row cfi.Row
 }
 
-// Cache holds per-worker unwinding state: a direct-mapped cache of CFI rows
+// Cache holds per-worker unwinding state: a set-associative cache of CFI rows
 // keyed by object and address. It is not safe for concurrent use; give each
 // goroutine its own. The zero Cache is ready to use. Objects used as cache
 // keys must be comparable (pointer types).
 type Cache struct {
-	entries [cacheSize]cacheEntry
+	entries [cacheSets * cacheWays]cacheEntry
+	recent  [cacheSets]uint8 // the way of each set used last
 	mem     exprMemory
 	regs    [2]arch.Regs // the current frame's and the caller's registers
-	last    int          // index of the mapping found last
+	last    [2]int       // indexes of the mappings found last
 }
 
 // Reset empties the cache; call it when an Object may have changed.
@@ -73,39 +112,172 @@ func (c *Cache) Reset() {
 	for i := range c.entries {
 		c.entries[i] = cacheEntry{}
 	}
+	c.recent = [cacheSets]uint8{}
+}
+
+// iface is the layout of a non-empty interface value.
+type iface struct {
+	tab, data unsafe.Pointer
+}
+
+// sameObject reports whether a and b hold the same dynamic type and the same
+// data word: for the pointer types that implement Object this is a == b,
+// without the call to the runtime that comparing interfaces costs. (For other
+// types equal words still imply equal values; unequal words only cost a
+// cache miss.)
+func sameObject(a, b *Object) bool {
+	x := (*iface)(unsafe.Pointer(a))
+	y := (*iface)(unsafe.Pointer(b))
+	return x.tab == y.tab && x.data == y.data
 }
 
 // row returns the CFI row for link-time address addr in obj, from the cache
-// or by asking the object.
-func (c *Cache) row(obj Object, addr uint64) *cacheEntry {
-	h := addr * 0x9E3779B97F4A7C15
-	e := &c.entries[h>>(64-9)]
-	if e.addr == addr && e.obj == obj && e.obj != nil {
+// or by asking the object. obj is not nil; a is the architecture to prepare
+// the compact form for.
+func (c *Cache) row(a arch.Arch, obj Object, addr uint64) *cacheEntry {
+	set := (addr * 0x9E3779B97F4A7C15) >> (64 - cacheBits)
+	ways := (*[cacheWays]cacheEntry)(c.entries[set*cacheWays:])
+	if e := &ways[0]; e.addr == addr && sameObject(&e.obj, &obj) {
+		if c.recent[set] != 0 {
+			c.recent[set] = 0
+		}
 		return e
 	}
+	if e := &ways[1]; e.addr == addr && sameObject(&e.obj, &obj) {
+		if c.recent[set] != 1 {
+			c.recent[set] = 1
+		}
+		return e
+	}
+	w := c.recent[set] ^ 1 // replace the way not used last
+	c.recent[set] = w
+	e := &ways[w]
+	e.fill(a, obj, addr)
+	return e
+}
+
+// fill asks obj for the row at addr and precomputes its compact form.
+//
+//go:noinline
+func (e *cacheEntry) fill(a arch.Arch, obj Object, addr uint64) {
 	e.obj = obj
 	e.addr = addr
 	e.err = obj.FindRow(addr, &e.row)
 	e.explicit = 0
-	if e.err == nil {
-		for r := range e.row.Regs {
-			if k := e.row.Regs[r].Kind; k != cfi.RuleUnspecified && k != cfi.RuleSameValue {
-				e.explicit |= 1 << uint(r)
-			}
+	e.flags = 0
+	e.arch = arch.Unknown
+	e.nrules = 0
+	if e.err != nil {
+		return
+	}
+	row := &e.row
+	for r := range row.Regs {
+		if k := row.Regs[r].Kind; k != cfi.RuleUnspecified && k != cfi.RuleSameValue {
+			e.explicit |= 1 << uint(r)
 		}
 	}
-	return e
+	e.flags = e.compact(a)
+	e.arch = a
 }
 
-// find returns the index of the mapping containing addr, trying the mapping
-// found last first.
+// compact fills e.rules for architecture a and returns the flags of the
+// compact form, or 0 when the row needs the general applyRow: a signal frame,
+// expressions, offsets beyond 32 bits, a missing return address rule, or a
+// register rule whose source another rule overwrites (applyFast updates the
+// registers in place).
+func (e *cacheEntry) compact(a arch.Arch) uint8 {
+	row := &e.row
+	ra := int(row.RA)
+	if row.Signal || row.CFA.Kind != cfi.RuleCFAOffset || row.CFA.Reg >= arch.MaxRegs ||
+		ra >= arch.MaxRegs || a == arch.Unknown {
+		return 0
+	}
+	pcReg, spReg := a.PC(), a.SP()
+	flags := fastOK
+	raKind := row.Regs[ra].Kind
+	if ra != pcReg {
+		if raKind == cfi.RuleUnspecified || raKind == cfi.RuleSameValue {
+			flags |= fastRAFromReg
+		}
+		flags |= fastCopyRA
+	} else if raKind == cfi.RuleUnspecified || raKind == cfi.RuleSameValue {
+		return 0 // errNoRARule
+	}
+	if raKind == cfi.RuleUndefined {
+		flags |= fastUnsetPC
+	}
+	if k := row.Regs[spReg].Kind; k == cfi.RuleUnspecified || k == cfi.RuleSameValue {
+		flags |= fastSetSP
+	}
+	// RuleOffset rules first: applyFast runs them in a loop of their own.
+	n, noff := 0, 0
+	for m := e.explicit; m != 0; m &= m - 1 {
+		if e.row.Regs[bits.TrailingZeros64(m)].Kind != cfi.RuleOffset {
+			continue
+		}
+		r := bits.TrailingZeros64(m)
+		off := row.Regs[r].Offset
+		if int64(int32(off)) != off {
+			return 0
+		}
+		e.rules[n] = fastRule{col: uint8(r), kind: cfi.RuleOffset, off: int32(off),
+			vtl: r == ra || r == spReg || r == pcReg}
+		n++
+	}
+	noff = n
+	for m := e.explicit; m != 0; m &= m - 1 {
+		r := bits.TrailingZeros64(m)
+		rule := row.Regs[r]
+		fr := fastRule{col: uint8(r), kind: rule.Kind, vtl: r == ra || r == spReg || r == pcReg}
+		switch rule.Kind {
+		case cfi.RuleOffset:
+			continue // done above
+		case cfi.RuleUndefined:
+		case cfi.RuleValOffset:
+			if int64(int32(rule.Offset)) != rule.Offset {
+				return 0
+			}
+			fr.off = int32(rule.Offset)
+		case cfi.RuleRegister:
+			src := int(rule.Reg)
+			if src >= arch.MaxRegs {
+				fr.kind = cfi.RuleUndefined // an untracked register is unknown
+			} else if src != r && e.explicit&(1<<uint(src)) != 0 {
+				return 0
+			}
+			fr.reg = uint8(src)
+			if r == ra {
+				flags |= fastRAFromReg
+			}
+		default:
+			return 0
+		}
+		e.rules[n] = fr
+		n++
+	}
+	e.nrules = uint8(n)
+	e.noff = uint8(noff)
+	e.cfaReg = uint8(row.CFA.Reg)
+	e.raReg, e.pcReg, e.spReg = uint8(ra), uint8(pcReg), uint8(spReg)
+	e.cfaOff = row.CFA.Offset
+	return flags
+}
+
+// find returns the index of the mapping containing addr, trying the two
+// mappings found last first.
 func (c *Cache) find(space *AddressSpace, addr uint64) int {
-	if i := c.last; i < len(space.maps) && space.maps[i].Start <= addr && addr < space.maps[i].End {
+	maps := space.maps
+	if i := c.last[0]; i < len(maps) && maps[i].Start <= addr && addr < maps[i].End {
+		return i
+	}
+	// Stacks often alternate between two objects (a program and libc).
+	if i := c.last[1]; i < len(maps) && maps[i].Start <= addr && addr < maps[i].End {
+		c.last[0], c.last[1] = i, c.last[0]
 		return i
 	}
 	i := space.Find(addr)
 	if i >= 0 {
-		c.last = i
+		c.last[0], c.last[1] = i, c.last[0]
 	}
 	return i
 }
@@ -153,8 +325,7 @@ func (u *Unwinder) Unwind(c *Cache, space *AddressSpace, regs *arch.Regs, stack 
 	if limit == 0 {
 		return Result{Stop: StopDepth}
 	}
-	c.mem.stack = stack
-	defer func() { c.mem.stack = nil }()
+	frames = frames[:limit]
 
 	pcReg, spReg := a.PC(), a.SP()
 	cur, next := &c.regs[0], &c.regs[1]
@@ -172,7 +343,11 @@ func (u *Unwinder) Unwind(c *Cache, space *AddressSpace, regs *arch.Regs, stack 
 		}
 		sp, spOK := cur.Get(spReg)
 		mi := c.find(space, pc)
-		frames[n] = Frame{PC: pc, SP: sp, Mapping: int32(mi), Method: method, Flags: flags}
+		// Field by field: a composite literal is built on the stack and
+		// copied, which stalls on store forwarding.
+		fr := &frames[n]
+		fr.PC, fr.SP, fr.CFA = pc, sp, 0
+		fr.Mapping, fr.Method, fr.Flags = int32(mi), method, flags
 		n++
 		if mi < 0 {
 			return Result{Frames: n, Stop: StopNoMapping}
@@ -189,30 +364,63 @@ func (u *Unwinder) Unwind(c *Cache, space *AddressSpace, regs *arch.Regs, stack 
 			lookup = pc - 1
 		}
 
-		var st stepResult
-		u.step(c, m, cur, next, lookup, pc, n == 1, &st)
-		if st.stop != stopNone {
-			return Result{Frames: n, Stop: st.stop, Err: st.err}
+		// The caller's registers end up in out: cur itself when the row
+		// is applied in place, next otherwise.
+		var (
+			e              *cacheEntry
+			out            *arch.Regs
+			cfa            uint64
+			stepMethod     Method
+			signal         bool
+			raFromRegister bool
+		)
+		if m.Object != nil {
+			e = c.row(a, m.Object, lookup-m.Bias)
 		}
-		frames[n-1].CFA = st.cfa
-		if st.signal {
+		if e != nil && e.flags&fastOK != 0 && e.arch == a {
+			// The common case: CFA = register + offset and plain rules.
+			var stop StopReason
+			cfa, stop = applyFast(e, cur, stack)
+			if stop != stopNone {
+				var err error
+				if stop == StopUnknownRegister {
+					err = errCFARegUnknown
+				}
+				return Result{Frames: n, Stop: stop, Err: err}
+			}
+			out = cur
+			stepMethod = MethodCFI
+			raFromRegister = e.flags&fastRAFromReg != 0
+		} else {
+			var st stepResult
+			c.mem.stack = stack
+			u.step(c, m, e, cur, next, lookup, pc, n == 1, &st)
+			c.mem.stack = nil
+			if st.stop != stopNone {
+				return Result{Frames: n, Stop: st.stop, Err: st.err}
+			}
+			out = next
+			cfa, stepMethod, signal, raFromRegister = st.cfa, st.method, st.signal, st.raFromRegister
+		}
+		fr.CFA = cfa
+		if signal {
 			// The handler "returned" to the trampoline's first byte; no
 			// call precedes it, so the PC itself is what to symbolize.
-			frames[n-1].Flags = frames[n-1].Flags&^FrameReturnAddress | FrameSignalTrampoline
+			fr.Flags = fr.Flags&^FrameReturnAddress | FrameSignalTrampoline
 		}
 
-		newPC, ok := next.Get(pcReg)
+		newPC, ok := out.Get(pcReg)
 		if !ok {
 			return Result{Frames: n, Stop: StopOutermost}
 		}
 		if a == arch.ARM64 {
 			newPC = a.StripPAC(newPC, u.opts.PACMask)
-			next.Set(pcReg, newPC)
+			out.Set(pcReg, newPC)
 		}
 		if newPC == 0 {
 			return Result{Frames: n, Stop: StopOutermost}
 		}
-		newSP, ok := next.Get(spReg)
+		newSP, ok := out.Get(spReg)
 		if !ok {
 			return Result{Frames: n, Stop: StopUnknownRegister, Err: errCallerSP}
 		}
@@ -223,7 +431,7 @@ func (u *Unwinder) Unwind(c *Cache, space *AddressSpace, regs *arch.Regs, stack 
 		// register) leaves SP unchanged, and a signal frame may jump from
 		// a sigaltstack back to the thread stack, in either direction.
 		switch {
-		case st.signal:
+		case signal:
 			if signalFrames > 0 && newSP == lastSignalSP {
 				return Result{Frames: n, Stop: StopLoop}
 			}
@@ -233,7 +441,7 @@ func (u *Unwinder) Unwind(c *Cache, space *AddressSpace, regs *arch.Regs, stack 
 				return Result{Frames: n, Stop: StopLoop}
 			}
 		case newSP > sp:
-		case newSP == sp && st.raFromRegister && newPC != pc && !prevSameSP:
+		case newSP == sp && raFromRegister && newPC != pc && !prevSameSP:
 			// A leaf on a link-register architecture. Allow it only
 			// once in a row: only the innermost frame, or the frame
 			// interrupted by a signal, can still hold its return
@@ -246,21 +454,91 @@ func (u *Unwinder) Unwind(c *Cache, space *AddressSpace, regs *arch.Regs, stack 
 		// recovered from CFI is reported even when its PC is unmapped
 		// (the maps may be incomplete); one from the frame-pointer
 		// heuristics is dropped, since its PC is more likely garbage.
-		if st.method == MethodFramePointer || st.method == MethodLinkRegister {
+		if stepMethod == MethodFramePointer || stepMethod == MethodLinkRegister {
 			if j := space.Find(newPC); j < 0 || !space.Mapping(j).Exec {
 				return Result{Frames: n, Stop: StopNoUnwindInfo, Err: errFPLeftCode}
 			}
 		}
 
-		prevSameSP = newSP == sp && !st.signal
-		cur, next = next, cur
-		method = st.method
-		if st.signal {
+		prevSameSP = newSP == sp && !signal
+		if out == next {
+			cur, next = next, cur
+		}
+		method = stepMethod
+		if signal {
 			flags = 0 // the interrupted PC is exact
 		} else {
 			flags = FrameReturnAddress
 		}
 	}
+}
+
+// applyFast computes the caller's registers from a row in compact form,
+// updating r in place, and returns the CFA. It returns a stop reason other
+// than stopNone when the CFA register is unknown (StopUnknownRegister) or a
+// vital register cannot be read from the stack.
+func applyFast(e *cacheEntry, r *arch.Regs, stk *Stack) (uint64, StopReason) {
+	base, ok := r.Get(int(e.cfaReg))
+	if !ok {
+		return 0, StopUnknownRegister
+	}
+	cfa := base + uint64(e.cfaOff)
+	data := stk.Data
+	rules := e.rules[:e.nrules]
+	noff := min(int(e.noff), len(rules))
+	for i := range rules[:noff] {
+		// RuleOffset, the hottest read of all, inlined by hand.
+		fr := &rules[i]
+		col := int(fr.col)
+		addr := cfa + uint64(int64(fr.off))
+		if off := addr - stk.Addr; off < uint64(len(data)) && uint64(len(data))-off >= 8 {
+			r.Set(col, binary.LittleEndian.Uint64(data[off:]))
+			continue
+		}
+		v, ms := stk.read8Slow(addr)
+		if ms != memOK {
+			if fr.vtl {
+				return cfa, memStop(ms)
+			}
+			r.Unset(col) // an unreadable callee-saved register is unknown
+			continue
+		}
+		r.Set(col, v)
+	}
+	for i := range rules[noff:] {
+		fr := &rules[noff+i]
+		col := int(fr.col)
+		switch fr.kind {
+		case cfi.RuleValOffset:
+			r.Set(col, cfa+uint64(int64(fr.off)))
+		case cfi.RuleRegister:
+			// The source is no other rule's column: it still holds
+			// this frame's value.
+			if v, ok := r.Get(int(fr.reg)); ok {
+				r.Set(col, v)
+			} else {
+				r.Unset(col)
+			}
+		default: // cfi.RuleUndefined
+			r.Unset(col)
+		}
+	}
+	f := e.flags
+	if f&fastCopyRA != 0 {
+		// arm64: the caller's PC is the return address column.
+		if v, ok := r.Get(int(e.raReg)); ok {
+			r.Set(int(e.pcReg), v)
+		} else {
+			r.Unset(int(e.pcReg))
+		}
+	}
+	if f&fastUnsetPC != 0 {
+		r.Unset(int(e.pcReg)) // the outermost frame
+	}
+	if f&fastSetSP != 0 {
+		r.Set(int(e.spReg), cfa)
+	}
+	return cfa, stopNone
 }
 
 const stopNone StopReason = 255
@@ -275,19 +553,19 @@ type stepResult struct {
 }
 
 // step computes the caller's registers from the frame whose registers are
-// cur, in mapping m. lookup is the address to look CFI up at (PC-1 for
+// cur, in mapping m, into next, for the rows applyFast cannot handle and
+// the frames without CFI. e is the cached row at lookup (nil when the
+// mapping has no object). lookup is the address to look CFI up at (PC-1 for
 // return addresses) and pc the frame's PC.
-func (u *Unwinder) step(c *Cache, m *Mapping, cur, next *arch.Regs, lookup, pc uint64, first bool, st *stepResult) {
+func (u *Unwinder) step(c *Cache, m *Mapping, e *cacheEntry, cur, next *arch.Regs, lookup, pc uint64, first bool, st *stepResult) {
 	st.stop = stopNone
-	var e *cacheEntry
 	var err error = cfi.ErrNoFDE
-	if m.Object != nil {
-		e = c.row(m.Object, lookup-m.Bias)
+	if e != nil {
 		err = e.err
 		if err == nil && e.row.Signal && lookup != pc {
 			// An 'S' FDE describes a trampoline whose PC is exact:
 			// look it up again at the PC itself.
-			e = c.row(m.Object, pc-m.Bias)
+			e = c.row(u.arch, m.Object, pc-m.Bias)
 			err = e.err
 		}
 	}
@@ -366,9 +644,8 @@ func (u *Unwinder) applyRow(c *Cache, e *cacheEntry, cur, next *arch.Regs, st *s
 		case cfi.RuleUndefined:
 			next.Unset(r)
 		case cfi.RuleOffset:
-			// The hottest read of all, inlined by hand.
 			addr := cfa + uint64(rule.Offset)
-			if off := addr - stk.Addr; off+8 <= uint64(len(stk.Data)) && off+8 > off {
+			if off := addr - stk.Addr; off < uint64(len(stk.Data)) && uint64(len(stk.Data))-off >= 8 {
 				next.Set(r, binary.LittleEndian.Uint64(stk.Data[off:]))
 				continue
 			}
