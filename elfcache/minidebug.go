@@ -30,7 +30,7 @@ func (o *Object) miniDebugInfo() (*Object, error) {
 	max := o.opts.maxSection()
 	data, err := io.ReadAll(io.LimitReader(zr, int64(min(max, 1<<62))+1))
 	if err != nil {
-		return nil, newErr(o.path, s.Name, -1, fmt.Errorf("xz: %w", err))
+		return nil, newErr(o.path, s.Name, 0, fmt.Errorf("xz: %w", err))
 	}
 	if uint64(len(data)) > max {
 		return nil, newErr(o.path, s.Name, -1, fmt.Errorf("decompressed size exceeds the limit %#x", max))

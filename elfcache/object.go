@@ -385,20 +385,21 @@ func (o *Object) sectionData(s *elf.Section) (data []byte, err error) {
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			data, err = nil, newErr(o.path, s.Name, -1, fmt.Errorf("malformed section: %v", r))
+			data, err = nil, newErr(o.path, s.Name, 0, fmt.Errorf("malformed section: %v", r))
 		}
 	}()
 	max := o.opts.maxSection()
 	switch {
 	case s.Flags&elf.SHF_COMPRESSED != 0:
 		if s.Size > max {
-			return nil, newErr(o.path, s.Name, -1, fmt.Errorf("decompressed size %#x exceeds the limit %#x", s.Size, max))
+			// ch_size of the 64-bit compression header, at offset 8.
+			return nil, newErr(o.path, s.Name, 8, fmt.Errorf("decompressed size %#x exceeds the limit %#x", s.Size, max))
 		}
 		return readAllLimit(s.Open(), s.Size, o.path, s.Name)
 	case strings.HasPrefix(s.Name, ".zdebug_"):
 		raw, err := o.src.bytes(s.Offset, s.FileSize)
 		if err != nil {
-			return nil, newErr(o.path, s.Name, -1, err)
+			return nil, newErr(o.path, "", int64(s.Offset), fmt.Errorf("section %s: %w", s.Name, err))
 		}
 		if len(raw) < 12 || string(raw[:4]) != "ZLIB" {
 			return raw, nil // not compressed after all
@@ -415,7 +416,9 @@ func (o *Object) sectionData(s *elf.Section) (data []byte, err error) {
 	}
 	data, err = o.src.bytes(s.Offset, s.Size)
 	if err != nil {
-		return nil, newErr(o.path, s.Name, -1, err)
+		// The section header claims bytes the file does not have: name
+		// the file offset it claims.
+		return nil, newErr(o.path, "", int64(s.Offset), fmt.Errorf("section %s (%#x bytes): %w", s.Name, s.Size, err))
 	}
 	return data, nil
 }
