@@ -152,6 +152,12 @@ type Sample struct {
 
 // Summary describes a whole report.
 type Summary struct {
+	// PACMask is the pointer authentication mask stripped from arm64
+	// return addresses (0 for other architectures) and PACSource says
+	// where it came from.
+	PACMask   uint64
+	PACSource string
+
 	Samples     int
 	Lost        uint64 // samples the kernel reported lost
 	Stops       map[string]int
@@ -290,6 +296,13 @@ var jobPool = sync.Pool{New: func() any { return &job{done: make(chan struct{}, 
 
 func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary, error) {
 	sum := &Summary{Stops: map[string]int{}, Missing: map[string]string{}}
+	if p.arch == arch.ARM64 {
+		// perf.data does not record the PAC mask.
+		sum.PACMask, sum.PACSource = p.opts.PACMask, "--pac-mask"
+		if sum.PACMask == 0 {
+			sum.PACMask, sum.PACSource = arch.PACMask(48), "default: 48-bit virtual addresses"
+		}
+	}
 	sorter := perfdata.NewSorter(r, 0)
 
 	queue := make(chan *job, 4*p.opts.Jobs)
@@ -464,6 +477,9 @@ func (s *Summary) WriteSummary(w io.Writer) {
 	}
 	if s.Lost > 0 {
 		fmt.Fprintf(w, "ustack: %d samples lost by the kernel\n", s.Lost)
+	}
+	if s.PACMask != 0 {
+		fmt.Fprintf(w, "ustack: arm64 return addresses stripped with PAC mask %#x (%s)\n", s.PACMask, s.PACSource)
 	}
 	if s.Samples > 0 && early*10 > s.Samples {
 		fmt.Fprintf(w, "ustack: %d of %d stacks ended before the outermost frame:", early, s.Samples)

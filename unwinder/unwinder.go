@@ -89,8 +89,11 @@ type cacheEntry struct {
 	spReg  uint8
 	nrules uint8
 	noff   uint8 // rules[:noff] are the RuleOffset rules
-	cfaOff int64
-	rules  [arch.MaxRegs]fastRule
+	// minOff and maxOff bound the offsets of rules[:noff], so that one
+	// check can cover every stack read of the row.
+	minOff, maxOff int32
+	cfaOff         int64
+	rules          [arch.MaxRegs]fastRule
 
 	row cfi.Row
 }
@@ -225,6 +228,15 @@ func (e *cacheEntry) compact(a arch.Arch) uint8 {
 		n++
 	}
 	noff = n
+	e.minOff, e.maxOff = 0, 0
+	for i := 0; i < noff; i++ {
+		if i == 0 || e.rules[i].off < e.minOff {
+			e.minOff = e.rules[i].off
+		}
+		if i == 0 || e.rules[i].off > e.maxOff {
+			e.maxOff = e.rules[i].off
+		}
+	}
 	for m := e.explicit; m != 0; m &= m - 1 {
 		r := bits.TrailingZeros64(m)
 		rule := row.Regs[r]
@@ -486,6 +498,18 @@ func applyFast(e *cacheEntry, r *arch.Regs, stk *Stack) (uint64, StopReason) {
 	data := stk.Data
 	rules := e.rules[:e.nrules]
 	noff := min(int(e.noff), len(rules))
+	// The common case: every saved register lies inside the snapshot, and
+	// one check covers them all.
+	lo := cfa + uint64(int64(e.minOff)) - stk.Addr
+	hi := cfa + uint64(int64(e.maxOff)) - stk.Addr
+	if noff > 0 && lo <= hi && hi < uint64(len(data)) && uint64(len(data))-hi >= 8 && cfa+uint64(int64(e.minOff)) >= stk.Addr {
+		for i := range rules[:noff] {
+			fr := &rules[i]
+			off := cfa + uint64(int64(fr.off)) - stk.Addr
+			r.Set(int(fr.col), binary.LittleEndian.Uint64(data[off:off+8]))
+		}
+		noff, rules = 0, rules[noff:]
+	}
 	for i := range rules[:noff] {
 		// RuleOffset, the hottest read of all, inlined by hand.
 		fr := &rules[i]
