@@ -122,6 +122,8 @@ type Recorder struct {
 	fds   []int
 	rings []*ring
 	epfd  int
+	// waiter parks the reader in Go's poller (nil: epoll_wait on epfd).
+	waiter *ringWaiter
 
 	cmd       *exec.Cmd
 	gateW     *os.File
@@ -333,8 +335,14 @@ func (r *Recorder) buildAttr(i int, ev *Event) *perfdata.Attr {
 	}
 	// Wake the reader when a quarter of the ring is full.
 	a.Flags |= perfdata.AttrWatermark
-	a.WakeupEvents = uint32(r.opts.MmapPages * unix.Getpagesize() / 4)
+	a.WakeupEvents = uint32(r.wakeupBytes())
 	return &a
+}
+
+// wakeupBytes is the wakeup watermark: a quarter of a ring, so that a
+// reader that misses one wakeup still has half a ring of room.
+func (r *Recorder) wakeupBytes() uint64 {
+	return uint64(r.opts.MmapPages * unix.Getpagesize() / 4)
 }
 
 func toUnixAttr(a *perfdata.Attr) unix.PerfEventAttr {
@@ -606,18 +614,45 @@ func (r *Recorder) Run(ctx context.Context) (*Stats, error) {
 		deadline = t.C
 	}
 	events := make([]unix.EpollEvent, len(r.rings)+1)
+	if w, err := newRingWaiter(r.rings, r.wakeupBytes()); err == nil {
+		r.waiter = w
+	}
+	// The reader also drains every 100ms, for events too rare to reach
+	// the watermark.
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
 	var loopErr error
 	stopping := false
 loop:
 	for {
-		select {
-		case <-ctx.Done():
-			stopping = true
-		case <-deadline:
-			stopping = true
-		case <-r.cmdDoneChan():
-			break loop
-		default:
+		var woken []int
+		if w := r.waiter; w != nil {
+			select {
+			case <-ctx.Done():
+				stopping = true
+			case <-deadline:
+				stopping = true
+			case <-r.cmdDoneChan():
+				break loop
+			case i := <-w.wake:
+				woken = append(woken, i)
+			case <-tick.C:
+			case <-w.failed:
+				// The poller cannot wait on perf fds here: fall back
+				// to epoll_wait.
+				w.close()
+				r.waiter = nil
+			}
+		} else {
+			select {
+			case <-ctx.Done():
+				stopping = true
+			case <-deadline:
+				stopping = true
+			case <-r.cmdDoneChan():
+				break loop
+			default:
+			}
 		}
 		if stopping {
 			break
@@ -625,16 +660,35 @@ loop:
 		if r.opts.PID != 0 && unix.Kill(r.opts.PID, 0) == unix.ESRCH {
 			break
 		}
-		_, err := unix.EpollWait(r.epfd, events, 100)
-		if err != nil && err != unix.EINTR {
-			loopErr = err
-			break
+		if r.waiter == nil {
+			_, err := unix.EpollWait(r.epfd, events, 100)
+			if err != nil && err != unix.EINTR {
+				loopErr = err
+				break
+			}
 		}
 		if err := r.drainAll(); err != nil {
 			loopErr = err
 			break
 		}
+		if w := r.waiter; w != nil {
+			// Every ring was drained: rearm the ones that asked.
+		more:
+			for {
+				select {
+				case i := <-w.wake:
+					woken = append(woken, i)
+				default:
+					break more
+				}
+			}
+			for _, i := range woken {
+				w.drained(i)
+			}
+		}
 	}
+	r.waiter.close()
+	r.waiter = nil
 	r.ioctlAll(unix.PERF_EVENT_IOC_DISABLE)
 	if r.cmd != nil {
 		select {
@@ -679,6 +733,8 @@ func (r *Recorder) killCommand() {
 }
 
 func (r *Recorder) cleanup() {
+	r.waiter.close()
+	r.waiter = nil
 	for _, rg := range r.rings {
 		rg.close()
 	}

@@ -1,8 +1,13 @@
 #!/bin/sh
 # bench-record.sh: record the same busy multi-threaded workload with
 # `perf record --call-graph dwarf,8192` and with `ustack record` at the same
-# rate and stack size, and print for each the samples kept and lost and the
-# workload's wall time (plus the wall time without any recorder).
+# rate and stack size, and print for each: the samples kept and lost, the
+# workload's wall time, its wall time per 1000 kept samples (the kernel's
+# cost is per sample, so a recorder that keeps more samples slows the
+# workload more), and the recorder's own CPU time while the workload ran
+# (read from /proc/RECORDER/stat, so perf's build-id pass after the run and
+# ustack's archive compaction are not counted). Plus the wall time without
+# any recorder.
 #
 # usage: scripts/bench-record.sh [-F HZ] [-t THREADS] [-n ITERATIONS] [-r RUNS]
 # Needs root (or CAP_PERFMON), gcc, perf and go.
@@ -44,30 +49,43 @@ C
 gcc -O2 -g -pthread -o "$W/work" "$W/work.c"
 (cd "$ROOT" && go build -o "$W/ustack" ./cmd/ustack)
 
-now() { date +%s.%N; }
 # samples FILE: SAMPLE records in a perf.data file.
 samples() { perf report --stats -i "$1" 2>/dev/null | awk '/^ *SAMPLE events:/{print $3; exit}'; }
-# lost FILE: samples the kernel dropped (LOST and LOST_SAMPLES records).
+# lost FILE: samples the kernel dropped (LOST and LOST_SAMPLES records), as
+# perf's per-event stats sum them.
 lost() {
-	perf report -D -i "$1" 2>/dev/null | awk '/PERF_RECORD_LOST(_SAMPLES)?:/{for(i=1;i<=NF;i++) if ($i ~ /^lost:/) {split($i,a,":"); s+=a[2]}} END{print s+0}'
+	perf report --stats -i "$1" 2>/dev/null | awk '/ stats:$/{ev=1} ev && /LOST_SAMPLES events:/{s+=$3} END{print s+0}'
 }
-elapsed() { echo "$2 - $1" | bc; }
+# The workload runs under this wrapper, a direct child of the recorder (the
+# ustack gate shell execs it): it writes "wall_s workload_cpu_s
+# recorder_cpu_s" to $4, the recorder's CPU being what its parent spent
+# while the workload ran.
+cat >"$W/wrap.sh" <<'SH'
+cpu() { awk '{print $14+$15}' /proc/$1/stat; }
+clk=$(getconf CLK_TCK)
+r0=$(cpu $PPID); t0=$(date +%s.%N)
+"$1" "$2" "$3" >/dev/null
+t1=$(date +%s.%N); r1=$(cpu $PPID)
+echo "$t1 $t0 $r1 $r0 $clk" | awk '{printf "%.3f %.2f\n", $1-$2, ($3-$4)/$5}' >"$4"
+SH
 
-printf '%-8s %4s %10s %10s %10s %10s\n' tool run samples lost wall_s rec_MB
+row() { # tool run datafile
+	read -r wall rcpu <"$W/out"
+	s=$(samples "$3")
+	printf '%-8s %4d %10s %8s %8.3f %12.3f %10.2f %8s\n' "$1" "$2" "$s" "$(lost "$3")" "$wall" \
+		"$(echo "$wall $s" | awk '{printf "%.1f", $2 ? 1e6*$1/$2 : 0}')" "$rcpu" "$(du -m "$3" | cut -f1)"
+}
+
+printf '%-8s %4s %10s %8s %8s %12s %10s %8s\n' tool run kept lost wall_s wall_ms/1k rec_cpu_s rec_MB
 for run in $(seq 1 "$RUNS"); do
-	t0=$(now); "$W/work" "$THREADS" "$ITER" >/dev/null; t1=$(now)
-	printf '%-8s %4d %10s %10s %10.3f %10s\n' none "$run" - - "$(elapsed "$t0" "$t1")" -
+	t0=$(date +%s.%N); "$W/work" "$THREADS" "$ITER" >/dev/null; t1=$(date +%s.%N)
+	printf '%-8s %4d %10s %8s %8.3f %12s %10s %8s\n' none "$run" - - "$(echo "$t1 $t0" | awk '{print $1-$2}')" - - -
 
-	# perf: the workload's own wall time is measured inside the recording.
 	perf record -q -o "$W/perf.data" -F "$HZ" -e cpu-clock --call-graph dwarf,8192 -- \
-		sh -c 't0=$(date +%s.%N); "$0" "$1" "$2" >/dev/null; t1=$(date +%s.%N); echo "$t1 - $t0" | bc >"$3"' \
-		"$W/work" "$THREADS" "$ITER" "$W/wall" 2>"$W/perf.err" || cat "$W/perf.err" >&2
-	mb=$(du -m "$W/perf.data" | cut -f1)
-	printf '%-8s %4d %10s %10s %10.3f %10s\n' perf "$run" "$(samples "$W/perf.data")" "$(lost "$W/perf.data")" "$(cat "$W/wall")" "$mb"
+		sh "$W/wrap.sh" "$W/work" "$THREADS" "$ITER" "$W/out" 2>"$W/perf.err" || cat "$W/perf.err" >&2
+	row perf "$run" "$W/perf.data"
 
 	"$W/ustack" record -q -o "$W/ustack.data" -F "$HZ" -e cpu-clock --stack-size 8192 -- \
-		sh -c 't0=$(date +%s.%N); "$0" "$1" "$2" >/dev/null; t1=$(date +%s.%N); echo "$t1 - $t0" | bc >"$3"' \
-		"$W/work" "$THREADS" "$ITER" "$W/wall" 2>"$W/ustack.err" || cat "$W/ustack.err" >&2
-	mb=$(du -m "$W/ustack.data" | cut -f1)
-	printf '%-8s %4d %10s %10s %10.3f %10s\n' ustack "$run" "$(samples "$W/ustack.data")" "$(lost "$W/ustack.data")" "$(cat "$W/wall")" "$mb"
+		sh "$W/wrap.sh" "$W/work" "$THREADS" "$ITER" "$W/out" 2>"$W/ustack.err" || cat "$W/ustack.err" >&2
+	row ustack "$run" "$W/ustack.data"
 done
