@@ -809,9 +809,20 @@ func (r *Recorder) drainAll() error {
 		}
 	}
 	for _, rg := range r.rings {
-		total += rg.drain(func(rec []byte) {
+		if r.uw != nil {
+			total += rg.drain(func(rec []byte) {
+				if err == nil {
+					err = r.handle(rec)
+				}
+			})
+			continue
+		}
+		// Without --unwind the records go to the file as the kernel
+		// wrote them: note each, then copy the ring's bytes in one or
+		// two writes, as perf does.
+		total += rg.drainSpans(r.note, func(b []byte) {
 			if err == nil {
-				err = r.handle(rec)
+				err = r.w.WriteRaw(b)
 			}
 		})
 	}
@@ -861,6 +872,21 @@ func (r *Recorder) handle(rec []byte) error {
 	typ := perfdata.RecordType(le.Uint32(rec))
 	misc := le.Uint16(rec[4:])
 	body := rec[8:]
+	if typ == perfdata.RecordSample && r.uw != nil {
+		r.note(rec)
+		return r.writeUnwound(misc, body)
+	}
+	r.note(rec)
+	return r.w.WriteRecord(typ, misc, body)
+}
+
+// note keeps the books for one kernel record: counts, times, lost samples,
+// and the maps --unwind and the archive need.
+func (r *Recorder) note(rec []byte) {
+	le := binary.LittleEndian
+	typ := perfdata.RecordType(le.Uint32(rec))
+	misc := le.Uint16(rec[4:])
+	body := rec[8:]
 	r.st.Records++
 	switch typ {
 	case perfdata.RecordSample:
@@ -873,9 +899,6 @@ func (r *Recorder) handle(rec []byte) error {
 			if t > r.lastTime {
 				r.lastTime = t
 			}
-		}
-		if r.uw != nil {
-			return r.writeUnwound(misc, body)
 		}
 	case perfdata.RecordLost:
 		r.st.LostRecords++
@@ -912,7 +935,6 @@ func (r *Recorder) handle(rec []byte) error {
 			}
 		}
 	}
-	return r.w.WriteRecord(typ, misc, body)
 }
 
 func cString(b []byte) string {

@@ -21,6 +21,8 @@ type ring struct {
 	mask uint64
 	// scratch holds a record that wraps around the end of the data area.
 	scratch []byte
+	// pendingTail is the tail to publish after the last consume.
+	pendingTail uint64
 }
 
 // newRing maps pages data pages (a power of two) plus the metadata page of fd.
@@ -51,7 +53,43 @@ func newRing(fd, cpu, pages int) (*ring, error) {
 // data_head, then releases them to the kernel. rec is the whole record
 // (header included); it is valid only during the call. It returns the
 // number of records read.
+// drainSpans is drain for recorders that copy the ring to the file as it
+// is: fn sees each whole record (for bookkeeping), then span receives the
+// ring's bytes of every whole record, in at most two contiguous pieces (the
+// ring wraps), and only then is the tail published.
+func (r *ring) drainSpans(fn func(rec []byte), span func(b []byte)) int {
+	tail0 := atomic.LoadUint64(&r.meta.Data_tail)
+	good := tail0
+	n := r.consume(func(rec []byte, end uint64) {
+		fn(rec)
+		good = end
+	})
+	if good > tail0 {
+		size := uint64(len(r.data))
+		from, to := tail0&r.mask, good-tail0
+		if from+to <= size {
+			span(r.data[from : from+to])
+		} else {
+			span(r.data[from:])
+			span(r.data[:to-(size-from)])
+		}
+	}
+	// Publish the new tail after the bytes are written out: the kernel may
+	// overwrite them afterwards.
+	atomic.StoreUint64(&r.meta.Data_tail, r.pendingTail)
+	return n
+}
+
 func (r *ring) drain(fn func(rec []byte)) int {
+	n := r.consume(func(rec []byte, _ uint64) { fn(rec) })
+	atomic.StoreUint64(&r.meta.Data_tail, r.pendingTail)
+	return n
+}
+
+// consume walks the records between tail and head, calling fn with each
+// whole record and the ring offset just past it, and leaves in pendingTail
+// the tail to publish.
+func (r *ring) consume(fn func(rec []byte, end uint64)) int {
 	// data_head is written by the kernel; the atomic load orders the
 	// reads of the records after it (smp_rmb in perf's tools).
 	head := atomic.LoadUint64(&r.meta.Data_head)
@@ -81,13 +119,13 @@ func (r *ring) drain(fn func(rec []byte)) int {
 			copy(r.scratch[k:rsize], r.data)
 			rec = r.scratch[:rsize]
 		}
-		fn(rec)
+		fn(rec, tail+rsize)
 		tail += rsize
 		n++
 	}
-	// Publish the new tail after the records are consumed (smp_mb then
-	// store in perf's tools): the kernel may overwrite them afterwards.
-	atomic.StoreUint64(&r.meta.Data_tail, tail)
+	// The caller publishes the new tail once the records are consumed
+	// (smp_mb then store in perf's tools).
+	r.pendingTail = tail
 	return n
 }
 

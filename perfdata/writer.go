@@ -131,6 +131,25 @@ func (w *Writer) WriteRecord(typ RecordType, misc uint16, body []byte) error {
 	return nil
 }
 
+// WriteRaw appends p, which must hold whole records exactly as the kernel
+// writes them into a perf ring buffer (each starting with its 8-byte
+// header), to the data section. It lets a recorder copy a ring's contents
+// to the file in one write instead of record by record.
+func (w *Writer) WriteRaw(p []byte) error {
+	if w.err != nil {
+		return w.err
+	}
+	if w.closed {
+		return errors.New("perfdata: write to closed Writer")
+	}
+	if _, err := w.bw.Write(p); err != nil {
+		w.err = err
+		return err
+	}
+	w.off += int64(len(p))
+	return nil
+}
+
 // Flush writes the records buffered so far to the underlying writer, so
 // that a reader of the file sees every record written before the call even
 // if the writing process dies before Close.

@@ -2,11 +2,13 @@ package perfdata
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -275,5 +277,65 @@ func TestWriterSynthetic(t *testing.T) {
 				t.Errorf("perf buildid-list: %v\n%s", err, bl)
 			}
 		}
+	}
+}
+
+// TestWriteRaw: records copied as raw bytes (as a recorder copies a ring)
+// read back exactly like records written one by one.
+func TestWriteRaw(t *testing.T) {
+	dir := t.TempDir()
+	attr := &Attr{Type: 1, SampleType: SampleTID | SampleTime, Flags: AttrSampleIDAll, Name: "cpu-clock"}
+	// Two COMM records as the kernel lays them out: header, pid, tid,
+	// name padded to 8 bytes, then the sample_id trailer (pid/tid, time).
+	var raw []byte
+	for i, name := range []string{"first", "second"} {
+		body := make([]byte, 8+16+16)
+		le.PutUint32(body[0:], 42)
+		le.PutUint32(body[4:], 42)
+		copy(body[8:], name)
+		le.PutUint32(body[24:], 42)
+		le.PutUint32(body[28:], 42)
+		le.PutUint64(body[32:], uint64(1000+i))
+		var h [8]byte
+		le.PutUint32(h[:], uint32(RecordComm))
+		le.PutUint16(h[6:], uint16(8+len(body)))
+		raw = append(append(raw, h[:]...), body...)
+	}
+	path := filepath.Join(dir, "raw.data")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := NewWriter(f, []*Attr{attr}, &Features{Arch: "x86_64"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteRaw(raw[:48]); err != nil { // the first record
+		t.Fatal(err)
+	}
+	if err := w.WriteRaw(raw[48:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	r, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var got []string
+	for {
+		rec, err := r.Next()
+		if err != nil {
+			break
+		}
+		if c, ok := rec.(*Comm); ok {
+			got = append(got, fmt.Sprintf("%s@%d", c.Comm, c.Time))
+		}
+	}
+	if strings.Join(got, ",") != "first@1000,second@1001" {
+		t.Errorf("read back %v", got)
 	}
 }
