@@ -48,3 +48,16 @@ func (r *Regs) Reset() { *r = Regs{} }
 
 // KnownMask returns a bit mask with bit n set for each known register n.
 func (r *Regs) KnownMask() uint64 { return r.known }
+
+// Values returns the register values for bulk updates in place, as an
+// unwinder's inner loop does. Writing through it does not change which
+// registers are known: a caller that stores a value must mark the register
+// known with SetKnownMask, and must store zero into a register it marks
+// unknown (an unknown register holds zero, as after Unset).
+func (r *Regs) Values() *[MaxRegs]uint64 { return &r.val }
+
+// SetKnownMask replaces the set of known registers with mask (bit n for
+// register n; bits at or above MaxRegs are ignored). It is the counterpart
+// of KnownMask for bulk updates through Values: the values of registers
+// outside mask must already be zero.
+func (r *Regs) SetKnownMask(mask uint64) { r.known = mask & (1<<MaxRegs - 1) }

@@ -71,9 +71,21 @@ const (
 	fastCopyRA                      // the caller's PC is the return address column
 	fastUnsetPC                     // the return address is undefined: outermost
 	fastSetSP                       // the caller's SP is the CFA
+	fastRAOff                       // the return address is saved at CFA+raOff
 )
 
+// cacheEntry is a cacheEntryData padded to a power-of-two size, so that
+// indexing the cache is a shift rather than a multiplication on the path from
+// one frame's PC to the next. (The array length goes negative, failing the
+// build, if cacheEntryData outgrows the size.)
 type cacheEntry struct {
+	cacheEntryData
+	_ [cacheEntrySize - unsafe.Sizeof(cacheEntryData{})]byte
+}
+
+const cacheEntrySize = 1024
+
+type cacheEntryData struct {
 	obj      Object
 	addr     uint64 // the looked-up link-time address (exact key)
 	err      error  // nil, cfi.ErrNoFDE or a CFI error
@@ -89,6 +101,11 @@ type cacheEntry struct {
 	spReg  uint8
 	nrules uint8
 	noff   uint8 // rules[:noff] are the RuleOffset rules
+	// raOff is the offset from the CFA of the saved return address when
+	// flags has fastRAOff.
+	raOff int32
+	// offMask has bit r set for the column r of each of rules[:noff].
+	offMask uint64
 	// minOff and maxOff bound the offsets of rules[:noff], so that one
 	// check can cover every stack read of the row.
 	minOff, maxOff int32
@@ -136,7 +153,7 @@ func sameObject(a, b *Object) bool {
 
 // row returns the CFI row for link-time address addr in obj, from the cache
 // or by asking the object. obj is not nil; a is the architecture to prepare
-// the compact form for.
+// the compact form for. (Unwind has this inlined by hand.)
 func (c *Cache) row(a arch.Arch, obj Object, addr uint64) *cacheEntry {
 	set := (addr * 0x9E3779B97F4A7C15) >> (64 - cacheBits)
 	ways := (*[cacheWays]cacheEntry)(c.entries[set*cacheWays:])
@@ -152,9 +169,16 @@ func (c *Cache) row(a arch.Arch, obj Object, addr uint64) *cacheEntry {
 		}
 		return e
 	}
+	return c.rowMiss(a, obj, addr, set)
+}
+
+// rowMiss fills the way of set not used last with the row at addr.
+//
+//go:noinline
+func (c *Cache) rowMiss(a arch.Arch, obj Object, addr, set uint64) *cacheEntry {
 	w := c.recent[set] ^ 1 // replace the way not used last
 	c.recent[set] = w
-	e := &ways[w]
+	e := &c.entries[set*cacheWays+uint64(w&1)]
 	e.fill(a, obj, addr)
 	return e
 }
@@ -228,6 +252,14 @@ func (e *cacheEntry) compact(a arch.Arch) uint8 {
 		n++
 	}
 	noff = n
+	if raKind == cfi.RuleOffset {
+		flags |= fastRAOff
+		e.raOff = int32(row.Regs[ra].Offset) // checked in the loop above
+	}
+	e.offMask = 0
+	for i := 0; i < noff; i++ {
+		e.offMask |= 1 << e.rules[i].col
+	}
 	e.minOff, e.maxOff = 0, 0
 	for i := 0; i < noff; i++ {
 		if i == 0 || e.rules[i].off < e.minOff {
@@ -275,18 +307,11 @@ func (e *cacheEntry) compact(a arch.Arch) uint8 {
 	return flags
 }
 
-// find returns the index of the mapping containing addr, trying the two
-// mappings found last first.
-func (c *Cache) find(space *AddressSpace, addr uint64) int {
-	maps := space.maps
-	if i := c.last[0]; i < len(maps) && maps[i].Start <= addr && addr < maps[i].End {
-		return i
-	}
-	// Stacks often alternate between two objects (a program and libc).
-	if i := c.last[1]; i < len(maps) && maps[i].Start <= addr && addr < maps[i].End {
-		c.last[0], c.last[1] = i, c.last[0]
-		return i
-	}
+// findMiss returns the index of the mapping containing addr when neither of
+// the two mappings found last (c.last) holds it. Unwind tries those inline.
+//
+//go:noinline
+func (c *Cache) findMiss(space *AddressSpace, addr uint64) int {
 	i := space.Find(addr)
 	if i >= 0 {
 		c.last[0], c.last[1] = i, c.last[0]
@@ -348,13 +373,31 @@ func (u *Unwinder) Unwind(c *Cache, space *AddressSpace, regs *arch.Regs, stack 
 	lastSignalSP := uint64(0)
 	signalFrames := 0
 	prevSameSP := false
+	// The PAC bits to strip from return addresses (none off arm64).
+	pacMask := uint64(0)
+	if a == arch.ARM64 {
+		pacMask = u.opts.PACMask
+	}
+	// The frame's PC and SP travel in locals from one frame to the next,
+	// rather than through cur.
+	pc, pcOK := cur.Get(pcReg)
+	sp, spOK := cur.Get(spReg)
 	for {
-		pc, ok := cur.Get(pcReg)
-		if !ok {
+		if !pcOK {
 			return Result{Frames: n, Stop: StopUnknownRegister, Err: errPCUnknown}
 		}
-		sp, spOK := cur.Get(spReg)
-		mi := c.find(space, pc)
+		// The mapping of pc: the one found last, or the one before (stacks
+		// often alternate between two objects, a program and libc), or
+		// a search.
+		mi := c.last[0]
+		if maps := space.maps; uint(mi) >= uint(len(maps)) || pc < maps[mi].Start || pc >= maps[mi].End {
+			if j := c.last[1]; uint(j) < uint(len(maps)) && maps[j].Start <= pc && pc < maps[j].End {
+				c.last[0], c.last[1] = j, mi
+				mi = j
+			} else {
+				mi = c.findMiss(space, pc)
+			}
+		}
 		// Field by field: a composite literal is built on the stack and
 		// copied, which stalls on store forwarding.
 		fr := &frames[n]
@@ -382,17 +425,37 @@ func (u *Unwinder) Unwind(c *Cache, space *AddressSpace, regs *arch.Regs, stack 
 			e              *cacheEntry
 			out            *arch.Regs
 			cfa            uint64
+			newPC, newSP   uint64
+			newPCOK        bool
+			newSPOK        bool
 			stepMethod     Method
 			signal         bool
 			raFromRegister bool
 		)
 		if m.Object != nil {
-			e = c.row(a, m.Object, lookup-m.Bias)
+			// c.row, its common case inlined by hand.
+			addr := lookup - m.Bias
+			set := (addr * 0x9E3779B97F4A7C15) >> (64 - cacheBits)
+			ways := (*[cacheWays]cacheEntry)(c.entries[set*cacheWays:])
+			if e = &ways[0]; e.addr == addr && sameObject(&e.obj, &m.Object) {
+				if c.recent[set] != 0 {
+					c.recent[set] = 0
+				}
+			} else if e = &ways[1]; e.addr == addr && sameObject(&e.obj, &m.Object) {
+				if c.recent[set] != 1 {
+					c.recent[set] = 1
+				}
+			} else {
+				e = c.rowMiss(a, m.Object, addr, set)
+			}
 		}
 		if e != nil && e.flags&fastOK != 0 && e.arch == a {
 			// The common case: CFA = register + offset and plain rules.
-			var stop StopReason
-			cfa, stop = applyFast(e, cur, stack)
+			var (
+				stop  StopReason
+				known uint64
+			)
+			cfa, newPC, newSP, known, stop = applyFast(e, cur, stack, sp, pacMask)
 			if stop != stopNone {
 				var err error
 				if stop == StopUnknownRegister {
@@ -400,6 +463,8 @@ func (u *Unwinder) Unwind(c *Cache, space *AddressSpace, regs *arch.Regs, stack 
 				}
 				return Result{Frames: n, Stop: stop, Err: err}
 			}
+			newPCOK = known&(1<<uint(pcReg)) != 0
+			newSPOK = known&(1<<uint(spReg)) != 0
 			out = cur
 			stepMethod = MethodCFI
 			raFromRegister = e.flags&fastRAFromReg != 0
@@ -413,6 +478,12 @@ func (u *Unwinder) Unwind(c *Cache, space *AddressSpace, regs *arch.Regs, stack 
 			}
 			out = next
 			cfa, stepMethod, signal, raFromRegister = st.cfa, st.method, st.signal, st.raFromRegister
+			newPC, newPCOK = out.Get(pcReg)
+			if newPCOK && a == arch.ARM64 {
+				newPC = a.StripPAC(newPC, u.opts.PACMask)
+				out.Set(pcReg, newPC)
+			}
+			newSP, newSPOK = out.Get(spReg)
 		}
 		fr.CFA = cfa
 		if signal {
@@ -421,19 +492,10 @@ func (u *Unwinder) Unwind(c *Cache, space *AddressSpace, regs *arch.Regs, stack 
 			fr.Flags = fr.Flags&^FrameReturnAddress | FrameSignalTrampoline
 		}
 
-		newPC, ok := out.Get(pcReg)
-		if !ok {
+		if !newPCOK || newPC == 0 {
 			return Result{Frames: n, Stop: StopOutermost}
 		}
-		if a == arch.ARM64 {
-			newPC = a.StripPAC(newPC, u.opts.PACMask)
-			out.Set(pcReg, newPC)
-		}
-		if newPC == 0 {
-			return Result{Frames: n, Stop: StopOutermost}
-		}
-		newSP, ok := out.Get(spReg)
-		if !ok {
+		if !newSPOK {
 			return Result{Frames: n, Stop: StopUnknownRegister, Err: errCallerSP}
 		}
 
@@ -476,6 +538,7 @@ func (u *Unwinder) Unwind(c *Cache, space *AddressSpace, regs *arch.Regs, stack 
 		if out == next {
 			cur, next = next, cur
 		}
+		pc, sp, spOK = newPC, newSP, true
 		method = stepMethod
 		if signal {
 			flags = 0 // the interrupted PC is exact
@@ -486,15 +549,28 @@ func (u *Unwinder) Unwind(c *Cache, space *AddressSpace, regs *arch.Regs, stack 
 }
 
 // applyFast computes the caller's registers from a row in compact form,
-// updating r in place, and returns the CFA. It returns a stop reason other
-// than stopNone when the CFA register is unknown (StopUnknownRegister) or a
-// vital register cannot be read from the stack.
-func applyFast(e *cacheEntry, r *arch.Regs, stk *Stack) (uint64, StopReason) {
-	base, ok := r.Get(int(e.cfaReg))
-	if !ok {
-		return 0, StopUnknownRegister
+// updating r in place, and returns the CFA, the caller's PC (with the bits of
+// pacMask cleared) and SP, and the mask of the registers now known. It
+// returns a stop reason other than stopNone when the CFA register is unknown
+// (StopUnknownRegister) or a vital register cannot be read from the stack.
+//
+// It works on r's values and a local copy of its known mask, written back
+// once, so that the registers do not make a round trip through memory for
+// each rule.
+func applyFast(e *cacheEntry, r *arch.Regs, stk *Stack, curSP, pacMask uint64) (cfa, pc, sp, known uint64, stop StopReason) {
+	vals := r.Values()
+	known = r.KnownMask()
+	cfaReg := e.cfaReg
+	if cfaReg >= arch.MaxRegs || known&(1<<cfaReg) == 0 {
+		return 0, 0, 0, known, StopUnknownRegister
 	}
-	cfa := base + uint64(e.cfaOff)
+	// The SP, the usual CFA register, is at hand in curSP.
+	base := curSP
+	if cfaReg != e.spReg {
+		base = vals[cfaReg]
+	}
+	cfa = base + uint64(e.cfaOff)
+	inRange := false
 	data := stk.Data
 	rules := e.rules[:e.nrules]
 	noff := min(int(e.noff), len(rules))
@@ -503,66 +579,88 @@ func applyFast(e *cacheEntry, r *arch.Regs, stk *Stack) (uint64, StopReason) {
 	lo := cfa + uint64(int64(e.minOff)) - stk.Addr
 	hi := cfa + uint64(int64(e.maxOff)) - stk.Addr
 	if noff > 0 && lo <= hi && hi < uint64(len(data)) && uint64(len(data))-hi >= 8 && cfa+uint64(int64(e.minOff)) >= stk.Addr {
+		// Checked above: no further bounds checks on data.
+		p := unsafe.Pointer(unsafe.SliceData(data))
+		base := cfa - stk.Addr
 		for i := range rules[:noff] {
 			fr := &rules[i]
-			off := cfa + uint64(int64(fr.off)) - stk.Addr
-			r.Set(int(fr.col), binary.LittleEndian.Uint64(data[off:off+8]))
+			off := base + uint64(int64(fr.off))
+			vals[fr.col] = binary.LittleEndian.Uint64((*[8]byte)(unsafe.Add(p, off))[:])
 		}
+		known |= e.offMask
 		noff, rules = 0, rules[noff:]
+		inRange = true
 	}
 	for i := range rules[:noff] {
-		// RuleOffset, the hottest read of all, inlined by hand.
 		fr := &rules[i]
-		col := int(fr.col)
+		col := fr.col
 		addr := cfa + uint64(int64(fr.off))
 		if off := addr - stk.Addr; off < uint64(len(data)) && uint64(len(data))-off >= 8 {
-			r.Set(col, binary.LittleEndian.Uint64(data[off:]))
+			vals[col] = binary.LittleEndian.Uint64(data[off:])
+			known |= 1 << col
 			continue
 		}
 		v, ms := stk.read8Slow(addr)
 		if ms != memOK {
 			if fr.vtl {
-				return cfa, memStop(ms)
+				r.SetKnownMask(known)
+				return cfa, 0, 0, known, memStop(ms)
 			}
-			r.Unset(col) // an unreadable callee-saved register is unknown
-			continue
+			v = 0 // an unreadable callee-saved register is unknown
+			known &^= 1 << col
+		} else {
+			known |= 1 << col
 		}
-		r.Set(col, v)
+		vals[col] = v
 	}
 	for i := range rules[noff:] {
 		fr := &rules[noff+i]
-		col := int(fr.col)
+		col := fr.col
 		switch fr.kind {
 		case cfi.RuleValOffset:
-			r.Set(col, cfa+uint64(int64(fr.off)))
+			vals[col] = cfa + uint64(int64(fr.off))
+			known |= 1 << col
 		case cfi.RuleRegister:
 			// The source is no other rule's column: it still holds
-			// this frame's value.
-			if v, ok := r.Get(int(fr.reg)); ok {
-				r.Set(col, v)
-			} else {
-				r.Unset(col)
-			}
+			// this frame's value (zero if unknown).
+			vals[col] = vals[fr.reg]
+			known = known&^(1<<col) | (known>>fr.reg&1)<<col
 		default: // cfi.RuleUndefined
-			r.Unset(col)
+			vals[col] = 0
+			known &^= 1 << col
 		}
 	}
 	f := e.flags
-	if f&fastCopyRA != 0 {
+	pcReg, spReg := e.pcReg, e.spReg
+	if inRange && f&fastRAOff != 0 {
+		// The return address was just loaded from the stack: load it
+		// again rather than wait for the store to vals to forward.
+		off := cfa + uint64(int64(e.raOff)) - stk.Addr
+		pc = binary.LittleEndian.Uint64(data[off : off+8])
+		known |= 1 << pcReg
+	} else if f&fastCopyRA != 0 {
 		// arm64: the caller's PC is the return address column.
-		if v, ok := r.Get(int(e.raReg)); ok {
-			r.Set(int(e.pcReg), v)
-		} else {
-			r.Unset(int(e.pcReg))
-		}
+		raReg := e.raReg
+		pc = vals[raReg] // zero if unknown
+		known = known&^(1<<pcReg) | (known>>raReg&1)<<pcReg
+	} else {
+		pc = vals[pcReg]
 	}
 	if f&fastUnsetPC != 0 {
-		r.Unset(int(e.pcReg)) // the outermost frame
+		pc = 0 // the outermost frame
+		known &^= 1 << pcReg
 	}
+	pc &^= pacMask
+	vals[pcReg] = pc
 	if f&fastSetSP != 0 {
-		r.Set(int(e.spReg), cfa)
+		sp = cfa
+		vals[spReg] = cfa
+		known |= 1 << spReg
+	} else {
+		sp = vals[spReg]
 	}
-	return cfa, stopNone
+	r.SetKnownMask(known)
+	return cfa, pc, sp, known, stopNone
 }
 
 const stopNone StopReason = 255
