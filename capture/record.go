@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -139,7 +138,6 @@ type Recorder struct {
 	uw   *liveUnwinder
 
 	firstTime, lastTime uint64
-	mu                  sync.Mutex
 }
 
 // sampleType is what every event samples, like perf record --call-graph dwarf.

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -109,12 +108,6 @@ func ParseProcMaps(b []byte) []ProcMap {
 		out = append(out, m)
 	}
 	return out
-}
-
-// procTask is one thread found in /proc.
-type procTask struct {
-	pid, tid, ppid int
-	comm           string
 }
 
 // readComm returns /proc/PID/task/TID/comm.
@@ -240,13 +233,4 @@ func (s *synthesizer) process(pid int) error {
 		s.rec.noteMmap(uint32(pid), m.Start, m.End-m.Start, m.PgOff, m.Prot(), name)
 	}
 	return nil
-}
-
-// exePath returns the resolved executable of pid.
-func exePath(pid int) string {
-	p, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "exe"))
-	if err != nil {
-		return ""
-	}
-	return p
 }

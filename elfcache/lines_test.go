@@ -189,12 +189,8 @@ type a2lFrame struct {
 	line     int // 0 for "?"
 }
 
-// addr2line runs addr2line -a -f -i -C on the addresses and returns their
-// frames.
-func addr2line(t *testing.T, obj string, addrs []uint64) map[uint64][]a2lFrame {
-	return addr2lineWith(t, "addr2line", obj, addrs)
-}
-
+// addr2lineWith runs tool (addr2line or llvm-addr2line) with -a -f -i -C
+// on the addresses and returns their frames.
 func addr2lineWith(t *testing.T, tool, obj string, addrs []uint64) map[uint64][]a2lFrame {
 	t.Helper()
 	args := []string{"-a", "-f", "-i", "-C", "-e", obj}

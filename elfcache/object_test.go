@@ -338,28 +338,6 @@ func strconvHex(v uint64) string {
 	return string(b[i:])
 }
 
-// addrOf returns the start address of the named symbol in nm -D output
-// (cached per object), or 0.
-func addrOf(t *testing.T, o *Object, name string) uint64 {
-	for _, s := range nmSymsCached(t, o.Path()) {
-		if s.name == name {
-			return s.addr
-		}
-	}
-	return 0
-}
-
-var nmCache = map[string][]nmSym{}
-
-func nmSymsCached(t *testing.T, path string) []nmSym {
-	if s, ok := nmCache[path]; ok {
-		return s
-	}
-	s := nmSyms(t, "nm", "-D", path)
-	nmCache[path] = s
-	return s
-}
-
 func TestOpenErrors(t *testing.T) {
 	dir := t.TempDir()
 	notELF := dir + "/notelf"

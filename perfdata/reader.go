@@ -43,8 +43,6 @@ type Reader struct {
 	nonSamp  *Attr // attr whose layout locates ids in trailers and samples
 	multi    bool  // more than one attr: ids must be looked up
 	rec      recs
-	u64      []uint64
-	u64i     []uint64
 	cpuBuf   []int
 	pendSkip int64 // bytes to skip before the next record (AUXTRACE, TRACING_DATA)
 	last     []byte

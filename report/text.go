@@ -38,15 +38,11 @@ func (t *TextWriter) Write(s *Sample) error {
 	}
 	b = append(b, comm...)
 	b = append(b, ' ')
-	b = appendPadded(b, strconv.AppendUint(nil, uint64(s.Tid), 10), 5)
+	b = appendUintPadded(b, uint64(s.Tid), 10, 5, ' ')
 	b = append(b, ' ')
-	b = appendPadded(b, strconv.AppendUint(nil, s.Time/1e9, 10), 5)
+	b = appendUintPadded(b, s.Time/1e9, 10, 5, ' ')
 	b = append(b, '.')
-	us := strconv.AppendUint(nil, s.Time%1e9/1e3, 10)
-	for i := len(us); i < 6; i++ {
-		b = append(b, '0')
-	}
-	b = append(b, us...)
+	b = appendUintPadded(b, s.Time%1e9/1e3, 10, 6, '0')
 	b = append(b, ": "...)
 	for i := len(s.Event); i < t.eventWidth; i++ {
 		b = append(b, ' ')
@@ -74,9 +70,13 @@ func (t *TextWriter) Write(s *Sample) error {
 // Flush writes buffered output.
 func (t *TextWriter) Flush() error { return t.w.Flush() }
 
-func appendPadded(b, field []byte, width int) []byte {
+// appendUintPadded appends v in base, right-aligned to width with pad,
+// without allocating.
+func appendUintPadded(b []byte, v uint64, base, width int, pad byte) []byte {
+	var digits [24]byte
+	field := strconv.AppendUint(digits[:0], v, base)
 	for i := len(field); i < width; i++ {
-		b = append(b, ' ')
+		b = append(b, pad)
 	}
 	return append(b, field...)
 }
@@ -92,7 +92,7 @@ func (t *TextWriter) appendFrame(b []byte, f *Frame) []byte {
 	if f.Module == "" {
 		addr = f.Addr
 	}
-	b = appendPadded(b, strconv.AppendUint(nil, addr, 16), 16)
+	b = appendUintPadded(b, addr, 16, 16, ' ')
 	b = append(b, ' ')
 	name, inlined := t.names.Short(f.Symbol), f.Inlined
 	if fn := t.names.Short(f.Function); !inlined && fn != "" && fn != name {
