@@ -36,6 +36,11 @@ type Mapping struct {
 	Object Object
 	// Name is the file name or pseudo-name ("[vdso]") for reports.
 	Name string
+	// Tag is the caller's own reference for the mapping (for example an
+	// index into its table of mapping details). NewAddressSpace keeps it
+	// with the mapping through sorting and clipping, so a Frame's Mapping
+	// leads back to it.
+	Tag int
 }
 
 // AddressSpace is the memory map of a process at the time of a sample. Build

@@ -127,7 +127,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	for _, a := range r.Session().Attrs {
 		names = append(names, a.Name)
 	}
-	sink, err := newSink(*format, out, names, *noDemangle, *srcline)
+	sink, err := report.NewWriter(*format, out, report.WriterOptions{Events: names, Raw: *noDemangle, Srcline: *srcline})
 	if err != nil {
 		fmt.Fprintf(stderr, "ustack report: %v\n", err)
 		return exitUsage
@@ -159,54 +159,6 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	}
 	return exitOK
 }
-
-// sink receives samples in order and writes them in one format.
-type sink interface {
-	Write(*report.Sample) error
-	Close() error
-}
-
-func newSink(format string, w io.Writer, events []string, raw, srcline bool) (sink, error) {
-	switch format {
-	case "text", "":
-		tw := report.NewTextWriter(w, report.EventWidth(events), raw)
-		tw.Srcline = srcline
-		return &textSink{tw}, nil
-	case "json":
-		return &jsonSink{report.NewJSONWriter(w, raw)}, nil
-	case "folded":
-		return &foldedSink{f: report.NewFolder(raw), w: w}, nil
-	case "pprof":
-		return &pprofSink{b: report.NewPprofBuilder(raw), w: w}, nil
-	}
-	return nil, fmt.Errorf("unknown format %q (want text, json, folded or pprof)", format)
-}
-
-type textSink struct{ t *report.TextWriter }
-
-func (s *textSink) Write(smp *report.Sample) error { return s.t.Write(smp) }
-func (s *textSink) Close() error                   { return s.t.Flush() }
-
-type jsonSink struct{ j *report.JSONWriter }
-
-func (s *jsonSink) Write(smp *report.Sample) error { return s.j.Write(smp) }
-func (s *jsonSink) Close() error                   { return s.j.Flush() }
-
-type foldedSink struct {
-	f *report.Folder
-	w io.Writer
-}
-
-func (s *foldedSink) Write(smp *report.Sample) error { s.f.Add(smp); return nil }
-func (s *foldedSink) Close() error                   { _, err := s.f.WriteTo(s.w); return err }
-
-type pprofSink struct {
-	b *report.PprofBuilder
-	w io.Writer
-}
-
-func (s *pprofSink) Write(smp *report.Sample) error { s.b.Add(smp); return nil }
-func (s *pprofSink) Close() error                   { return s.b.Write(s.w) }
 
 // archiveObjects serves objects and the vdso from a ustack record archive.
 type archiveObjects struct{ a *capture.Archive }

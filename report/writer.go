@@ -1,0 +1,92 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+// Writer receives a report's samples in sample order and writes them in one
+// output format. Every format ustack prints is a Writer made by NewWriter.
+type Writer interface {
+	// Write takes one sample. Streaming formats print it at once;
+	// aggregating formats (folded, pprof) keep what they need of it.
+	// The sample and its frames are not retained after Write returns.
+	Write(s *Sample) error
+	// Close writes whatever the format holds back until the end and
+	// flushes. It does not close the io.Writer given to NewWriter.
+	Close() error
+}
+
+// WriterOptions configure NewWriter. The zero value works for every format.
+type WriterOptions struct {
+	// Events are the recording's event names; the text format pads the
+	// event column to the longest.
+	Events []string
+	// Raw prints symbol names as the object spells them (no demangling).
+	Raw bool
+	// Srcline makes the text format print each frame's source line, like
+	// perf script -F +srcline.
+	Srcline bool
+}
+
+// writerMakers holds the constructor of every output format, by name.
+var writerMakers = map[string]func(w io.Writer, o WriterOptions) Writer{
+	"text": func(w io.Writer, o WriterOptions) Writer {
+		tw := NewTextWriter(w, EventWidth(o.Events), o.Raw)
+		tw.Srcline = o.Srcline
+		return textWriter{tw}
+	},
+	"json":   func(w io.Writer, o WriterOptions) Writer { return jsonWriter{NewJSONWriter(w, o.Raw)} },
+	"folded": func(w io.Writer, o WriterOptions) Writer { return &foldedWriter{f: NewFolder(o.Raw), w: w} },
+	"pprof":  func(w io.Writer, o WriterOptions) Writer { return &pprofWriter{b: NewPprofBuilder(o.Raw), w: w} },
+}
+
+// Formats returns the names NewWriter accepts, sorted.
+func Formats() []string {
+	names := make([]string, 0, len(writerMakers))
+	for n := range writerMakers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// NewWriter returns the Writer of the named format ("" is text) writing to w.
+func NewWriter(format string, w io.Writer, opts WriterOptions) (Writer, error) {
+	if format == "" {
+		format = "text"
+	}
+	mk, ok := writerMakers[format]
+	if !ok {
+		return nil, fmt.Errorf("unknown format %q (want %s)", format, strings.Join(Formats(), ", "))
+	}
+	return mk(w, opts), nil
+}
+
+type textWriter struct{ t *TextWriter }
+
+func (t textWriter) Write(s *Sample) error { return t.t.Write(s) }
+func (t textWriter) Close() error          { return t.t.Flush() }
+
+type jsonWriter struct{ j *JSONWriter }
+
+func (j jsonWriter) Write(s *Sample) error { return j.j.Write(s) }
+func (j jsonWriter) Close() error          { return j.j.Flush() }
+
+type foldedWriter struct {
+	f *Folder
+	w io.Writer
+}
+
+func (f *foldedWriter) Write(s *Sample) error { f.f.Add(s); return nil }
+func (f *foldedWriter) Close() error          { _, err := f.f.WriteTo(f.w); return err }
+
+type pprofWriter struct {
+	b *PprofBuilder
+	w io.Writer
+}
+
+func (p *pprofWriter) Write(s *Sample) error { p.b.Add(s); return nil }
+func (p *pprofWriter) Close() error          { return p.b.Write(p.w) }
