@@ -45,17 +45,8 @@ func TestRecordUnprivileged(t *testing.T) {
 	}
 	uid, _ := strconv.Atoi(nobody.Uid)
 
-	// A directory nobody can enter and write, holding copies of the test
-	// binary (the recorder) and the program.
-	dir, err := os.MkdirTemp("", "ustack-nobody-")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	require.NoError(t, os.Chmod(dir, 0o777))
-	self, err := os.Executable()
-	require.NoError(t, err)
-	recorder := filepath.Join(dir, "recorder")
+	dir, recorder := nobodyDir(t)
 	prog := filepath.Join(dir, "prog")
-	copyExec(t, self, recorder)
 	copyExec(t, buildProg(t), prog)
 
 	out := filepath.Join(dir, "perf.data")
@@ -98,6 +89,21 @@ func TestRecordUnprivileged(t *testing.T) {
 		}
 	}
 	assert.Greater(t, chains, 5, "perf script finds leaf <- mid <- top <- main in the user-only recording")
+}
+
+// nobodyDir returns a directory the user nobody can enter and write,
+// holding a copy of the test binary (the recorder, see TestMain).
+func nobodyDir(t *testing.T) (dir, recorder string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "ustack-nobody-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	require.NoError(t, os.Chmod(dir, 0o777))
+	self, err := os.Executable()
+	require.NoError(t, err)
+	recorder = filepath.Join(dir, "recorder")
+	copyExec(t, self, recorder)
+	return dir, recorder
 }
 
 func copyExec(t *testing.T, from, to string) {
@@ -228,14 +234,7 @@ func TestTracefsNotReadable(t *testing.T) {
 	if st, err := os.Stat(d); err != nil || st.Mode().Perm()&0o005 == 0o005 {
 		t.Skipf("%s is readable by everyone here", d)
 	}
-	dir, err := os.MkdirTemp("", "ustack-nobody-")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	require.NoError(t, os.Chmod(dir, 0o777))
-	self, err := os.Executable()
-	require.NoError(t, err)
-	recorder := filepath.Join(dir, "recorder")
-	copyExec(t, self, recorder)
+	dir, recorder := nobodyDir(t)
 	opts, _ := json.Marshal(Options{Events: []string{"syscalls:sys_enter_close"}, Command: []string{"true"}, Output: filepath.Join(dir, "t.data")})
 	cmd := exec.Command(setpriv, "--reuid=nobody", "--regid=nogroup", "--clear-groups", recorder)
 	cmd.Env = append(os.Environ(), "USTACK_CAPTURE_HELPER="+string(opts))
