@@ -395,6 +395,9 @@ func (o *Object) sectionData(s *elf.Section) (data []byte, err error) {
 			// ch_size of the 64-bit compression header, at offset 8.
 			return nil, newErr(o.path, s.Name, 8, fmt.Errorf("decompressed size %#x exceeds the limit %#x", s.Size, max))
 		}
+		if data, ok, err := o.inflateCompressed(s); ok {
+			return data, err
+		}
 		return readAllLimit(s.Open(), s.Size, o.path, s.Name)
 	case strings.HasPrefix(s.Name, ".zdebug_"):
 		raw, err := o.src.bytes(s.Offset, s.FileSize)
@@ -421,6 +424,32 @@ func (o *Object) sectionData(s *elf.Section) (data []byte, err error) {
 		return nil, newErr(o.path, "", int64(s.Offset), fmt.Errorf("section %s (%#x bytes): %w", s.Name, s.Size, err))
 	}
 	return data, nil
+}
+
+// inflateCompressed decompresses an SHF_COMPRESSED section whose
+// compression header says zlib with the faster inflater (newZlibReader);
+// ok is false for other compression types, which debug/elf handles.
+func (o *Object) inflateCompressed(s *elf.Section) (data []byte, ok bool, err error) {
+	hdr := 12 // Elf32_Chdr: type, size, addralign
+	if o.ef.Class == elf.ELFCLASS64 {
+		hdr = 24 // Elf64_Chdr: type, reserved, size, addralign
+	}
+	if s.FileSize < uint64(hdr) {
+		return nil, false, nil
+	}
+	raw, err := o.src.bytes(s.Offset, s.FileSize)
+	if err != nil {
+		return nil, false, nil
+	}
+	if elf.CompressionType(o.ef.ByteOrder.Uint32(raw)) != elf.COMPRESS_ZLIB {
+		return nil, false, nil
+	}
+	zr, err := newZlibReader(raw[hdr:])
+	if err != nil {
+		return nil, true, newErr(o.path, s.Name, int64(hdr), err)
+	}
+	data, err = readAllLimit(zr, s.Size, o.path, s.Name)
+	return data, true, err
 }
 
 // readAllLimit reads exactly size bytes from r.
