@@ -32,7 +32,7 @@ const (
 	flameFontSize = 12
 	flameFontW    = 0.59 // average glyph width, in font sizes
 	flamePadX     = 10
-	flamePadTop   = flameFontSize * 3
+	flamePadTop   = flameFontSize * 4 // the title, the buttons and the legend
 	flamePadBot   = flameFontSize*2 + 10
 )
 
@@ -515,7 +515,7 @@ func flameColour(kind frameKind, name string) string {
 	var r, g, bl float64
 	switch kind {
 	case kindKernel:
-		r, g, bl = 210+45*a, 120+60*a, 20+20*b
+		r, g, bl = 225+30*a, 150+50*a, 10+30*b
 	case kindInlined:
 		r, g, bl = 50+60*a, 170+50*a, 170+60*b
 	case kindJIT:
@@ -523,7 +523,7 @@ func flameColour(kind frameKind, name string) string {
 	case kindGroup:
 		r, g, bl = 190+20*a, 190+20*a, 200+20*a
 	default:
-		r, g, bl = 205+50*a, 60+70*b, 50+30*a
+		r, g, bl = 215+40*a, 50+60*b, 50+40*b
 	}
 	return fmt.Sprintf("rgb(%d,%d,%d)", int(r), int(g), int(bl))
 }

@@ -63,23 +63,36 @@ func parseFlameSVG(t testing.TB, data []byte) (boxes []svgBox, root svgRoot) {
 			continue
 		}
 		for _, b := range g.Boxes {
-			m := flameTitle.FindStringSubmatch(b.Title)
-			require.NotNil(t, m, "title %q is not NAME (N samples, P%%)", b.Title)
-			n, err := strconv.Atoi(strings.ReplaceAll(m[2], ",", ""))
-			require.NoError(t, err)
-			pct, _ := strconv.ParseFloat(m[3], 64)
-			cls := strings.Fields(b.Class)
-			require.NotEmpty(t, cls, "box %q has no kind class", b.Title)
 			require.Equal(t, flameBoxH-1, b.Rect.Height)
 			require.Regexp(t, `^rgb\(\d+,\d+,\d+\)$`, b.Rect.Fill)
-			boxes = append(boxes, svgBox{Name: m[1], Count: n, Pct: pct, Class: cls[0], X: b.Rect.X, W: b.Rect.Width,
-				Y: b.Rect.Y, Fallback: len(cls) > 1 && cls[1] == "fb", Parent: -1})
+			boxes = append(boxes, newSVGBox(t, b.Title, b.Class, b.Rect.X, b.Rect.Width, b.Rect.Y))
 		}
 	}
+	linkBoxes(t, boxes, root.Inverted)
+	return boxes, root
+}
+
+// newSVGBox reads one box from its title, class and rect.
+func newSVGBox(t testing.TB, title, class string, x, w float64, y int) svgBox {
+	t.Helper()
+	m := flameTitle.FindStringSubmatch(title)
+	require.NotNil(t, m, "title %q is not NAME (N samples, P%%)", title)
+	n, err := strconv.Atoi(strings.ReplaceAll(m[2], ",", ""))
+	require.NoError(t, err)
+	pct, _ := strconv.ParseFloat(m[3], 64)
+	cls := strings.Fields(class)
+	require.NotEmpty(t, cls, "box %q has no kind class", title)
+	return svgBox{Name: m[1], Count: n, Pct: pct, Class: cls[0], X: x, W: w, Y: y,
+		Fallback: len(cls) > 1 && cls[1] == "fb", Parent: -1}
+}
+
+// linkBoxes sets each box's depth and parent from the geometry alone.
+func linkBoxes(t testing.TB, boxes []svgBox, inverted bool) {
+	t.Helper()
 	require.NotEmpty(t, boxes, "no boxes in the flame graph")
 	for i := range boxes {
 		d := boxes[0].Y - boxes[i].Y
-		if root.Inverted {
+		if inverted {
 			d = -d
 		}
 		require.Zero(t, d%flameBoxH, "box %q is not on a level", boxes[i].Name)
@@ -97,7 +110,6 @@ func parseFlameSVG(t testing.TB, data []byte) (boxes []svgBox, root svgRoot) {
 		}
 		require.GreaterOrEqual(t, boxes[i].Parent, 0, "box %q at depth %d stands on nothing", boxes[i].Name, boxes[i].Depth)
 	}
-	return boxes, root
 }
 
 type svgRoot struct {
