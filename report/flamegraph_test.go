@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/xml"
 	"fmt"
+	"os"
 	"regexp"
 	"sort"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/ustack/ustack/perfdata"
 )
 
 // svgBox is one box of a flame graph as a reader of the SVG sees it.
@@ -507,4 +509,39 @@ func TestFlameGraphWriteAllocs(t *testing.T) {
 	}
 	allocs := testing.AllocsPerRun(100, func() { w.Write(ss[7]) })
 	assert.Zero(t, allocs, "adding a sample whose stack is known allocates")
+}
+
+// BenchmarkFlameGraphRecording builds the flame graph of a real recording
+// named by $USTACK_BENCH_DATA (for example the cc1 recording that
+// scripts/bench-report.sh makes): the samples are unwound once, outside
+// the timing.
+func BenchmarkFlameGraphRecording(b *testing.B) {
+	data := os.Getenv("USTACK_BENCH_DATA")
+	if data == "" {
+		b.Skip("set USTACK_BENCH_DATA to a perf.data file (scripts/bench-report.sh records one)")
+	}
+	r, err := perfdata.Open(data)
+	require.NoError(b, err)
+	defer r.Close()
+	var ss []*Sample
+	_, err = Run(r, Options{}, func(s *Sample) error {
+		c := *s
+		c.Frames = append([]Frame(nil), s.Frames...)
+		ss = append(ss, &c)
+		return nil
+	})
+	require.NoError(b, err)
+	b.ReportAllocs()
+	var size int
+	for b.Loop() {
+		var buf bytes.Buffer
+		w, _ := NewWriter("flamegraph", &buf, WriterOptions{})
+		for _, s := range ss {
+			w.Write(s)
+		}
+		w.Close()
+		size = buf.Len()
+	}
+	b.ReportMetric(float64(len(ss)), "samples")
+	b.ReportMetric(float64(size), "bytes")
 }
