@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,19 +38,60 @@ import (
 
 const chromiumPath = "/usr/bin/chromium"
 
+// browserSrc is the chain program with a JIT detour: main also calls cb
+// through a trampoline in anonymous memory named by /tmp/perf-PID.map, so
+// the picture has user, kernel, inlined (libc) and JIT boxes, and a main
+// recovered by the frame-pointer fallback under the JIT frame.
+const browserSrc = `
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+static volatile long sink;
+__attribute__((noinline)) void leaf(int n) { for (long i = 0; i < 200000; i++) sink += i * n; close(-1); sink++; }
+__attribute__((noinline)) void mid(int n) { leaf(n); sink++; }
+__attribute__((noinline)) void top(int n) { mid(n); sink++; }
+__attribute__((noinline)) void cb(void) { for (long i = 0; i < 200000; i++) sink += i; close(-1); sink++; }
+int main(void) {
+	for (int i = 0; i < 150; i++) top(i);
+	/* push %rbp; mov %rsp,%rbp; call *%rdi; pop %rbp; ret */
+	static const unsigned char code[] = {0x55, 0x48, 0x89, 0xe5, 0xff, 0xd7, 0x5d, 0xc3};
+	unsigned char *p = mmap(0, 4096, PROT_READ|PROT_WRITE|PROT_EXEC, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0);
+	memcpy(p, code, sizeof code);
+	char path[64];
+	snprintf(path, sizeof path, "/tmp/perf-%d.map", getpid());
+	FILE *f = fopen(path, "w");
+	fprintf(f, "%lx %zx jitted_trampoline\n", (unsigned long)p, sizeof code);
+	fclose(f);
+	for (int i = 0; i < 50; i++) ((void (*)(void (*)(void)))p)(cb);
+	return 0;
+}
+`
+
 // browserRecording returns a recording to draw: one the test makes with
-// perf where it can, else the bundled perfdata/testdata/dwarf.data.
-func browserRecording(t *testing.T) (data string, opts Options) {
+// perf where it can (jit is then true), else the bundled
+// perfdata/testdata/dwarf.data.
+func browserRecording(t *testing.T) (data string, opts Options, jit bool) {
 	t.Helper()
 	_, perfErr := exec.LookPath("perf")
 	_, gccErr := exec.LookPath("gcc")
-	if perfErr == nil && gccErr == nil && os.Geteuid() == 0 {
+	if perfErr == nil && gccErr == nil && os.Geteuid() == 0 && runtime.GOARCH == "amd64" {
 		dir := t.TempDir()
-		bin := build(t, dir, "chain", chainSrc, "-O2", "-g", "-fomit-frame-pointer")
-		return record(t, dir, bin), Options{}
+		bin := build(t, dir, "chainjit", browserSrc, "-O2", "-g", "-fno-omit-frame-pointer")
+		data := record(t, dir, bin)
+		// The JIT's map is read by the report; remove it afterwards.
+		t.Cleanup(func() {
+			matches, _ := filepath.Glob("/tmp/perf-*.map")
+			for _, m := range matches {
+				if b, err := os.ReadFile(m); err == nil && strings.HasSuffix(string(b), " jitted_trampoline\n") && len(b) < 64 {
+					os.Remove(m)
+				}
+			}
+		})
+		return data, Options{}, true
 	}
-	t.Logf("perf, gcc or root missing: drawing the bundled perfdata/testdata/dwarf.data")
-	return "../perfdata/testdata/dwarf.data", Options{Kallsyms: "-"}
+	t.Logf("perf, gcc, root or amd64 missing: drawing the bundled perfdata/testdata/dwarf.data")
+	return "../perfdata/testdata/dwarf.data", Options{Kallsyms: "-"}, false
 }
 
 // reportPictures reports a recording into the folded, flamegraph and
@@ -288,7 +330,7 @@ func TestBrowserFlameGraphAndSpeedscope(t *testing.T) {
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Skipf("browser test: %s is missing (apt-get install chromium)", chromiumPath)
 	}
-	data, opts := browserRecording(t)
+	data, opts, jit := browserRecording(t)
 	folded, svg, profile, samples := reportPictures(t, data, opts)
 	art := artifactsDir(t)
 	for name, b := range map[string][]byte{"flame.svg": svg, "profile.speedscope.json": profile, "folded.txt": folded} {
@@ -315,7 +357,7 @@ func TestBrowserFlameGraphAndSpeedscope(t *testing.T) {
 	b := newBrowser(t, srv.URL)
 
 	t.Run("flamegraph", func(t *testing.T) {
-		checkFlameInBrowser(t, b, srv.URL+"/flame.svg", folded, samples, art)
+		checkFlameInBrowser(t, b, srv.URL+"/flame.svg", folded, samples, jit, art)
 	})
 	t.Run("speedscope", func(t *testing.T) {
 		speedscopeDir = speedscopeRelease(t)
@@ -323,7 +365,7 @@ func TestBrowserFlameGraphAndSpeedscope(t *testing.T) {
 	})
 }
 
-func checkFlameInBrowser(t *testing.T, b *browser, pageURL string, folded []byte, samples int, art string) {
+func checkFlameInBrowser(t *testing.T, b *browser, pageURL string, folded []byte, samples int, jit bool, art string) {
 	require.NoError(t, chromedp.Do(b.ctx, chromedp.Navigate(pageURL)))
 	require.Equal(t, "svg", eval[string](t, b, "document.documentElement.localName"))
 	live, boxes := liveBoxes(t, b)
@@ -334,6 +376,39 @@ func checkFlameInBrowser(t *testing.T, b *browser, pageURL string, folded []byte
 	assert.Equal(t, fmt.Sprintf("all (%s samples, 100.00%%)", thousands(samples)), live[0].Title)
 	want := parseFolded(t, folded)
 	assert.Equal(t, want, svgFolded(boxes), "the boxes' counts are not the folded output's")
+
+	// The kinds read apart: the JIT trampoline is green, the main under it
+	// was recovered by the frame-pointer fallback and is outlined in
+	// dashes, the main reached by CFI is not.
+	if jit {
+		kinds := eval[[]struct{ Name, Class, Fill, Dash string }](t, b, `Array.from(document.querySelectorAll("#frames > g")).map(g => {
+			const r = g.querySelector("rect");
+			return {Name: g.querySelector("title").textContent.replace(/ \(.*/, ""), Class: g.getAttribute("class"),
+				Fill: getComputedStyle(r).fill, Dash: getComputedStyle(r).strokeDasharray};
+		})`)
+		seen := map[string]bool{}
+		for _, k := range kinds {
+			var r, g, bl int
+			fmt.Sscanf(k.Fill, "rgb(%d, %d, %d)", &r, &g, &bl)
+			switch {
+			case k.Name == "jitted_trampoline":
+				seen["jit"] = true
+				assert.Equal(t, "j", k.Class, "the JIT frame's kind")
+				assert.True(t, g > r && g > bl, "the JIT box is not green: %s", k.Fill)
+			case strings.Contains(k.Class, "fb"):
+				seen["fallback"] = true
+				assert.NotEqual(t, "none", k.Dash, "fallback box %q has no dashed outline", k.Name)
+			case k.Class == "k":
+				seen["kernel"] = true
+				assert.Equal(t, "none", k.Dash)
+			case k.Class == "u":
+				seen["user"] = true
+				assert.True(t, r > g && r > bl, "user box %q is not red: %s", k.Name, k.Fill)
+				assert.Equal(t, "none", k.Dash, "CFI box %q is dashed", k.Name)
+			}
+		}
+		assert.Equal(t, map[string]bool{"jit": true, "fallback": true, "kernel": true, "user": true}, seen)
+	}
 
 	// Zoom: click the widest box two levels or more above the root that
 	// holds less than most samples; it fills the width, its callers fade,

@@ -376,7 +376,7 @@ text { font-family: Verdana, "DejaVu Sans", sans-serif; font-size: %dpx; fill: r
 #title { text-anchor: middle; font-size: 17px; }
 #frames > g { cursor: pointer; }
 #frames > g:hover > rect { stroke: rgb(0,0,0); stroke-width: 0.5; }
-#frames > g.fb > rect { stroke: rgb(40,40,40); stroke-width: 1; stroke-dasharray: 3 2; }
+#frames > g.fb > rect { stroke: rgb(0,0,0); stroke-width: 1.5; stroke-dasharray: 4 2; }
 #frames > g.parent > rect { opacity: 0.5; }
 #frames > g.hide { display: none; }
 #frames > g > text { pointer-events: none; }
@@ -413,7 +413,7 @@ func (l *flameLayout) legend(w *bufio.Writer) {
 		{"kernel", flameColour(kindKernel, "legend"), ""},
 		{"inlined", flameColour(kindInlined, "legend"), ""},
 		{"JIT", flameColour(kindJIT, "legend"), ""},
-		{"fallback (fp, lr)", "rgb(245,245,238)", ` stroke="rgb(40,40,40)" stroke-dasharray="3 2"`},
+		{"fallback (fp, lr)", "rgb(245,245,238)", ` stroke="rgb(0,0,0)" stroke-width="1.5" stroke-dasharray="4 2"`},
 	}
 	x := float64(flamePadX)
 	for _, e := range entries {
