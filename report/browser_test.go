@@ -38,35 +38,29 @@ import (
 
 const chromiumPath = "/usr/bin/chromium"
 
-// browserSrc is the chain program with a JIT detour: main also calls cb
-// through a trampoline in anonymous memory named by /tmp/perf-PID.map, so
-// the picture has user, kernel, inlined (libc) and JIT boxes, and a main
+// browserProgram is the chain program with a JIT detour (the JIT test's
+// program, its callback made busy): main also calls cb through a
+// trampoline in anonymous memory named by /tmp/perf-PID.map, so the
+// picture has user, kernel, inlined (libc) and JIT boxes, and a main
 // recovered by the frame-pointer fallback under the JIT frame.
-const browserSrc = `
-#include <stdio.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
-static volatile long sink;
-__attribute__((noinline)) void leaf(int n) { for (long i = 0; i < 200000; i++) sink += i * n; close(-1); sink++; }
-__attribute__((noinline)) void mid(int n) { leaf(n); sink++; }
-__attribute__((noinline)) void top(int n) { mid(n); sink++; }
-__attribute__((noinline)) void cb(void) { for (long i = 0; i < 200000; i++) sink += i; close(-1); sink++; }
-int main(void) {
-	for (int i = 0; i < 150; i++) top(i);
-	/* push %rbp; mov %rsp,%rbp; call *%rdi; pop %rbp; ret */
-	static const unsigned char code[] = {0x55, 0x48, 0x89, 0xe5, 0xff, 0xd7, 0x5d, 0xc3};
-	unsigned char *p = mmap(0, 4096, PROT_READ|PROT_WRITE|PROT_EXEC, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0);
-	memcpy(p, code, sizeof code);
-	char path[64];
-	snprintf(path, sizeof path, "/tmp/perf-%d.map", getpid());
-	FILE *f = fopen(path, "w");
-	fprintf(f, "%lx %zx jitted_trampoline\n", (unsigned long)p, sizeof code);
-	fclose(f);
-	for (int i = 0; i < 50; i++) ((void (*)(void (*)(void)))p)(cb);
-	return 0;
+func browserProgram(t *testing.T) string {
+	var chain []string
+	for _, l := range strings.Split(chainSrc, "\n") {
+		if strings.HasPrefix(l, "__attribute__") {
+			chain = append(chain, l)
+		}
+	}
+	src := strings.NewReplacer(
+		"__attribute__((noinline)) void cb(void) { close(-1);",
+		strings.Join(chain, "\n")+"\n__attribute__((noinline)) void cb(void) { for (long i = 0; i < 200000; i++) sink += i; close(-1);",
+		"int main(void) {", "int main(void) {\n\tfor (int i = 0; i < 150; i++) top(i);",
+		"i < 10;", "i < 50;",
+	).Replace(jitSrc)
+	require.Contains(t, src, "top(i);")
+	require.Contains(t, src, "void leaf(int n)")
+	require.Contains(t, src, "i < 50;")
+	return src
 }
-`
 
 // browserRecording returns a recording to draw: one the test makes with
 // perf where it can (jit is then true), else the bundled
@@ -77,7 +71,7 @@ func browserRecording(t *testing.T) (data string, opts Options, jit bool) {
 	_, gccErr := exec.LookPath("gcc")
 	if perfErr == nil && gccErr == nil && os.Geteuid() == 0 && runtime.GOARCH == "amd64" {
 		dir := t.TempDir()
-		bin := build(t, dir, "chainjit", browserSrc, "-O2", "-g", "-fno-omit-frame-pointer")
+		bin := build(t, dir, "chainjit", browserProgram(t), "-O2", "-g", "-fno-omit-frame-pointer")
 		data := record(t, dir, bin)
 		// The JIT's map is read by the report; remove it afterwards.
 		t.Cleanup(func() {
@@ -463,11 +457,13 @@ func checkFlameInBrowser(t *testing.T, b *browser, pageURL string, folded []byte
 	require.NoError(t, chromedp.Do(b.ctx, chromedp.KeyEvent("f", chromedp.KeyModifiers(chromedp.ModifierCtrl))))
 	checkSearch(t, b, live, boxes, term, want, samples)
 	screenshot(t, b, filepath.Join(art, "flame-search.png"))
+	// Then the name with the most boxes, through the button.
+	perName := map[string]int{}
 	other := ""
-	for _, bx := range boxes {
-		if bx.Depth > boxes[z].Depth && bx.Name != term && !strings.Contains(bx.Name, term) {
+	for _, bx := range boxes[1:] {
+		perName[bx.Name]++
+		if n := perName[bx.Name]; bx.Name != term && (other == "" || n > perName[other]) {
 			other = bx.Name
-			break
 		}
 	}
 	if other != "" {
