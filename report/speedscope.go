@@ -25,7 +25,6 @@ type speedscopeWriter struct {
 	frames   []speedscopeFrame
 	frameIDs map[speedscopeFrameKey]int
 	profiles map[speedscopeProfileKey]*speedscopeProfile
-	stack    []int
 }
 
 type speedscopeFrameKey struct {
@@ -45,10 +44,13 @@ type speedscopeProfileKey struct {
 }
 
 type speedscopeProfile struct {
-	key     speedscopeProfileKey
-	comm    string
-	time    bool // weights are nanoseconds of cpu-clock or task-clock
-	samples [][]int
+	key  speedscopeProfileKey
+	comm string
+	time bool // weights are nanoseconds of cpu-clock or task-clock
+	// The samples' stacks, outermost frame first, one after the other in
+	// frames; stack i ends at ends[i].
+	frames  []int32
+	ends    []int
 	weights []uint64
 	total   uint64
 }
@@ -71,7 +73,6 @@ func (sw *speedscopeWriter) Write(s *Sample) error {
 		p = &speedscopeProfile{key: k, comm: s.Comm, time: isTimeEvent(s.Event)}
 		sw.profiles[k] = p
 	}
-	sw.stack = sw.stack[:0]
 	for i := len(s.Frames) - 1; i >= 0; i-- {
 		fr := &s.Frames[i]
 		name := sw.names.Frame(fr)
@@ -84,13 +85,13 @@ func (sw *speedscopeWriter) Write(s *Sample) error {
 		} else if l := fr.Line; l > 0 && (sw.frames[id].Line == 0 || l < sw.frames[id].Line) {
 			sw.frames[id].Line = l
 		}
-		sw.stack = append(sw.stack, id)
+		p.frames = append(p.frames, int32(id))
 	}
+	p.ends = append(p.ends, len(p.frames))
 	weight := uint64(1)
 	if p.time {
 		weight = s.Period
 	}
-	p.samples = append(p.samples, append([]int(nil), sw.stack...))
 	p.weights = append(p.weights, weight)
 	p.total += weight
 	return nil
@@ -115,7 +116,7 @@ func (sw *speedscopeWriter) Close() error {
 	})
 	active := 0
 	for i, p := range list {
-		if len(p.samples) > len(list[active].samples) {
+		if len(p.ends) > len(list[active].ends) {
 			active = i
 		}
 	}
@@ -149,13 +150,14 @@ func (sw *speedscopeWriter) Close() error {
 		writeJSONString(bw, p.comm+" "+strconv.FormatUint(uint64(p.key.pid), 10)+"/"+
 			strconv.FormatUint(uint64(p.key.tid), 10)+" "+p.key.event)
 		bw.WriteString(`,"unit":"` + unit + `","startValue":0,"endValue":` + strconv.FormatUint(p.total, 10) + `,"samples":[`)
-		for j, st := range p.samples {
+		start := 0
+		for j, end := range p.ends {
 			b = b[:0]
 			if j > 0 {
 				b = append(b, ',')
 			}
 			b = append(b, '[')
-			for k, id := range st {
+			for k, id := range p.frames[start:end] {
 				if k > 0 {
 					b = append(b, ',')
 				}
@@ -163,6 +165,7 @@ func (sw *speedscopeWriter) Close() error {
 			}
 			b = append(b, ']')
 			bw.Write(b)
+			start = end
 		}
 		bw.WriteString(`],"weights":[`)
 		for j, wt := range p.weights {
