@@ -88,23 +88,32 @@ func browserRecording(t *testing.T) (data string, opts Options, jit bool) {
 	return "../perfdata/testdata/dwarf.data", Options{Kallsyms: "-"}, false
 }
 
-// reportPictures reports a recording into the folded, flamegraph and
-// speedscope writers at once.
-func reportPictures(t *testing.T, data string, opts Options) (folded, svg, speedscope []byte, samples int) {
+// reportPictures reports a recording into the folded, flamegraph (flame
+// and icicle) and speedscope writers at once; the pictures are returned by
+// file name.
+func reportPictures(t *testing.T, data string, opts Options) (folded []byte, files map[string][]byte, samples int) {
 	t.Helper()
 	r, err := perfdata.Open(data)
 	require.NoError(t, err)
 	defer r.Close()
-	var fb, sb, pb bytes.Buffer
-	fw, err := NewWriter("folded", &fb, WriterOptions{})
-	require.NoError(t, err)
-	sw, err := NewWriter("flamegraph", &sb, WriterOptions{Title: "ustack browser test"})
-	require.NoError(t, err)
-	pw, err := NewWriter("speedscope", &pb, WriterOptions{Title: "ustack browser test"})
-	require.NoError(t, err)
+	outputs := []struct {
+		file, format string
+		o            WriterOptions
+	}{
+		{"folded.txt", "folded", WriterOptions{}},
+		{"flame.svg", "flamegraph", WriterOptions{Title: "ustack browser test"}},
+		{"icicle.svg", "flamegraph", WriterOptions{Inverted: true}},
+		{"profile.speedscope.json", "speedscope", WriterOptions{Title: "ustack browser test"}},
+	}
+	bufs := make([]bytes.Buffer, len(outputs))
+	writers := make([]Writer, len(outputs))
+	for i, o := range outputs {
+		writers[i], err = NewWriter(o.format, &bufs[i], o.o)
+		require.NoError(t, err)
+	}
 	_, err = Run(r, opts, func(s *Sample) error {
 		samples++
-		for _, w := range []Writer{fw, sw, pw} {
+		for _, w := range writers {
 			if err := w.Write(s); err != nil {
 				return err
 			}
@@ -112,11 +121,13 @@ func reportPictures(t *testing.T, data string, opts Options) (folded, svg, speed
 		return nil
 	})
 	require.NoError(t, err)
-	for _, w := range []Writer{fw, sw, pw} {
+	files = map[string][]byte{}
+	for i, w := range writers {
 		require.NoError(t, w.Close())
+		files[outputs[i].file] = bufs[i].Bytes()
 	}
 	require.NotZero(t, samples, "the recording has no samples")
-	return fb.Bytes(), sb.Bytes(), pb.Bytes(), samples
+	return files["folded.txt"], files, samples
 }
 
 func artifactsDir(t *testing.T) string {
@@ -325,21 +336,16 @@ func TestBrowserFlameGraphAndSpeedscope(t *testing.T) {
 		t.Skipf("browser test: %s is missing (apt-get install chromium)", chromiumPath)
 	}
 	data, opts, jit := browserRecording(t)
-	folded, svg, profile, samples := reportPictures(t, data, opts)
+	folded, files, samples := reportPictures(t, data, opts)
 	art := artifactsDir(t)
-	for name, b := range map[string][]byte{"flame.svg": svg, "profile.speedscope.json": profile, "folded.txt": folded} {
-		require.NoError(t, os.WriteFile(filepath.Join(art, name), b, 0o644))
-	}
-
 	mux := http.NewServeMux()
-	mux.HandleFunc("/flame.svg", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "image/svg+xml")
-		w.Write(svg)
-	})
-	mux.HandleFunc("/profile.speedscope.json", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.Write(profile)
-	})
+	for name, b := range files {
+		require.NoError(t, os.WriteFile(filepath.Join(art, name), b, 0o644))
+		mux.HandleFunc("/"+name, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", map[string]string{".svg": "image/svg+xml", ".json": "application/json", ".txt": "text/plain"}[filepath.Ext(name)])
+			w.Write(b)
+		})
+	}
 	// Browsers ask for the site's icon on their own; the pictures do not.
 	mux.HandleFunc("/favicon.ico", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	var speedscopeDir string
@@ -351,20 +357,25 @@ func TestBrowserFlameGraphAndSpeedscope(t *testing.T) {
 	b := newBrowser(t, srv.URL)
 
 	t.Run("flamegraph", func(t *testing.T) {
-		checkFlameInBrowser(t, b, srv.URL+"/flame.svg", folded, samples, jit, art)
+		checkFlameInBrowser(t, b, srv.URL, "flame", folded, samples, jit, art)
+	})
+	t.Run("icicle", func(t *testing.T) {
+		checkFlameInBrowser(t, b, srv.URL, "icicle", folded, samples, jit, art)
 	})
 	t.Run("speedscope", func(t *testing.T) {
 		speedscopeDir = speedscopeRelease(t)
-		checkSpeedscopeInBrowser(t, b, srv.URL, profile, art)
+		checkSpeedscopeInBrowser(t, b, srv.URL, files["profile.speedscope.json"], art)
 	})
 }
 
-func checkFlameInBrowser(t *testing.T, b *browser, pageURL string, folded []byte, samples int, jit bool, art string) {
-	require.NoError(t, chromedp.Do(b.ctx, chromedp.Navigate(pageURL)))
+// checkFlameInBrowser opens base/name.svg, a flame graph (or, for
+// "icicle", an inverted one) of the samples whose folded output is folded.
+func checkFlameInBrowser(t *testing.T, b *browser, base, name string, folded []byte, samples int, jit bool, art string) {
+	require.NoError(t, chromedp.Do(b.ctx, chromedp.Navigate(base+"/"+name+".svg")))
 	require.Equal(t, "svg", eval[string](t, b, "document.documentElement.localName"))
 	live, boxes := liveBoxes(t, b)
-	linkBoxes(t, boxes, false)
-	screenshot(t, b, filepath.Join(art, "flame.png"))
+	linkBoxes(t, boxes, name == "icicle")
+	screenshot(t, b, filepath.Join(art, name+".png"))
 
 	// The root title counts every sample; the boxes hold the folded stacks.
 	assert.Equal(t, fmt.Sprintf("all (%s samples, 100.00%%)", thousands(samples)), live[0].Title)
@@ -439,7 +450,7 @@ func checkFlameInBrowser(t *testing.T, b *browser, pageURL string, folded []byte
 	}
 	t.Logf("zoomed: %d boxes hidden", hidden)
 	assert.False(t, eval[bool](t, b, `document.getElementById("unzoom").classList.contains("hide")`), "no Reset Zoom")
-	screenshot(t, b, filepath.Join(art, "flame-zoomed.png"))
+	screenshot(t, b, filepath.Join(art, name+"-zoomed.png"))
 	// Reset Zoom puts every box back.
 	rz := eval[[]float64](t, b, `(() => { const bb = document.getElementById("unzoom").getBoundingClientRect(); return [bb.x + bb.width/2, bb.y + bb.height/2]; })()`)
 	require.NoError(t, chromedp.Do(b.ctx, chromedp.MouseClickXY(rz[0], rz[1])))
@@ -456,7 +467,7 @@ func checkFlameInBrowser(t *testing.T, b *browser, pageURL string, folded []byte
 	b.prompt <- term
 	require.NoError(t, chromedp.Do(b.ctx, chromedp.KeyEvent("f", chromedp.KeyModifiers(chromedp.ModifierCtrl))))
 	checkSearch(t, b, live, boxes, term, want, samples)
-	screenshot(t, b, filepath.Join(art, "flame-search.png"))
+	screenshot(t, b, filepath.Join(art, name+"-search.png"))
 	// Then the name with the most boxes, through the button.
 	perName := map[string]int{}
 	other := ""
@@ -472,7 +483,7 @@ func checkFlameInBrowser(t *testing.T, b *browser, pageURL string, folded []byte
 		require.NoError(t, chromedp.Do(b.ctx, chromedp.MouseClickXY(sb[0], sb[1])))
 		checkSearch(t, b, live, boxes, regexp.QuoteMeta(other), want, samples)
 	}
-	b.checkQuiet(t, "flame graph")
+	b.checkQuiet(t, name+".svg")
 }
 
 // checkSearch checks the page after a search for re: the boxes whose name
