@@ -27,19 +27,7 @@ func (f *Folder) Add(s *Sample) {
 	f.parts = append(f.parts[:0], s.Comm)
 	for i := len(s.Frames) - 1; i >= 0; i-- {
 		fr := &s.Frames[i]
-		name := f.names.Short(fr.Symbol)
-		if name == "" {
-			name = "[unknown]"
-			if fr.Module != "" {
-				name = "[" + baseName(fr.Module) + "]"
-			}
-		}
-		switch {
-		case fr.Kernel:
-			name += "_[k]"
-		case fr.Inlined:
-			name += "_[i]"
-		}
+		name := f.names.Frame(fr) + kindSuffix(fr)
 		f.parts = append(f.parts, strings.ReplaceAll(name, ";", ":"))
 	}
 	f.counts[strings.Join(f.parts, ";")]++
@@ -59,6 +47,18 @@ func (f *Folder) WriteTo(w io.Writer) (int64, error) {
 		n += int64(m)
 	}
 	return n, bw.Flush()
+}
+
+// kindSuffix is the annotation stackcollapse-perf.pl gives a frame's name:
+// "_[k]" for kernel frames, "_[i]" for inlined ones.
+func kindSuffix(fr *Frame) string {
+	switch {
+	case fr.Kernel:
+		return "_[k]"
+	case fr.Inlined:
+		return "_[i]"
+	}
+	return ""
 }
 
 func baseName(p string) string {

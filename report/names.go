@@ -12,11 +12,12 @@ import (
 // for concurrent use.
 type names struct {
 	short, full map[string]string
+	unnamed     map[string]string // module path -> "[base name]"
 	raw         bool
 }
 
 func newNames(raw bool) *names {
-	return &names{short: map[string]string{}, full: map[string]string{}, raw: raw}
+	return &names{short: map[string]string{}, full: map[string]string{}, unnamed: map[string]string{}, raw: raw}
 }
 
 // Short returns the name as perf prints it: demangled without parameter
@@ -45,6 +46,24 @@ func (n *names) Full(s string) string {
 	d := elfcache.Demangle(s)
 	n.full[s] = d
 	return d
+}
+
+// Frame returns the name a frame goes by in folded stacks and the pictures
+// made from them (flame graph, speedscope): the short demangled symbol, or
+// "[module]" for an unnamed address in a known object, else "[unknown]".
+func (n *names) Frame(fr *Frame) string {
+	if name := n.Short(fr.Symbol); name != "" {
+		return name
+	}
+	if fr.Module == "" {
+		return "[unknown]"
+	}
+	name, ok := n.unnamed[fr.Module]
+	if !ok {
+		name = "[" + baseName(fr.Module) + "]"
+		n.unnamed[fr.Module] = name
+	}
+	return name
 }
 
 func isMangled(s string) bool { return strings.HasPrefix(s, "_Z") || strings.HasPrefix(s, "_R") }

@@ -29,6 +29,38 @@ type WriterOptions struct {
 	// Srcline makes the text format print each frame's source line, like
 	// perf script -F +srcline.
 	Srcline bool
+
+	// Title heads the flame graph (default "Flame Graph", or "Icicle
+	// Graph" when Inverted) and names the speedscope file.
+	Title string
+	// Inverted draws the flame graph as an icicle graph: callers at the
+	// top, callees hanging below.
+	Inverted bool
+	// Width is the flame graph's width in pixels (default 1200).
+	Width int
+	// MinWidth leaves out flame graph boxes narrower than this many
+	// pixels (default 0.1), with everything they call.
+	MinWidth float64
+	// GroupBy says what the flame graph's boxes under "all" are:
+	// GroupComm (the default, as folded stacks), GroupProcess,
+	// GroupThread or GroupNone.
+	GroupBy string
+}
+
+// check rejects options no format can honour.
+func (o *WriterOptions) check() error {
+	switch o.GroupBy {
+	case "", GroupComm, GroupProcess, GroupThread, GroupNone:
+	default:
+		return fmt.Errorf("unknown grouping %q (want %s, %s, %s or %s)", o.GroupBy, GroupComm, GroupProcess, GroupThread, GroupNone)
+	}
+	if o.Width < 0 || o.Width > 1<<20 {
+		return fmt.Errorf("flame graph width %d pixels is out of range", o.Width)
+	}
+	if o.MinWidth < 0 || o.MinWidth != o.MinWidth {
+		return fmt.Errorf("flame graph minimum box width %v is not a width in pixels", o.MinWidth)
+	}
+	return nil
 }
 
 // writerMakers holds the constructor of every output format, by name.
@@ -38,9 +70,11 @@ var writerMakers = map[string]func(w io.Writer, o WriterOptions) Writer{
 		tw.Srcline = o.Srcline
 		return textWriter{tw}
 	},
-	"json":   func(w io.Writer, o WriterOptions) Writer { return jsonWriter{NewJSONWriter(w, o.Raw)} },
-	"folded": func(w io.Writer, o WriterOptions) Writer { return &foldedWriter{f: NewFolder(o.Raw), w: w} },
-	"pprof":  func(w io.Writer, o WriterOptions) Writer { return &pprofWriter{b: NewPprofBuilder(o.Raw), w: w} },
+	"json":       func(w io.Writer, o WriterOptions) Writer { return jsonWriter{NewJSONWriter(w, o.Raw)} },
+	"folded":     func(w io.Writer, o WriterOptions) Writer { return &foldedWriter{f: NewFolder(o.Raw), w: w} },
+	"pprof":      func(w io.Writer, o WriterOptions) Writer { return &pprofWriter{b: NewPprofBuilder(o.Raw), w: w} },
+	"flamegraph": func(w io.Writer, o WriterOptions) Writer { return newFlameWriter(w, o) },
+	"speedscope": func(w io.Writer, o WriterOptions) Writer { return newSpeedscopeWriter(w, o) },
 }
 
 // Formats returns the names NewWriter accepts, sorted.
@@ -61,6 +95,9 @@ func NewWriter(format string, w io.Writer, opts WriterOptions) (Writer, error) {
 	mk, ok := writerMakers[format]
 	if !ok {
 		return nil, fmt.Errorf("unknown format %q (want %s)", format, strings.Join(Formats(), ", "))
+	}
+	if err := opts.check(); err != nil {
+		return nil, err
 	}
 	return mk(w, opts), nil
 }

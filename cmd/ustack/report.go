@@ -31,7 +31,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
 	input := fs.String("i", "perf.data", "input `file` (perf.data from perf record --call-graph dwarf or ustack record; - for a pipe)")
 	output := fs.String("o", "", "write the report to `file` instead of standard output")
-	format := fs.String("format", "text", "output format: text (like perf script), json, folded, pprof")
+	format := fs.String("format", "text", "output format: text (like perf script), json, folded, pprof, flamegraph (interactive SVG), speedscope")
 	symfs := fs.String("symfs", "", "look for objects under `dir`, like perf's --symfs")
 	kall := fs.String("kallsyms", "", "kernel symbol `file` (default /proc/kallsyms; - for none)")
 	debugDir := fs.String("debug-dir", "", "colon-separated directories searched for separate debug files (default /usr/lib/debug)")
@@ -42,6 +42,11 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	jobs := fs.Int("j", 0, "unwinding workers (default: one per CPU)")
 	pacMask := fs.String("pac-mask", "", "arm64 pointer authentication `mask` (hex), or va:BITS (default va:48)")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of ustack itself to `file`")
+	title := fs.String("title", "", "flamegraph, speedscope: the picture's `title`")
+	inverted := fs.Bool("inverted", false, "flamegraph: an icicle graph (callers on top)")
+	width := fs.Int("width", 0, "flamegraph: width in `pixels` (default 1200)")
+	minWidth := fs.Float64("minwidth", 0, "flamegraph: leave out boxes narrower than `pixels` (default 0.1)")
+	groupBy := fs.String("group-by", "", "flamegraph: the boxes under \"all\": comm (default), process (comm-PID), thread (comm-PID/TID) or none")
 	archive := fs.String("archive", "", "objects archive `file` written by ustack record (default: INPUT.ustack when it exists; - for none)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: ustack report [flags]\n\nUnwinds and symbolizes every sample of a recording and prints its stack.\n\nflags:\n")
@@ -126,7 +131,8 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	for _, a := range r.Session().Attrs {
 		names = append(names, a.Name)
 	}
-	sink, err := report.NewWriter(*format, out, report.WriterOptions{Events: names, Raw: *noDemangle, Srcline: *srcline})
+	sink, err := report.NewWriter(*format, out, report.WriterOptions{Events: names, Raw: *noDemangle, Srcline: *srcline,
+		Title: *title, Inverted: *inverted, Width: *width, MinWidth: *minWidth, GroupBy: *groupBy})
 	if err != nil {
 		fmt.Fprintf(stderr, "ustack report: %v\n", err)
 		return exitUsage
