@@ -75,6 +75,12 @@ func (a *Reader) walk(off int64) (stop, read int64, why int, err error) {
 			if next >= a.size {
 				return next, off + pos, stopEOF, nil
 			}
+			if !a.zeros(next, min(a.size, next+2*block)) {
+				// tar stops quietly when the file ends exactly after a
+				// PAX header: not an end-of-archive marker, a cut.
+				a.report(next, "", "the archive ends inside a member header (truncated); any member from here on is missing")
+				return next, off + pos, stopTruncated, io.ErrUnexpectedEOF
+			}
 			return next, next + block, stopEnd, nil
 		}
 		if err != nil {
@@ -181,6 +187,18 @@ func kindFromName(e *Entry) bool {
 	}
 	if _, err := hex.DecodeString(rest); err == nil && rest != "" {
 		e.BuildID = strings.ToLower(rest)
+	}
+	return true
+}
+
+// zeros reports whether the bytes [from, to) are all zero.
+func (a *Reader) zeros(from, to int64) bool {
+	b := make([]byte, to-from)
+	n, _ := a.ra.ReadAt(b, from)
+	for _, c := range b[:n] {
+		if c != 0 {
+			return false
+		}
 	}
 	return true
 }
