@@ -135,3 +135,25 @@ func FuzzDecodeSample(f *testing.F) {
 		a.SampleID(body)
 	})
 }
+
+// BenchmarkDecodeSample decodes one sample of ustack record's layout with
+// an 8 KiB stack into a reused Sample.
+func BenchmarkDecodeSample(b *testing.B) {
+	a := &Attr{SampleType: recorderSampleType, SampleRegsUser: 0xff0fff}
+	body := handSample()[:6*8+3*8+8]
+	body = binary.LittleEndian.AppendUint64(body, RegsABI64)
+	for i := 0; i < 20; i++ {
+		body = binary.LittleEndian.AppendUint64(body, uint64(i))
+	}
+	body = binary.LittleEndian.AppendUint64(body, 8192)
+	body = append(body, make([]byte, 8192)...)
+	body = binary.LittleEndian.AppendUint64(body, 8192)
+	var s Sample
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for i := 0; i < b.N; i++ {
+		if err := DecodeSample(RecordHeader{}, a, body, &s); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
