@@ -333,6 +333,19 @@ func TestDamagedArchive(t *testing.T) {
 					assert.True(t, named, "%s: no warning names %s: %q", c.name, e.Member, warned)
 				}
 			}
+			if lost > 0 && intact(len(entries)-1) {
+				// The manifest survived: every lost member is named.
+				for i, s := range srcs {
+					if _, ok := get(r, s); ok {
+						continue
+					}
+					named := false
+					for _, w := range warned {
+						named = named || strings.Contains(w, entries[holder[i]].Member)
+					}
+					assert.True(t, named, "%s: %s lost, the manifest survived, but no warning names %s: %q", c.name, s.path, entries[holder[i]].Member, warned)
+				}
+			}
 			if m := r.Meta(); intact(0) && m.Hostname != "testhost" {
 				t.Errorf("%s: intact meta reads %+v", c.name, m)
 			}

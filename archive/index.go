@@ -45,11 +45,14 @@ func (a *Reader) index() error {
 				break // the end: nothing but the trailer (or zeros) follows
 			}
 			a.report(stop, "", "%d bytes of zeros where a member header belongs; resuming at the next intact member header at %#x", next-stop, next)
+			a.gaps = append(a.gaps, gap{stop, next, len(a.damage) - 1})
 		} else if next < 0 {
 			a.report(stop, "", "unreadable member header (%v); no intact member header follows in the last %d bytes", err, a.size-stop)
+			a.gaps = append(a.gaps, gap{stop, a.size, len(a.damage) - 1})
 			break
 		} else {
 			a.report(stop, "", "unreadable member header (%v); skipped %d bytes to the next intact member header at %#x", err, next-stop, next)
+			a.gaps = append(a.gaps, gap{stop, next, len(a.damage) - 1})
 		}
 		off = next
 	}
@@ -59,6 +62,13 @@ func (a *Reader) index() error {
 	a.readMeta()
 	a.checkManifest()
 	return nil
+}
+
+// gap is a stretch of the archive skipped for damage, and the report that
+// says so (which the manifest's account of the lost members completes).
+type gap struct {
+	lo, hi int64
+	report int
 }
 
 // walk indexes the members that follow one another from the header at off
@@ -120,6 +130,7 @@ func (a *Reader) addEntry(h *tar.Header, hdrOff, dataOff int64) {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || n < 0 {
 			a.report(hdrOff, e.Member, "bad %s record %q; member not used", paxSize, s)
+			a.rejected[e.Member] = true
 			return
 		}
 		e.Size = n
@@ -129,12 +140,14 @@ func (a *Reader) addEntry(h *tar.Header, hdrOff, dataOff int64) {
 	}
 	if e.Size > maxMember {
 		a.report(hdrOff, e.Member, "%d bytes is larger than any member this reader accepts (%d); member not used", e.Size, int64(maxMember))
+		a.rejected[e.Member] = true
 		return
 	}
 	if sum, ok := rec[paxSum]; ok && sum != unsetSum {
 		v, err := strconv.ParseUint(sum, 16, 32)
 		if err != nil || len(sum) != 8 {
 			a.report(hdrOff, e.Member, "bad %s record %q; member not used", paxSum, sum)
+			a.rejected[e.Member] = true
 			return
 		}
 		e.sum, e.hasSum = uint32(v), true
@@ -142,6 +155,7 @@ func (a *Reader) addEntry(h *tar.Header, hdrOff, dataOff int64) {
 			want := hex8(hsum(e.Member, e.Kind, e.BuildID, e.Path, mustSize(rec[paxSize]), sum))
 			if hs != want {
 				a.report(hdrOff, e.Member, "its header records fail their CRC-32C check (%s %s, computed %s); member not used", paxHSum, hs, want)
+				a.rejected[e.Member] = true
 				return
 			}
 		}
@@ -287,6 +301,16 @@ func (a *Reader) readMeta() {
 	a.report(0, "ustack-archive.json", "missing (the archive's metadata: version, host, arch); reading the members found")
 }
 
+// gapAt returns the skipped stretch that holds off.
+func (a *Reader) gapAt(off int64) *gap {
+	for i := range a.gaps {
+		if g := &a.gaps[i]; off >= g.lo && off < g.hi {
+			return g
+		}
+	}
+	return nil
+}
+
 // checkManifest names the members that the manifest lists and that were
 // not found intact.
 func (a *Reader) checkManifest() {
@@ -315,14 +339,38 @@ func (a *Reader) checkManifest() {
 	where := int64(0) // where the next listed member should start
 	for _, me := range m.Entries {
 		if i, ok := found[me.Member]; ok {
-			e := a.entries[i]
+			e := &a.entries[i]
 			where = e.off + (e.csize+block-1)/block*block
+			if e.noPAXRecord && me.Kind == e.Kind {
+				// Its PAX records were lost: the manifest still says
+				// what they said.
+				e.BuildID, e.Path, e.noPAXRecord = strings.ToLower(me.BuildID), me.Path, false
+				if e.Gzip && me.Size >= 0 {
+					e.Size = me.Size
+				}
+			}
 			continue
 		}
-		what := me.Kind
+		if a.rejected[me.Member] {
+			continue // addEntry said why
+		}
+		what := me.Member + " (" + me.Kind
 		if me.Path != "" {
 			what += " " + me.Path
 		}
-		a.report(where, me.Member, "%s (%d bytes), listed in the manifest, was lost to the damage", what, me.Size)
+		what = fmt.Sprintf("%s, %d bytes)", what, me.Size)
+		if g := a.gapAt(where); g != nil {
+			// Name it in the report of the damage that cost it.
+			a.mu.Lock()
+			fe := a.damage[g.report].(*FormatError)
+			if strings.Contains(fe.Msg, "; lost ") {
+				fe.Msg += ", " + what
+			} else {
+				fe.Msg += "; lost " + what
+			}
+			a.mu.Unlock()
+			continue
+		}
+		a.report(where, me.Member, "%s, listed in the manifest, was lost to the damage", what)
 	}
 }

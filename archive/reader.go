@@ -34,15 +34,17 @@ type Options struct {
 // Reader is an archive opened for reading. Its methods are safe for
 // concurrent use.
 type Reader struct {
-	ra      io.ReaderAt
-	size    int64
-	closer  io.Closer
-	opts    Options
-	meta    Meta
-	entries []Entry
-	byID    map[string]int // build-id hex -> object entry
-	debug   map[string]int // build-id hex -> debug entry
-	byPath  map[string]int // path -> object entry
+	ra       io.ReaderAt
+	size     int64
+	closer   io.Closer
+	opts     Options
+	meta     Meta
+	entries  []Entry
+	byID     map[string]int  // build-id hex -> object entry
+	debug    map[string]int  // build-id hex -> debug entry
+	byPath   map[string]int  // path -> object entry
+	gaps     []gap           // stretches skipped while indexing
+	rejected map[string]bool // members whose header was found damaged
 
 	mu      sync.Mutex
 	damage  []error
@@ -80,7 +82,7 @@ func Open(path string, opts Options) (*Reader, error) {
 // holds no ustack member at all, unwraps to ErrNotArchive.
 func NewReader(ra io.ReaderAt, size int64, opts Options) (*Reader, error) {
 	a := &Reader{ra: ra, size: size, opts: opts, byID: map[string]int{}, debug: map[string]int{},
-		byPath: map[string]int{}, bad: map[int]bool{}}
+		byPath: map[string]int{}, bad: map[int]bool{}, rejected: map[string]bool{}}
 	if err := a.index(); err != nil {
 		return nil, err // the damage found on the way is not news: there was nothing to find
 	}
