@@ -33,11 +33,12 @@
 //
 // # The companion archive
 //
-// Next to OUTPUT the recorder writes OUTPUT.ustack (ArchiveWriter,
+// Next to OUTPUT the recorder writes OUTPUT.ustack (archive.Writer,
 // docs/DUMP_FORMAT.md): a tar of gzip-compressed members holding
 // /proc/kallsyms, the vDSO image and every mapped executable object (and its
 // separate debug file when installed), keyed by build-id, so that a report
-// needs none of the recording machine's files. OpenArchive reads it back.
+// needs none of the recording machine's files. Package archive reads it
+// back.
 //
 // # Unwinding at capture time
 //

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/ustack/ustack/archive"
 	"github.com/ustack/ustack/elfcache"
 	"github.com/ustack/ustack/perfdata"
 	"golang.org/x/sys/unix"
@@ -32,7 +33,7 @@ type objectSet struct {
 	pending []pendingObj
 	done    bool
 	ids     []perfdata.BuildID
-	aw      *ArchiveWriter
+	aw      *archive.Writer
 	err     error
 	n       int
 	log     io.Writer
@@ -45,11 +46,11 @@ type pendingObj struct {
 	path string
 }
 
-func newObjectSet(archivePath string, archive bool, log io.Writer) *objectSet {
+func newObjectSet(archivePath string, withArchive bool, log io.Writer) *objectSet {
 	s := &objectSet{seen: map[string]bool{}, log: log}
 	s.cond = sync.NewCond(&s.mu)
-	if archive {
-		meta := ArchiveMeta{Arch: archName(hostArch())}
+	if withArchive {
+		meta := archive.Meta{Arch: archName(hostArch())}
 		var u unix.Utsname
 		if unix.Uname(&u) == nil {
 			meta.Hostname = cString(u.Nodename[:])
@@ -58,7 +59,7 @@ func newObjectSet(archivePath string, archive bool, log io.Writer) *objectSet {
 		if id := kernelBuildID(); id != nil {
 			meta.KernelBuildID = hex.EncodeToString(id)
 		}
-		aw, err := CreateArchive(archivePath, meta, false)
+		aw, err := archive.Create(archivePath, meta, false)
 		if err != nil {
 			s.err = err
 		} else {
@@ -96,7 +97,7 @@ func (s *objectSet) add(pid uint32, path string) {
 func (s *objectSet) worker() {
 	defer s.wg.Done()
 	// The worker only copies files into the (uncompressed) archive while
-	// recording; compression waits for the end (CompactArchive). It runs
+	// recording; compression waits for the end (archive.Compact). It runs
 	// at normal priority: a lowered one stalls the garbage collector's
 	// stop-the-world behind it, and the ring reader with it.
 	for {
@@ -223,11 +224,11 @@ func (s *objectSet) finish() ([]perfdata.BuildID, int, error) {
 	s.wg.Wait()
 	var err error
 	if s.aw != nil {
-		path := s.aw.f.Name()
+		path := s.aw.Path()
 		err = s.aw.Close()
 		s.aw = nil
 		if err == nil {
-			err = CompactArchive(path)
+			err = archive.Compact(path)
 		}
 	}
 	return s.ids, s.n, errors.Join(s.err, err)

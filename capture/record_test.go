@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/ustack/ustack/arch"
+	"github.com/ustack/ustack/archive"
 	"github.com/ustack/ustack/elfcache"
 	"github.com/ustack/ustack/perfdata"
 )
@@ -161,7 +162,7 @@ func TestRecordCommand(t *testing.T) {
 	}
 
 	// The archive holds every mapped object by build-id, byte for byte.
-	a, err := OpenArchive(out + ".ustack")
+	a, err := archive.Open(out+".ustack", archive.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +190,7 @@ func TestRecordCommand(t *testing.T) {
 		}
 		id := o.BuildID()
 		o.Close()
-		data, p, ok := a.Object(id)
+		data, p, ok := a.ObjectByID(id)
 		if !ok {
 			t.Errorf("archive lacks %s (build-id %x)", path, id)
 			continue

@@ -1,8 +1,6 @@
 package capture
 
 import (
-	"encoding/binary"
-	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -31,6 +29,7 @@ type liveUnwinder struct {
 	regs   arch.Regs
 	vdso   *elfcache.Object
 	chain  []uint64
+	in     perfdata.Sample // the kernel's sample, decoded
 	out    perfdata.Sample
 }
 
@@ -106,104 +105,13 @@ func (lu *liveUnwinder) space(pid uint32) *unwinder.AddressSpace {
 	return as
 }
 
-// sampleView is the decoded part of a kernel sample --unwind needs.
-type sampleView struct {
-	id, ip    uint64
-	pid, tid  uint32
-	time      uint64
-	cpu       uint32
-	period    uint64
-	callchain []uint64
-	raw       []byte
-	regsABI   uint64
-	regs      []uint64
-	stack     []byte
-	stackDyn  uint64
-}
-
-// decodeSample decodes a sample of the recorder's sample_type.
-func decodeSample(body []byte, st uint64, nregs int, v *sampleView) error {
-	le := binary.LittleEndian
-	p := 0
-	need := func(n int) bool { return p+n <= len(body) }
-	u64 := func() uint64 { x := le.Uint64(body[p:]); p += 8; return x }
-	if !need(48) {
-		return fmt.Errorf("short sample")
-	}
-	v.id = u64()
-	v.ip = u64()
-	v.pid, v.tid = le.Uint32(body[p:]), le.Uint32(body[p+4:])
-	p += 8
-	v.time = u64()
-	v.cpu = le.Uint32(body[p:])
-	p += 8
-	v.period = u64()
-	if !need(8) {
-		return fmt.Errorf("short sample")
-	}
-	n := int(u64())
-	if n < 0 || !need(8*n) {
-		return fmt.Errorf("bad callchain")
-	}
-	v.callchain = v.callchain[:0]
-	for i := 0; i < n; i++ {
-		v.callchain = append(v.callchain, u64())
-	}
-	v.raw = nil
-	if st&perfdata.SampleRaw != 0 {
-		if !need(4) {
-			return fmt.Errorf("short raw")
-		}
-		sz := int(le.Uint32(body[p:]))
-		p += 4
-		if !need(sz) {
-			return fmt.Errorf("bad raw size")
-		}
-		v.raw = body[p : p+sz]
-		p += sz
-	}
-	if !need(8) {
-		return fmt.Errorf("short regs")
-	}
-	v.regsABI = u64()
-	v.regs = v.regs[:0]
-	if v.regsABI != 0 {
-		if !need(8 * nregs) {
-			return fmt.Errorf("short regs")
-		}
-		for i := 0; i < nregs; i++ {
-			v.regs = append(v.regs, u64())
-		}
-	}
-	if !need(8) {
-		return fmt.Errorf("short stack")
-	}
-	sz := int(u64())
-	v.stack, v.stackDyn = nil, 0
-	if sz != 0 {
-		if !need(sz + 8) {
-			return fmt.Errorf("short stack")
-		}
-		v.stack = body[p : p+sz]
-		p += sz
-		v.stackDyn = u64()
-		if v.stackDyn < uint64(len(v.stack)) {
-			v.stack = v.stack[:v.stackDyn]
-		}
-	}
-	return nil
-}
-
 // writeUnwound unwinds a kernel sample and writes it with its user frames
 // as a callchain, without registers and stack bytes.
 func (r *Recorder) writeUnwound(misc uint16, body []byte) error {
 	lu := r.uw
-	var v sampleView
-	v.callchain = lu.chain[:0]
-	// Find the sample's attr by its id (the first u64: IDENTIFIER).
+	// Find the sample's attr by its id.
 	ai := 0
-	if len(body) >= 8 {
-		id := binary.LittleEndian.Uint64(body)
+	if id, ok := r.attrs[0].SampleID(body); ok {
 	find:
 		for i, a := range r.attrs {
 			for _, x := range a.IDs {
@@ -215,22 +123,19 @@ func (r *Recorder) writeUnwound(misc uint16, body []byte) error {
 		}
 	}
 	ka := r.attrs[ai]
-	nregs := 0
-	for m := ka.SampleRegsUser; m != 0; m &= m - 1 {
-		nregs++
-	}
-	if err := decodeSample(body, ka.SampleType, nregs, &v); err != nil {
+	v := &lu.in
+	if err := perfdata.DecodeSample(perfdata.RecordHeader{Type: perfdata.RecordSample, Misc: misc}, ka, body, v); err != nil {
 		// Keep the books right: a malformed sample is dropped and counted.
 		r.st.UnwindFailed++
 		return nil
 	}
-	chain := v.callchain
-	if v.regsABI != 0 {
+	chain := append(lu.chain[:0], v.Callchain...)
+	if v.RegsABI != perfdata.RegsABINone {
 		lu.regs.Reset()
-		lu.arch.LoadPerf(&lu.regs, ka.SampleRegsUser, v.regs, true)
+		lu.arch.LoadPerf(&lu.regs, v.RegsMask, v.Regs, true)
 		sp, _ := lu.regs.Get(lu.arch.SP())
-		stack := unwinder.Stack{Addr: sp, Data: v.stack}
-		res := lu.u.Unwind(&lu.cache, lu.space(v.pid), &lu.regs, &stack, lu.frames)
+		stack := unwinder.Stack{Addr: sp, Data: v.Stack()}
+		res := lu.u.Unwind(&lu.cache, lu.space(v.Pid), &lu.regs, &stack, lu.frames)
 		if res.Frames <= 1 {
 			r.st.UnwindFailed++
 		}
@@ -249,8 +154,8 @@ func (r *Recorder) writeUnwound(misc uint16, body []byte) error {
 	*s = perfdata.Sample{}
 	s.Misc = misc
 	s.Attr = r.w.Attrs()[ai]
-	s.ID, s.IP, s.Pid, s.Tid, s.Time, s.CPU, s.Period = v.id, v.ip, v.pid, v.tid, v.time, v.cpu, v.period
+	s.ID, s.IP, s.Pid, s.Tid, s.Time, s.CPU, s.Period = v.ID, v.IP, v.Pid, v.Tid, v.Time, v.CPU, v.Period
 	s.Callchain = chain
-	s.Raw = v.raw
+	s.Raw = v.Raw
 	return r.w.WriteSample(s)
 }

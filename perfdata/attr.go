@@ -108,8 +108,6 @@ type Attr struct {
 	idPos      int // byte offset of the id in a sample body, -1 if none
 	trailerLen int // bytes of the sample_id_all trailer
 	trailerID  int // byte offset of the id from the trailer's end, -1 if none
-	nUserRegs  int
-	nIntrRegs  int
 }
 
 // SampleIDAll reports whether non-sample records carry a sample_id trailer.
@@ -146,21 +144,7 @@ func (a *Attr) LoadUserRegs(ar arch.Arch, s *Sample, regs *arch.Regs, poisonAllO
 // prepare computes the derived layout of samples and trailers.
 func (a *Attr) prepare() {
 	st := a.SampleType
-	a.nUserRegs = bits.OnesCount64(a.SampleRegsUser)
-	a.nIntrRegs = bits.OnesCount64(a.SampleRegsIntr)
-	// id position in a sample.
-	a.idPos = -1
-	if st&SampleIdentifier != 0 {
-		a.idPos = 0
-	} else if st&SampleID != 0 {
-		p := 0
-		for _, f := range []uint64{SampleIP, SampleTID, SampleTime, SampleAddr} {
-			if st&f != 0 {
-				p += 8
-			}
-		}
-		a.idPos = p
-	}
+	a.idPos = sampleIDPos(st)
 	// sample_id_all trailer.
 	a.trailerLen, a.trailerID = 0, -1
 	if !a.SampleIDAll() {

@@ -546,7 +546,8 @@ func decodeCPUMap(b []byte, out []int) ([]int, bool) {
 	return out, true
 }
 
-// decodeSample decodes a PERF_RECORD_SAMPLE in the kernel's field order.
+// decodeSample decodes a PERF_RECORD_SAMPLE in the kernel's field order,
+// finding its attr by the sample id when the file has several.
 func (r *Reader) decodeSample(h RecordHeader, b []byte) (Record, error) {
 	a := r.nonSamp
 	if a == nil {
@@ -559,12 +560,55 @@ func (r *Reader) decodeSample(h RecordHeader, b []byte) (Record, error) {
 		}
 	}
 	s := &r.rec.sample
+	if err := DecodeSample(h, a, b, s); err != nil {
+		return nil, err
+	}
+	if !found {
+		// Unknown id: decoded with the first attr's layout, naming no attr.
+		s.Attr, s.EventName = nil, ""
+	}
+	return s, nil
+}
+
+// SampleID returns the sample id of a PERF_RECORD_SAMPLE body laid out by
+// a's sample_type (IDENTIFIER, or ID after the fields that precede it), and
+// false when the sample_type has no id or the body is too short for it.
+// It finds the attr of a sample among several before DecodeSample.
+func (a *Attr) SampleID(body []byte) (uint64, bool) {
+	p := sampleIDPos(a.SampleType)
+	if p < 0 || len(body) < p+8 {
+		return 0, false
+	}
+	return le.Uint64(body[p:]), true
+}
+
+// sampleIDPos is the byte offset of the id in a sample of sample_type st,
+// -1 if it has none.
+func sampleIDPos(st uint64) int {
+	if st&SampleIdentifier != 0 {
+		return 0
+	}
+	if st&SampleID == 0 {
+		return -1
+	}
+	return 8 * bits.OnesCount64(st&(SampleIP|SampleTID|SampleTime|SampleAddr))
+}
+
+// DecodeSample decodes body, the bytes of a PERF_RECORD_SAMPLE after its
+// 8-byte header, laid out as attr a says (sample_type, read_format,
+// branch_sample_type, sample_regs_user and sample_regs_intr), into s, which
+// the caller owns: s becomes the sample with header h and Attr a, every
+// field absent from the sample_type zero. The slices of s keep their
+// storage (Callchain, Regs, IntrRegs, Branches and Read.Values are decoded
+// into it, so a reused s allocates nothing once they are large enough);
+// Raw, StackData and AuxData alias body. A body too short for the
+// sample_type yields a *FormatError at h.Offset.
+func DecodeSample(h RecordHeader, a *Attr, body []byte, s *Sample) error {
 	cc, regs, iregs, brs, rv := s.Callchain, s.Regs, s.IntrRegs, s.Branches, s.Read.Values
 	*s = Sample{RecordHeader: h}
-	if found {
-		s.Attr = a
-		s.EventName = a.Name
-	}
+	s.Attr = a
+	s.EventName = a.Name
+	b := body
 	st := a.SampleType
 	d := &dec{b: b}
 	if st&SampleIdentifier != 0 {
@@ -629,7 +673,7 @@ func (r *Reader) decodeSample(h RecordHeader, b []byte) (Record, error) {
 		s.RegsABI = d.u64()
 		if s.RegsABI != 0 {
 			s.RegsMask = a.SampleRegsUser
-			s.Regs = d.u64s(uint64(a.nUserRegs), regs)
+			s.Regs = d.u64s(uint64(bits.OnesCount64(a.SampleRegsUser)), regs)
 		}
 	}
 	if st&SampleStackUser != 0 {
@@ -653,7 +697,7 @@ func (r *Reader) decodeSample(h RecordHeader, b []byte) (Record, error) {
 		s.IntrRegsABI = d.u64()
 		if s.IntrRegsABI != 0 {
 			s.IntrRegsMask = a.SampleRegsIntr
-			s.IntrRegs = d.u64s(uint64(a.nIntrRegs), iregs)
+			s.IntrRegs = d.u64s(uint64(bits.OnesCount64(a.SampleRegsIntr)), iregs)
 		}
 	}
 	if st&SamplePhysAddr != 0 {
@@ -673,11 +717,11 @@ func (r *Reader) decodeSample(h RecordHeader, b []byte) (Record, error) {
 		s.AuxData = d.bytes(n)
 	}
 	if d.bad {
-		return nil, formatErr(h.Offset, "SAMPLE: %d-byte body is too short for sample_type %#x", len(b), st)
+		return formatErr(h.Offset, "SAMPLE: %d-byte body is too short for sample_type %#x", len(b), st)
 	}
 	s.Has = st & (SampleTID | SampleTime | SampleID | SampleStreamID | SampleCPU | SampleIdentifier)
 	if s.Has&SampleIdentifier != 0 {
 		s.Has |= SampleID
 	}
-	return s, nil
+	return nil
 }

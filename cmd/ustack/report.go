@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,7 +12,7 @@ import (
 	"time"
 
 	"github.com/schollz/progressbar/v3"
-	"github.com/ustack/ustack/capture"
+	"github.com/ustack/ustack/archive"
 	"github.com/ustack/ustack/perfdata"
 	"github.com/ustack/ustack/report"
 	"golang.org/x/term"
@@ -47,7 +46,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	width := fs.Int("width", 0, "flamegraph: width in `pixels` (default 1200)")
 	minWidth := fs.Float64("minwidth", 0, "flamegraph: leave out boxes narrower than `pixels` (default 0.1)")
 	groupBy := fs.String("group-by", "", "flamegraph: the boxes under \"all\": comm (default), process (comm-PID), thread (comm-PID/TID) or none")
-	archive := fs.String("archive", "", "objects archive `file` written by ustack record (default: INPUT.ustack when it exists; - for none)")
+	archiveFile := fs.String("archive", "", "objects archive `file` written by ustack record (default: INPUT.ustack when it exists; - for none)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: ustack report [flags]\n\nUnwinds and symbolizes every sample of a recording and prints its stack.\n\nflags:\n")
 		fs.PrintDefaults()
@@ -96,23 +95,29 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	// A recording made by ustack record carries its objects, the vdso and
 	// kallsyms in <input>.ustack: use them, so the report works on a
 	// machine that has none of the binaries.
-	archivePath := *archive
+	archivePath := *archiveFile
 	if archivePath == "" && *input != "-" {
 		if _, err := os.Stat(*input + ".ustack"); err == nil {
 			archivePath = *input + ".ustack"
 		}
 	}
 	if archivePath != "" && archivePath != "-" {
-		a, err := capture.OpenArchive(archivePath)
-		if err != nil {
-			fmt.Fprintf(stderr, "ustack report: %v\n", err)
+		// A damaged archive costs only the members it damaged: each damage
+		// is a warning, and the report goes on with what survived.
+		a, err := archive.Open(archivePath, archive.Options{Warn: func(err error) { opts.Warn(err.Error()) }})
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			fmt.Fprintf(stderr, "ustack report: --archive %s: no such file\n", archivePath)
 			return exitError
-		}
-		defer a.Close()
-		opts.Objects = archiveObjects{a}
-		opts.DebugData = a.DebugFile
-		if k := a.Kallsyms(); k != nil && *kall == "" {
-			opts.KallsymsData = k
+		case err != nil:
+			opts.Warn(fmt.Sprintf("%v; reporting without it", err))
+		default:
+			defer a.Close()
+			opts.Objects = a
+			opts.DebugData = a.DebugFile
+			if k := a.Kallsyms(); k != nil && *kall == "" {
+				opts.KallsymsData = k
+			}
 		}
 	}
 
@@ -163,27 +168,6 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		return exitPartial
 	}
 	return exitOK
-}
-
-// archiveObjects serves objects and the vdso from a ustack record archive.
-type archiveObjects struct{ a *capture.Archive }
-
-func (o archiveObjects) Object(buildID []byte, path string) ([]byte, string, bool) {
-	if len(buildID) > 0 {
-		if data, name, ok := o.a.Object(buildID); ok {
-			return data, name, true
-		}
-	}
-	if path == "[vdso]" {
-		if data, id, ok := o.a.VDSO(); ok && (len(buildID) == 0 || bytes.Equal(id, buildID)) {
-			return data, "[vdso]", true
-		}
-		return nil, "", false
-	}
-	if data, id, ok := o.a.ObjectByPath(path); ok && (len(buildID) == 0 || bytes.Equal(id, buildID)) {
-		return data, path, true
-	}
-	return nil, "", false
 }
 
 func parsePACMask(s string) (uint64, error) {
