@@ -144,8 +144,14 @@ var tracefsRoots = []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}
 // /sys/kernel/tracing when it is not mounted (which needs root).
 func TracefsDir() (string, error) {
 	for _, d := range tracefsRoots {
-		if _, err := os.Stat(filepath.Join(d, "events")); err == nil {
+		_, err := os.Stat(filepath.Join(d, "events"))
+		if err == nil {
 			return d, nil
+		}
+		if os.IsPermission(err) {
+			// Mounted, but this user may not enter it (tracefs is 0700
+			// root by default): perf says "No permissions to read".
+			return "", fmt.Errorf("no permissions to read %s/events: tracefs is mounted on %s but this user may not read it; run as root, or give the user access ('chmod o+rx %s' or mount tracefs with gid=GROUP,mode=0750)", d, d, d)
 		}
 	}
 	d := tracefsRoots[0]

@@ -27,6 +27,9 @@ func TestMain(m *testing.M) {
 			os.Exit(3)
 		}
 		o.Stdout, o.Stderr = io.Discard, os.Stderr
+		if os.Getenv("USTACK_CAPTURE_HELPER_LOG") != "" {
+			o.Log = os.Stderr
+		}
 		if _, err := Record(context.Background(), o); err != nil {
 			os.Stderr.WriteString(err.Error() + "\n")
 			os.Exit(1)
@@ -151,7 +154,7 @@ func readPerfData(t *testing.T, path string) *fileContents {
 
 // perfScript runs perf script on a file and returns its output, skipping
 // when perf is not installed.
-func perfScript(t *testing.T, path string) string {
+func perfScript(t *testing.T, path string, args ...string) string {
 	t.Helper()
 	perf, err := exec.LookPath("perf")
 	if err != nil {
@@ -159,7 +162,7 @@ func perfScript(t *testing.T, path string) string {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, perf, "script", "-i", path)
+	cmd := exec.CommandContext(ctx, perf, append([]string{"script", "-i", path}, args...)...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

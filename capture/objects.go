@@ -129,7 +129,9 @@ func (s *objectSet) process(p pendingObj) {
 			s.addID(perfdata.BuildID{Misc: perfdata.MiscKernel, Pid: -1, BuildID: id, Filename: "[kernel.kallsyms]"})
 		}
 		if s.aw != nil {
-			if b, err := os.ReadFile("/proc/kallsyms"); err == nil {
+			// An unprivileged reader sees every address as zero: such a
+			// table names nothing, so it is not archived.
+			if b, err := os.ReadFile("/proc/kallsyms"); err == nil && kallsymsHasAddresses(b) {
 				if err := s.aw.AddKallsyms(b); err != nil {
 					s.setErr(err)
 				}
@@ -325,4 +327,20 @@ func noteBuildID(b []byte) []byte {
 		b = b[12+na+da:]
 	}
 	return nil
+}
+
+// kallsymsHasAddresses reports whether a kallsyms table shows real
+// addresses (kptr_restrict hides them from unprivileged readers as zeros).
+func kallsymsHasAddresses(b []byte) bool {
+	for n := 0; len(b) > 0 && n < 64; n++ {
+		if len(b) >= 16 && string(b[:16]) != "0000000000000000" && b[0] != ' ' {
+			return true
+		}
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			break
+		}
+		b = b[i+1:]
+	}
+	return false
 }

@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -75,6 +76,20 @@ type Options struct {
 	Stdout, Stderr io.Writer
 	// Log receives progress messages (nil: none).
 	Log io.Writer
+	// CPUs restricts recording to these CPUs (-C); empty means every
+	// online CPU. With no command and no PID it records system-wide on
+	// them.
+	CPUs []int
+	// NoInherit records only the threads that exist when recording
+	// starts, not the children and threads they create later.
+	NoInherit bool
+	// CallGraph is how user stacks are recorded: "dwarf" (the default:
+	// registers and a stack snapshot, unwound offline) or "fp" (only the
+	// kernel's frame-pointer call chain, no registers or stack bytes).
+	CallGraph string
+	// Cmdline is the command line written into the recording's CMDLINE
+	// header, as perf writes its own (default: this process's arguments).
+	Cmdline []string
 }
 
 // Stats summarizes a finished recording.
@@ -105,6 +120,13 @@ type Stats struct {
 	Output, Archive string
 	// Wakeups counts passes over the ring buffers that found records.
 	Wakeups uint64
+	// StackFull counts, with Unwind, the samples whose unwind stopped at
+	// the end of the stack snapshot (StackSize bytes): a larger snapshot
+	// would have given deeper stacks. (Without Unwind, ustack report
+	// tells, since only an unwind can.)
+	StackFull uint64
+	// StackSize is the snapshot size an Unwind recording used (0 otherwise).
+	StackSize uint32
 }
 
 // Recorder is one recording in progress. Create it with NewRecorder, then
@@ -138,6 +160,11 @@ type Recorder struct {
 	uw   *liveUnwinder
 
 	firstTime, lastTime uint64
+	// userOnly is set when the kernel refused kernel sampling and the
+	// events were opened with exclude_kernel.
+	userOnly bool
+	// openErrno is the errno of the last failed perf_event_open.
+	openErrno unix.Errno
 }
 
 // sampleType is what every event samples, like perf record --call-graph dwarf.
@@ -151,8 +178,21 @@ func NewRecorder(opts Options) (*Recorder, error) {
 	if opts.Output == "" {
 		opts.Output = "perf.data"
 	}
+	switch opts.CallGraph {
+	case "", "dwarf":
+		opts.CallGraph = "dwarf"
+	case "fp":
+		if opts.Unwind {
+			return nil, errors.New("--unwind needs --call-graph dwarf (fp records no stack to unwind)")
+		}
+	default:
+		return nil, fmt.Errorf("--call-graph %q: want dwarf[,SIZE] or fp", opts.CallGraph)
+	}
 	if opts.StackSize == 0 {
 		opts.StackSize = DefaultStackSize
+		if opts.Unwind {
+			opts.StackSize = unwindStackSize(opts)
+		}
 	}
 	if opts.StackSize > MaxStackSize {
 		return nil, fmt.Errorf("--stack-size %d is larger than the kernel's limit %d", opts.StackSize, MaxStackSize)
@@ -163,6 +203,11 @@ func NewRecorder(opts Options) (*Recorder, error) {
 	}
 	if opts.MmapPages == 0 {
 		opts.MmapPages = DefaultMmapPages
+		if opts.Unwind && os.Geteuid() == 0 {
+			// Larger snapshots (unwindStackSize) need more room between
+			// two drains; root is not bound by perf_event_mlock_kb.
+			opts.MmapPages = 4 * DefaultMmapPages
+		}
 	}
 	if opts.MmapPages&(opts.MmapPages-1) != 0 || opts.MmapPages < 1 {
 		return nil, fmt.Errorf("-m %d: the ring buffer size must be a power of two number of pages", opts.MmapPages)
@@ -176,6 +221,9 @@ func NewRecorder(opts Options) (*Recorder, error) {
 	}
 	if opts.PID != 0 {
 		n++
+	}
+	if len(opts.CPUs) > 0 && n == 0 {
+		opts.AllCPUs = true // perf record -C N: system-wide on those CPUs
 	}
 	if opts.AllCPUs {
 		n++
@@ -213,6 +261,24 @@ func NewRecorder(opts Options) (*Recorder, error) {
 		}
 	}
 	return r, nil
+}
+
+// unwindStackSize is the stack snapshot --unwind takes by default. The
+// stack bytes are unwound as they arrive and never stored, so a larger
+// snapshot costs no file space, only kernel copying and ring room: take
+// perf's maximum where the sampling rate keeps the copying under about
+// 128 MiB/s per CPU, and less at higher rates (never below the default).
+func unwindStackSize(opts Options) uint32 {
+	rate := opts.Freq
+	if rate == 0 && opts.Period == 0 {
+		rate = DefaultFreq
+	}
+	if rate == 0 {
+		return 32768 // every n-th event: the rate is unknown
+	}
+	size := uint64(128<<20) / rate
+	size = min(max(size, DefaultStackSize), MaxStackSize)
+	return uint32(size) &^ 7
 }
 
 // splitEvents splits "a,b" event lists, keeping commas inside uprobe paths
@@ -261,28 +327,34 @@ func onlineCPUs() []int {
 		}
 		return out
 	}
-	return parseCPUList(strings.TrimSpace(string(b)))
+	cpus, _ := ParseCPUList(strings.TrimSpace(string(b)))
+	return cpus
 }
 
-func parseCPUList(s string) []int {
+// ParseCPUList parses a CPU list in the kernel's (and perf -C's) syntax:
+// "0-3,6". It returns the CPUs parsed and an error naming the first part
+// that is not a CPU or a range.
+func ParseCPUList(s string) ([]int, error) {
 	var out []int
+	var bad error
 	for _, part := range strings.Split(s, ",") {
 		a, b, ok := strings.Cut(part, "-")
 		lo, err := strconv.Atoi(a)
-		if err != nil {
-			continue
-		}
 		hi := lo
-		if ok {
-			if hi, err = strconv.Atoi(b); err != nil {
-				continue
+		if err == nil && ok {
+			hi, err = strconv.Atoi(b)
+		}
+		if err != nil || lo < 0 || hi < lo || hi-lo > 1<<16 {
+			if bad == nil {
+				bad = fmt.Errorf("CPU list %q: %q is not a CPU number or range", s, part)
 			}
+			continue
 		}
 		for c := lo; c <= hi; c++ {
 			out = append(out, c)
 		}
 	}
-	return out
+	return out, bad
 }
 
 // buildAttr returns the kernel attr of event i.
@@ -293,9 +365,15 @@ func (r *Recorder) buildAttr(i int, ev *Event) *perfdata.Attr {
 	if ev.Kind == KindTracepoint {
 		a.SampleType |= perfdata.SampleRaw
 	}
-	a.SampleRegsUser = r.arch.PerfMask()
-	a.SampleStackUser = r.opts.StackSize
-	a.Flags = perfdata.AttrSampleIDAll | perfdata.AttrExcludeCallchainUser
+	a.Flags = perfdata.AttrSampleIDAll
+	if r.opts.CallGraph == "fp" {
+		// The kernel walks the user stack by frame pointers.
+		a.SampleType &^= perfdata.SampleRegsUser | perfdata.SampleStackUser
+	} else {
+		a.SampleRegsUser = r.arch.PerfMask()
+		a.SampleStackUser = r.opts.StackSize
+		a.Flags |= perfdata.AttrExcludeCallchainUser
+	}
 	if r.opts.NoKernelCallchain {
 		a.Flags |= perfdata.AttrExcludeCallchainKernel
 	}
@@ -330,6 +408,9 @@ func (r *Recorder) buildAttr(i int, ev *Event) *perfdata.Attr {
 		if r.opts.PID != 0 {
 			a.Flags |= perfdata.AttrInherit
 		}
+	}
+	if r.opts.NoInherit {
+		a.Flags &^= perfdata.AttrInherit
 	}
 	// Wake the reader when a quarter of the ring is full.
 	a.Flags |= perfdata.AttrWatermark
@@ -399,6 +480,18 @@ func (r *Recorder) startCommand() error {
 // one ring per CPU and redirects the CPU's other events into it.
 func (r *Recorder) openEvents() error {
 	r.cpus = onlineCPUs()
+	if len(r.opts.CPUs) > 0 {
+		online := map[int]bool{}
+		for _, c := range r.cpus {
+			online[c] = true
+		}
+		for _, c := range r.opts.CPUs {
+			if !online[c] {
+				return fmt.Errorf("-C %d: no such online CPU (online: %v)", c, r.cpus)
+			}
+		}
+		r.cpus = r.opts.CPUs
+	}
 	var pids []int
 	switch {
 	case r.opts.AllCPUs:
@@ -417,6 +510,71 @@ func (r *Recorder) openEvents() error {
 	for i, ev := range r.events {
 		r.attrs[i] = r.buildAttr(i, ev)
 	}
+	err := r.openAll(pids)
+	if err != nil && r.userOnlyFallback() {
+		// Not allowed to sample the kernel: record user space only, as
+		// perf record does at perf_event_paranoid 2.
+		r.closeEvents()
+		for _, a := range r.attrs {
+			a.Flags |= perfdata.AttrExcludeKernel | perfdata.AttrExcludeHV | perfdata.AttrExcludeCallchainKernel
+			a.IDs = nil
+		}
+		r.userOnly = true
+		if r.opts.Log != nil {
+			fmt.Fprintf(r.opts.Log, "ustack record: perf_event_paranoid is %d and ustack is not privileged: recording user space only (no kernel samples, no kernel call chains)\n", paranoid())
+		}
+		err = r.openAll(pids)
+	}
+	if err != nil {
+		return err
+	}
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return err
+	}
+	r.epfd = epfd
+	for _, rg := range r.rings {
+		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(rg.fd)}
+		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, rg.fd, &ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// userOnlyFallback reports whether a failed open may be retried without
+// the kernel: permission was denied to an unprivileged user at a
+// perf_event_paranoid that still allows user-space profiling (2), for
+// events that exist in user space (tracepoints are kernel events).
+func (r *Recorder) userOnlyFallback() bool {
+	if errno := r.openErrno; r.userOnly || (errno != unix.EACCES && errno != unix.EPERM) {
+		return false
+	}
+	if os.Geteuid() == 0 || hasCapPerfmon() || paranoid() > 2 || r.opts.AllCPUs {
+		return false
+	}
+	for _, ev := range r.events {
+		if ev.Kind == KindTracepoint {
+			return false
+		}
+	}
+	return true
+}
+
+// closeEvents closes what openAll opened.
+func (r *Recorder) closeEvents() {
+	for _, rg := range r.rings {
+		rg.close()
+	}
+	r.rings = nil
+	for _, fd := range r.fds {
+		unix.Close(fd)
+	}
+	r.fds = nil
+}
+
+// openAll opens every event on every CPU for pids and maps the rings.
+func (r *Recorder) openAll(pids []int) error {
 	ringOf := map[int]*ring{}
 	for _, cpu := range r.cpus {
 		for i, ev := range r.events {
@@ -431,6 +589,7 @@ func (r *Recorder) openEvents() error {
 					if err == unix.ESRCH && r.opts.PID != 0 && pid != r.opts.PID {
 						continue // a thread ended meanwhile
 					}
+					r.openErrno, _ = err.(unix.Errno)
 					return openError(ev, pid, cpu, err)
 				}
 				r.fds = append(r.fds, fd)
@@ -452,17 +611,6 @@ func (r *Recorder) openEvents() error {
 			}
 		}
 	}
-	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
-	if err != nil {
-		return err
-	}
-	r.epfd = epfd
-	for _, rg := range r.rings {
-		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(rg.fd)}
-		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, rg.fd, &ev); err != nil {
-			return err
-		}
-	}
 	return nil
 }
 
@@ -474,6 +622,9 @@ func (r *Recorder) ioctlAll(req uint) {
 
 // createOutput opens the output file 0600 and starts the perf.data writer.
 func (r *Recorder) createOutput() error {
+	if err := keepOld(r.opts.Output); err != nil {
+		return err
+	}
 	f, err := os.OpenFile(r.opts.Output, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
@@ -512,6 +663,24 @@ func (r *Recorder) createOutput() error {
 	return nil
 }
 
+// keepOld renames an existing recording at path to path.old, and its
+// archive path.ustack to path.old.ustack (so that "ustack report -i
+// path.old" finds it), as perf record keeps perf.data.old: a new
+// recording never destroys an old one. The archive moves even when the
+// new recording writes none, so it cannot be taken for the new one's.
+func keepOld(path string) error {
+	for _, p := range [][2]string{{path, path + ".old"}, {path + ".ustack", path + ".old.ustack"}} {
+		st, err := os.Stat(p[0])
+		if err != nil || !st.Mode().IsRegular() || st.Size() == 0 {
+			continue
+		}
+		if err := os.Rename(p[0], p[1]); err != nil {
+			return fmt.Errorf("keeping the old %s: %w", p[0], err)
+		}
+	}
+	return nil
+}
+
 // writeProvisionalHeader writes a perf.data file header whose data section
 // runs to the end of the file.
 func writeProvisionalHeader(f *os.File, w *perfdata.Writer) error {
@@ -540,12 +709,15 @@ func (r *Recorder) baseFeatures() *perfdata.Features {
 		}
 		return string(b)
 	}
+	if len(r.opts.Cmdline) == 0 {
+		r.opts.Cmdline = os.Args
+	}
 	f := &perfdata.Features{
 		Arch:      archName(r.arch),
 		Hostname:  cstr(u.Nodename[:]),
 		OSRelease: cstr(u.Release[:]),
 		Version:   "6.1.ustack",
-		Cmdline:   append([]string{"ustack", "record"}, os.Args[1:]...),
+		Cmdline:   r.opts.Cmdline,
 	}
 	n := uint32(runtime.NumCPU())
 	f.NrCPUsAvail, f.NrCPUsOnline = n, uint32(len(onlineCPUs()))
@@ -761,6 +933,9 @@ func (r *Recorder) cleanup() {
 // the recording starts.
 func (r *Recorder) synthesize() error {
 	s := &synthesizer{w: r.w, rec: r}
+	if err := r.writeKernelMmap(); err != nil {
+		return err
+	}
 	switch {
 	case r.opts.AllCPUs:
 		for _, pid := range allPids() {
@@ -781,6 +956,62 @@ func (r *Recorder) synthesize() error {
 		}
 	}
 	return nil
+}
+
+// writeKernelMmap writes the record perf writes first in every recording,
+// the kernel text mapping "[kernel.kallsyms]_text" (pid -1), so that perf
+// script and perf report find kernel symbols for the kernel call chains.
+// Without readable kernel addresses (an unprivileged recorder) there is
+// nothing to write.
+func (r *Recorder) writeKernelMmap() error {
+	start, end, ok := kernelText("/proc/kallsyms")
+	if !ok {
+		return nil
+	}
+	m := &perfdata.Mmap{Pid: ^uint32(0), Start: start, Len: end - start, PgOff: start,
+		Filename: "[kernel.kallsyms]_text"}
+	m.Type, m.Misc = perfdata.RecordMmap, perfdata.MiscKernel
+	m.RecordHeader.Pid, m.RecordHeader.Tid = ^uint32(0), 0
+	return r.w.WriteMmap(m)
+}
+
+// kernelText returns the addresses of _text and _etext from a kallsyms
+// file; ok is false when they are missing or hidden (shown as zero).
+func kernelText(path string) (start, end uint64, ok bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, 0, false
+	}
+	for len(b) > 0 && (start == 0 || end == 0) {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		if !bytes.HasSuffix(line, []byte(" _text")) && !bytes.HasSuffix(line, []byte(" _etext")) {
+			continue // kernel symbols only: a module's line ends in [module]
+		}
+		f := strings.Fields(string(line))
+		if len(f) != 3 {
+			continue
+		}
+		var dst *uint64
+		switch f[2] {
+		case "_text":
+			dst = &start
+		case "_etext":
+			dst = &end
+		default:
+			continue
+		}
+		v, err := strconv.ParseUint(f[0], 16, 64)
+		if err != nil {
+			continue
+		}
+		*dst = v
+	}
+	return start, end, start != 0 && end > start
 }
 
 // drainAll empties every ring into the file, then marks the end of a round
@@ -998,6 +1229,9 @@ func (r *Recorder) finish() error {
 	}
 	r.f = nil
 	r.st.Output = r.opts.Output
+	if r.uw != nil {
+		r.st.StackSize = r.opts.StackSize
+	}
 	r.st.ExitCode = 0
 	if r.cmd != nil && r.cmd.ProcessState != nil {
 		r.st.ExitCode = r.cmd.ProcessState.ExitCode()

@@ -139,6 +139,9 @@ func (r *Recorder) writeUnwound(misc uint16, body []byte) error {
 		if res.Frames <= 1 {
 			r.st.UnwindFailed++
 		}
+		if res.Stop == unwinder.StopTruncated {
+			r.st.StackFull++
+		}
 		if res.Frames > 0 {
 			chain = append(chain, perfdata.ContextUser)
 			for i := 0; i < res.Frames; i++ {

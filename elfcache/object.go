@@ -49,6 +49,9 @@ type Options struct {
 	// an object with a build-id (one carried by a recording's archive);
 	// the debug file's build-id must match.
 	DebugData func(buildID []byte) (data []byte, ok bool)
+	// SectionCache, when set, keeps decompressed sections on disk between
+	// runs, keyed by build-id (nil: decompress every time).
+	SectionCache *SectionCache
 }
 
 func (o *Options) debugDirs() []string {
@@ -125,6 +128,11 @@ type Object struct {
 	lineOnce sync.Once
 	lines    *lineIndex
 	lineErr  error
+
+	// cachedMu guards cached: the unmap functions of sections mapped
+	// from the SectionCache, released by Close.
+	cachedMu sync.Mutex
+	cached   []func() error
 }
 
 // Open opens the ELF file at path (beneath opts.SymFS when that is set) and
@@ -374,6 +382,14 @@ func (o *Object) Close() error {
 	if e := o.src.close(); e != nil && err == nil {
 		err = e
 	}
+	o.cachedMu.Lock()
+	for _, unmap := range o.cached {
+		if e := unmap(); e != nil && err == nil {
+			err = e
+		}
+	}
+	o.cached = nil
+	o.cachedMu.Unlock()
 	return err
 }
 
@@ -395,7 +411,10 @@ func (o *Object) sectionData(s *elf.Section) (data []byte, err error) {
 			// ch_size of the 64-bit compression header, at offset 8.
 			return nil, newErr(o.path, s.Name, 8, fmt.Errorf("decompressed size %#x exceeds the limit %#x", s.Size, max))
 		}
-		return readAllLimit(s.Open(), s.Size, o.path, s.Name)
+		if data, ok, err := o.inflateCompressed(s); ok {
+			return data, err
+		}
+		return o.viaCache(s, s.Size, func() ([]byte, error) { return readAllLimit(s.Open(), s.Size, o.path, s.Name) })
 	case strings.HasPrefix(s.Name, ".zdebug_"):
 		raw, err := o.src.bytes(s.Offset, s.FileSize)
 		if err != nil {
@@ -408,11 +427,13 @@ func (o *Object) sectionData(s *elf.Section) (data []byte, err error) {
 		if size > max {
 			return nil, newErr(o.path, s.Name, 4, fmt.Errorf("decompressed size %#x exceeds the limit %#x", size, max))
 		}
-		zr, err := newZlibReader(raw[12:])
-		if err != nil {
-			return nil, newErr(o.path, s.Name, 12, err)
-		}
-		return readAllLimit(zr, size, o.path, s.Name)
+		return o.viaCache(s, size, func() ([]byte, error) {
+			zr, err := newZlibReader(raw[12:])
+			if err != nil {
+				return nil, newErr(o.path, s.Name, 12, err)
+			}
+			return readAllLimit(zr, size, o.path, s.Name)
+		})
 	}
 	data, err = o.src.bytes(s.Offset, s.Size)
 	if err != nil {
@@ -421,6 +442,59 @@ func (o *Object) sectionData(s *elf.Section) (data []byte, err error) {
 		return nil, newErr(o.path, "", int64(s.Offset), fmt.Errorf("section %s (%#x bytes): %w", s.Name, s.Size, err))
 	}
 	return data, nil
+}
+
+// inflateCompressed decompresses an SHF_COMPRESSED section whose
+// compression header says zlib with the faster inflater (newZlibReader);
+// ok is false for other compression types, which debug/elf handles.
+func (o *Object) inflateCompressed(s *elf.Section) (data []byte, ok bool, err error) {
+	hdr := 12 // Elf32_Chdr: type, size, addralign
+	if o.ef.Class == elf.ELFCLASS64 {
+		hdr = 24 // Elf64_Chdr: type, reserved, size, addralign
+	}
+	if s.FileSize < uint64(hdr) {
+		return nil, false, nil
+	}
+	raw, err := o.src.bytes(s.Offset, s.FileSize)
+	if err != nil {
+		return nil, false, nil
+	}
+	if elf.CompressionType(o.ef.ByteOrder.Uint32(raw)) != elf.COMPRESS_ZLIB {
+		return nil, false, nil
+	}
+	data, err = o.viaCache(s, s.Size, func() ([]byte, error) {
+		zr, err := newZlibReader(raw[hdr:])
+		if err != nil {
+			return nil, newErr(o.path, s.Name, int64(hdr), err)
+		}
+		return readAllLimit(zr, s.Size, o.path, s.Name)
+	})
+	return data, true, err
+}
+
+// viaCache returns a compressed section's decompressed bytes from the
+// SectionCache when it has them for these compressed bytes, else
+// decompresses them with inflate and stores the result.
+func (o *Object) viaCache(s *elf.Section, size uint64, inflate func() ([]byte, error)) ([]byte, error) {
+	c := o.opts.SectionCache
+	if c == nil || len(o.buildID) == 0 || size == 0 {
+		return inflate()
+	}
+	src, err := o.src.bytes(s.Offset, s.FileSize)
+	if err != nil {
+		return inflate()
+	}
+	if data, unmap, ok := c.get(o.buildID, s.Name, src, size); ok {
+		o.cachedMu.Lock()
+		o.cached = append(o.cached, unmap)
+		o.cachedMu.Unlock()
+		return data, nil
+	}
+	data, err := inflate()
+	if err == nil {
+		c.put(o.buildID, s.Name, src, data)
+	}
+	return data, err
 }
 
 // readAllLimit reads exactly size bytes from r.

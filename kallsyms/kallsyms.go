@@ -4,12 +4,12 @@
 package kallsyms
 
 import (
-	"bufio"
+	"cmp"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
-	"strconv"
 	"strings"
 )
 
@@ -40,48 +40,61 @@ func Load(path string) (*Table, error) {
 	return t, nil
 }
 
+// maxTable bounds the kallsyms text Parse reads (the real table is a few
+// MB; a larger input is not a kallsyms file).
+const maxTable = 256 << 20
+
 // Parse reads kallsyms lines. Only text symbols (types t, T, w, W) are kept;
 // malformed lines are skipped. A table whose addresses are all zero (read
 // without privilege, kptr_restrict) is an error, since it cannot symbolize.
 func Parse(r io.Reader) (*Table, error) {
-	var syms []Symbol
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
-	nonzero := false
-	for sc.Scan() {
-		line := sc.Text()
-		f := strings.Fields(line)
-		if len(f) < 3 || len(f[1]) != 1 {
+	b, err := io.ReadAll(io.LimitReader(r, maxTable+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxTable {
+		return nil, fmt.Errorf("larger than %d MB: not a kallsyms table", maxTable>>20)
+	}
+	return ParseBytes(b)
+}
+
+// ParseBytes is Parse on a table in memory. The names share one copy of
+// the text, so a table of 100,000 symbols costs a few allocations, not one
+// per symbol.
+func ParseBytes(b []byte) (*Table, error) {
+	text := string(b)
+	syms := make([]Symbol, 0, len(text)/48)
+	nonzero, sorted := false, true
+	for len(text) > 0 {
+		line := text
+		if i := strings.IndexByte(text, '\n'); i >= 0 {
+			line, text = text[:i], text[i+1:]
+		} else {
+			text = ""
+		}
+		s, ok := parseLine(line)
+		if !ok {
 			continue
 		}
-		switch f[1][0] {
-		case 't', 'T', 'w', 'W':
-		default:
-			continue
-		}
-		addr, err := strconv.ParseUint(f[0], 16, 64)
-		if err != nil {
-			continue
-		}
-		if addr != 0 {
+		if s.Addr != 0 {
 			nonzero = true
 		}
-		s := Symbol{Addr: addr, Name: f[2]}
-		if len(f) >= 4 {
-			s.Module = strings.Trim(f[3], "[]")
+		if n := len(syms); n > 0 && syms[n-1].Addr > s.Addr {
+			sorted = false
 		}
 		syms = append(syms, s)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
 	}
 	if len(syms) > 0 && !nonzero {
 		return nil, fmt.Errorf("all addresses are zero (read as root, or lower kernel.kptr_restrict)")
 	}
+	// /proc/kallsyms lists the kernel in address order and modules after
+	// it, each in order: sort only what needs it.
+	if !sorted {
+		slices.SortStableFunc(syms, func(a, b Symbol) int { return cmp.Compare(a.Addr, b.Addr) })
+	}
 	// Among aliases at one address keep the last one listed: perf gives
 	// kallsyms symbols the size up to the next symbol, so only the last
 	// alias has a non-zero size, and perf prefers sized symbols.
-	sort.SliceStable(syms, func(i, j int) bool { return syms[i].Addr < syms[j].Addr })
 	out := syms[:0]
 	for _, s := range syms {
 		if len(out) > 0 && out[len(out)-1].Addr == s.Addr {
@@ -90,8 +103,60 @@ func Parse(r io.Reader) (*Table, error) {
 		}
 		out = append(out, s)
 	}
-	return &Table{syms: out}, nil
+	return &Table{syms: slices.Clip(out)}, nil
 }
+
+// parseLine parses "ADDRESS TYPE NAME [MODULE]" for a text symbol (types
+// t, T, w, W). Fields are separated by spaces or tabs.
+func parseLine(line string) (Symbol, bool) {
+	addrText, rest := nextField(line)
+	typ, rest := nextField(rest)
+	name, rest := nextField(rest)
+	if name == "" || len(typ) != 1 || len(addrText) == 0 || len(addrText) > 16 {
+		return Symbol{}, false
+	}
+	switch typ[0] {
+	case 't', 'T', 'w', 'W':
+	default:
+		return Symbol{}, false
+	}
+	var addr uint64
+	for i := 0; i < len(addrText); i++ {
+		c := addrText[i]
+		var d byte
+		switch {
+		case c >= '0' && c <= '9':
+			d = c - '0'
+		case c >= 'a' && c <= 'f':
+			d = c - 'a' + 10
+		case c >= 'A' && c <= 'F':
+			d = c - 'A' + 10
+		default:
+			return Symbol{}, false
+		}
+		addr = addr<<4 | uint64(d)
+	}
+	s := Symbol{Addr: addr, Name: name}
+	if mod, _ := nextField(rest); mod != "" {
+		s.Module = strings.Trim(mod, "[]")
+	}
+	return s, true
+}
+
+// nextField splits off the first field of s, skipping leading blanks.
+func nextField(s string) (field, rest string) {
+	i := 0
+	for i < len(s) && isBlank(s[i]) {
+		i++
+	}
+	j := i
+	for j < len(s) && !isBlank(s[j]) {
+		j++
+	}
+	return s[i:j], s[j:]
+}
+
+func isBlank(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f' }
 
 // Len returns the number of symbols.
 func (t *Table) Len() int { return len(t.syms) }

@@ -1,6 +1,9 @@
 package kallsyms
 
 import (
+	"os"
+	"sort"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -49,10 +52,109 @@ func TestLookup(t *testing.T) {
 
 func FuzzParse(f *testing.F) {
 	f.Add(sample)
+	f.Add("ffffffff81000000 T a\nffffffff80000000\tt b [m]\n+1 T c\n")
 	f.Fuzz(func(t *testing.T, s string) {
 		tab, err := Parse(strings.NewReader(s))
-		if err == nil {
-			tab.Lookup(0xffffffff81000000)
+		if err != nil {
+			return
+		}
+		tab.Lookup(0xffffffff81000000)
+		// The fast parser keeps exactly what the plain one keeps.
+		want := referenceParse(s)
+		if len(tab.syms) != len(want) {
+			t.Fatalf("%d symbols, reference %d", len(tab.syms), len(want))
+		}
+		for i := range want {
+			if tab.syms[i] != want[i] {
+				t.Fatalf("symbol %d: %+v, reference %+v", i, tab.syms[i], want[i])
+			}
 		}
 	})
+}
+
+// referenceParse is the plain parser (strings.Fields, strconv, a full
+// sort) that ParseBytes must agree with: the oracle for the fast one.
+func referenceParse(text string) []Symbol {
+	var syms []Symbol
+	for _, line := range strings.Split(text, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 || len(f[1]) != 1 || !strings.ContainsRune("tTwW", rune(f[1][0])) {
+			continue
+		}
+		if len(f[0]) > 16 || strings.HasPrefix(f[0], "+") || strings.HasPrefix(f[0], "-") {
+			continue
+		}
+		addr, err := strconv.ParseUint(f[0], 16, 64)
+		if err != nil {
+			continue
+		}
+		s := Symbol{Addr: addr, Name: f[2]}
+		if len(f) >= 4 {
+			s.Module = strings.Trim(f[3], "[]")
+		}
+		syms = append(syms, s)
+	}
+	sort.SliceStable(syms, func(i, j int) bool { return syms[i].Addr < syms[j].Addr })
+	var out []Symbol
+	for _, s := range syms {
+		if len(out) > 0 && out[len(out)-1].Addr == s.Addr {
+			out[len(out)-1] = s
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func realKallsyms(tb testing.TB) []byte {
+	b, err := os.ReadFile("/proc/kallsyms")
+	if err != nil {
+		tb.Skipf("no /proc/kallsyms: %v", err)
+	}
+	if _, err := ParseBytes(b); err != nil {
+		tb.Skipf("/proc/kallsyms: %v", err)
+	}
+	return b
+}
+
+// TestParseAgreesWithReference compares the fast parser with the plain
+// one on this machine's kernel symbol table.
+func TestParseAgreesWithReference(t *testing.T) {
+	b := realKallsyms(t)
+	tab, err := ParseBytes(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := referenceParse(string(b))
+	if len(tab.syms) != len(want) {
+		t.Fatalf("%d symbols, reference parser %d", len(tab.syms), len(want))
+	}
+	for i := range want {
+		if tab.syms[i] != want[i] {
+			t.Fatalf("symbol %d: %+v, reference %+v", i, tab.syms[i], want[i])
+		}
+	}
+	t.Logf("%d text symbols", len(want))
+}
+
+// BenchmarkParse parses this machine's /proc/kallsyms (read once).
+func BenchmarkParse(b *testing.B) {
+	text := realKallsyms(b)
+	b.SetBytes(int64(len(text)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseBytes(text); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkParseReference is the plain parser, for comparison.
+func BenchmarkParseReference(b *testing.B) {
+	text := string(realKallsyms(b))
+	b.SetBytes(int64(len(text)))
+	b.ReportAllocs()
+	for b.Loop() {
+		referenceParse(text)
+	}
 }

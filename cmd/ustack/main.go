@@ -9,9 +9,12 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 )
 
 const usage = `usage: ustack <command> [flags] [args]
@@ -22,7 +25,10 @@ commands:
   unwind FIXTURE.json...   unwind captures in ustack's fixture format and print
                            each stack with how every frame was recovered
 
-run 'ustack <command> -h' for a command's flags
+  help COMMAND             show a command's flags
+  version                  print ustack's version
+
+run 'ustack help <command>' or 'ustack <command> -h' for a command's flags
 `
 
 func main() {
@@ -41,10 +47,71 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdRecord(args[1:], stdout, stderr)
 	case "report":
 		return cmdReport(args[1:], stdout, stderr)
-	case "-h", "-help", "--help", "help":
+	case "help":
+		if len(args) > 1 {
+			if _, ok := commands[args[1]]; ok {
+				return run([]string{args[1], "-h"}, stdout, stderr)
+			}
+			fmt.Fprintf(stderr, "ustack help: unknown command %q\n%s", args[1], usage)
+			return 2
+		}
 		fmt.Fprint(stdout, usage)
+		return 0
+	case "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	case "version", "-version", "--version":
+		fmt.Fprintln(stdout, version())
 		return 0
 	}
 	fmt.Fprintf(stderr, "ustack: unknown command %q\n%s", args[0], usage)
 	return 2
+}
+
+// commands are the subcommands "ustack help" knows.
+var commands = map[string]bool{"record": true, "report": true, "unwind": true}
+
+// parseFlags parses a subcommand's flags the way every ustack command
+// does: -h prints the command's help on stdout (exit 0); a flag error
+// prints that one error and where the help is, not the whole usage text
+// (exit 2). ok is false when the caller must return code.
+func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (code int, ok bool) {
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(stdout)
+		fs.Usage()
+		return 0, false
+	case err != nil:
+		fmt.Fprintf(stderr, "ustack %s: %v\nrun 'ustack %s -h' for its flags\n", fs.Name(), err, fs.Name())
+		return 2, false
+	}
+	fs.SetOutput(stderr)
+	return 0, true
+}
+
+// version names this build: the module version and the VCS revision Go
+// recorded in the binary.
+func version() string {
+	v, rev, dirty := "(devel)", "", ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" {
+			v = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				if s.Value == "true" {
+					dirty = "+dirty"
+				}
+			}
+		}
+	}
+	if rev != "" {
+		v += " " + rev + dirty
+	}
+	return "ustack " + v
 }

@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -28,39 +28,65 @@ func (e *eventList) Set(s string) error { *e = append(*e, s); return nil }
 // perf.data file and its companion archive.
 func cmdRecord(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("record", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var events eventList
 	fs.Var(&events, "e", "event to record (repeatable): cpu-clock, task-clock, page-faults, context-switches,\nSYSTEM:TRACEPOINT, u:/path/to/bin:SYMBOL[+OFF], mem:ADDR[/LEN][:rwx]")
 	out := fs.String("o", "perf.data", "output file (the archive goes to OUTPUT.ustack)")
 	freq := fs.Uint64("F", 0, "sample clock events at this frequency in Hz (default 4000)")
 	period := fs.Uint64("c", 0, "sample every PERIOD events")
-	stack := fs.Uint("stack-size", capture.DefaultStackSize, "bytes of user stack copied per sample (max 65528)")
+	stack := fs.Uint("stack-size", 0, "bytes of user stack copied per sample (max 65528; default 8192, with --unwind up to 65528 as the rate allows)")
+	callGraph := fs.String("call-graph", "", "how user stacks are recorded, as perf's: dwarf[,SIZE] (registers and stack, the default) or fp (the kernel's frame-pointer chain only)")
+	g := fs.Bool("g", false, "record call graphs (ustack always does; the same as --call-graph dwarf)")
+	cpuList := fs.String("C", "", "record only on these CPUs (e.g. 0-3,6); without a command or -p, system-wide on them")
+	noInherit := fs.Bool("no-inherit", false, "do not follow threads and child processes created after the start")
 	pid := fs.Int("p", 0, "record an existing process and all its threads")
 	all := fs.Bool("a", false, "record every CPU (system-wide)")
-	pages := fs.Int("m", capture.DefaultMmapPages, "ring buffer pages per CPU (a power of two)")
-	dur := fs.Duration("d", 0, "stop after this long (e.g. 10s)")
+	var pages int
+	fs.IntVar(&pages, "m", 0, "ring buffer pages per CPU, a power of two (default 256, 1024 with --unwind as root)")
+	fs.IntVar(&pages, "mmap-pages", 0, "the same as -m")
+	var dur time.Duration
+	fs.DurationVar(&dur, "d", 0, "stop after this long (e.g. 10s)")
+	fs.DurationVar(&dur, "duration", 0, "the same as -d")
 	unwind := fs.Bool("unwind", false, "unwind at capture time and store only the frames, no registers or stack bytes")
 	noArchive := fs.Bool("no-archive", false, "do not write the OUTPUT.ustack archive of objects, vdso and kallsyms")
 	quiet := fs.Bool("q", false, "print nothing but errors")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: ustack record [flags] [-e EVENT]... (-- COMMAND ARGS | -p PID | -a)\n\nflags:\n")
+		fmt.Fprintf(fs.Output(), "usage: ustack record [flags] [-e EVENT]... (-- COMMAND ARGS | -p PID | -a | -C CPUS)\n\nflags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
+	}
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "ustack record: "+format+"\nrun 'ustack record -h' for its flags\n", a...)
 		return 2
+	}
+	mode, size, err := parseCallGraph(*callGraph)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	_ = *g // -g asks for what ustack always records
+	if size != 0 {
+		if *stack != 0 && *stack != size {
+			return usageErr("--call-graph dwarf,%d and --stack-size %d disagree", size, *stack)
+		}
+		*stack = size
+	}
+	var cpus []int
+	if *cpuList != "" {
+		if cpus, err = capture.ParseCPUList(*cpuList); err != nil {
+			return usageErr("-C: %v", err)
+		}
 	}
 	opts := capture.Options{
 		Events: events, Freq: *freq, Period: *period, StackSize: uint32(*stack),
-		Command: fs.Args(), PID: *pid, AllCPUs: *all, Duration: *dur, Output: *out,
-		MmapPages: *pages, Unwind: *unwind, NoArchive: *noArchive,
+		Command: fs.Args(), PID: *pid, AllCPUs: *all, Duration: dur, Output: *out,
+		MmapPages: pages, Unwind: *unwind, NoArchive: *noArchive,
+		CPUs: cpus, NoInherit: *noInherit, CallGraph: mode,
 		Stdout: stdout, Stderr: stderr,
+		Cmdline: append([]string{"ustack", "record"}, args...),
 	}
 	if *stack > capture.MaxStackSize {
-		fmt.Fprintf(stderr, "ustack record: --stack-size %d exceeds the kernel's limit of %d\n", *stack, capture.MaxStackSize)
-		return 2
+		return usageErr("--stack-size %d exceeds the kernel's limit of %d", *stack, capture.MaxStackSize)
 	}
 	if !*quiet {
 		opts.Log = stderr
@@ -90,6 +116,9 @@ func cmdRecord(args []string, stdout, stderr io.Writer) int {
 		if st.Throttled > 0 {
 			fmt.Fprintf(stderr, "[ ustack record: the kernel throttled sampling %d times ]\n", st.Throttled)
 		}
+		if msg := stackFullNote(st); msg != "" {
+			fmt.Fprintf(stderr, "[ ustack record: %s ]\n", msg)
+		}
 		if *unwind && st.UnwindFailed > 0 {
 			fmt.Fprintf(stderr, "[ ustack record: %d samples could not be unwound past their first frame ]\n", st.UnwindFailed)
 		}
@@ -102,4 +131,50 @@ func cmdRecord(args []string, stdout, stderr io.Writer) int {
 		return st.ExitCode
 	}
 	return 0
+}
+
+// parseCallGraph parses perf's --call-graph argument: dwarf[,SIZE] or fp.
+func parseCallGraph(s string) (mode string, size uint, err error) {
+	if s == "" {
+		return "", 0, nil
+	}
+	mode, sz, hasSize := strings.Cut(s, ",")
+	switch mode {
+	case "dwarf":
+		if hasSize {
+			n, err := strconv.ParseUint(sz, 0, 32)
+			if err != nil || n == 0 || n > capture.MaxStackSize {
+				return "", 0, fmt.Errorf("--call-graph dwarf,%s: the size must be between 8 and %d bytes", sz, capture.MaxStackSize)
+			}
+			size = uint(n)
+		}
+		return mode, size, nil
+	case "fp":
+		if hasSize {
+			return "", 0, fmt.Errorf("--call-graph fp takes no size")
+		}
+		return mode, 0, nil
+	case "lbr":
+		return "", 0, fmt.Errorf("--call-graph lbr needs Intel's last branch records, which ustack record does not use: use dwarf (the default) or fp")
+	}
+	return "", 0, fmt.Errorf("--call-graph %q: want dwarf[,SIZE] or fp", s)
+}
+
+// stackFullNote says, for an --unwind recording, what share of the stacks
+// the stack snapshot cut short and the flag that records more; "" for
+// other recordings (ustack report tells for those).
+func stackFullNote(st *capture.Stats) string {
+	if st.Samples == 0 || st.StackSize == 0 {
+		return ""
+	}
+	pct := 100 * float64(st.StackFull) / float64(st.Samples)
+	msg := fmt.Sprintf("%.1f%% of stacks were cut by the end of the %d-byte stack snapshot", pct, st.StackSize)
+	if pct < 1 {
+		return msg
+	}
+	if st.StackSize >= capture.MaxStackSize {
+		return msg + " and may be cut short (already the kernel's maximum)"
+	}
+	next := min(4*uint64(st.StackSize), capture.MaxStackSize)
+	return fmt.Sprintf("%s and may be cut short: record with --stack-size %d for deeper stacks", msg, next)
 }

@@ -28,7 +28,6 @@ const (
 
 func cmdReport(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	input := fs.String("i", "perf.data", "input `file` (perf.data from perf record --call-graph dwarf or ustack record; - for a pipe)")
 	output := fs.String("o", "", "write the report to `file` instead of standard output")
 	format := fs.String("format", "text", "output format: text (like perf script), json, folded, pprof")
@@ -44,11 +43,11 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of ustack itself to `file`")
 	archiveFile := fs.String("archive", "", "objects archive `file` written by ustack record (default: INPUT.ustack when it exists; - for none)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: ustack report [flags]\n\nUnwinds and symbolizes every sample of a recording and prints its stack.\n\nflags:\n")
+		fmt.Fprintf(fs.Output(), "usage: ustack report [flags]\n\nUnwinds and symbolizes every sample of a recording and prints its stack.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
 	}
 	opts := report.Options{SymFS: *symfs, Kallsyms: *kall, BuildIDDir: *buildIDDir,
 		NoInline: *noInline, NoDemangle: *noDemangle, Jobs: *jobs,

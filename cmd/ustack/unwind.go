@@ -35,19 +35,18 @@ type jsonStack struct {
 
 func cmdUnwind(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("unwind", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print one JSON object per stack")
 	maxFrames := fs.Int("max-frames", 1024, "stop after this many frames")
 	noFP := fs.Bool("no-fp", false, "do not fall back to frame pointers where CFI is missing")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: ustack unwind [flags] FIXTURE.json...\n\nflags:\n")
+		fmt.Fprintf(fs.Output(), "usage: ustack unwind [flags] FIXTURE.json...\n\nflags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() == 0 {
-		fs.Usage()
+		fmt.Fprintf(stderr, "ustack unwind: no fixture given\nrun 'ustack unwind -h' for its flags\n")
 		return 2
 	}
 	status := 0

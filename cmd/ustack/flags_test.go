@@ -1,0 +1,59 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// TestFlagErrorsFirst: a flag error prints the one error and where help
+// is (not the whole usage text) and exits 2; -h prints the help on stdout
+// and exits 0, for every subcommand, as does "ustack help CMD".
+func TestFlagErrorsFirst(t *testing.T) {
+	for _, cmd := range []string{"record", "report", "unwind"} {
+		var out, errb bytes.Buffer
+		code := run([]string{cmd, "-no-such-flag"}, &out, &errb)
+		assert.Equal(t, 2, code, "%s: exit code", cmd)
+		lines := strings.Split(strings.TrimSpace(errb.String()), "\n")
+		assert.LessOrEqual(t, len(lines), 2, "%s: flag error output:\n%s", cmd, errb.String())
+		assert.Contains(t, lines[0], "-no-such-flag", cmd)
+		assert.Contains(t, errb.String(), "ustack "+cmd+" -h", cmd)
+
+		out.Reset()
+		errb.Reset()
+		assert.Equal(t, 0, run([]string{cmd, "-h"}, &out, &errb), "%s -h", cmd)
+		assert.Contains(t, out.String(), "usage: ustack "+cmd, "%s -h prints its usage on stdout", cmd)
+
+		out.Reset()
+		assert.Equal(t, 0, run([]string{"help", cmd}, &out, &errb), "help %s", cmd)
+		assert.Contains(t, out.String(), "usage: ustack "+cmd)
+	}
+	var out, errb bytes.Buffer
+	assert.Equal(t, 0, run([]string{"version"}, &out, &errb))
+	assert.True(t, strings.HasPrefix(out.String(), "ustack "), out.String())
+	assert.Equal(t, 2, run([]string{"help", "nonsense"}, &out, &errb))
+}
+
+func TestParseCallGraph(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		mode string
+		size uint
+		bad  bool
+	}{
+		{"", "", 0, false}, {"dwarf", "dwarf", 0, false}, {"dwarf,16384", "dwarf", 16384, false},
+		{"dwarf,0x4000", "dwarf", 16384, false}, {"fp", "fp", 0, false},
+		{"dwarf,70000", "", 0, true}, {"dwarf,x", "", 0, true}, {"fp,8", "", 0, true}, {"lbr", "", 0, true}, {"foo", "", 0, true},
+	} {
+		mode, size, err := parseCallGraph(c.in)
+		if c.bad {
+			assert.Error(t, err, c.in)
+			continue
+		}
+		assert.NoError(t, err, c.in)
+		assert.Equal(t, c.mode, mode, c.in)
+		assert.Equal(t, c.size, size, c.in)
+	}
+}

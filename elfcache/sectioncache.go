@@ -1,0 +1,227 @@
+package elfcache
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// SectionCache keeps decompressed debug sections on disk, so that the
+// second report that needs glibc's line tables maps them instead of
+// inflating megabytes again. An entry is keyed by the object's build-id and
+// the section's name, and records a checksum of the compressed bytes it was
+// made from and of its own contents: an entry made from other bytes (a
+// debug file rewritten by dwz keeps its build-id) or damaged on disk is
+// ignored and rebuilt, never trusted. Entries are written to a temporary
+// file and renamed into place, so concurrent reports never see a partial
+// entry. The cache is bounded in size; the oldest entries go first.
+//
+// A SectionCache is safe for concurrent use.
+type SectionCache struct {
+	dir      string
+	maxBytes int64
+
+	mu      sync.Mutex
+	written int64 // bytes written since the last trim
+}
+
+// DefaultSectionCacheSize bounds a SectionCache made with maxBytes 0.
+const DefaultSectionCacheSize = 2 << 30
+
+// DefaultSectionCacheDir is where ustack keeps decompressed sections:
+// $XDG_CACHE_HOME/ustack/sections, else ~/.cache/ustack/sections.
+func DefaultSectionCacheDir() (string, error) {
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(d, "ustack", "sections"), nil
+}
+
+// NewSectionCache returns a cache in dir holding at most maxBytes (0:
+// DefaultSectionCacheSize). The directory is created 0700 when missing.
+func NewSectionCache(dir string, maxBytes int64) (*SectionCache, error) {
+	if maxBytes <= 0 {
+		maxBytes = DefaultSectionCacheSize
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("section cache: %w", err)
+	}
+	return &SectionCache{dir: dir, maxBytes: maxBytes}, nil
+}
+
+// Dir returns the cache's directory.
+func (c *SectionCache) Dir() string { return c.dir }
+
+// The entry layout: a fixed header, then the decompressed bytes.
+//
+//	magic   [8]byte "USTKSEC1"
+//	size    u64     decompressed size
+//	srcLen  u64     compressed size
+//	srcCRC  u32     CRC-32C of the compressed bytes
+//	dataCRC u32     CRC-32C of the decompressed bytes
+const (
+	sectionMagic    = "USTKSEC1"
+	sectionHdrSize  = 32
+	maxCachedSecLen = 1 << 32
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// path returns the entry file of a section, or "" when the object has no
+// build-id to key it by.
+func (c *SectionCache) path(buildID []byte, section string) string {
+	if len(buildID) < 4 || section == "" {
+		return ""
+	}
+	id := hex.EncodeToString(buildID)
+	name := strings.Map(func(r rune) rune {
+		if r == '/' || r == 0 || r == '\\' {
+			return '_'
+		}
+		return r
+	}, strings.TrimLeft(section, "."))
+	return filepath.Join(c.dir, id[:2], id[2:], name)
+}
+
+// get returns the cached decompressed bytes of a section made from src,
+// mapped read-only, and the function that unmaps them. A missing, stale
+// or damaged entry gives ok false (a damaged one is removed).
+func (c *SectionCache) get(buildID []byte, section string, src []byte, size uint64) (data []byte, release func() error, ok bool) {
+	p := c.path(buildID, section)
+	if p == "" {
+		return nil, nil, false
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, nil, false
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || st.Size() != sectionHdrSize+int64(size) {
+		c.drop(p, err == nil)
+		return nil, nil, false
+	}
+	m, unmap, err := mmapFile(f, st.Size())
+	if err != nil {
+		return nil, nil, false
+	}
+	le := binary.LittleEndian
+	good := string(m[:8]) == sectionMagic && le.Uint64(m[8:]) == size &&
+		le.Uint64(m[16:]) == uint64(len(src)) && le.Uint32(m[24:]) == crc32.Checksum(src, castagnoli) &&
+		le.Uint32(m[28:]) == crc32.Checksum(m[sectionHdrSize:], castagnoli)
+	if !good {
+		unmap()
+		c.drop(p, true)
+		return nil, nil, false
+	}
+	return m[sectionHdrSize:], unmap, true
+}
+
+// drop removes a bad entry.
+func (c *SectionCache) drop(p string, exists bool) {
+	if exists {
+		os.Remove(p)
+	}
+}
+
+// put stores a section's decompressed bytes, made from src. Errors are
+// not fatal to anyone: the cache is an optimization.
+func (c *SectionCache) put(buildID []byte, section string, src, data []byte) {
+	p := c.path(buildID, section)
+	if p == "" || uint64(len(data)) >= maxCachedSecLen || int64(len(data)) > c.maxBytes/4 {
+		return
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(p), ".tmp-*")
+	if err != nil {
+		return
+	}
+	var hdr [sectionHdrSize]byte
+	copy(hdr[:], sectionMagic)
+	le := binary.LittleEndian
+	le.PutUint64(hdr[8:], uint64(len(data)))
+	le.PutUint64(hdr[16:], uint64(len(src)))
+	le.PutUint32(hdr[24:], crc32.Checksum(src, castagnoli))
+	le.PutUint32(hdr[28:], crc32.Checksum(data, castagnoli))
+	_, err = tmp.Write(hdr[:])
+	if err == nil {
+		_, err = tmp.Write(data)
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), p)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return
+	}
+	c.mu.Lock()
+	c.written += int64(len(data))
+	trim := c.written > c.maxBytes/8
+	if trim {
+		c.written = 0
+	}
+	c.mu.Unlock()
+	if trim {
+		c.Trim()
+	}
+}
+
+// Trim removes the oldest entries (by modification time) until the cache
+// holds at most its size bound, and leftovers of interrupted writes.
+func (c *SectionCache) Trim() error {
+	type entry struct {
+		path string
+		size int64
+		mod  int64
+	}
+	var entries []entry
+	var total int64
+	err := filepath.WalkDir(c.dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		if strings.HasPrefix(d.Name(), ".tmp-") {
+			// Another writer's file in progress, or one left behind: only
+			// old ones are removed.
+			if info.ModTime().Unix() < time.Now().Unix()-3600 {
+				os.Remove(p)
+			}
+			return nil
+		}
+		entries = append(entries, entry{p, info.Size(), info.ModTime().UnixNano()})
+		total += info.Size()
+		return nil
+	})
+	sort.Slice(entries, func(i, j int) bool { return entries[i].mod < entries[j].mod })
+	var errs []error
+	for _, e := range entries {
+		if total <= c.maxBytes {
+			break
+		}
+		if err := os.Remove(e.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+			continue
+		}
+		total -= e.size
+	}
+	return errors.Join(append(errs, err)...)
+}

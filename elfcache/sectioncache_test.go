@@ -1,0 +1,171 @@
+package elfcache
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// sourceLines symbolizes addrs of libc with opts and renders every source
+// frame as one line, the output the cache must never change.
+func sourceLines(t testing.TB, opts Options, addrs []uint64) []string {
+	t.Helper()
+	o := libcWithDWARF(t, opts)
+	defer o.Close()
+	var out []string
+	var buf []SourceFrame
+	for _, a := range addrs {
+		buf = o.SourceFrames(a, buf[:0])
+		for _, f := range buf {
+			out = append(out, fmt.Sprintf("%#x %s %s:%d", a, f.Function, f.File, f.Line))
+		}
+	}
+	return out
+}
+
+func cacheEntries(t *testing.T, dir string) []string {
+	t.Helper()
+	var files []string
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			files = append(files, p)
+		}
+		return nil
+	})
+	return files
+}
+
+// TestSectionCache checks that source frames are the same with the cache
+// off, cold, warm, and after its entries were truncated, bit-flipped or
+// made from other compressed bytes; that bad entries are rebuilt; and
+// that entries are private to the user.
+func TestSectionCache(t *testing.T) {
+	o := libcWithDWARF(t, Options{})
+	addrs := sampleAddrs(o, 3000, nil)
+	o.Close()
+	want := sourceLines(t, Options{}, addrs)
+	require.NotEmpty(t, want)
+
+	dir := filepath.Join(t.TempDir(), "sections")
+	c, err := NewSectionCache(dir, 0)
+	require.NoError(t, err)
+	opts := Options{SectionCache: c}
+
+	assert.Equal(t, want, sourceLines(t, opts, addrs), "cold cache")
+	entries := cacheEntries(t, dir)
+	require.NotEmpty(t, entries, "the cold run stores the decompressed sections")
+	for _, e := range entries {
+		st, err := os.Stat(e)
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o600), st.Mode().Perm(), e)
+		assert.False(t, strings.HasPrefix(filepath.Base(e), ".tmp-"), "no temporary file left: %s", e)
+	}
+	st, err := os.Stat(dir)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o700), st.Mode().Perm())
+
+	assert.Equal(t, want, sourceLines(t, opts, addrs), "warm cache")
+
+	damage := map[string]func(b []byte) []byte{
+		"truncated":        func(b []byte) []byte { return b[:len(b)/2] },
+		"header only":      func(b []byte) []byte { return b[:sectionHdrSize] },
+		"empty":            func(b []byte) []byte { return nil },
+		"data bit flipped": func(b []byte) []byte { b[len(b)-100] ^= 0x10; return b },
+		"magic":            func(b []byte) []byte { b[0] = 'X'; return b },
+		"other source":     func(b []byte) []byte { b[24] ^= 1; return b },
+		"size field":       func(b []byte) []byte { b[8]++; return b },
+	}
+	for name, f := range damage {
+		for _, e := range entries {
+			b, err := os.ReadFile(e)
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(e, f(b), 0o600))
+		}
+		assert.Equal(t, want, sourceLines(t, opts, addrs), "after damage: %s", name)
+		// The bad entries were replaced by good ones.
+		for _, e := range entries {
+			b, err := os.ReadFile(e)
+			require.NoError(t, err, name)
+			assert.Equal(t, sectionMagic, string(b[:8]), "%s: %s rebuilt", name, e)
+		}
+	}
+}
+
+// TestSectionCacheConcurrent runs readers on one cold cache at once: each
+// gets the right frames, whoever writes first.
+func TestSectionCacheConcurrent(t *testing.T) {
+	o := libcWithDWARF(t, Options{})
+	addrs := sampleAddrs(o, 500, nil)
+	o.Close()
+	want := sourceLines(t, Options{}, addrs)
+	c, err := NewSectionCache(t.TempDir(), 0)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	got := make([][]string, 4)
+	for i := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i] = sourceLines(t, Options{SectionCache: c}, addrs)
+		}()
+	}
+	wg.Wait()
+	for i := range got {
+		assert.Equal(t, want, got[i], "reader %d", i)
+	}
+}
+
+// TestSectionCacheTrim bounds the cache: the oldest entries go first.
+func TestSectionCacheTrim(t *testing.T) {
+	dir := t.TempDir()
+	c, err := NewSectionCache(dir, 10_000)
+	require.NoError(t, err)
+	id := []byte{1, 2, 3, 4, 5, 6, 7, 8}
+	src := []byte("compressed")
+	base := time.Now().Add(-time.Hour)
+	for i := 0; i < 10; i++ {
+		name := fmt.Sprintf(".debug_%d", i)
+		c.put(id, name, src, make([]byte, 2000))
+		// File times are coarse: give each entry its own age.
+		when := base.Add(time.Duration(i) * time.Minute)
+		require.NoError(t, os.Chtimes(c.path(id, name), when, when))
+	}
+	require.NoError(t, c.Trim())
+	var total int64
+	for _, e := range cacheEntries(t, dir) {
+		st, _ := os.Stat(e)
+		total += st.Size()
+	}
+	assert.LessOrEqual(t, total, int64(10_000))
+	_, _, ok := c.get(id, ".debug_9", src, 2000)
+	assert.True(t, ok, "the newest entry stays")
+	_, _, ok = c.get(id, ".debug_0", src, 2000)
+	assert.False(t, ok, "the oldest entry went")
+}
+
+// BenchmarkSourceFramesIndexCached is BenchmarkSourceFramesIndex with a
+// warm section cache: the sections are mapped, not inflated.
+func BenchmarkSourceFramesIndexCached(b *testing.B) {
+	c, err := NewSectionCache(b.TempDir(), 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	o := libcWithDWARF(b, Options{SectionCache: c})
+	a := o.Symbols()[len(o.Symbols())/2].Addr
+	o.SourceFrames(a, nil) // fills the cache
+	o.Close()
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		o, _ := Open(libcAMD64, Options{SectionCache: c})
+		o.SourceFrames(a, nil)
+		o.Close()
+	}
+}
