@@ -22,6 +22,7 @@ const usage = `usage: ustack <command> [flags] [args]
 commands:
   record [-e EVENT] -- CMD  record user registers and stacks at kernel events
   report [-i perf.data]    unwind and symbolize a recording, print it like perf script
+  archive [FILE]           write a recording's objects in perf's build-id cache layout
   unwind FIXTURE.json...   unwind captures in ustack's fixture format and print
                            each stack with how every frame was recovered
 
@@ -45,6 +46,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdUnwind(args[1:], stdout, stderr)
 	case "record":
 		return cmdRecord(args[1:], stdout, stderr)
+	case "archive":
+		return cmdArchive(args[1:], stdout, stderr)
 	case "report":
 		return cmdReport(args[1:], stdout, stderr)
 	case "help":
@@ -69,7 +72,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 // commands are the subcommands "ustack help" knows.
-var commands = map[string]bool{"record": true, "report": true, "unwind": true}
+var commands = map[string]bool{"record": true, "report": true, "unwind": true, "archive": true}
 
 // parseFlags parses a subcommand's flags the way every ustack command
 // does: -h prints the command's help on stdout (exit 0); a flag error
