@@ -9,7 +9,8 @@
 // the maps snapshot in force. Workers (one per CPU by default) unwind and
 // symbolize jobs with their own unwinder.Cache; the results are handed to
 // the caller's Emit function strictly in the order of the samples in the
-// file. Objects are opened once through a shared elfcache.Cache.
+// file. The maps are resolved into address spaces and the unwound frames
+// symbolized by one resolve.Resolver per Run, which Run closes.
 package report
 
 import (
@@ -165,9 +166,9 @@ func newProcessor(s *perfdata.Session, opts Options) (*processor, error) {
 		}
 	}
 	p := &processor{
-		opts:        opts,
-		arch:        a,
-		session:     s,
+		opts:    opts,
+		arch:    a,
+		session: s,
 		unw:     unwinder.New(a, unwinder.Options{PACMask: opts.PACMask}),
 		tracker: procmaps.NewTracker(),
 		comms:   map[uint32]string{},
