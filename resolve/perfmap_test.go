@@ -34,3 +34,32 @@ func TestParsePerfMap(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParsePerfMap: no perf map, however malformed, crashes the parser or
+// yields an entry that is empty, wraps around or overlaps another.
+func FuzzParsePerfMap(f *testing.F) {
+	f.Add([]byte("7f0000001000 20 first\n0x7f0000002000 0x10 two words\n"))
+	f.Add([]byte("ffffffffffffffff 2 wraps\n1 0 empty\n\n  \n10 10 a\n18 10 b\n"))
+	f.Add([]byte("zz 10 x\n10 zz y\n10 10\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(t.TempDir(), "perf-1.map")
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		m, err := parsePerfMap(path)
+		if err != nil {
+			return
+		}
+		for i, s := range m.syms {
+			if s.end <= s.start {
+				t.Fatalf("entry %d: [%#x, %#x)", i, s.start, s.end)
+			}
+			if i > 0 && m.syms[i-1].end > s.start {
+				t.Fatalf("entries %d and %d overlap", i-1, i)
+			}
+			if name, _, ok := m.lookup(s.start); !ok || name != s.name {
+				t.Fatalf("lookup(%#x) = %q %v; want %q", s.start, name, ok, s.name)
+			}
+		}
+	})
+}

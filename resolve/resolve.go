@@ -94,7 +94,7 @@ type Resolver struct {
 
 type objectKey struct {
 	path, buildID string
-	pid           uint32 // only with ProcRoot, where the file depends on it
+	pid           uint32 // with ProcRoot, for what depends on the process's root
 }
 
 // New returns a Resolver.
@@ -265,12 +265,18 @@ func (r *Resolver) object(pid uint32, m *Mapping) *elfcache.Object {
 	if path == "" || (isPseudoPath(path) && path != "[vdso]") {
 		return nil
 	}
+	// An object found by its path serves every process; one found (or
+	// not) inside a process's root only that process.
 	key := objectKey{path: path, buildID: string(m.BuildID)}
+	own := key
 	if r.opts.ProcRoot {
-		key.pid = pid
+		own.pid = pid
 	}
 	r.mu.Lock()
 	obj, seen := r.objects[key]
+	if !seen {
+		obj, seen = r.objects[own]
+	}
 	r.mu.Unlock()
 	if seen {
 		return obj
@@ -280,6 +286,9 @@ func (r *Resolver) object(pid uint32, m *Mapping) *elfcache.Object {
 	defer r.mu.Unlock()
 	if r.closed {
 		return nil
+	}
+	if obj == nil || r.opts.ProcRoot && strings.HasPrefix(obj.Path(), "/proc/") {
+		key = own
 	}
 	r.objects[key] = obj
 	if obj == nil {

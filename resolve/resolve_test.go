@@ -24,7 +24,7 @@ var (
 
 // exampleMaps returns the program's mappings as the recording has them and
 // the build-id perf recorded for it.
-func exampleMaps(t *testing.T) ([]procmaps.Map, []byte) {
+func exampleMaps(t testing.TB) ([]procmaps.Map, []byte) {
 	t.Helper()
 	r, err := perfdata.Open(filepath.Join(exampleDir, "perf.data"))
 	require.NoError(t, err)
@@ -215,4 +215,22 @@ func TestAppendAllocatesNothing(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { out = z.Append(out[:0], s, &fr, "cfi") }); n != 0 {
 		t.Errorf("Append allocated %.0f times", n)
 	}
+}
+
+// BenchmarkAppend measures symbolizing one return address of the example
+// program (symbol, line and function lookups in warm caches).
+func BenchmarkAppend(b *testing.B) {
+	maps, _ := exampleMaps(b)
+	r := New(Options{SymFS: exampleSymFS})
+	defer r.Close()
+	s := r.NewSpace(1, FromProcmaps(nil, maps))
+	z := NewSymbolizer()
+	fr := unwinder.Frame{PC: 0x40164b, Mapping: int32(s.AddressSpace().Find(0x40164b)), Flags: unwinder.FrameReturnAddress}
+	out := z.Append(nil, s, &fr, "cfi")
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		out = z.Append(out[:0], s, &fr, "cfi")
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "frames/s")
 }
