@@ -350,6 +350,10 @@ func (j *job) release() {
 	jobPool.Put(j)
 }
 
+// branchCallStack is PERF_SAMPLE_BRANCH_CALL_STACK in branch_sample_type:
+// the LBR records the call stack (perf record --call-graph lbr).
+const branchCallStack = 1 << 11
+
 // newJob copies what the workers need out of the reader's buffers.
 func (p *processor) newJob(s *perfdata.Sample, index int) *job {
 	j := jobPool.Get().(*job)
@@ -375,7 +379,16 @@ func (p *processor) newJob(s *perfdata.Sample, index int) *job {
 		j.out.StackSize = len(j.stack)
 	}
 	j.userIP = false
-	if !j.hasReg && len(s.Callchain) == 0 && s.Attr != nil && s.Attr.SampleType&perfdata.SampleIP != 0 {
+	if !j.hasReg && len(s.Branches) > 0 && s.Attr != nil && s.Attr.BranchSampleType&branchCallStack != 0 {
+		// --call-graph lbr: the user part is the LBR call stack, as perf
+		// builds it (resolve_lbr_callchain_sample): the target of the
+		// newest call, then each call's source, newest first.
+		j.user = append(j.user[:0], s.Branches[0].To)
+		for _, b := range s.Branches {
+			j.user = append(j.user, b.From)
+		}
+	}
+	if !j.hasReg && len(s.Callchain) == 0 && len(j.user) == 0 && s.Attr != nil && s.Attr.SampleType&perfdata.SampleIP != 0 {
 		switch s.Misc & perfdata.MiscCPUModeMask {
 		case perfdata.MiscKernel:
 			j.kernel = append(j.kernel, s.IP)
