@@ -57,8 +57,9 @@ type Options struct {
 	// PACMask is the arm64 pointer authentication mask (0: from a 48-bit
 	// virtual address space).
 	PACMask uint64
-	// Objects, when set, is consulted before the file system for an
-	// object with a given build-id (a recording's companion archive).
+	// Objects, when set, supplies objects by build-id or path (a
+	// recording's companion archive): used when the file's build-id is
+	// not the recording's, and first when the recording gives none.
 	Objects ObjectSource
 	// DebugData, when set, supplies separate debug files by build-id (a
 	// recording's archive) before the debug directories are searched.

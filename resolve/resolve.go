@@ -169,7 +169,6 @@ type spaceMap struct {
 	path      string
 	start     uint64
 	pgoff     uint64
-	buildID   []byte
 	obj       *elfcache.Object
 	bias      uint64
 	anonymous bool // JIT code may live here
@@ -213,7 +212,7 @@ func (r *Resolver) NewSpace(pid uint32, maps []Mapping) *Space {
 	for i := range maps {
 		m := &maps[i]
 		um := unwinder.Mapping{Start: m.Start, End: m.End, Exec: m.Exec, Name: m.Path, Tag: i}
-		sm := spaceMap{path: m.Path, start: m.Start, pgoff: m.PgOff, buildID: m.BuildID, anonymous: isAnon(m.Path)}
+		sm := spaceMap{path: m.Path, start: m.Start, pgoff: m.PgOff, anonymous: isAnon(m.Path)}
 		switch {
 		case m.Object != nil:
 			um.Object, um.Bias = m.Object, m.Start-m.PgOff
