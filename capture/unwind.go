@@ -1,14 +1,10 @@
 package capture
 
 import (
-	"path/filepath"
-	"strconv"
-	"strings"
-
 	"github.com/ustack/ustack/arch"
-	"github.com/ustack/ustack/elfcache"
 	"github.com/ustack/ustack/perfdata"
 	"github.com/ustack/ustack/procmaps"
+	"github.com/ustack/ustack/resolve"
 	"github.com/ustack/ustack/unwinder"
 )
 
@@ -22,12 +18,12 @@ type liveUnwinder struct {
 	arch   arch.Arch
 	u      *unwinder.Unwinder
 	cache  unwinder.Cache
-	ec     *elfcache.Cache
+	res    *resolve.Resolver
 	tr     *procmaps.Tracker
 	spaces map[uint32]spaceEntry
+	maps   []resolve.Mapping
 	frames []unwinder.Frame
 	regs   arch.Regs
-	vdso   *elfcache.Object
 	chain  []uint64
 	in     perfdata.Sample // the kernel's sample, decoded
 	out    perfdata.Sample
@@ -42,25 +38,21 @@ func newLiveUnwinder(a arch.Arch) *liveUnwinder {
 	lu := &liveUnwinder{
 		arch:   a,
 		u:      unwinder.New(a, unwinder.Options{}),
-		ec:     elfcache.NewCache(elfcache.Options{}),
 		tr:     procmaps.NewTracker(),
 		spaces: map[uint32]spaceEntry{},
 		frames: make([]unwinder.Frame, maxUnwindFrames),
 	}
+	// The live files, or the same path in the process's root; the
+	// running kernel's vdso.
+	ro := resolve.Options{ProcRoot: true}
 	if data, err := ReadVDSO(); err == nil {
-		if o, err := elfcache.OpenBytes("[vdso]", data, elfcache.Options{NoDebugFile: true}); err == nil {
-			lu.vdso = o
-		}
+		ro.VDSO = data
 	}
+	lu.res = resolve.New(ro)
 	return lu
 }
 
-func (lu *liveUnwinder) close() {
-	lu.ec.Close()
-	if lu.vdso != nil {
-		lu.vdso.Close()
-	}
-}
+func (lu *liveUnwinder) close() { lu.res.Close() }
 
 func (lu *liveUnwinder) mmap(pid uint32, start, ln, pgoff uint64, prot uint32, name string) {
 	lu.tr.Mmap(pid, procmaps.Map{Start: start, End: start + ln, PgOff: pgoff, Path: name, Prot: prot, Exec: prot&4 != 0})
@@ -76,31 +68,8 @@ func (lu *liveUnwinder) space(pid uint32) *unwinder.AddressSpace {
 	if e, ok := lu.spaces[pid]; ok && e.version == snap.Version {
 		return e.as
 	}
-	var maps []unwinder.Mapping
-	for _, m := range snap.Maps {
-		um := unwinder.Mapping{Start: m.Start, End: m.End, Exec: m.Exec, Name: m.Path}
-		var obj *elfcache.Object
-		switch {
-		case m.Path == "[vdso]":
-			obj = lu.vdso
-		case strings.HasPrefix(m.Path, "/"):
-			o, err := lu.ec.Open(m.Path)
-			if err != nil {
-				o, err = lu.ec.Open(filepath.Join("/proc", strconv.Itoa(int(pid)), "root", m.Path))
-			}
-			if err == nil {
-				obj = o
-			}
-		}
-		if obj != nil {
-			if bias, ok := obj.Bias(m.Start, m.PgOff); ok {
-				um.Bias = bias
-				um.Object = obj
-			}
-		}
-		maps = append(maps, um)
-	}
-	as := unwinder.NewAddressSpace(maps)
+	lu.maps = resolve.FromProcmaps(lu.maps[:0], snap.Maps)
+	as := lu.res.NewSpace(pid, lu.maps).AddressSpace()
 	lu.spaces[pid] = spaceEntry{snap.Version, as}
 	return as
 }

@@ -222,7 +222,7 @@ func checkARM64Frames(t *testing.T, f *fixture.Fixture, got []Frame, stop string
 		case w.Signal != g.Signal && wantStop != "":
 			t.Errorf("frame %d: signal trampoline %v; gdb %v", i, g.Signal, w.Signal)
 		case w.Function != "" && !frameNamed(g, w.Function):
-			t.Errorf("frame %d: pc %#x symbol %q function %q; gdb %q", i, g.PC, g.Symbol, g.Function, w.Function)
+			t.Errorf("frame %d: pc %#x symbol %q; gdb %q", i, g.PC, g.Symbol, w.Function)
 		}
 		if bad {
 			break
@@ -254,15 +254,15 @@ func checkARM64Frames(t *testing.T, f *fixture.Fixture, got []Frame, stop string
 }
 
 // frameNamed reports whether gdb's function name names the report frame:
-// the symbol report chose, the function debug info gives, or another symbol
+// the name report chose, or another symbol
 // of the object covering the same address (glibc's aliases such as __close
 // and close).
 func frameNamed(g Frame, name string) bool {
-	if g.Symbol == name || g.Function == name {
+	if g.Symbol == name {
 		return true
 	}
-	// Frames carry symbol-table (mangled) names; gdb prints them demangled.
-	if elfcache.Demangle(g.Symbol) == name || g.Function != "" && elfcache.Demangle(g.Function) == name {
+	// Frames carry linkage (mangled) names; gdb prints them demangled.
+	if elfcache.Demangle(g.Symbol) == name {
 		return true
 	}
 	if g.Module == "" || strings.HasPrefix(g.Module, "[") {

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/ustack/ustack/resolve"
 )
 
 // The flame graph follows the conventions of Brendan Gregg's flamegraph.pl,
@@ -64,7 +66,7 @@ func kindOf(fr *Frame) frameKind {
 		return kindKernel
 	case fr.Inlined:
 		return kindInlined
-	case fr.Module != "" && (isAnon(fr.Module) || isPerfMap(fr.Module)):
+	case fr.Module != "" && (resolve.IsAnonymous(fr.Module) || isPerfMap(fr.Module)):
 		return kindJIT
 	}
 	return kindUser

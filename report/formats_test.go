@@ -128,7 +128,7 @@ func TestOutputFormats(t *testing.T) {
 			t.Fatalf("folded line %q", line)
 		}
 		total += n
-		if strings.HasSuffix(line[:i], ";main;top;mid;leaf;__close") && n >= closes {
+		if (strings.HasSuffix(line[:i], ";main;top;mid;leaf;__close") || strings.HasSuffix(line[:i], ";main;top;mid;leaf;__GI___close")) && n >= closes {
 			found = true
 		}
 	}

@@ -7,35 +7,6 @@ import (
 	"testing"
 )
 
-func TestParsePerfMap(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "perf-1.map")
-	os.WriteFile(path, []byte("7f0000001000 20 first\n"+
-		"0x7f0000002000 0x10 LambdaForm$MH/0x1234.invoke (with spaces)\n"+
-		"garbage\n"+
-		"7f0000001010 8 replaces_the_end_of_first\n"), 0o644)
-	m, err := parsePerfMap(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cases := []struct {
-		addr uint64
-		name string
-		off  uint64
-		ok   bool
-	}{
-		{0x7f0000001000, "", 0, false}, // first was overlapped by a later entry
-		{0x7f0000001014, "replaces_the_end_of_first", 4, true},
-		{0x7f000000200f, "LambdaForm$MH/0x1234.invoke (with spaces)", 0xf, true},
-		{0x7f0000002010, "", 0, false},
-	}
-	for _, c := range cases {
-		name, off, ok := m.lookup(c.addr)
-		if ok != c.ok || name != c.name || off != c.off {
-			t.Errorf("lookup(%#x) = %q+%#x %v; want %q+%#x %v", c.addr, name, off, ok, c.name, c.off, c.ok)
-		}
-	}
-}
-
 const jitSrc = `
 #include <stdio.h>
 #include <string.h>

@@ -62,7 +62,7 @@ func (j *JSONWriter) Write(s *Sample) error {
 	for i := range s.Frames {
 		f := &s.Frames[i]
 		jf := jsonFrame{PC: hexString(f.PC), Addr: hexString(f.Addr), Module: f.Module,
-			Offset: hexString(f.Offset), Symbol: j.names.Full(f.Symbol), SymOff: f.SymOff, Function: j.names.Full(f.Function),
+			Offset: hexString(f.Offset), Symbol: j.names.Full(f.Symbol), SymOff: f.SymOff,
 			File: f.File, Line: f.Line, Inlined: f.Inlined, Kernel: f.Kernel, How: f.How, Signal: f.Signal}
 		if jf.Symbol != f.Symbol {
 			jf.Mangled = f.Symbol

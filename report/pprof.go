@@ -49,9 +49,6 @@ func (b *PprofBuilder) Add(s *Sample) {
 	for i := range s.Frames {
 		f := &s.Frames[i]
 		name := b.names.Full(f.Symbol)
-		if !f.Inlined && f.Function != "" {
-			name = b.names.Full(f.Function)
-		}
 		if name == "" {
 			name = "[unknown]"
 		}

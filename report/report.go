@@ -9,7 +9,8 @@
 // the maps snapshot in force. Workers (one per CPU by default) unwind and
 // symbolize jobs with their own unwinder.Cache; the results are handed to
 // the caller's Emit function strictly in the order of the samples in the
-// file. Objects are opened once through a shared elfcache.Cache.
+// file. The maps are resolved into address spaces and the unwound frames
+// symbolized by one resolve.Resolver per Run, which Run closes.
 package report
 
 import (
@@ -20,14 +21,13 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
-	"strings"
 	"sync"
 
 	"github.com/ustack/ustack/arch"
-	"github.com/ustack/ustack/elfcache"
 	"github.com/ustack/ustack/kallsyms"
 	"github.com/ustack/ustack/perfdata"
 	"github.com/ustack/ustack/procmaps"
+	"github.com/ustack/ustack/resolve"
 	"github.com/ustack/ustack/unwinder"
 )
 
@@ -57,8 +57,9 @@ type Options struct {
 	// PACMask is the arm64 pointer authentication mask (0: from a 48-bit
 	// virtual address space).
 	PACMask uint64
-	// Objects, when set, is consulted before the file system for an
-	// object with a given build-id (a recording's companion archive).
+	// Objects, when set, supplies objects by build-id or path (a
+	// recording's companion archive): used when the file's build-id is
+	// not the recording's, and first when the recording gives none.
 	Objects ObjectSource
 	// DebugData, when set, supplies separate debug files by build-id (a
 	// recording's archive) before the debug directories are searched.
@@ -75,59 +76,6 @@ type Options struct {
 	// Warn receives warnings (build-id mismatches, missing objects); nil
 	// discards them.
 	Warn func(msg string)
-}
-
-// ObjectSource finds the bytes of an object, for recordings that carry
-// their objects with them (a ustack record archive).
-type ObjectSource interface {
-	// Object returns the object with the given build-id or, when the
-	// recording gave none, the one recorded for path ("[vdso]" included).
-	Object(buildID []byte, path string) (data []byte, name string, ok bool)
-}
-
-// Frame is one symbolized frame of a sample's stack.
-type Frame struct {
-	// Addr is the address the frame is attributed to: the kernel's
-	// address for kernel frames; for user frames the PC, or PC-1 for a
-	// return address (the call instruction), as perf prints it.
-	Addr uint64
-	// PC is the frame's program counter as unwound.
-	PC uint64
-	// Module is the object's path, "[vdso]", "[kernel.kallsyms]", or ""
-	// when the address is in no known mapping.
-	Module string
-	// Offset is Addr relative to the mapping (perf's map-relative ip).
-	Offset uint64
-	// Symbol is the function's name as the symbol table (or, for an
-	// inlined frame, debug info) spells it, mangled for C++ and Rust, and
-	// SymOff is Addr's offset in it; "" when unknown. Writers demangle.
-	Symbol string
-	SymOff uint64
-	// Function is the (linkage) name debug info gives the function
-	// containing Addr, when it has one; it can differ from Symbol, which
-	// comes from the symbol table (glibc's __libc_start_main_impl and
-	// __libc_start_main).
-	Function string
-	// File and Line locate Addr in the source, when debug info has it.
-	File string
-	Line int
-	// Inlined is true for a frame of a function inlined into the next
-	// frame (same Addr).
-	Inlined bool
-	// Kernel is true for frames from the kernel's call chain.
-	Kernel bool
-	// How says how the frame was recovered: kernel, context, cfi, fp,
-	// lr, signal, callchain.
-	How string
-	// Signal is true for a sigreturn trampoline frame.
-	Signal bool
-
-	// elfSymbol is, for an inlined frame, the symbol-table name of the
-	// function it was inlined into (perf prints an inline entry whose
-	// name equals it as an ordinary frame).
-	elfSymbol string
-	// hasSource is set when debug info was consulted for the frame.
-	hasSource bool
 }
 
 // Sample is one recorded sample with its symbolized stack, innermost frame
@@ -173,6 +121,13 @@ func Run(r *perfdata.Reader, opts Options, emit func(*Sample) error) (*Summary, 
 	if err != nil {
 		return nil, err
 	}
+	// What Run opens it closes: the objects (and the cache holding them)
+	// and, by waiting for it, the kernel symbol table's file.
+	p.resolver = newResolver(&p.opts, func(msg string) { p.warn("%s", msg) })
+	defer func() {
+		<-p.ksymsReady
+		p.resolver.Close()
+	}()
 	return p.run(r, emit)
 }
 
@@ -180,7 +135,7 @@ type processor struct {
 	opts       Options
 	arch       arch.Arch
 	session    *perfdata.Session
-	objects    *elfcache.Cache
+	resolver   *resolve.Resolver
 	ksyms      *kallsyms.Table // valid once ksymsReady is closed
 	ksymsReady chan struct{}
 	unw        *unwinder.Unwinder
@@ -188,14 +143,8 @@ type processor struct {
 	comms      map[uint32]string // tid -> comm
 	buildID    map[string][]byte // path -> build-id from the recording
 
-	spaces map[uint64]*space // snapshot version -> address space
-	// archiveObjs caches objects opened from Options.Objects (reader
-	// goroutine only).
-	archiveObjs map[string]*elfcache.Object
-	jit         perfMaps
-	missing     map[string]string
-	warned      map[string]bool
-	mu          sync.Mutex // guards missing and warned
+	spaces map[uint64]*resolve.Space // snapshot version -> address space
+	mapBuf []resolve.Mapping
 }
 
 func newProcessor(s *perfdata.Session, opts Options) (*processor, error) {
@@ -218,19 +167,14 @@ func newProcessor(s *perfdata.Session, opts Options) (*processor, error) {
 		}
 	}
 	p := &processor{
-		opts:        opts,
-		arch:        a,
-		session:     s,
-		objects:     elfcache.NewCache(elfcache.Options{DebugDirs: opts.DebugDirs, SymFS: opts.SymFS}),
-		unw:         unwinder.New(a, unwinder.Options{PACMask: opts.PACMask}),
-		tracker:     procmaps.NewTracker(),
-		comms:       map[uint32]string{},
-		buildID:     map[string][]byte{},
-		spaces:      map[uint64]*space{},
-		archiveObjs: map[string]*elfcache.Object{},
-		jit:         perfMaps{dir: opts.PerfMapDir},
-		missing:     map[string]string{},
-		warned:      map[string]bool{},
+		opts:    opts,
+		arch:    a,
+		session: s,
+		unw:     unwinder.New(a, unwinder.Options{PACMask: opts.PACMask}),
+		tracker: procmaps.NewTracker(),
+		comms:   map[uint32]string{},
+		buildID: map[string][]byte{},
+		spaces:  map[uint64]*resolve.Space{},
 	}
 	for _, b := range s.Features.BuildIDs {
 		if len(b.BuildID) > 0 {
@@ -287,7 +231,9 @@ type job struct {
 	stack  []byte
 	user   []uint64 // user callchain when there are no registers
 	kernel []uint64
-	space  *space
+	ip     uint64 // the sampled user IP, when there is neither
+	userIP bool
+	space  *resolve.Space
 	done   chan struct{}
 	err    error
 }
@@ -383,11 +329,7 @@ func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary,
 	close(ordered)
 	wg.Wait()
 	err := <-emitErr
-	p.mu.Lock()
-	for k, v := range p.missing {
-		sum.Missing[k] = v
-	}
-	p.mu.Unlock()
+	sum.Missing = p.resolver.Missing()
 	if readErr != nil {
 		var fe *perfdata.FormatError
 		if errors.As(readErr, &fe) {
@@ -408,6 +350,10 @@ func (j *job) release() {
 	j.err = nil
 	jobPool.Put(j)
 }
+
+// branchCallStack is PERF_SAMPLE_BRANCH_CALL_STACK in branch_sample_type:
+// the LBR records the call stack (perf record --call-graph lbr).
+const branchCallStack = 1 << 11
 
 // newJob copies what the workers need out of the reader's buffers.
 func (p *processor) newJob(s *perfdata.Sample, index int) *job {
@@ -433,8 +379,26 @@ func (p *processor) newJob(s *perfdata.Sample, index int) *job {
 		}
 		j.out.StackSize = len(j.stack)
 	}
+	j.userIP = false
+	if !j.hasReg && len(s.Branches) > 0 && s.Attr != nil && s.Attr.BranchSampleType&branchCallStack != 0 {
+		// --call-graph lbr: the user part is the LBR call stack, as perf
+		// builds it (resolve_lbr_callchain_sample): the target of the
+		// newest call, then each call's source, newest first.
+		j.user = append(j.user[:0], s.Branches[0].To)
+		for _, b := range s.Branches {
+			j.user = append(j.user, b.From)
+		}
+	}
+	if !j.hasReg && len(s.Callchain) == 0 && len(j.user) == 0 && s.Attr != nil && s.Attr.SampleType&perfdata.SampleIP != 0 {
+		switch s.Misc & perfdata.MiscCPUModeMask {
+		case perfdata.MiscKernel:
+			j.kernel = append(j.kernel, s.IP)
+		case perfdata.MiscUser:
+			j.ip, j.userIP = s.IP, true
+		}
+	}
 	snap := p.tracker.Maps(s.Pid)
-	j.space = p.spaceFor(snap)
+	j.space = p.spaceFor(s.Pid, snap)
 	return j
 }
 
@@ -502,8 +466,4 @@ func (s *Summary) WriteSummary(w io.Writer) {
 	if s.DecodeError != nil {
 		fmt.Fprintf(w, "ustack: the recording is damaged; reading stopped: %v\n", s.DecodeError)
 	}
-}
-
-func isPseudoPath(path string) bool {
-	return path == "" || strings.HasPrefix(path, "[") || strings.HasPrefix(path, "//")
 }

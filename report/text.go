@@ -51,11 +51,12 @@ func (t *TextWriter) Write(s *Sample) error {
 	b = append(b, ": \n"...)
 	// perf cannot start an unwind at a PC outside every known mapping,
 	// nor without stack bytes (the kernel could not copy them), and
-	// prints no user frames then; JSON keeps what ustack found.
+	// prints no user frames then; JSON keeps what ustack found. A call
+	// chain or sampled IP (no unwind, no Stop) is printed as recorded.
 	noUser := s.Stop != "" && s.StackSize == 0
 	for i := range s.Frames {
 		f := &s.Frames[i]
-		if !f.Kernel && (noUser || f.Module == "" && (i == 0 || s.Frames[i-1].Kernel)) {
+		if !f.Kernel && s.Stop != "" && (noUser || f.Module == "" && (i == 0 || s.Frames[i-1].Kernel)) {
 			noUser = true
 			continue
 		}
@@ -83,9 +84,9 @@ func appendUintPadded(b []byte, v uint64, base, width int, pad byte) []byte {
 
 // appendFrame prints one frame line as perf does: the address (map-relative
 // for user code), symbol+offset, and the object in parentheses, or
-// "(inlined)" for a function inlined at that address. Like perf, a frame
-// whose debug-info name differs from its symbol-table name is printed under
-// the debug-info name as inlined.
+// "(inlined)" for a function inlined at that address. Every physical frame
+// names its object, also where perf labels it "(inlined)" because its
+// debug-info name differs from its symbol-table name.
 func (t *TextWriter) appendFrame(b []byte, f *Frame) []byte {
 	b = append(b, '\t')
 	addr := f.Offset
@@ -95,12 +96,6 @@ func (t *TextWriter) appendFrame(b []byte, f *Frame) []byte {
 	b = appendUintPadded(b, addr, 16, 16, ' ')
 	b = append(b, ' ')
 	name, inlined := t.names.Short(f.Symbol), f.Inlined
-	if fn := t.names.Short(f.Function); !inlined && fn != "" && fn != name {
-		name, inlined = fn, true
-	}
-	if inlined && f.elfSymbol != "" && name == t.names.Short(f.elfSymbol) {
-		inlined = false // perf reuses the real symbol for it
-	}
 	if name == "" {
 		b = append(b, "[unknown]"...)
 	} else {
@@ -135,7 +130,7 @@ func (t *TextWriter) appendFrame(b []byte, f *Frame) []byte {
 func appendSrcline(b []byte, f *Frame, inlined bool) []byte {
 	b = append(b, "  "...)
 	switch {
-	case f.hasSource:
+	case f.HasSource:
 		file := f.File
 		if i := strings.LastIndexByte(file, '/'); i >= 0 {
 			file = file[i+1:]

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ustack/ustack/elfcache"
 	"github.com/ustack/ustack/internal/fixture"
+	"github.com/ustack/ustack/resolve"
 	"github.com/ustack/ustack/unwinder"
 )
 
@@ -73,6 +74,8 @@ func unwindFixture(path string, asJSON bool, maxFrames int, noFP bool, w io.Writ
 	u := unwinder.New(p.Arch, unwinder.Options{NoFramePointer: noFP})
 	frames := make([]unwinder.Frame, maxFrames)
 	res := u.Unwind(new(unwinder.Cache), p.Space, &p.Regs, &p.Stack, frames)
+	sym := resolve.NewSymbolizer()
+	var sf []resolve.Frame
 
 	out := jsonStack{Name: f.Name, Arch: p.Arch.String(), Stop: res.Stop.String()}
 	if res.Err != nil {
@@ -86,14 +89,15 @@ func unwindFixture(path string, asJSON bool, maxFrames int, noFP bool, w io.Writ
 			jf.CFA = hex(fr.CFA)
 		}
 		if fr.Mapping >= 0 {
-			m := p.Space.Mapping(int(fr.Mapping))
-			jf.Module = m.Name
-			if obj := p.Objects[fr.Mapping]; obj != nil {
-				jf.Offset = hex(fr.PC - m.Bias)
-				if name, off, ok := symbolize(obj, fr.LookupPC()-m.Bias); ok {
-					jf.Symbol = name
+			jf.Module = p.Space.Mapping(int(fr.Mapping)).Name
+			if p.Resolved.Object(int(fr.Mapping)) != nil {
+				jf.Offset = hex(fr.PC - p.Resolved.Bias(int(fr.Mapping)))
+				// The physical frame ends its inline chain.
+				sf = sym.Append(sf[:0], p.Resolved, fr, jf.How)
+				if phys := &sf[len(sf)-1]; phys.Symbol != "" {
+					jf.Symbol = elfcache.Demangle(phys.Symbol)
 					// symoff is relative to the PC, like perf's sym+off.
-					jf.SymOff = off + (fr.PC - fr.LookupPC())
+					jf.SymOff = phys.SymOff + (fr.PC - phys.Addr)
 				}
 			}
 		}
@@ -124,10 +128,6 @@ func unwindFixture(path string, asJSON bool, maxFrames int, noFP bool, w io.Writ
 		fmt.Fprintf(w, "#%-3d %18s in %s (%s) [%s]\n", i, jf.PC, sym, filepath.Base(mod), jf.How)
 	}
 	return nil
-}
-
-func symbolize(obj *elfcache.Object, addr uint64) (string, uint64, bool) {
-	return obj.Symbolize(addr)
 }
 
 func hex(v uint64) string { return fmt.Sprintf("%#x", v) }

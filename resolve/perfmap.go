@@ -1,14 +1,12 @@
-package report
+package resolve
 
 import (
 	"bufio"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 )
 
 // perfMap is a JIT's symbol map, /tmp/perf-PID.map: one "START SIZE NAME"
@@ -71,28 +69,4 @@ func parsePerfMap(path string) (*perfMap, error) {
 	}
 	m.syms = out
 	return m, nil
-}
-
-// perfMaps loads /tmp/perf-PID.map files on first use, one per process.
-type perfMaps struct {
-	dir string
-	mu  sync.Mutex
-	m   map[uint32]*perfMap
-}
-
-func (p *perfMaps) get(pid uint32) *perfMap {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if m, ok := p.m[pid]; ok {
-		return m
-	}
-	if p.m == nil {
-		p.m = map[uint32]*perfMap{}
-	}
-	m, err := parsePerfMap(filepath.Join(p.dir, fmt.Sprintf("perf-%d.map", pid)))
-	if err != nil {
-		m = nil
-	}
-	p.m[pid] = m
-	return m
 }

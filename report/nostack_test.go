@@ -1,0 +1,204 @@
+package report
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// threadSrc closes a file in a second thread (whose stack ends in clone3)
+// and in the main thread, with frame pointers so that perf's -g call chain
+// reaches the callers.
+const threadSrc = `
+#include <pthread.h>
+#include <unistd.h>
+static volatile long sink;
+__attribute__((noinline)) void leaf(int n) { for (long i = 0; i < 100000; i++) sink += i * n; close(-1); sink++; }
+__attribute__((noinline)) void mid(int n) { leaf(n); sink++; }
+__attribute__((noinline)) void top(int n) { mid(n); sink++; }
+static void *thread(void *arg) { for (int i = 0; i < 100; i++) top(i); return arg; }
+int main(void) {
+	pthread_t t;
+	pthread_create(&t, 0, thread, 0);
+	pthread_join(t, 0);
+	for (int i = 0; i < 100; i++) top(i);
+	return 0;
+}
+`
+
+// recordWith runs perf record with the given call-graph arguments (none for
+// the sampled IP only) and returns the perf.data path.
+func recordWith(t *testing.T, dir, name string, callGraph []string, argv ...string) string {
+	t.Helper()
+	data := filepath.Join(dir, name+".data")
+	args := append([]string{"record", "-q", "-o", data, "-e", "syscalls:sys_enter_close", "-e", "cpu-clock", "-c", "100000"}, callGraph...)
+	cmd := exec.Command("perf", append(append(args, "--"), argv...)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Skipf("perf record %v cannot record here: %v\n%s", callGraph, err, out)
+	}
+	return data
+}
+
+// scriptFrame is one frame as perf script prints it, without the address:
+// perf prints a sample without a call chain on its header line with the
+// absolute IP, ustack as a frame line with the map-relative one.
+type scriptFrame struct{ sym, dso string }
+
+// scriptFrames returns each sample's header and frames, in either layout.
+func scriptFrames(blocks [][]string) (heads []string, frames [][]scriptFrame) {
+	// perf prints samples without a call chain one a line, with no
+	// blank line between them.
+	var samples [][]string
+	for _, b := range blocks {
+		if len(b) > 1 && !strings.HasPrefix(b[1], "\t") {
+			for _, l := range b {
+				samples = append(samples, []string{l})
+			}
+			continue
+		}
+		samples = append(samples, b)
+	}
+	for _, s := range samples {
+		head := s[0]
+		var fs []scriptFrame
+		// "comm tid time: event: [ADDR SYM (DSO)]"
+		if i := strings.Index(head, ": "); i >= 0 {
+			if j := strings.Index(head[i+2:], ": "); j >= 0 {
+				rest := strings.Fields(head[i+2+j+2:])
+				head = head[:i+2+j+1]
+				if len(rest) == 3 {
+					fs = append(fs, scriptFrame{rest[1], rest[2]})
+				}
+			}
+		}
+		for _, l := range s[1:] {
+			if f := strings.Fields(l); len(f) == 3 {
+				fs = append(fs, scriptFrame{f[1], f[2]})
+			}
+		}
+		heads = append(heads, strings.Join(strings.Fields(head), " "))
+		frames = append(frames, fs)
+	}
+	return heads, frames
+}
+
+// TestPerfParityNoStack: recordings without a stack copy print what they
+// hold, as perf script does: the sampled IP (perf record without -g), or
+// the kernel's call chain (-g, --call-graph fp, --call-graph lbr where the
+// CPU has LBR), its user part symbolized and marked how "callchain". Each
+// sample's frames are compared with perf script's, frame for frame; names
+// may differ only where ustack prints gdb's name for a function that perf
+// names by another symbol at the same address (__GI___close, __close).
+func TestPerfParityNoStack(t *testing.T) {
+	requirePerf(t)
+	dir := t.TempDir()
+	bin := build(t, dir, "threads", threadSrc, "-O2", "-g", "-fno-omit-frame-pointer", "-pthread")
+	for _, tc := range []struct {
+		name      string
+		callGraph []string
+		how       string
+	}{
+		{"ip", nil, "context"},
+		{"g", []string{"-g"}, "callchain"},
+		{"fp", []string{"--call-graph", "fp"}, "callchain"},
+		{"lbr", []string{"--call-graph", "lbr"}, "callchain"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := recordWith(t, dir, tc.name, tc.callGraph, bin)
+			ph, pf := scriptFrames(perfScript(t, data))
+			uh, uf, samples := func() ([]string, [][]scriptFrame, []*Sample) {
+				u, samples := ustackScript(t, data)
+				h, f := scriptFrames(u)
+				return h, f, samples
+			}()
+			if len(ph) != len(uh) || len(ph) == 0 {
+				t.Fatalf("perf script printed %d samples, ustack %d", len(ph), len(uh))
+			}
+			same, alias, users := 0, 0, 0
+			for i := range ph {
+				if ph[i] != uh[i] {
+					t.Fatalf("sample %d: perf %q, ustack %q", i, ph[i], uh[i])
+				}
+				ok, aliased := sameScriptFrames(pf[i], uf[i])
+				if !ok {
+					if alias+same+5 > i { // report a few
+						t.Errorf("sample %d (%s) differs:\nperf:   %v\nustack: %v", i, ph[i], pf[i], uf[i])
+					}
+					continue
+				}
+				same++
+				if aliased {
+					alias++
+				}
+			}
+			for _, s := range samples {
+				for _, f := range s.Frames {
+					if !f.Kernel {
+						users++
+						if f.How != tc.how {
+							t.Fatalf("sample %d: user frame %s recovered %q; want %q", s.Index, f.Symbol, f.How, tc.how)
+						}
+					}
+				}
+			}
+			t.Logf("%d samples, %d user frames: %d with perf's frames (%d naming an alias)", len(ph), users, same, alias)
+			if same < len(ph) {
+				t.Errorf("%d of %d samples differ from perf script", len(ph)-same, len(ph))
+			}
+			if users < 200 {
+				t.Errorf("%d user frames; want one or more for each of the ~200 close samples", users)
+			}
+		})
+	}
+}
+
+// sameScriptFrames reports whether two samples have the same frames, and
+// whether a name differed only as gdb's and perf's names for one function
+// do. ustack's frames of functions inlined at an address, which perf prints
+// only for DWARF call graphs, are set aside.
+func sameScriptFrames(p, u []scriptFrame) (same, aliased bool) {
+	var phys []scriptFrame
+	for _, f := range u {
+		if f.dso != "(inlined)" {
+			phys = append(phys, f)
+		}
+	}
+	if len(p) != len(phys) {
+		return false, false
+	}
+	for i := range p {
+		if p[i] == phys[i] {
+			continue
+		}
+		if p[i].dso != phys[i].dso || !sameName(p[i], phys[i]) {
+			return false, false
+		}
+		aliased = true
+	}
+	return true, aliased
+}
+
+// sameName reports whether perf's and ustack's names of a frame name one
+// function: perf's with its ELF symbol version (pthread_create@GLIBC_2.2.5)
+// or GCC's clone suffix (get_common_indices.constprop.0, which gdb names by
+// its DWARF name), or another symbol at the same address (__close and gdb's
+// __GI___close).
+func sameName(p, u scriptFrame) bool {
+	pn, poff, ok1 := strings.Cut(p.sym, "+0x")
+	un, uoff, ok2 := strings.Cut(u.sym, "+0x")
+	if !ok1 || !ok2 || poff != uoff {
+		return false
+	}
+	pn, _, _ = strings.Cut(pn, "@")
+	if pn == un {
+		return true
+	}
+	for _, clone := range []string{".constprop.", ".isra.", ".part.", ".cold"} {
+		if i := strings.Index(pn, clone); i > 0 && pn[:i] == un {
+			return true
+		}
+	}
+	module := strings.Trim(u.dso, "()")
+	return sameFunctionAlias("0 "+pn+"+0x"+poff+" "+p.dso, "0 "+u.sym+" "+u.dso, module)
+}

@@ -1,0 +1,30 @@
+// Package resolve is the one place where a process's memory maps become
+// something the unwinder can walk and a reader can read: it finds the object
+// behind every mapping, builds the unwinder.AddressSpace, and turns unwound
+// frames into symbolized frames with their inline chains.
+//
+// Data flow: a front end (report for perf.data, capture --unwind for a live
+// recording, internal/fixture for gdb-checked fixtures) hands a Resolver the
+// mappings in force at a sample (procmaps.Map, with an optional object file
+// or ready-made unwinder.Object per mapping). NewSpace opens each mapped
+// object once per Resolver, by the build-id policy below, computes its load
+// bias and returns a Space: the unwinder.AddressSpace plus the per-mapping
+// details, found again through unwinder.Mapping.Tag. The front end unwinds
+// with the Space's AddressSpace; a Symbolizer (one per goroutine) then
+// appends, for each unwinder.Frame, the frames of the functions inlined at
+// its address and the physical frame itself to a caller-owned []Frame,
+// without allocating once its buffers have grown.
+//
+// Objects are chosen as perf does, never silently wrong: the file itself
+// (under Options.SymFS) when its build-id matches the one the recording gave;
+// else the recording's archive copy (Options.Objects); else perf's build-id
+// cache (Options.BuildIDDir, including [vdso]/ID/vdso). A file whose build-id
+// differs is refused with a warning naming both ids. Objects that could not
+// be used are collected for the report's summary (Missing); each warning is
+// given once per path. JIT code in anonymous memory is named from the JIT's
+// /tmp/perf-PID.map.
+//
+// A Resolver owns what it opens: Close releases its object cache (unless the
+// caller supplied one), the objects it made from archive or vdso bytes, and
+// its perf maps.
+package resolve

@@ -1,0 +1,141 @@
+package resolve
+
+import (
+	"strings"
+
+	"github.com/ustack/ustack/elfcache"
+	"github.com/ustack/ustack/unwinder"
+)
+
+// Frame is one symbolized frame: a physical frame of the stack, or a
+// function inlined at a physical frame's address (Inlined).
+//
+// Each physical frame comes with its inline chain just before it, innermost
+// first, and is itself never Inlined: its Module names the object the code
+// is in. A frame has one name, Symbol, for every output format.
+type Frame struct {
+	// Addr is the address the frame is attributed to: for a return
+	// address the call instruction (PC-1), else the PC; for kernel frames
+	// the kernel's address.
+	Addr uint64
+	// PC is the frame's program counter as unwound.
+	PC uint64
+	// Module is the object's path, "[vdso]", "[kernel.kallsyms]", the JIT's
+	// perf map, or "" when the address is in no known mapping.
+	Module string
+	// Offset is Addr relative to the mapping's file offset (perf's
+	// map-relative ip); Addr when Module is "".
+	Offset uint64
+	// Symbol is the function's name: the one debug info gives (what gdb
+	// prints: the linkage name, mangled for C++ and Rust, else the
+	// source name), else the symbol table's without an ELF version
+	// suffix; "" when unknown. Writers demangle it.
+	Symbol string
+	// SymOff is Addr's offset from the start of the symbol-table symbol
+	// containing it (perf's symoff), also for the frames inlined there.
+	SymOff uint64
+	// File and Line locate Addr in the source; for an inlined frame's
+	// caller, the call site. HasSource is set when debug info covered
+	// Addr at all (Line may still be 0).
+	File      string
+	Line      int
+	HasSource bool
+	// Inlined is true for a function inlined at this address; the next
+	// frame is the function it was inlined into.
+	Inlined bool
+	// Kernel is true for frames from the kernel's call chain.
+	Kernel bool
+	// How says how the frame was recovered: context, cfi, fp, lr, signal
+	// (the unwinder's methods), callchain (the kernel's call chain of a
+	// recording without a stack copy), kernel.
+	How string
+	// Signal is true for a sigreturn trampoline frame.
+	Signal bool
+}
+
+// Symbolizer turns unwound frames into symbolized frames. It keeps scratch
+// buffers, so each goroutine needs its own; it is cheap to make.
+type Symbolizer struct {
+	src []elfcache.SourceFrame
+}
+
+// NewSymbolizer returns a Symbolizer.
+func NewSymbolizer() *Symbolizer {
+	return &Symbolizer{src: make([]elfcache.SourceFrame, 0, 16)}
+}
+
+// Append appends to out the frames of fr, unwound in s: the functions
+// inlined at its address (innermost first, unless the Resolver leaves them
+// out: Options.NoInline) and then fr itself, and returns the extended slice. how is the
+// frames' How (the unwinder's Method for unwound frames). Once out and the
+// Symbolizer's buffers have grown, Append does not allocate.
+func (z *Symbolizer) Append(out []Frame, s *Space, fr *unwinder.Frame, how string) []Frame {
+	addr := fr.LookupPC()
+	f := Frame{Addr: addr, PC: fr.PC, Offset: addr, How: how, Signal: fr.Flags&unwinder.FrameSignalTrampoline != 0}
+	m := s.mapOf(int(fr.Mapping))
+	if m == nil {
+		return append(out, f)
+	}
+	f.Module = m.path
+	f.Offset = addr - m.start + m.pgoff
+	obj := m.obj
+	if obj == nil {
+		if m.anonymous && s.jit != nil {
+			if name, off, ok := s.jit.lookup(addr); ok {
+				f.Symbol, f.SymOff, f.Module, f.Offset = name, off, s.jit.path, addr
+			}
+		}
+		return append(out, f)
+	}
+	link := addr - m.bias
+	if name, off, ok := obj.Symbolize(link); ok {
+		f.Symbol, f.SymOff = Unversioned(name), off
+	}
+	z.src = obj.SourceFrames(link, z.src[:0])
+	for k := range z.src {
+		sf := &z.src[k]
+		g := f
+		g.File, g.Line, g.HasSource = sf.File, sf.Line, true
+		if name := sourceName(sf); name != "" {
+			g.Symbol = name
+		}
+		if k < len(z.src)-1 {
+			if s.noInline {
+				continue
+			}
+			g.Inlined = true
+		}
+		out = append(out, g)
+	}
+	if len(z.src) == 0 {
+		out = append(out, f)
+	}
+	return out
+}
+
+// sourceName is a source frame's name as gdb prints it: the linkage name
+// (C++ mangled, or a C function's assembler name such as __GI___close),
+// else the source name.
+func sourceName(sf *elfcache.SourceFrame) string {
+	if sf.LinkageName != "" {
+		return Unversioned(sf.LinkageName)
+	}
+	return Unversioned(sf.Function)
+}
+
+// Unversioned returns a symbol name without its ELF symbol version
+// (__libc_start_main@@GLIBC_2.34 is __libc_start_main); a PLT stub's
+// "@plt" is part of its name and stays.
+func Unversioned(name string) string {
+	i := strings.IndexByte(name, '@')
+	if i < 0 {
+		return name
+	}
+	if strings.HasSuffix(name, "@plt") {
+		if i == len(name)-4 {
+			return name
+		}
+		return name[:i] + "@plt"
+	}
+	return name[:i]
+}

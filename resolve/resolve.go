@@ -1,0 +1,460 @@
+package resolve
+
+import (
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/ustack/ustack/elfcache"
+	"github.com/ustack/ustack/procmaps"
+	"github.com/ustack/ustack/unwinder"
+)
+
+// ObjectSource finds the bytes of an object, for recordings that carry
+// their objects with them (a ustack record archive).
+type ObjectSource interface {
+	// Object returns the object with the given build-id or, when the
+	// recording gave none, the one recorded for path ("[vdso]" included).
+	Object(buildID []byte, path string) (data []byte, name string, ok bool)
+}
+
+// Options configure a Resolver. The zero value resolves a process of this
+// machine from the files on disk.
+type Options struct {
+	// Cache, when set, opens object files; the Resolver does not close
+	// it. When nil the Resolver makes one from SymFS and DebugDirs and
+	// closes it in Close.
+	Cache *elfcache.Cache
+	// SymFS is a directory prepended to every object path, like perf's
+	// --symfs.
+	SymFS string
+	// DebugDirs are searched for separate debug files (default
+	// /usr/lib/debug).
+	DebugDirs []string
+	// DebugData, when set, supplies separate debug files by build-id (a
+	// recording's archive) for objects made from archive bytes.
+	DebugData func(buildID []byte) ([]byte, bool)
+	// BuildIDDir is perf's build-id cache ($HOME/.debug); "" for none.
+	BuildIDDir string
+	// Objects, when set, supplies objects by build-id or path (a
+	// recording's archive).
+	Objects ObjectSource
+	// VDSO, when set, is the vdso's image, used for "[vdso]" mappings
+	// before any other source (the running kernel's, when unwinding live).
+	VDSO []byte
+	// ProcRoot makes a file that cannot be opened by its path be looked
+	// for under /proc/PID/root as well (live processes in another mount
+	// namespace).
+	ProcRoot bool
+	// PerfMapDir is where JIT symbol maps (perf-PID.map) are looked for;
+	// "" for none.
+	PerfMapDir string
+	// NoInline leaves the frames of inlined functions out.
+	NoInline bool
+	// Warn receives warnings (build-id mismatches, damaged objects), once
+	// per path; nil discards them.
+	Warn func(msg string)
+}
+
+// Mapping is one mapping handed to NewSpace: the mapping as the process had
+// it and, optionally, where its object is to be found instead.
+type Mapping struct {
+	procmaps.Map
+	// File, when set, is the object file to open for the mapping instead
+	// of Path (a fixture's committed copy), executable or not; no
+	// build-id policy applies.
+	File string
+	// Object, when set, is used as the mapping's object as is, with a
+	// load bias of Start-PgOff (a page known only by its bytes).
+	Object unwinder.Object
+}
+
+// Resolver opens the objects of mappings and builds address spaces from
+// them. Its methods are safe for concurrent use.
+type Resolver struct {
+	opts      Options
+	cache     *elfcache.Cache // object paths, under SymFS
+	ownsCache bool
+	local     *elfcache.Cache // perf's build-id cache, a local directory
+
+	mu      sync.Mutex
+	objects map[objectKey]*elfcache.Object // nil: could not be used
+	owned   []*elfcache.Object             // opened from bytes; closed by Close
+	jit     map[uint32]*perfMap
+	missing map[string]string
+	warned  map[string]bool
+	closed  bool
+}
+
+type objectKey struct {
+	path, buildID string
+	pid           uint32 // with ProcRoot, for what depends on the process's root
+}
+
+// New returns a Resolver.
+func New(opts Options) *Resolver {
+	r := &Resolver{opts: opts, cache: opts.Cache, objects: map[objectKey]*elfcache.Object{},
+		jit: map[uint32]*perfMap{}, missing: map[string]string{}, warned: map[string]bool{}}
+	if r.cache == nil {
+		r.cache = elfcache.NewCache(elfcache.Options{DebugDirs: opts.DebugDirs, SymFS: opts.SymFS})
+		r.ownsCache = true
+	}
+	r.local = r.cache
+	if opts.SymFS != "" && opts.BuildIDDir != "" {
+		r.local = elfcache.NewCache(elfcache.Options{DebugDirs: opts.DebugDirs})
+	}
+	return r
+}
+
+// Close releases the objects the Resolver opened and its object cache
+// (unless Options.Cache supplied it). Spaces and frames from it must not be
+// used afterwards.
+func (r *Resolver) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	var first error
+	for _, o := range r.owned {
+		if err := o.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	r.owned, r.objects, r.jit = nil, nil, nil
+	if r.ownsCache {
+		if err := r.cache.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	if r.local != r.cache {
+		if err := r.local.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// Missing returns the objects that could not be used, by path, with why.
+func (r *Resolver) Missing() map[string]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]string, len(r.missing))
+	for k, v := range r.missing {
+		out[k] = v
+	}
+	return out
+}
+
+// Space is the unwinder's view of one process's maps, with what
+// symbolizing needs for each mapping. It is read-only and may be shared
+// between goroutines.
+type Space struct {
+	as   *unwinder.AddressSpace
+	pid  uint32
+	maps []spaceMap // indexed by unwinder.Mapping.Tag
+	jit  *perfMap
+	// noInline is the Resolver's Options.NoInline.
+	noInline bool
+}
+
+type spaceMap struct {
+	path      string
+	start     uint64
+	pgoff     uint64
+	obj       *elfcache.Object
+	bias      uint64
+	anonymous bool // JIT code may live here
+}
+
+// AddressSpace returns the space to unwind in.
+func (s *Space) AddressSpace() *unwinder.AddressSpace { return s.as }
+
+// Object returns the ELF object of the AddressSpace's mapping i (a Frame's
+// Mapping), or nil when it has none.
+func (s *Space) Object(i int) *elfcache.Object {
+	if m := s.mapOf(i); m != nil {
+		return m.obj
+	}
+	return nil
+}
+
+// Bias returns the load bias of the AddressSpace's mapping i: runtime
+// address minus the object's link-time address.
+func (s *Space) Bias(i int) uint64 {
+	if m := s.mapOf(i); m != nil {
+		return m.bias
+	}
+	return 0
+}
+
+func (s *Space) mapOf(i int) *spaceMap {
+	if i < 0 || i >= s.as.Len() {
+		return nil
+	}
+	return &s.maps[s.as.Mapping(i).Tag]
+}
+
+// NewSpace builds the address space of process pid from its mappings,
+// opening each executable mapping's object (once per Resolver) by the
+// build-id policy of the package documentation.
+func (r *Resolver) NewSpace(pid uint32, maps []Mapping) *Space {
+	s := &Space{pid: pid, maps: make([]spaceMap, len(maps)), noInline: r.opts.NoInline}
+	ums := make([]unwinder.Mapping, len(maps))
+	anon := false
+	for i := range maps {
+		m := &maps[i]
+		um := unwinder.Mapping{Start: m.Start, End: m.End, Exec: m.Exec, Name: m.Path, Tag: i}
+		sm := spaceMap{path: m.Path, start: m.Start, pgoff: m.PgOff, anonymous: IsAnonymous(m.Path)}
+		switch {
+		case m.Object != nil:
+			um.Object, um.Bias = m.Object, m.Start-m.PgOff
+			if o, ok := m.Object.(*elfcache.Object); ok {
+				sm.obj = o
+			}
+		case m.Exec || m.File != "":
+			if obj := r.object(pid, m); obj != nil {
+				if bias, ok := obj.Bias(m.Start, m.PgOff); ok {
+					um.Object, um.Bias = obj, bias
+					sm.obj = obj
+				} else {
+					r.note(m.Path, fmt.Sprintf("%s: no loadable segment maps file offset %#x", obj.Path(), m.PgOff))
+				}
+			}
+		}
+		sm.bias = um.Bias
+		anon = anon || (m.Exec && sm.anonymous)
+		ums[i], s.maps[i] = um, sm
+	}
+	s.as = unwinder.NewAddressSpace(ums)
+	if anon {
+		s.jit = r.perfMap(pid)
+	}
+	return s
+}
+
+// FromProcmaps appends the mappings of a procmaps snapshot to dst, for
+// NewSpace.
+func FromProcmaps(dst []Mapping, maps []procmaps.Map) []Mapping {
+	for _, m := range maps {
+		dst = append(dst, Mapping{Map: m})
+	}
+	return dst
+}
+
+// object finds the object of an executable mapping, or nil (noted in
+// Missing) when none can be used.
+func (r *Resolver) object(pid uint32, m *Mapping) *elfcache.Object {
+	path := m.Path
+	if m.File != "" {
+		obj, err := r.cache.Open(m.File)
+		if err != nil {
+			r.note(path, err.Error())
+			return nil
+		}
+		return obj
+	}
+	if path == "" || (isPseudoPath(path) && path != "[vdso]") {
+		return nil
+	}
+	// An object found by its path serves every process; one found (or
+	// not) inside a process's root only that process.
+	key := objectKey{path: path, buildID: string(m.BuildID)}
+	own := key
+	if r.opts.ProcRoot {
+		own.pid = pid
+	}
+	r.mu.Lock()
+	obj, seen := r.objects[key]
+	if !seen {
+		obj, seen = r.objects[own]
+	}
+	r.mu.Unlock()
+	if seen {
+		return obj
+	}
+	obj, why := r.find(pid, path, m.BuildID)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil
+	}
+	if obj == nil || r.opts.ProcRoot && strings.HasPrefix(obj.Path(), "/proc/") {
+		key = own
+	}
+	r.objects[key] = obj
+	if obj == nil {
+		if _, ok := r.missing[path]; !ok {
+			r.missing[path] = why
+		}
+		if strings.HasPrefix(why, "build-id mismatch") && !r.warned[path] {
+			r.warned[path] = true
+			r.warnLocked(fmt.Sprintf("%s: %s", path, why))
+		}
+	}
+	return obj
+}
+
+// find tries the sources of an object in the order of the build-id
+// policy. It returns why none could be used.
+func (r *Resolver) find(pid uint32, path string, buildID []byte) (*elfcache.Object, string) {
+	var why string
+	keep := func(msg string) {
+		if why == "" || strings.HasPrefix(msg, "build-id mismatch") && !strings.HasPrefix(why, "build-id mismatch") {
+			why = msg
+		}
+	}
+	if path == "[vdso]" && len(r.opts.VDSO) > 0 {
+		if obj := r.fromBytes("[vdso]", r.opts.VDSO, nil, keep); obj != nil {
+			return obj, ""
+		}
+	}
+	// A file is trusted first only when the recording says which build
+	// it wants; else the recording's own copy comes first.
+	if path != "[vdso]" && len(buildID) > 0 {
+		if obj := r.openFile(pid, path, buildID, keep); obj != nil {
+			return obj, ""
+		}
+	}
+	if r.opts.Objects != nil {
+		if data, name, ok := r.opts.Objects.Object(buildID, path); ok {
+			if obj := r.fromBytes(name, data, buildID, keep); obj != nil {
+				return obj, ""
+			}
+		}
+	}
+	if path != "[vdso]" && len(buildID) == 0 {
+		if obj := r.openFile(pid, path, nil, keep); obj != nil {
+			return obj, ""
+		}
+	}
+	for _, c := range r.buildIDPaths(path, buildID) {
+		if obj := r.openChecked(r.local, c, buildID, keep); obj != nil {
+			return obj, ""
+		}
+	}
+	if why == "" {
+		why = "not found"
+	}
+	return nil, why
+}
+
+// openFile opens the mapped file (under SymFS), or with ProcRoot the same
+// path inside the process's root.
+func (r *Resolver) openFile(pid uint32, path string, buildID []byte, keep func(string)) *elfcache.Object {
+	if obj := r.openChecked(r.cache, path, buildID, keep); obj != nil {
+		return obj
+	}
+	if r.opts.ProcRoot && strings.HasPrefix(path, "/") {
+		return r.openChecked(r.cache, filepath.Join("/proc", strconv.Itoa(int(pid)), "root", path), buildID, keep)
+	}
+	return nil
+}
+
+// openChecked opens a file through a cache and refuses it when its
+// build-id is not the recording's.
+func (r *Resolver) openChecked(c *elfcache.Cache, file string, buildID []byte, keep func(string)) *elfcache.Object {
+	obj, err := c.Open(file)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			keep(err.Error())
+		}
+		return nil
+	}
+	if mismatch(obj, buildID) {
+		keep(fmt.Sprintf("build-id mismatch: the recording has %x, %s has %x", buildID, obj.Path(), obj.BuildID()))
+		return nil
+	}
+	return obj
+}
+
+// fromBytes makes an object of an image (archive copy, vdso), owned by the
+// Resolver.
+func (r *Resolver) fromBytes(name string, data, buildID []byte, keep func(string)) *elfcache.Object {
+	opts := elfcache.Options{DebugDirs: r.opts.DebugDirs, SymFS: r.opts.SymFS, DebugData: r.opts.DebugData}
+	if name == "[vdso]" && r.opts.DebugData == nil {
+		opts.NoDebugFile = true
+	}
+	obj, err := elfcache.OpenBytes(name, data, opts)
+	if err != nil {
+		keep(fmt.Sprintf("copy in the recording's archive: %v", err))
+		return nil
+	}
+	if mismatch(obj, buildID) {
+		keep(fmt.Sprintf("build-id mismatch: the recording has %x, the archive's %s has %x", buildID, name, obj.BuildID()))
+		obj.Close()
+		return nil
+	}
+	r.mu.Lock()
+	r.owned = append(r.owned, obj)
+	r.mu.Unlock()
+	return obj
+}
+
+func mismatch(obj *elfcache.Object, buildID []byte) bool {
+	return len(buildID) > 0 && len(obj.BuildID()) > 0 && !bytes.Equal(obj.BuildID(), buildID)
+}
+
+// buildIDPaths returns where perf's build-id cache keeps an object.
+func (r *Resolver) buildIDPaths(path string, buildID []byte) []string {
+	if len(buildID) == 0 || r.opts.BuildIDDir == "" {
+		return nil
+	}
+	id := hex.EncodeToString(buildID)
+	dir := r.opts.BuildIDDir
+	out := []string{filepath.Join(dir, ".build-id", id[:2], id[2:]+"/elf"), filepath.Join(dir, ".build-id", id[:2], id[2:])}
+	if path == "[vdso]" {
+		out = append(out, filepath.Join(dir, "[vdso]", id, "vdso"))
+	}
+	return out
+}
+
+// note records why a mapping's object could not be used.
+func (r *Resolver) note(path, why string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.missing[path]; !ok && r.missing != nil {
+		r.missing[path] = why
+	}
+}
+
+func (r *Resolver) warnLocked(msg string) {
+	if r.opts.Warn != nil {
+		r.opts.Warn(msg)
+	}
+}
+
+// perfMap returns the JIT symbol map of pid, read on first use.
+func (r *Resolver) perfMap(pid uint32) *perfMap {
+	if r.opts.PerfMapDir == "" {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if m, ok := r.jit[pid]; ok || r.closed {
+		return m
+	}
+	m, err := parsePerfMap(filepath.Join(r.opts.PerfMapDir, fmt.Sprintf("perf-%d.map", pid)))
+	if err != nil {
+		m = nil
+	}
+	r.jit[pid] = m
+	return m
+}
+
+// IsAnonymous reports whether a mapping name is anonymous memory, where JITs
+// put their code.
+func IsAnonymous(path string) bool {
+	return path == "" || path == "//anon" || strings.HasPrefix(path, "[anon") || strings.HasPrefix(path, "/memfd:")
+}
+
+func isPseudoPath(path string) bool {
+	return path == "" || strings.HasPrefix(path, "[") || strings.HasPrefix(path, "//")
+}
