@@ -39,11 +39,11 @@ type part struct {
 type node interface{}
 
 type (
-	numLit  struct{ v uint64 }
+	numLit struct{ v uint64 }
 	// atom is an identifier the kernel left in the print fmt (an enum
 	// constant): libtraceevent evaluates it to 0 (it is no function it
 	// knows) and prints its name for %s.
-	atom struct{ name string }
+	atom    struct{ name string }
 	strLit  struct{ s string }
 	fieldRf struct{ f *Field }
 	indexOf struct {
