@@ -132,7 +132,7 @@ func scriptSamples(t *testing.T, path string) []string {
 
 // TestLiveCompressed records with perf record -z on this machine, in file
 // and pipe mode, with perf's default ring and a 2-page one (records split
-// across COMPRESSED records), and checks every record against perf script
+// across COMPRESSED records), and system-wide, and checks every record against perf script
 // -D and every sample's tid, time and ip against perf script.
 func TestLiveCompressed(t *testing.T) {
 	cases := []struct {
@@ -144,11 +144,18 @@ func TestLiveCompressed(t *testing.T) {
 		{"pipe", true, nil},
 		{"file-small-ring", false, []string{"-m", "2"}},
 		{"pipe-small-ring", true, []string{"-m", "2"}},
+		// System-wide: perf synthesizes the maps of every process.
+		{"system-wide", false, []string{"-a"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			args := append([]string{"-z", "-e", "cpu-clock", "-c", "100000", "--call-graph", "dwarf,4096"}, c.args...)
-			p := record(t, c.pipe, append(args, "--", "sh", "-c", busy)...)
+			workload := []string{"sh", "-c", busy}
+			if c.name == "system-wide" {
+				args = []string{"-z", "-a", "-e", "cpu-clock", "-c", "1000000"}
+				workload = []string{"sleep", "0.2"}
+			}
+			p := record(t, c.pipe, append(append(args, "--"), workload...)...)
 			s := checkLive(t, p)
 			require.Equal(t, c.pipe, s.Pipe)
 			want := scriptSamples(t, p)
@@ -481,4 +488,22 @@ func FuzzZstdPipeReader(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		drain(t, func() (*Reader, error) { return NewReader(io.MultiReader(bytes.NewReader(data))) })
 	})
+}
+
+// BenchmarkReadCompressed reads the committed -z recording: the cost of
+// decompression and record decoding, per byte of perf.data.
+func BenchmarkReadCompressed(b *testing.B) {
+	data, err := os.ReadFile(filepath.Join("testdata", "zstd.data"))
+	require.NoError(b, err)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := NewFileReader(bytes.NewReader(data), int64(len(data)))
+		require.NoError(b, err)
+		for {
+			if _, err := r.Next(); err != nil {
+				break
+			}
+		}
+	}
 }
