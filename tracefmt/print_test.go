@@ -89,6 +89,7 @@ func TestPrintFmt(t *testing.T) {
 		{"escapes and percent", `"a\tb %% \"q\""`, "a\tb % \"q\""},
 		{"concatenated strings", `"a=%d" " b", REC->common_pid`, "a=77 b"},
 		{"REC in parens", `"%d", (REC)->common_pid`, "77"},
+		{"empty format", `""`, ""},
 	}
 	raw := testRaw()
 	for _, c := range cases {

@@ -114,7 +114,7 @@ func compilePrintFmt(f *Format) ([]part, error) {
 // splitFormat cuts the format string into parts, binding each conversion
 // to the next argument, as libtraceevent does.
 func splitFormat(format string, args []node) ([]part, error) {
-	var parts []part
+	parts := []part{} // non-nil: an empty format prints nothing
 	var lit strings.Builder
 	flush := func() {
 		if lit.Len() > 0 {

@@ -112,7 +112,7 @@ func Parse(data []byte) (*Events, error) {
 			e.byID[f.ID] = f
 		}
 	}
-	n := p.count("ftrace formats")
+	n := p.count("ftrace formats", 8)
 	for i := 0; i < n && p.err == nil; i++ {
 		sz := p.u64()
 		at := p.p
@@ -120,10 +120,10 @@ func Parse(data []byte) (*Events, error) {
 			add("ftrace", i, at, b)
 		}
 	}
-	nsys := p.count("event systems")
+	nsys := p.count("event systems", 5) // name, NUL, u32 count
 	for s := 0; s < nsys && p.err == nil; s++ {
 		system := p.cstr("system name")
-		n := p.count("event formats")
+		n := p.count("event formats", 8)
 		for i := 0; i < n && p.err == nil; i++ {
 			sz := p.u64()
 			at := p.p
@@ -223,10 +223,10 @@ func (r *tdReader) u64() uint64 {
 	return binary.LittleEndian.Uint64(r.b[r.p-8:])
 }
 
-// count reads a u32 count of sized entries (each at least 8 bytes).
-func (r *tdReader) count(what string) int {
+// count reads a u32 count of entries of at least minSize bytes each.
+func (r *tdReader) count(what string, minSize uint64) int {
 	n := r.u32()
-	if r.err == nil && (n > maxEvents || uint64(n)*8 > uint64(len(r.b)-r.p)) {
+	if r.err == nil && (n > maxEvents || uint64(n)*minSize > uint64(len(r.b)-r.p)) {
 		r.p -= 4
 		r.fail("%d %s cannot fit in the %d bytes left", n, what, len(r.b)-r.p-4)
 		return 0
