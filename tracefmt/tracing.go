@@ -45,9 +45,11 @@ type Events struct {
 	// Formats lists the event formats in file order (ftrace's own formats,
 	// system "ftrace", first).
 	Formats []*Format
-	// Resolve, when set, names kernel addresses for %pS/%pF/%ps/%pf (perf
-	// resolves them from the recording's kernel symbols). Without it they
-	// print as hex, as libtraceevent does for an unknown address.
+	// Resolve, when set, names kernel addresses for %pS/%pF/%ps/%pf.
+	// perf script resolves them from the kernel map of a file-mode
+	// recording (kallsyms or vmlinux) and prints hex in pipe mode; set
+	// Resolve to match. Without it they print as hex, as libtraceevent
+	// does for an unknown address.
 	Resolve func(addr uint64) (name string, off uint64, ok bool)
 
 	byID   map[uint64]*Format
