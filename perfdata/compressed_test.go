@@ -9,8 +9,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/stretchr/testify/assert"
@@ -506,4 +508,29 @@ func BenchmarkReadCompressed(b *testing.B) {
 			}
 		}
 	}
+}
+
+// TestCompressedAbandoned drops Readers in the middle of compressed data
+// without Close: their decoders must not pile up.
+func TestCompressedAbandoned(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "zstd.data"))
+	require.NoError(t, err)
+	before := runtime.NumGoroutine()
+	for range 200 {
+		r, err := NewFileReader(bytes.NewReader(data), int64(len(data)))
+		require.NoError(t, err)
+		for range 20 {
+			_, err := r.Next()
+			require.NoError(t, err)
+		}
+		require.NotNil(t, r.z, "20 records in, the zstd stream is open")
+	}
+	for range 50 {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+		if runtime.NumGoroutine() < before+20 {
+			break
+		}
+	}
+	assert.Less(t, runtime.NumGoroutine(), before+20, "decoder coroutines of dropped Readers are not released")
 }
