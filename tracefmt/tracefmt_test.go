@@ -116,13 +116,14 @@ func havePerf(t *testing.T) string {
 
 // liveEvents are the tracepoints the live test records: syscall entry and
 // exit, sched (char arrays, __print_flags, __get_str), raw_syscalls
-// (array indexing), signal, task and timer (__print_symbolic of enum
-// names, %ps).
+// (array indexing), signal, task, timer (__print_symbolic of enum names,
+// %ps) and kmem (%pS, %p, %zu, gfp flags built from long cast
+// expressions).
 var liveEvents = []string{
 	"syscalls:sys_enter_openat", "syscalls:sys_exit_read", "sched:sched_switch",
 	"sched:sched_process_exec", "sched:sched_wakeup", "sched:sched_process_fork",
 	"sched:sched_process_exit", "raw_syscalls:sys_enter", "signal:signal_generate",
-	"task:task_newtask", "timer:hrtimer_start",
+	"task:task_newtask", "timer:hrtimer_start", "kmem:kmalloc", "kmem:kfree",
 }
 
 // TestLivePerfScript records tracepoints with perf on this machine, in
