@@ -51,6 +51,9 @@ const (
 	RecordHeaderFeature     RecordType = 80
 	RecordCompressed        RecordType = 81
 	RecordFinishedInit      RecordType = 82
+	// RecordCompressed2 is perf 6.x's 8-byte aligned RecordCompressed: a
+	// u64 data_size, the zstd bytes, then padding.
+	RecordCompressed2 RecordType = 83
 )
 
 var recordNames = map[RecordType]string{
@@ -70,6 +73,7 @@ var recordNames = map[RecordType]string{
 	RecordStatRound: "STAT_ROUND", RecordEventUpdate: "EVENT_UPDATE",
 	RecordTimeConv: "TIME_CONV", RecordHeaderFeature: "FEATURE",
 	RecordCompressed: "COMPRESSED", RecordFinishedInit: "FINISHED_INIT",
+	RecordCompressed2: "COMPRESSED2",
 }
 
 // String returns perf's name for the record type, as in perf's statistics

@@ -12,8 +12,11 @@
 //	         -> data section, streamed record by record
 //	NewReader                 pipe mode (perf record -o -, 16-byte header)
 //	  HEADER_ATTR, HEADER_FEATURE, EVENT_UPDATE, HEADER_BUILD_ID ... records
-//	  fill the Session as they stream by; TRACING_DATA and AUXTRACE payloads
-//	  are skipped
+//	  fill the Session as they stream by; the TRACING_DATA payload is kept
+//	  (Features.TracingData), AUXTRACE payloads are skipped
+//	COMPRESSED / COMPRESSED2 records (perf record -z) -> one zstd stream
+//	  decoded chunk by chunk (compressed.go); the records it holds come out
+//	  of Next in their place, as if never compressed
 //	Reader.Next  -> Record (*Sample, *Mmap, *Comm, *Fork, *Exit, ... or *Raw)
 //	Sorter.Next  -> the same records in timestamp order, with perf's
 //	               FINISHED_ROUND semantics (what perf script shows)
@@ -22,7 +25,7 @@
 // A Session holds the events (Attrs, with their sample ids and names from
 // EVENT_DESC) and the decoded features (ARCH, BUILD_ID, HOSTNAME, OSRELEASE,
 // VERSION, CMDLINE, NRCPUS, CPUDESC, CPUID, TOTAL_MEM, EVENT_DESC, CLOCKID,
-// SAMPLE_TIME). Every record's sample id (the SAMPLE's own id fields or the
+// SAMPLE_TIME, COMPRESSED; TRACING_DATA kept as bytes for package tracefmt). Every record's sample id (the SAMPLE's own id fields or the
 // sample_id_all trailer of other kernel records) maps it to its Attr and
 // fills its RecordHeader's pid, tid, time, id, stream id and cpu.
 //
@@ -59,5 +62,22 @@
 // # Limits
 //
 // Only little-endian files are read (big-endian ones are reported as such).
-// COMPRESSED records (perf record -z) are returned as *Raw, undecoded.
+//
+// # Compressed records
+//
+// perf record -z writes every record after the header ones into COMPRESSED
+// records (COMPRESSED2 in perf 6.x: a data_size field, then padding to 8
+// bytes) that together carry one zstd stream: a record, even a zstd block,
+// can continue in the next COMPRESSED record. The Reader decompresses each
+// COMPRESSED record as it reads it (github.com/klauspost/compress/zstd, in
+// a coroutine that pauses when the chunk is used up, so nothing is read
+// ahead) and returns the records it completes before reading on; the
+// COMPRESSED records themselves are not returned. Each such record's
+// Offset is that of the COMPRESSED record that completed it, as perf
+// reports it. Output is bounded: one COMPRESSED record decompresses to at
+// most the COMPRESSED feature's mmap_len (perf's ring size; 16 MiB without
+// the feature) plus one record, the whole stream to at most 2048 times the
+// compressed bytes plus 64 MiB, the zstd window to 128 MiB (perf -z 22).
+// Damaged zstd data yields the records decoded before the damage, then an
+// error naming the COMPRESSED record's offset.
 package perfdata

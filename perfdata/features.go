@@ -47,6 +47,12 @@ type Features struct {
 	ClockIDRes uint64
 	// SampleTimeFirst and SampleTimeLast are the SAMPLE_TIME feature.
 	SampleTimeFirst, SampleTimeLast uint64
+	// Compression is the COMPRESSED feature (perf record -z).
+	Compression Compression
+	// TracingData is the TRACING_DATA feature (or the pipe-mode
+	// TRACING_DATA record's payload), undecoded: the tracepoints' format
+	// files that package tracefmt parses. It is nil when absent.
+	TracingData []byte
 	// present is the bitmap of features seen.
 	present [featBits / 64]uint64
 }

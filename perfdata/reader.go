@@ -46,6 +46,11 @@ type Reader struct {
 	cpuBuf   []int
 	pendSkip int64 // bytes to skip before the next record (AUXTRACE, TRACING_DATA)
 	last     []byte
+	// pendTrace is set when the pendSkip bytes are a pipe-mode
+	// TRACING_DATA payload, to keep rather than skip.
+	pendTrace bool
+	z         *zstdStream // the COMPRESSED records' stream, once one is met
+	zerr      error       // decompression error, returned once its records are out
 }
 
 // recs are the reused record values Next returns.
@@ -303,7 +308,7 @@ func (r *Reader) readFeatures(feat [4]uint64, off, size int64) error {
 			first = cmpErr(first, err)
 			continue
 		}
-		if !knownFeature(f) {
+		if !knownFeature(f) && !extraFeature(f) {
 			continue
 		}
 		if sl > maxSection {
@@ -315,7 +320,13 @@ func (r *Reader) readFeatures(feat [4]uint64, off, size int64) error {
 			first = cmpErr(first, truncErr(int64(so), "feature %d: %v", f, err))
 			continue
 		}
-		if err := r.s.parseFeature(f, b, int64(so)); err != nil {
+		var err error
+		if extraFeature(f) {
+			err = r.s.parseExtraFeature(f, b, int64(so))
+		} else {
+			err = r.s.parseFeature(f, b, int64(so))
+		}
+		if err != nil {
 			first = cmpErr(first, err)
 		}
 	}
@@ -338,6 +349,23 @@ func knownFeature(f Feature) bool {
 	return false
 }
 
+// extraFeature reports the features parsed by parseExtraFeature.
+func extraFeature(f Feature) bool { return f == FeatCompressed || f == FeatTracingData }
+
+// parseExtraFeature decodes the COMPRESSED and TRACING_DATA features.
+func (s *Session) parseExtraFeature(f Feature, b []byte, off int64) error {
+	s.Features.set(f)
+	switch f {
+	case FeatCompressed:
+		c, err := parseCompression(b, off)
+		s.Features.Compression = c
+		return err
+	case FeatTracingData:
+		s.Features.TracingData = b
+	}
+	return nil
+}
+
 // Session returns what the file says about itself. In pipe mode it grows as
 // Next consumes header records.
 func (r *Reader) Session() *Session { return r.s }
@@ -353,8 +381,12 @@ func (r *Reader) Offset() int64 { return r.off }
 // next call to Next.
 func (r *Reader) RawRecord() []byte { return r.last }
 
-// Close closes the file opened by Open; it does nothing for other Readers.
+// Close closes the file opened by Open and stops the decompression of
+// COMPRESSED records; it does nothing else for other Readers.
 func (r *Reader) Close() error {
+	if r.z != nil {
+		r.z.close()
+	}
 	if r.closer != nil {
 		c := r.closer
 		r.closer = nil
@@ -378,7 +410,26 @@ func (r *Reader) fail(err error) (Record, error) {
 		err = withPath(err, r.path)
 	}
 	r.err = err
+	if r.z != nil {
+		r.z.close()
+	}
 	return nil, err
+}
+
+// eof ends the records: with the feature error if there was one, an error
+// if decompressed data ends inside a record, io.EOF otherwise.
+func (r *Reader) eof() (Record, error) {
+	if r.z != nil {
+		if p := r.z.pending(); len(p) > 0 {
+			return r.fail(truncErr(r.z.chunkOff, "compressed data ends inside a record: %d bytes left after the COMPRESSED record at %#x", len(p), r.z.chunkOff))
+		}
+		r.z.close()
+	}
+	if r.featErr != nil {
+		return r.fail(r.featErr)
+	}
+	r.err = io.EOF
+	return nil, io.EOF
 }
 
 // skip discards n bytes of the stream.
@@ -412,32 +463,53 @@ func (r *Reader) skip(n int64, what string) error {
 // Next returns the next record in file order, or io.EOF after the last one.
 // The record is valid until the next call (see Reader). After an error,
 // Next keeps returning it.
+//
+// COMPRESSED records (perf record -z) are not returned: the records they
+// hold are, in order, each with the Offset of the COMPRESSED record that
+// completed it (as perf reports them).
 func (r *Reader) Next() (Record, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
+	for {
+		if r.z != nil {
+			rec, err := r.nextDecompressed()
+			if rec != nil || err != nil {
+				if err != nil {
+					return r.fail(err)
+				}
+				return rec, nil
+			}
+		}
+		rec, err := r.next()
+		if rec != nil || err != nil {
+			return rec, err
+		}
+	}
+}
+
+// next reads the next record of the file or stream. It returns nil, nil
+// after consuming a COMPRESSED record.
+func (r *Reader) next() (Record, error) {
 	if r.pendSkip > 0 {
 		n := r.pendSkip
 		r.pendSkip = 0
-		if err := r.skip(n, "record payload"); err != nil {
+		if r.pendTrace {
+			r.pendTrace = false
+			if err := r.readTracingData(n); err != nil {
+				return r.fail(err)
+			}
+		} else if err := r.skip(n, "record payload"); err != nil {
 			return r.fail(err)
 		}
 	}
 	if r.end >= 0 && r.off >= r.end {
-		if r.featErr != nil {
-			return r.fail(r.featErr)
-		}
-		r.err = io.EOF
-		return nil, io.EOF
+		return r.eof()
 	}
 	hb, err := r.br.Peek(8)
 	if err != nil {
 		if err == io.EOF && len(hb) == 0 && r.end < 0 {
-			if r.featErr != nil {
-				return r.fail(r.featErr)
-			}
-			r.err = io.EOF
-			return nil, io.EOF
+			return r.eof()
 		}
 		if err == io.EOF || err == io.ErrUnexpectedEOF {
 			return r.fail(truncErr(r.off, "input ends inside a record header (%d of 8 bytes)", len(hb)))
@@ -465,9 +537,46 @@ func (r *Reader) Next() (Record, error) {
 	r.br.Discard(size)
 	r.off += int64(size)
 	h := RecordHeader{Type: typ, Misc: misc, Size: uint16(size), Offset: off}
+	if typ == RecordCompressed || typ == RecordCompressed2 {
+		return nil, r.decompress(h, b[8:])
+	}
 	rec, err := r.decode(h, b[8:])
 	if err != nil {
 		return r.fail(err)
 	}
+	switch typ {
+	case RecordHeaderTracingData:
+		r.pendTrace = r.pendSkip > 0
+	case RecordHeaderFeature:
+		if f := Feature(le.Uint64(b[8:])); extraFeature(f) && f != FeatTracingData {
+			if err := r.s.parseExtraFeature(f, b[16:], off+16); err != nil && r.featErr == nil {
+				r.featErr = err
+			}
+		}
+	}
 	return rec, nil
+}
+
+// readTracingData keeps the n-byte payload of a pipe-mode TRACING_DATA
+// record as the Session's tracing data.
+func (r *Reader) readTracingData(n int64) error {
+	start := r.off
+	if n > maxSection {
+		return formatErr(start, "TRACING_DATA: payload of %d bytes is too large", n)
+	}
+	if r.end >= 0 && n > r.end-r.off {
+		return truncErr(start, "TRACING_DATA payload of %d bytes runs past the end of the data section at %#x", n, r.end)
+	}
+	// ReadAll grows with the data actually there, not with n.
+	b, err := io.ReadAll(io.LimitReader(r.br, n))
+	r.off += int64(len(b))
+	if err != nil {
+		return err
+	}
+	if int64(len(b)) < n {
+		return truncErr(start, "TRACING_DATA: stream ended after %d of %d payload bytes", len(b), n)
+	}
+	r.s.Features.set(FeatTracingData)
+	r.s.Features.TracingData = b
+	return nil
 }
