@@ -43,6 +43,9 @@ type Options struct {
 	// BuildIDDir is perf's build-id cache (default $HOME/.debug), used for
 	// the vdso and for objects whose file on disk changed.
 	BuildIDDir string
+	// MoreBuildIDDirs are further build-id caches searched after
+	// BuildIDDir (an unpacked perf archive tarball).
+	MoreBuildIDDirs []string
 	// Kallsyms is the kernel symbol table (default /proc/kallsyms; "-"
 	// for none).
 	Kallsyms string

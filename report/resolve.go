@@ -17,14 +17,15 @@ type Frame = resolve.Frame
 // files (under SymFS), the recording's archive, then perf's build-id cache.
 func newResolver(opts *Options, warn func(string)) *resolve.Resolver {
 	return resolve.New(resolve.Options{
-		SymFS:      opts.SymFS,
-		DebugDirs:  opts.DebugDirs,
-		DebugData:  opts.DebugData,
-		BuildIDDir: opts.BuildIDDir,
-		Objects:    opts.Objects,
-		PerfMapDir: opts.PerfMapDir,
-		NoInline:   opts.NoInline,
-		Warn:       warn,
+		SymFS:           opts.SymFS,
+		DebugDirs:       opts.DebugDirs,
+		DebugData:       opts.DebugData,
+		BuildIDDir:      opts.BuildIDDir,
+		MoreBuildIDDirs: opts.MoreBuildIDDirs,
+		Objects:         opts.Objects,
+		PerfMapDir:      opts.PerfMapDir,
+		NoInline:        opts.NoInline,
+		Warn:            warn,
 	})
 }
 

@@ -42,6 +42,9 @@ type Options struct {
 	DebugData func(buildID []byte) ([]byte, bool)
 	// BuildIDDir is perf's build-id cache ($HOME/.debug); "" for none.
 	BuildIDDir string
+	// MoreBuildIDDirs are further build-id caches in perf's layout,
+	// searched after BuildIDDir (an unpacked perf archive tarball).
+	MoreBuildIDDirs []string
 	// Objects, when set, supplies objects by build-id or path (a
 	// recording's archive).
 	Objects ObjectSource
@@ -106,7 +109,7 @@ func New(opts Options) *Resolver {
 		r.ownsCache = true
 	}
 	r.local = r.cache
-	if opts.SymFS != "" && opts.BuildIDDir != "" {
+	if opts.SymFS != "" && (opts.BuildIDDir != "" || len(opts.MoreBuildIDDirs) > 0) {
 		r.local = elfcache.NewCache(elfcache.Options{DebugDirs: opts.DebugDirs})
 	}
 	return r
@@ -404,14 +407,19 @@ func mismatch(obj *elfcache.Object, buildID []byte) bool {
 
 // buildIDPaths returns where perf's build-id cache keeps an object.
 func (r *Resolver) buildIDPaths(path string, buildID []byte) []string {
-	if len(buildID) == 0 || r.opts.BuildIDDir == "" {
+	if len(buildID) == 0 {
 		return nil
 	}
 	id := hex.EncodeToString(buildID)
-	dir := r.opts.BuildIDDir
-	out := []string{filepath.Join(dir, ".build-id", id[:2], id[2:]+"/elf"), filepath.Join(dir, ".build-id", id[:2], id[2:])}
-	if path == "[vdso]" {
-		out = append(out, filepath.Join(dir, "[vdso]", id, "vdso"))
+	var out []string
+	for _, dir := range append([]string{r.opts.BuildIDDir}, r.opts.MoreBuildIDDirs...) {
+		if dir == "" {
+			continue
+		}
+		out = append(out, filepath.Join(dir, ".build-id", id[:2], id[2:]+"/elf"), filepath.Join(dir, ".build-id", id[:2], id[2:]))
+		if path == "[vdso]" {
+			out = append(out, filepath.Join(dir, "[vdso]", id, "vdso"))
+		}
 	}
 	return out
 }

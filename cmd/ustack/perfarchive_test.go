@@ -14,9 +14,16 @@ import (
 
 // buildTestProg compiles progSrc (leaf <- mid <- top <- main) into dir.
 func buildTestProg(t *testing.T, dir string) string {
+	return buildTestSource(t, dir, progSrc)
+}
+
+// burnSrc is progSrc with leaf burning CPU long enough for cpu-clock.
+var burnSrc = strings.Replace(progSrc, "i < 100000", "i < 20000000", 1)
+
+func buildTestSource(t *testing.T, dir, source string) string {
 	t.Helper()
 	src := filepath.Join(dir, "prog.c")
-	require.NoError(t, os.WriteFile(src, []byte(progSrc), 0o644))
+	require.NoError(t, os.WriteFile(src, []byte(source), 0o644))
 	bin := filepath.Join(dir, "prog")
 	if out, err := exec.Command("gcc", "-O2", "-g", "-fno-omit-frame-pointer", "-o", bin, src).CombinedOutput(); err != nil {
 		t.Skipf("gcc: %v\n%s", err, out)
@@ -87,4 +94,54 @@ func TestArchiveForPerf(t *testing.T) {
 	out, err = cmd.Output()
 	require.NoError(t, err)
 	assert.Equal(t, 20, chainCount(string(out)), "perf --buildid-dir with the exported cache")
+}
+
+// TestReportPerfArchive: perf record, then perf archive; the program and
+// perf's build-id cache are deleted, and ustack report, with no build-id
+// cache and the program gone, must name leaf <- mid <- top <- main from
+// the objects in perf.data.tar.bz2 alone. (perf archive keeps only objects
+// that sampled IPs hit, so the program burns CPU under cpu-clock.)
+func TestReportPerfArchive(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("recording tracepoints needs root")
+	}
+	perf, err := exec.LookPath("perf")
+	if err != nil {
+		t.Skip("perf not installed")
+	}
+	if _, err := exec.LookPath("bzip2"); err != nil {
+		t.Skip("perf archive needs bzip2")
+	}
+	dir := t.TempDir()
+	bin := buildTestSource(t, dir, burnSrc)
+	home := t.TempDir() // perf keeps its build-id cache in $HOME/.debug
+	env := append(os.Environ(), "HOME="+home)
+	data := filepath.Join(dir, "perf.data")
+	rec := exec.Command(perf, "record", "-q", "-e", "cpu-clock", "-F", "2000", "--call-graph", "dwarf", "-o", data, "--", bin)
+	rec.Env = env
+	if out, err := rec.CombinedOutput(); err != nil {
+		t.Skipf("perf record: %v\n%s", err, out)
+	}
+	arc := exec.Command(perf, "archive", data)
+	arc.Env = env
+	arc.Dir = dir
+	out, err := arc.CombinedOutput()
+	require.NoError(t, err, "perf archive: %s", out)
+	require.FileExists(t, data+".tar.bz2")
+
+	require.NoError(t, os.Remove(bin))
+	require.NoError(t, os.RemoveAll(filepath.Join(home, ".debug")))
+	empty := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	rc := run([]string{"report", "-i", data, "--buildid-dir", empty, "--kallsyms", "-"}, &stdout, &stderr)
+	require.Equal(t, 0, rc, stderr.String())
+	unnamed := "[unknown] (" + bin + ")"
+	assert.NotContains(t, stdout.String(), unnamed, "every frame in the program is named from the tarball")
+	assert.Greater(t, chainCount(stdout.String()), 10, "samples unwound through leaf <- mid <- top <- main:\n%s", head(stdout.String()))
+
+	// Without the tarball the program's frames cannot be named.
+	stdout.Reset()
+	run([]string{"report", "-i", data, "--buildid-dir", empty, "--kallsyms", "-", "--perf-archive", "-"}, &stdout, &stderr)
+	assert.Zero(t, chainCount(stdout.String()), "the chain came from somewhere else than the tarball")
+	assert.Contains(t, stdout.String(), unnamed)
 }

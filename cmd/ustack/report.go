@@ -46,6 +46,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	width := fs.Int("width", 0, "flamegraph: width in `pixels` (default 1200)")
 	minWidth := fs.Float64("minwidth", 0, "flamegraph: leave out boxes narrower than `pixels` (default 0.1)")
 	groupBy := fs.String("group-by", "", "flamegraph: the boxes under \"all\": comm (default), process (comm-PID), thread (comm-PID/TID) or none")
+	perfArchive := fs.String("perf-archive", "", "a tarball from perf archive (default: INPUT.tar.bz2 or INPUT.tar.gz when it exists; - for none): its objects are used like perf's build-id cache")
 	archiveFile := fs.String("archive", "", "objects archive `file` written by ustack record (default: INPUT.ustack when it exists; - for none)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: ustack report [flags]\n\nUnwinds and symbolizes every sample of a recording and prints its stack.\n\nflags:\n")
@@ -119,6 +120,35 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 				opts.KallsymsData = k
 			}
 		}
+	}
+
+	// A perf recording's objects may come in perf archive's tarball: unpack
+	// it into a private directory that serves as a further build-id cache.
+	tarball := *perfArchive
+	if tarball == "" && *input != "-" {
+		for _, ext := range []string{".tar.bz2", ".tar.gz"} {
+			if _, err := os.Stat(*input + ext); err == nil {
+				tarball = *input + ext
+				break
+			}
+		}
+	}
+	if tarball != "" && tarball != "-" {
+		dir, err := os.MkdirTemp("", "ustack-perf-archive-")
+		if err != nil {
+			fmt.Fprintf(stderr, "ustack report: %v\n", err)
+			return exitError
+		}
+		defer os.RemoveAll(dir)
+		n, err := archive.ExtractPerfTarball(tarball, dir, 0)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			fmt.Fprintf(stderr, "ustack report: --perf-archive %s: no such file\n", tarball)
+			return exitError
+		case err != nil:
+			opts.Warn(fmt.Sprintf("%v; using the %d files before the damage", err, n))
+		}
+		opts.MoreBuildIDDirs = append(opts.MoreBuildIDDirs, dir)
 	}
 
 	out := stdout
