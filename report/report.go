@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -75,6 +76,9 @@ type Options struct {
 	// Warn receives warnings (build-id mismatches, missing objects); nil
 	// discards them.
 	Warn func(msg string)
+	// Filter, when set, keeps only the samples it accepts (perf script's
+	// --pid, --tid, --comms, --cpu, --time).
+	Filter *SampleFilter
 }
 
 // ObjectSource finds the bytes of an object, for recordings that carry
@@ -141,7 +145,12 @@ type Sample struct {
 	Period   uint64
 	Comm     string
 	Event    string
-	Frames   []Frame
+	// IP is the sampled instruction pointer.
+	IP uint64
+	// TraceFields are a tracepoint sample's fields; empty for other
+	// events and until the event's format is decoded.
+	TraceFields TraceFields
+	Frames      []Frame
 	// Stop says why the user stack ended ("" when the sample had no user
 	// registers to unwind).
 	Stop    string
@@ -158,7 +167,17 @@ type Summary struct {
 	PACMask   uint64
 	PACSource string
 
-	Samples     int
+	Samples int
+	// Filtered counts the samples Options.Filter dropped.
+	Filtered int
+	// NoUserData counts samples of events recorded with user registers
+	// and stack (a DWARF call graph) that carry neither, in a user
+	// context (kernel threads have none and are not counted).
+	NoUserData int
+	// Attrs are the recording's events and Cmdline the command that
+	// made it (perf's CMDLINE header; "ustack record ..." for ustack).
+	Attrs       []*perfdata.Attr
+	Cmdline     []string
 	Lost        uint64 // samples the kernel reported lost
 	Stops       map[string]int
 	Missing     map[string]string // object path -> why it could not be used
@@ -295,7 +314,8 @@ type job struct {
 var jobPool = sync.Pool{New: func() any { return &job{done: make(chan struct{}, 1)} }}
 
 func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary, error) {
-	sum := &Summary{Stops: map[string]int{}, Missing: map[string]string{}}
+	sum := &Summary{Stops: map[string]int{}, Missing: map[string]string{}, Attrs: p.session.Attrs,
+		Cmdline: p.session.Features.Cmdline}
 	if p.arch == arch.ARM64 {
 		// perf.data does not record the PAC mask.
 		sum.PACMask, sum.PACSource = p.opts.PACMask, "--pac-mask"
@@ -353,6 +373,14 @@ func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary,
 		}
 		switch rec := rec.(type) {
 		case *perfdata.Sample:
+			if f := p.opts.Filter; f != nil && !f.Keep(rec.Pid, rec.Tid, rec.CPU, rec.Time, p.commOf(rec.Tid)) {
+				index++
+				sum.Filtered++
+				continue
+			}
+			if missingUserData(rec) {
+				sum.NoUserData++
+			}
 			j := p.newJob(rec, index)
 			index++
 			ordered <- j
@@ -413,11 +441,8 @@ func (j *job) release() {
 func (p *processor) newJob(s *perfdata.Sample, index int) *job {
 	j := jobPool.Get().(*job)
 	j.out = Sample{Index: index, Pid: s.Pid, Tid: s.Tid, CPU: s.CPU, Time: s.Time,
-		Period: s.Period, Event: s.EventName, Frames: j.out.Frames[:0]}
-	j.out.Comm = p.comms[s.Tid]
-	if j.out.Comm == "" {
-		j.out.Comm = ":" + fmt.Sprint(s.Tid)
-	}
+		Period: s.Period, Event: s.EventName, IP: s.IP, Frames: j.out.Frames[:0]}
+	j.out.Comm = p.commOf(s.Tid)
 	kernel, user := perfdata.SplitCallchain(s.Callchain)
 	j.kernel = append(j.kernel[:0], kernel...)
 	j.user = append(j.user[:0], user...)
@@ -436,6 +461,28 @@ func (p *processor) newJob(s *perfdata.Sample, index int) *job {
 	snap := p.tracker.Maps(s.Pid)
 	j.space = p.spaceFor(snap)
 	return j
+}
+
+// commOf returns a thread's comm, or ":TID" when the recording names none.
+func (p *processor) commOf(tid uint32) string {
+	if c := p.comms[tid]; c != "" {
+		return c
+	}
+	return ":" + strconv.FormatUint(uint64(tid), 10)
+}
+
+// missingUserData reports whether a sample of an event recorded with user
+// registers and stack carries neither although it was taken in a user
+// context (it has a user call chain or was taken in user mode).
+func missingUserData(s *perfdata.Sample) bool {
+	a := s.Attr
+	if a == nil || a.SampleType&perfdata.SampleRegsUser == 0 || a.SampleType&perfdata.SampleStackUser == 0 {
+		return false
+	}
+	if s.RegsABI != perfdata.RegsABINone && len(s.Stack()) > 0 {
+		return false
+	}
+	return len(perfdata.UserCallchain(s.Callchain)) > 0 || s.CPUMode() == perfdata.MiscUser
 }
 
 func (p *processor) mmap(m *perfdata.Mmap) {
@@ -488,6 +535,9 @@ func (s *Summary) WriteSummary(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 	}
+	if fix := s.StackSizeFix(); fix != "" {
+		fmt.Fprintf(w, "ustack: %d of %d stacks were cut short by the size of the stack snapshot; %s\n", s.Stops["truncated"], s.Samples, fix)
+	}
 	if len(s.Missing) > 0 {
 		keys := make([]string, 0, len(s.Missing))
 		for k := range s.Missing {
@@ -502,6 +552,38 @@ func (s *Summary) WriteSummary(w io.Writer) {
 	if s.DecodeError != nil {
 		fmt.Fprintf(w, "ustack: the recording is damaged; reading stopped: %v\n", s.DecodeError)
 	}
+}
+
+// StackSizeFix returns, when 1% or more of the stacks ended at the end of
+// their stack snapshot, how to record a larger one with the recorder that
+// made the file: ustack record's --stack-size, or perf record's
+// --call-graph dwarf,N. It returns "" otherwise.
+func (s *Summary) StackSizeFix() string {
+	cut := s.Stops["truncated"]
+	if s.Samples == 0 || cut*100 < s.Samples {
+		return ""
+	}
+	size := uint32(0)
+	for _, a := range s.Attrs {
+		if a.SampleStackUser > size {
+			size = a.SampleStackUser
+		}
+	}
+	const max = 65528 // the kernel's limit, perf's too
+	next := uint32(2 * size)
+	if size == 0 {
+		next = 16384
+	}
+	if next > max {
+		next = max
+	}
+	if size >= max {
+		return fmt.Sprintf("the recording already copied %d bytes, the kernel's limit", size)
+	}
+	if len(s.Cmdline) > 0 && filepath.Base(s.Cmdline[0]) == "ustack" {
+		return fmt.Sprintf("record more with ustack record --stack-size %d (this recording copied %d bytes)", next, size)
+	}
+	return fmt.Sprintf("record more with perf record --call-graph dwarf,%d (this recording copied %d bytes)", next, size)
 }
 
 func isPseudoPath(path string) bool {

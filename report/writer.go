@@ -5,6 +5,8 @@ import (
 	"io"
 	"sort"
 	"strings"
+
+	"github.com/ustack/ustack/perfdata"
 )
 
 // Writer receives a report's samples in sample order and writes them in one
@@ -29,12 +31,22 @@ type WriterOptions struct {
 	// Srcline makes the text format print each frame's source line, like
 	// perf script -F +srcline.
 	Srcline bool
+	// Attrs are the recording's events. With them the text format prints
+	// what perf script prints for each event (its default fields, or
+	// those of Fields); without, those of perf script -F
+	// comm,tid,time,event,ip,sym,symoff,dso.
+	Attrs []*perfdata.Attr
+	// Fields is the text format's -F, as perf script takes it.
+	Fields FieldSpec
 }
 
 // writerMakers holds the constructor of every output format, by name.
 var writerMakers = map[string]func(w io.Writer, o WriterOptions) Writer{
 	"text": func(w io.Writer, o WriterOptions) Writer {
 		tw := NewTextWriter(w, EventWidth(o.Events), o.Raw)
+		if o.Attrs != nil {
+			tw, _ = NewTextWriterFor(w, o.Attrs, o.Fields, o.Raw) // checked by NewWriter
+		}
 		tw.Srcline = o.Srcline
 		return textWriter{tw}
 	},
@@ -61,6 +73,11 @@ func NewWriter(format string, w io.Writer, opts WriterOptions) (Writer, error) {
 	mk, ok := writerMakers[format]
 	if !ok {
 		return nil, fmt.Errorf("unknown format %q (want %s)", format, strings.Join(Formats(), ", "))
+	}
+	if format == "text" && opts.Attrs != nil {
+		if _, err := eventLayouts(opts.Attrs, opts.Fields); err != nil {
+			return nil, err
+		}
 	}
 	return mk(w, opts), nil
 }
