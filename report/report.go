@@ -157,6 +157,9 @@ type Sample struct {
 	StopErr string
 	// StackSize is the number of stack bytes the sample captured.
 	StackSize int
+
+	// space is the process's address space at the sample (MappingOf).
+	space *space
 }
 
 // Summary describes a whole report.
@@ -460,6 +463,7 @@ func (p *processor) newJob(s *perfdata.Sample, index int) *job {
 	}
 	snap := p.tracker.Maps(s.Pid)
 	j.space = p.spaceFor(snap)
+	j.out.space = j.space
 	return j
 }
 

@@ -52,7 +52,13 @@ var writerMakers = map[string]func(w io.Writer, o WriterOptions) Writer{
 	},
 	"json":   func(w io.Writer, o WriterOptions) Writer { return jsonWriter{NewJSONWriter(w, o.Raw)} },
 	"folded": func(w io.Writer, o WriterOptions) Writer { return &foldedWriter{f: NewFolder(o.Raw), w: w} },
-	"pprof":  func(w io.Writer, o WriterOptions) Writer { return &pprofWriter{b: NewPprofBuilder(o.Raw), w: w} },
+	"pprof": func(w io.Writer, o WriterOptions) Writer {
+		b := NewPprofBuilder(o.Raw)
+		if o.Attrs != nil {
+			b.SetEvents(o.Attrs)
+		}
+		return &pprofWriter{b: b, w: w}
+	},
 }
 
 // Formats returns the names NewWriter accepts, sorted.
