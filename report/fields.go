@@ -42,7 +42,9 @@ var fieldNames = [...]struct {
 	{"tid", FieldTid, perfdata.SampleTID, "TID"},
 	{"cpu", FieldCPU, perfdata.SampleCPU, "CPU"},
 	{"time", FieldTime, perfdata.SampleTime, "TIME"},
-	{"period", FieldPeriod, perfdata.SamplePeriod, "PERIOD"},
+	// perf 6.1 prints the period of events without PERF_SAMPLE_PERIOD
+	// (perf record -c N): attr.sample_period.
+	{"period", FieldPeriod, 0, ""},
 	{"event", FieldEvent, 0, ""},
 	{"trace", FieldTrace, perfdata.SampleRaw, "RAW"},
 	{"ip", FieldIP, perfdata.SampleIP, "IP"},

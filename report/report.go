@@ -317,8 +317,7 @@ type job struct {
 var jobPool = sync.Pool{New: func() any { return &job{done: make(chan struct{}, 1)} }}
 
 func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary, error) {
-	sum := &Summary{Stops: map[string]int{}, Missing: map[string]string{}, Attrs: p.session.Attrs,
-		Cmdline: p.session.Features.Cmdline}
+	sum := &Summary{Stops: map[string]int{}, Missing: map[string]string{}}
 	if p.arch == arch.ARM64 {
 		// perf.data does not record the PAC mask.
 		sum.PACMask, sum.PACSource = p.opts.PACMask, "--pac-mask"
@@ -414,6 +413,8 @@ func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary,
 	close(ordered)
 	wg.Wait()
 	err := <-emitErr
+	// In pipe mode the events and features arrive with the records.
+	sum.Attrs, sum.Cmdline = p.session.Attrs, p.session.Features.Cmdline
 	p.mu.Lock()
 	for k, v := range p.missing {
 		sum.Missing[k] = v

@@ -34,7 +34,7 @@ var (
 // perfRecordings records threadsSrc with perf once per test binary:
 // cpu.data (cpu-clock, --call-graph dwarf), tp.data (the openat
 // tracepoint, --call-graph dwarf), cpu-ng.data and tp-ng.data (the same
-// without a call graph).
+// without a call graph) and cpu-c.data (cpu-clock -c 250000, dwarf).
 func perfRecordings(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
@@ -68,6 +68,9 @@ func perfRecordings(t *testing.T) string {
 			{"tp.data", []string{"-e", "syscalls:sys_enter_openat", "--call-graph", "dwarf"}},
 			{"cpu-ng.data", []string{"-e", "cpu-clock"}},
 			{"tp-ng.data", []string{"-e", "syscalls:sys_enter_openat"}},
+			// A fixed period: no PERF_SAMPLE_PERIOD, perf prints the
+			// attr's period.
+			{"cpu-c.data", []string{"-e", "cpu-clock", "-c", "250000", "--call-graph", "dwarf"}},
 		} {
 			args := append([]string{"record", "-q", "-o", filepath.Join(dir, r.name)}, r.args...)
 			if out, err := exec.Command("perf", append(args, "--", bin)...).CombinedOutput(); err != nil {
@@ -111,7 +114,7 @@ func headers(text string, cut bool) []string {
 		}
 		if cut {
 			// "... event: rest": keep through the event's ": ".
-			for _, ev := range []string{"cpu-clock: ", "syscalls:sys_enter_openat: "} {
+			for _, ev := range []string{"cpu-clock: ", "syscalls:sys_enter_openat: ", "syscalls:sys_enter_close: "} {
 				if i := strings.Index(l, ev); i >= 0 {
 					l = l[:i+len(ev)]
 				}
@@ -130,7 +133,7 @@ func headers(text string, cut bool) []string {
 // name). Tracepoint fields and the no-call-graph ip are cut off.
 func TestDefaultFieldsMatchPerfScript(t *testing.T) {
 	dir := perfRecordings(t)
-	for _, name := range []string{"cpu.data", "tp.data", "cpu-ng.data", "tp-ng.data"} {
+	for _, name := range []string{"cpu.data", "tp.data", "cpu-ng.data", "tp-ng.data", "cpu-c.data"} {
 		t.Run(name, func(t *testing.T) {
 			data := filepath.Join(dir, name)
 			want := headers(perfScript(t, data), true)
@@ -224,4 +227,31 @@ func TestFiltersMatchPerfScript(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPipeHeadersMatchPerfScript checks the default columns of a pipe-mode
+// recording (perf record -o -, whose events arrive with its records)
+// against perf script reading the same stream.
+func TestPipeHeadersMatchPerfScript(t *testing.T) {
+	if _, err := exec.LookPath("perf"); err != nil {
+		t.Skip("perf is not installed (Debian package linux-perf)")
+	}
+	pipe := filepath.Join("..", "..", "perfdata", "testdata", "pipe.data")
+	in, err := os.Open(pipe)
+	require.NoError(t, err)
+	defer in.Close()
+	cmd := exec.Command("perf", "script", "-i", "-")
+	cmd.Stdin = in
+	want, err := cmd.Output()
+	require.NoError(t, err)
+
+	in2, err := os.Open(pipe)
+	require.NoError(t, err)
+	defer in2.Close()
+	saved := os.Stdin
+	os.Stdin = in2
+	defer func() { os.Stdin = saved }()
+	got := ustackReport(t, "-")
+	require.Equal(t, headers(string(want), true), headers(got, true))
+	require.NotEmpty(t, headers(got, true))
 }

@@ -160,8 +160,11 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	for _, a := range r.Session().Attrs {
 		names = append(names, a.Name)
 	}
-	sink, err := report.NewWriter(*format, out, report.WriterOptions{Events: names, Raw: *noDemangle, Srcline: *srcline,
-		Attrs: r.Session().Attrs, Fields: spec})
+	wo := report.WriterOptions{Events: names, Raw: *noDemangle, Srcline: *srcline, Attrs: r.Session().Attrs, Fields: spec}
+	if r.Session().Pipe {
+		wo.Attrs, wo.Session = nil, r.Session() // its events come with its records
+	}
+	sink, err := report.NewWriter(*format, out, wo)
 	if err != nil {
 		fmt.Fprintf(stderr, "ustack report: %s: %v\n", *input, err)
 		return exitUsage
