@@ -55,7 +55,7 @@ measure() { # name command...: runs the command, output to $name.txt, time to $n
 
 fields=comm,tid,time,event,ip,sym,symoff,dso
 echo "== running (wall time, peak RSS)"
-measure ustack ./ustack report -i perf.data
+measure ustack ./ustack report -F "$fields" -i perf.data
 measure perf-noinline perf script -F "$fields" --no-inline -i perf.data
 if [ -z "${SKIP_PERF_INLINE:-}" ]; then
 	measure perf perf script -F "$fields" -i perf.data
@@ -65,7 +65,7 @@ echo "samples: $samples"
 
 echo "== agreement"
 echo "-- ustack vs perf script --no-inline (ustack with --no-inline):"
-./ustack report --no-inline -i perf.data > ustack-noinline.txt 2>/dev/null
+./ustack report -F "$fields" --no-inline -i perf.data > ustack-noinline.txt 2>/dev/null
 python3 "$here/scripts/compare-stacks.py" perf-noinline.txt ustack-noinline.txt || true
 if [ -s perf.txt ]; then
 	echo "-- ustack vs perf script (inline frames):"
