@@ -220,3 +220,15 @@ func TestProgressRate(t *testing.T) {
 	var nilp *progress
 	nilp.finish()
 }
+
+// TestReportSaysWhenNoStacksWereRecorded checks the warning for perf
+// recordings made without --call-graph dwarf (no user registers or stack
+// to unwind), and its absence for those made with it.
+func TestReportSaysWhenNoStacksWereRecorded(t *testing.T) {
+	dir := perfRecordings(t)
+	rc, _, errs := runReport(filepath.Join(dir, "cpu-ng.data"))
+	require.Equal(t, exitOK, rc, errs)
+	require.Contains(t, errs, filepath.Join(dir, "cpu-ng.data")+" was recorded without user registers and stack")
+	_, _, errs = runReport(filepath.Join(dir, "cpu.data"))
+	require.NotContains(t, errs, "without user registers")
+}

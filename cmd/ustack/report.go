@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -219,7 +220,10 @@ func checkInput(input string, sum *report.Summary, stderr io.Writer) int {
 			dwarf = true
 		}
 	}
-	if !dwarf && len(sum.Attrs) > 0 {
+	// ustack record --unwind unwinds while recording and keeps the
+	// frames, not the stacks.
+	byUstack := len(sum.Cmdline) > 0 && filepath.Base(sum.Cmdline[0]) == "ustack"
+	if !dwarf && !byUstack && len(sum.Attrs) > 0 {
 		fmt.Fprintf(stderr, "ustack report: warning: %s was recorded without user registers and stack: the stacks are what the kernel recorded (its call chain or the sampled ip), not a DWARF unwind; record with perf record --call-graph dwarf or ustack record for that\n", input)
 	}
 	return exitOK
