@@ -60,7 +60,9 @@ func ParseIDList(s string) (map[uint32]bool, error) {
 
 // ParseCPUList parses a CPU list such as "0-2,5", as perf's --cpu takes it.
 func ParseCPUList(s string) (map[uint32]bool, error) {
+	const maxCPUs = 1 << 16 // bounds the work a long list can ask for
 	out := map[uint32]bool{}
+	n := uint64(0)
 	for _, tok := range strings.Split(s, ",") {
 		lo, hi, isRange := strings.Cut(strings.TrimSpace(tok), "-")
 		a, err := strconv.ParseUint(lo, 10, 32)
@@ -68,8 +70,11 @@ func ParseCPUList(s string) (map[uint32]bool, error) {
 		if err == nil && isRange {
 			b, err = strconv.ParseUint(hi, 10, 32)
 		}
-		if err != nil || b < a || b-a > 1<<16 {
+		if err != nil || b < a {
 			return nil, fmt.Errorf("%q is not a CPU or CPU range", tok)
+		}
+		if n += b - a + 1; n > maxCPUs {
+			return nil, fmt.Errorf("CPU list %q names more than %d CPUs", s, maxCPUs)
 		}
 		for c := a; c <= b; c++ {
 			out[uint32(c)] = true
