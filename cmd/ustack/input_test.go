@@ -232,3 +232,19 @@ func TestReportSaysWhenNoStacksWereRecorded(t *testing.T) {
 	_, _, errs = runReport(filepath.Join(dir, "cpu.data"))
 	require.NotContains(t, errs, "without user registers")
 }
+
+// TestReportOutputKeepsOldFile checks that -o never overwrites a file
+// without keeping it as FILE.old.
+func TestReportOutputKeepsOldFile(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "report.txt")
+	require.NoError(t, os.WriteFile(out, []byte("the user's notes\n"), 0o644))
+	rc, _, errs := runReport("-o", out, dwarfData)
+	require.Equal(t, exitOK, rc, errs)
+	old, err := os.ReadFile(out + ".old")
+	require.NoError(t, err)
+	require.Equal(t, "the user's notes\n", string(old))
+	rep, err := os.ReadFile(out)
+	require.NoError(t, err)
+	_, direct, _ := runReport(dwarfData)
+	require.Equal(t, direct, string(rep))
+}

@@ -148,7 +148,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	toFile := false
 	if *output != "" {
 		toFile = true
-		f, err := os.OpenFile(*output, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+		f, err := createKeepingOld(*output)
 		if err != nil {
 			fmt.Fprintf(stderr, "ustack report: %v\n", err)
 			return exitError
@@ -333,6 +333,17 @@ func notPerfData(path string) string {
 		return " (a big-endian perf.data file: not supported)"
 	}
 	return ""
+}
+
+// createKeepingOld creates path for writing; an existing file there is
+// kept as path.old rather than overwritten.
+func createKeepingOld(path string) (*os.File, error) {
+	if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() {
+		if err := os.Rename(path, path+".old"); err != nil {
+			return nil, fmt.Errorf("keeping the existing %s: %w", path, err)
+		}
+	}
+	return os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o644)
 }
 
 // archiveObjects serves objects and the vdso from a ustack record archive.
