@@ -468,10 +468,14 @@ func (p *processor) newJob(s *perfdata.Sample, index int) *job {
 	return j
 }
 
-// commOf returns a thread's comm, or ":TID" when the recording names none.
+// commOf returns a thread's comm, or what perf calls a thread the
+// recording names not: "swapper" for the idle task (tid 0), else ":TID".
 func (p *processor) commOf(tid uint32) string {
 	if c := p.comms[tid]; c != "" {
 		return c
+	}
+	if tid == 0 {
+		return "swapper"
 	}
 	return ":" + strconv.FormatUint(uint64(tid), 10)
 }

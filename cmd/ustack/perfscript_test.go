@@ -34,7 +34,8 @@ var (
 // perfRecordings records threadsSrc with perf once per test binary:
 // cpu.data (cpu-clock, --call-graph dwarf), tp.data (the openat
 // tracepoint, --call-graph dwarf), cpu-ng.data and tp-ng.data (the same
-// without a call graph) and cpu-c.data (cpu-clock -c 250000, dwarf).
+// without a call graph), cpu-c.data (cpu-clock -c 250000, dwarf) and
+// sys.data (perf record -a -e cpu-clock).
 func perfRecordings(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
@@ -71,6 +72,8 @@ func perfRecordings(t *testing.T) string {
 			// A fixed period: no PERF_SAMPLE_PERIOD, perf prints the
 			// attr's period.
 			{"cpu-c.data", []string{"-e", "cpu-clock", "-c", "250000", "--call-graph", "dwarf"}},
+			// System-wide: every CPU, other processes, the idle task.
+			{"sys.data", []string{"-a", "-e", "cpu-clock"}},
 		} {
 			args := append([]string{"record", "-q", "-o", filepath.Join(dir, r.name)}, r.args...)
 			if out, err := exec.Command("perf", append(args, "--", bin)...).CombinedOutput(); err != nil {
@@ -133,7 +136,7 @@ func headers(text string, cut bool) []string {
 // name). Tracepoint fields and the no-call-graph ip are cut off.
 func TestDefaultFieldsMatchPerfScript(t *testing.T) {
 	dir := perfRecordings(t)
-	for _, name := range []string{"cpu.data", "tp.data", "cpu-ng.data", "tp-ng.data", "cpu-c.data"} {
+	for _, name := range []string{"cpu.data", "tp.data", "cpu-ng.data", "tp-ng.data", "cpu-c.data", "sys.data"} {
 		t.Run(name, func(t *testing.T) {
 			data := filepath.Join(dir, name)
 			want := headers(perfScript(t, data), true)
