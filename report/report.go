@@ -6,10 +6,13 @@
 // Data flow: a single reader goroutine decodes records in time order
 // (perfdata.Sorter), applies mmap/fork/exec/exit to a procmaps.Tracker and
 // turns each sample into a job holding a copy of its registers and stack and
-// the maps snapshot in force. Workers (one per CPU by default) unwind and
+// the maps snapshot in force (samples Options.Filter rejects are dropped
+// here, before any work). Workers (one per CPU by default) unwind and
 // symbolize jobs with their own unwinder.Cache; the results are handed to
 // the caller's Emit function strictly in the order of the samples in the
-// file. Objects are opened once through a shared elfcache.Cache.
+// file. Objects are opened once through a shared elfcache.Cache. Writers
+// (NewWriter) print the samples as perf script does (text, with its -F
+// fields), JSON (docs/report.schema.json), folded stacks or pprof.
 package report
 
 import (
