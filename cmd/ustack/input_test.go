@@ -248,3 +248,12 @@ func TestReportOutputKeepsOldFile(t *testing.T) {
 	_, direct, _ := runReport(dwarfData)
 	require.Equal(t, direct, string(rep))
 }
+
+// TestReportFieldsNeedText checks that -F with another format is a usage
+// error rather than silently ignored.
+func TestReportFieldsNeedText(t *testing.T) {
+	rc, out, errs := runReport("-F", "comm", "--format", "json", dwarfData)
+	require.Equal(t, exitUsage, rc)
+	require.Empty(t, out)
+	require.Contains(t, errs, "-F selects the text format's columns")
+}

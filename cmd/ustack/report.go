@@ -82,6 +82,10 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ustack report: %v\n", err)
 		return exitUsage
 	}
+	if *fields != "" && *format != "text" {
+		fmt.Fprintf(stderr, "ustack report: -F selects the text format's columns; --format %s prints every field\n", *format)
+		return exitUsage
+	}
 	if *pacMask != "" {
 		m, err := parsePACMask(*pacMask)
 		if err != nil {
