@@ -182,8 +182,11 @@ type Summary struct {
 	NoUserData int
 	// Attrs are the recording's events and Cmdline the command that
 	// made it (perf's CMDLINE header; "ustack record ..." for ustack).
-	Attrs       []*perfdata.Attr
-	Cmdline     []string
+	Attrs   []*perfdata.Attr
+	Cmdline []string
+	// Skipped counts, by record type, the records skipped that may hold
+	// samples (compressed or of a type this reader does not know).
+	Skipped     map[string]int
 	Lost        uint64 // samples the kernel reported lost
 	Stops       map[string]int
 	Missing     map[string]string // object path -> why it could not be used
@@ -320,7 +323,7 @@ type job struct {
 var jobPool = sync.Pool{New: func() any { return &job{done: make(chan struct{}, 1)} }}
 
 func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary, error) {
-	sum := &Summary{Stops: map[string]int{}, Missing: map[string]string{}}
+	sum := &Summary{Stops: map[string]int{}, Missing: map[string]string{}, Skipped: map[string]int{}}
 	if p.arch == arch.ARM64 {
 		// perf.data does not record the PAC mask.
 		sum.PACMask, sum.PACSource = p.opts.PACMask, "--pac-mask"
@@ -410,6 +413,11 @@ func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary,
 			sum.Lost += rec.Lost
 		case *perfdata.LostSamples:
 			sum.Lost += rec.Lost
+		case *perfdata.Raw:
+			// Records that may hold samples ustack cannot read.
+			if t := rec.Type; t == perfdata.RecordCompressed || t == recordCompressed2 || strings.HasPrefix(t.String(), "type(") {
+				sum.Skipped[t.String()]++
+			}
 		}
 	}
 	close(queue)
@@ -470,6 +478,10 @@ func (p *processor) newJob(s *perfdata.Sample, index int) *job {
 	j.out.space = j.space
 	return j
 }
+
+// recordCompressed2 is PERF_RECORD_COMPRESSED2 (perf 6.x's variant of
+// COMPRESSED, with its data size and padding).
+const recordCompressed2 perfdata.RecordType = 83
 
 // commOf returns a thread's comm, or what perf calls a thread the
 // recording names not: "swapper" for the idle task (tid 0), else ":TID".

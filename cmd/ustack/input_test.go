@@ -257,3 +257,27 @@ func TestReportFieldsNeedText(t *testing.T) {
 	require.Empty(t, out)
 	require.Contains(t, errs, "-F selects the text format's columns")
 }
+
+// TestReportCompressedNotSilent records with perf record -z: ustack either
+// reports the samples (when it reads compressed records) or says which
+// records it skipped and that the recording gave it no samples; never an
+// empty success.
+func TestReportCompressedNotSilent(t *testing.T) {
+	dir := perfRecordings(t)
+	z := filepath.Join(dir, "z.data")
+	if out, err := exec.Command("perf", "record", "-q", "-z", "-o", z, "-e", "cpu-clock", "--call-graph", "dwarf",
+		"--", filepath.Join(dir, "prog")).CombinedOutput(); err != nil {
+		t.Skipf("perf record -z: %v\n%s", err, out)
+	}
+	want := headers(perfScript(t, z), true)
+	require.NotEmpty(t, want)
+	rc, out, errs := runReport(z)
+	if strings.Contains(errs, "skipped records") {
+		require.Contains(t, errs, z+": skipped records this reader cannot read, the samples in them are missing: ")
+		require.Contains(t, errs, "COMPRESSED records are written by perf record -z")
+		require.Equal(t, exitNoSamples, rc)
+		return
+	}
+	require.Equal(t, exitOK, rc, errs)
+	require.Equal(t, want, headers(out, true))
+}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -206,6 +207,19 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 func checkInput(input string, sum *report.Summary, stderr io.Writer) int {
 	if input == "-" {
 		input = "standard input"
+	}
+	if len(sum.Skipped) > 0 {
+		var kinds []string
+		for k, n := range sum.Skipped {
+			kinds = append(kinds, fmt.Sprintf("%d %s", n, k))
+		}
+		sort.Strings(kinds)
+		why := ""
+		if sum.Skipped["COMPRESSED"] > 0 {
+			why = " (COMPRESSED records are written by perf record -z)"
+		}
+		fmt.Fprintf(stderr, "ustack report: warning: %s: skipped records this reader cannot read, the samples in them are missing: %s%s\n",
+			input, strings.Join(kinds, ", "), why)
 	}
 	if sum.Samples == 0 && sum.Filtered == 0 {
 		fmt.Fprintf(stderr, "ustack report: %s: the recording holds no samples\n", input)
