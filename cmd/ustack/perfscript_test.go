@@ -88,6 +88,15 @@ func perfRecordings(t *testing.T) string {
 	return recDir
 }
 
+// TestMain removes the recordings perfRecordings made.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if recDir != "" {
+		os.RemoveAll(recDir)
+	}
+	os.Exit(code)
+}
+
 // perfScript runs perf script on a recording with extra arguments.
 func perfScript(t *testing.T, data string, args ...string) string {
 	t.Helper()
