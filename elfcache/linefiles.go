@@ -2,6 +2,7 @@ package elfcache
 
 import (
 	"encoding/binary"
+	"path"
 )
 
 // lineFileNames reads the directory and file tables of the line program
@@ -120,33 +121,35 @@ func lineFileNames(line, lineStr, str []byte, off uint64, compDir string) (names
 		return nil, false
 	}
 	join := func(f fileEnt) string {
+		if f.name == "" {
+			return ""
+		}
 		if isAbs(f.name) {
-			return f.name
+			return path.Clean(f.name)
 		}
-		subdir := ""
-		if version < 5 {
-			if f.dir > 0 && f.dir <= uint64(len(dirs)) {
-				subdir = dirs[f.dir-1]
-			}
-		} else if f.dir < uint64(len(dirs)) {
-			// binutils 2.40 joins directory 0 too (for DWARF 5 it
-			// repeats the compilation directory, usually).
-			subdir = dirs[f.dir]
+		// DWARF 5's directory 0 is the compilation directory itself
+		// (DWARF 5 section 6.2.4), as DWARF 4's index 0 means it:
+		// joining DW_AT_comp_dir to it again, as binutils 2.40 and
+		// llvm-addr2line do, makes ./elf/./elf/dl-misc.c of glibc's
+		// elf/dl-misc.c.
+		base := compDir
+		if version >= 5 && len(dirs) > 0 && dirs[0] != "" {
+			base = dirs[0]
 		}
-		dir := ""
-		if subdir == "" || !isAbs(subdir) {
-			dir = compDir
+		dir := base
+		switch {
+		case version < 5 && f.dir > 0 && f.dir <= uint64(len(dirs)):
+			dir = dirs[f.dir-1]
+		case version >= 5 && f.dir > 0 && f.dir < uint64(len(dirs)):
+			dir = dirs[f.dir]
+		}
+		if dir != base && !isAbs(dir) && base != "" {
+			dir = base + "/" + dir
 		}
 		if dir == "" {
-			dir, subdir = subdir, ""
+			return path.Clean(f.name)
 		}
-		switch {
-		case dir == "":
-			return f.name
-		case subdir != "":
-			return dir + "/" + subdir + "/" + f.name
-		}
-		return dir + "/" + f.name
+		return path.Clean(dir + "/" + f.name)
 	}
 	if version < 5 {
 		names = append(names, "")

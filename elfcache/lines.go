@@ -25,7 +25,7 @@ type SourceFrame struct {
 	// only DW_AT_name (C, Go).
 	LinkageName string
 	// File is the source file, joined with its include and compilation
-	// directories as addr2line prints it; "" when unknown.
+	// directories and cleaned (no "./" or "dir/.."); "" when unknown.
 	File string
 	// Line is the line in File; 0 when unknown.
 	Line int

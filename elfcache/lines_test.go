@@ -305,7 +305,7 @@ func compareTool(t *testing.T, tool string, o *Object, a2lObj string, addrs []ui
 		ok := len(buf) == len(w)
 		for i := 0; ok && i < len(w); i++ {
 			g := buf[i]
-			ok = g.Function == w[i].fn && g.File == w[i].file && g.Line == w[i].line &&
+			ok = g.Function == w[i].fn && g.File == a2lFile(w[i].file) && g.Line == w[i].line &&
 				g.Inlined == (i < len(w)-1)
 		}
 		frames += len(w)
@@ -340,7 +340,7 @@ func compareTool(t *testing.T, tool string, o *Object, a2lObj string, addrs []ui
 			b := want[a]
 			ok = (noSpace(g.Function) == noSpace(w[i].fn) || sameSym(o, g.Function, w[i].fn) ||
 				len(b) == len(w) && g.Function == b[i].fn) &&
-				g.File == w[i].file && g.Line == w[i].line
+				g.File == a2lFile(w[i].file) && g.Line == w[i].line
 		}
 		if ok {
 			llvmOK++
@@ -586,7 +586,7 @@ func noSpace(s string) string { return strings.ReplaceAll(strings.TrimSpace(s), 
 func onlyDemangleDiffers(t *testing.T, got []SourceFrame, want []a2lFrame) bool {
 	for i, g := range got {
 		w := want[i]
-		if g.File != w.file || g.Line != w.line {
+		if g.File != a2lFile(w.file) || g.Line != w.line {
 			return false
 		}
 		if noSpace(g.Function) == noSpace(w.fn) {

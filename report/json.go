@@ -23,53 +23,100 @@ func NewJSONWriter(w io.Writer, raw bool) *JSONWriter {
 	return &JSONWriter{w: bw, enc: json.NewEncoder(bw), names: newNames(raw)}
 }
 
+// jsonFrame is one frame. Every key is present on every frame; unknown
+// values are null (docs/report.schema.json).
 type jsonFrame struct {
-	PC       string `json:"pc"`
-	Addr     string `json:"addr"`
-	Module   string `json:"module,omitempty"`
-	Offset   string `json:"offset"`
-	Symbol   string `json:"symbol,omitempty"`
-	Mangled  string `json:"mangled,omitempty"`
-	SymOff   uint64 `json:"symoff"`
-	Function string `json:"function,omitempty"`
-	File     string `json:"file,omitempty"`
-	Line     int    `json:"line,omitempty"`
-	Inlined  bool   `json:"inlined,omitempty"`
-	Kernel   bool   `json:"kernel,omitempty"`
-	How      string `json:"how"`
-	Signal   bool   `json:"signal_trampoline,omitempty"`
+	PC       string  `json:"pc"`
+	Addr     string  `json:"addr"`
+	Module   *string `json:"module"`
+	Offset   string  `json:"offset"`
+	Symbol   *string `json:"symbol"`
+	Mangled  *string `json:"mangled"`
+	SymOff   uint64  `json:"symoff"`
+	File     *string `json:"file"`
+	Line     *int    `json:"line"`
+	Inlined  bool    `json:"inlined"`
+	Kernel   bool    `json:"kernel"`
+	How      string  `json:"how"`
+	Signal   bool    `json:"signal_trampoline"`
 }
 
 type jsonSample struct {
-	Index   int         `json:"index"`
-	Pid     uint32      `json:"pid"`
-	Tid     uint32      `json:"tid"`
-	CPU     uint32      `json:"cpu"`
-	Time    uint64      `json:"time"`
-	Period  uint64      `json:"period,omitempty"`
-	Comm    string      `json:"comm"`
-	Event   string      `json:"event"`
-	Frames  []jsonFrame `json:"frames"`
-	Stop    string      `json:"stop,omitempty"`
-	StopErr string      `json:"stop_error,omitempty"`
+	Index   int             `json:"index"`
+	Pid     uint32          `json:"pid"`
+	Tid     uint32          `json:"tid"`
+	CPU     uint32          `json:"cpu"`
+	Time    uint64          `json:"time"`
+	Period  uint64          `json:"period"`
+	Comm    string          `json:"comm"`
+	Event   string          `json:"event"`
+	IP      string          `json:"ip"`
+	Fields  json.RawMessage `json:"fields"`
+	Frames  []jsonFrame     `json:"frames"`
+	Stop    *string         `json:"stop"`
+	StopErr *string         `json:"stop_error"`
+}
+
+// orNull returns nil for "", so that an unknown value prints as null.
+func orNull(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // Write prints one sample.
 func (j *JSONWriter) Write(s *Sample) error {
 	out := jsonSample{Index: s.Index, Pid: s.Pid, Tid: s.Tid, CPU: s.CPU, Time: s.Time,
-		Period: s.Period, Comm: s.Comm, Event: s.Event, Stop: s.Stop, StopErr: s.StopErr,
-		Frames: make([]jsonFrame, 0, len(s.Frames))}
+		Period: s.Period, Comm: s.Comm, Event: s.Event, IP: hexString(s.IP), Stop: orNull(s.Stop), StopErr: orNull(s.StopErr),
+		Fields: traceFieldsJSON(s.TraceFields.List), Frames: make([]jsonFrame, 0, len(s.Frames))}
 	for i := range s.Frames {
 		f := &s.Frames[i]
-		jf := jsonFrame{PC: hexString(f.PC), Addr: hexString(f.Addr), Module: f.Module,
-			Offset: hexString(f.Offset), Symbol: j.names.Full(f.Symbol), SymOff: f.SymOff,
-			File: f.File, Line: f.Line, Inlined: f.Inlined, Kernel: f.Kernel, How: f.How, Signal: f.Signal}
-		if jf.Symbol != f.Symbol {
-			jf.Mangled = f.Symbol
+		jf := jsonFrame{PC: hexString(f.PC), Addr: hexString(f.Addr), Module: orNull(f.Module),
+			Offset: hexString(f.Offset), Symbol: orNull(j.names.Full(f.Symbol)), SymOff: f.SymOff,
+			File: orNull(f.File), Inlined: f.Inlined, Kernel: f.Kernel, How: f.How, Signal: f.Signal}
+		if f.Line > 0 {
+			line := f.Line
+			jf.Line = &line
+		}
+		if jf.Symbol != nil && *jf.Symbol != f.Symbol {
+			jf.Mangled = orNull(f.Symbol)
 		}
 		out.Frames = append(out.Frames, jf)
 	}
 	return j.enc.Encode(&out)
+}
+
+// traceFieldsJSON returns a tracepoint's fields as a JSON object in the
+// format's order (integers as numbers, strings as strings, arrays as arrays
+// of numbers), or null when the sample has none.
+func traceFieldsJSON(list []TraceField) json.RawMessage {
+	if len(list) == 0 {
+		return json.RawMessage("null")
+	}
+	b := []byte{'{'}
+	for i, f := range list {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		k, _ := json.Marshal(f.Name)
+		b = append(b, k...)
+		b = append(b, ':')
+		v := f.Value
+		if raw, ok := v.([]byte); ok {
+			ints := make([]int, len(raw))
+			for i, c := range raw {
+				ints[i] = int(c)
+			}
+			v = ints
+		}
+		vb, err := json.Marshal(v)
+		if err != nil {
+			vb = []byte("null")
+		}
+		b = append(b, vb...)
+	}
+	return append(b, '}')
 }
 
 // Flush writes buffered output.

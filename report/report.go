@@ -6,11 +6,15 @@
 // Data flow: a single reader goroutine decodes records in time order
 // (perfdata.Sorter), applies mmap/fork/exec/exit to a procmaps.Tracker and
 // turns each sample into a job holding a copy of its registers and stack and
-// the maps snapshot in force. Workers (one per CPU by default) unwind and
+// the maps snapshot in force (samples Options.Filter rejects are dropped
+// here, before any work). Workers (one per CPU by default) unwind and
 // symbolize jobs with their own unwinder.Cache; the results are handed to
 // the caller's Emit function strictly in the order of the samples in the
 // file. The maps are resolved into address spaces and the unwound frames
-// symbolized by one resolve.Resolver per Run, which Run closes.
+// symbolized by one resolve.Resolver per Run, which Run closes. Writers
+// (NewWriter) print the samples as perf script does (text, with its -F
+// fields), JSON (docs/report.schema.json), folded stacks, pprof, a flame
+// graph or a speedscope file.
 package report
 
 import (
@@ -21,6 +25,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/ustack/ustack/arch"
@@ -79,6 +85,9 @@ type Options struct {
 	// Warn receives warnings (build-id mismatches, missing objects); nil
 	// discards them.
 	Warn func(msg string)
+	// Filter, when set, keeps only the samples it accepts (perf script's
+	// --pid, --tid, --comms, --cpu, --time).
+	Filter *SampleFilter
 }
 
 // Sample is one recorded sample with its symbolized stack, innermost frame
@@ -92,13 +101,21 @@ type Sample struct {
 	Period   uint64
 	Comm     string
 	Event    string
-	Frames   []Frame
+	// IP is the sampled instruction pointer.
+	IP uint64
+	// TraceFields are a tracepoint sample's fields; empty for other
+	// events and until the event's format is decoded.
+	TraceFields TraceFields
+	Frames      []Frame
 	// Stop says why the user stack ended ("" when the sample had no user
 	// registers to unwind).
 	Stop    string
 	StopErr string
 	// StackSize is the number of stack bytes the sample captured.
 	StackSize int
+
+	// space is the process's address space at the sample (MappingOf).
+	space *resolve.Space
 }
 
 // Summary describes a whole report.
@@ -109,7 +126,20 @@ type Summary struct {
 	PACMask   uint64
 	PACSource string
 
-	Samples     int
+	Samples int
+	// Filtered counts the samples Options.Filter dropped.
+	Filtered int
+	// NoUserData counts samples of events recorded with user registers
+	// and stack (a DWARF call graph) that carry neither, in a user
+	// context (kernel threads have none and are not counted).
+	NoUserData int
+	// Attrs are the recording's events and Cmdline the command that
+	// made it (perf's CMDLINE header; "ustack record ..." for ustack).
+	Attrs   []*perfdata.Attr
+	Cmdline []string
+	// Skipped counts, by record type, the records skipped that may hold
+	// samples (compressed or of a type this reader does not know).
+	Skipped     map[string]int
 	Lost        uint64 // samples the kernel reported lost
 	Stops       map[string]int
 	Missing     map[string]string // object path -> why it could not be used
@@ -244,7 +274,7 @@ type job struct {
 var jobPool = sync.Pool{New: func() any { return &job{done: make(chan struct{}, 1)} }}
 
 func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary, error) {
-	sum := &Summary{Stops: map[string]int{}, Missing: map[string]string{}}
+	sum := &Summary{Stops: map[string]int{}, Missing: map[string]string{}, Skipped: map[string]int{}}
 	if p.arch == arch.ARM64 {
 		// perf.data does not record the PAC mask.
 		sum.PACMask, sum.PACSource = p.opts.PACMask, "--pac-mask"
@@ -302,6 +332,14 @@ func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary,
 		}
 		switch rec := rec.(type) {
 		case *perfdata.Sample:
+			if f := p.opts.Filter; f != nil && !f.Keep(rec.Pid, rec.Tid, rec.CPU, rec.Time, p.commOf(rec.Tid)) {
+				index++
+				sum.Filtered++
+				continue
+			}
+			if missingUserData(rec) {
+				sum.NoUserData++
+			}
 			j := p.newJob(rec, index)
 			index++
 			ordered <- j
@@ -326,6 +364,11 @@ func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary,
 			sum.Lost += rec.Lost
 		case *perfdata.LostSamples:
 			sum.Lost += rec.Lost
+		case *perfdata.Raw:
+			// Records that may hold samples ustack cannot read.
+			if t := rec.Type; t == perfdata.RecordCompressed || t == recordCompressed2 || strings.HasPrefix(t.String(), "type(") {
+				sum.Skipped[t.String()]++
+			}
 		}
 	}
 	close(queue)
@@ -333,6 +376,8 @@ func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary,
 	wg.Wait()
 	err := <-emitErr
 	sum.Missing = p.resolver.Missing()
+	// In pipe mode the events and features arrive with the records.
+	sum.Attrs, sum.Cmdline = p.session.Attrs, p.session.Features.Cmdline
 	if readErr != nil {
 		var fe *perfdata.FormatError
 		if errors.As(readErr, &fe) {
@@ -362,11 +407,8 @@ const branchCallStack = 1 << 11
 func (p *processor) newJob(s *perfdata.Sample, index int) *job {
 	j := jobPool.Get().(*job)
 	j.out = Sample{Index: index, Pid: s.Pid, Tid: s.Tid, CPU: s.CPU, Time: s.Time,
-		Period: s.Period, Event: s.EventName, Frames: j.out.Frames[:0]}
-	j.out.Comm = p.comms[s.Tid]
-	if j.out.Comm == "" {
-		j.out.Comm = ":" + fmt.Sprint(s.Tid)
-	}
+		Period: s.Period, Event: s.EventName, IP: s.IP, Frames: j.out.Frames[:0]}
+	j.out.Comm = p.commOf(s.Tid)
 	kernel, user := perfdata.SplitCallchain(s.Callchain)
 	j.kernel = append(j.kernel[:0], kernel...)
 	j.user = append(j.user[:0], user...)
@@ -402,7 +444,38 @@ func (p *processor) newJob(s *perfdata.Sample, index int) *job {
 	}
 	snap := p.tracker.Maps(s.Pid)
 	j.space = p.spaceFor(s.Pid, snap)
+	j.out.space = j.space
 	return j
+}
+
+// recordCompressed2 is PERF_RECORD_COMPRESSED2 (perf 6.x's variant of
+// COMPRESSED, with its data size and padding).
+const recordCompressed2 perfdata.RecordType = 83
+
+// commOf returns a thread's comm, or what perf calls a thread the
+// recording names not: "swapper" for the idle task (tid 0), else ":TID".
+func (p *processor) commOf(tid uint32) string {
+	if c := p.comms[tid]; c != "" {
+		return c
+	}
+	if tid == 0 {
+		return "swapper"
+	}
+	return ":" + strconv.FormatUint(uint64(tid), 10)
+}
+
+// missingUserData reports whether a sample of an event recorded with user
+// registers and stack carries neither although it was taken in a user
+// context (it has a user call chain or was taken in user mode).
+func missingUserData(s *perfdata.Sample) bool {
+	a := s.Attr
+	if a == nil || a.SampleType&perfdata.SampleRegsUser == 0 || a.SampleType&perfdata.SampleStackUser == 0 {
+		return false
+	}
+	if s.RegsABI != perfdata.RegsABINone && len(s.Stack()) > 0 {
+		return false
+	}
+	return len(perfdata.UserCallchain(s.Callchain)) > 0 || s.CPUMode() == perfdata.MiscUser
 }
 
 func (p *processor) mmap(m *perfdata.Mmap) {
@@ -455,6 +528,9 @@ func (s *Summary) WriteSummary(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 	}
+	if fix := s.StackSizeFix(); fix != "" {
+		fmt.Fprintf(w, "ustack: %d of %d stacks were cut short by the size of the stack snapshot; %s\n", s.Stops["truncated"], s.Samples, fix)
+	}
 	if len(s.Missing) > 0 {
 		keys := make([]string, 0, len(s.Missing))
 		for k := range s.Missing {
@@ -470,3 +546,36 @@ func (s *Summary) WriteSummary(w io.Writer) {
 		fmt.Fprintf(w, "ustack: the recording is damaged; reading stopped: %v\n", s.DecodeError)
 	}
 }
+
+// StackSizeFix returns, when 1% or more of the stacks ended at the end of
+// their stack snapshot, how to record a larger one with the recorder that
+// made the file: ustack record's --stack-size, or perf record's
+// --call-graph dwarf,N. It returns "" otherwise.
+func (s *Summary) StackSizeFix() string {
+	cut := s.Stops["truncated"]
+	if s.Samples == 0 || cut*100 < s.Samples {
+		return ""
+	}
+	size := uint32(0)
+	for _, a := range s.Attrs {
+		if a.SampleStackUser > size {
+			size = a.SampleStackUser
+		}
+	}
+	const max = 65528 // the kernel's limit, perf's too
+	next := uint32(2 * size)
+	if size == 0 {
+		next = 16384
+	}
+	if next > max {
+		next = max
+	}
+	if size >= max {
+		return fmt.Sprintf("the recording already copied %d bytes, the kernel's limit", size)
+	}
+	if len(s.Cmdline) > 0 && filepath.Base(s.Cmdline[0]) == "ustack" {
+		return fmt.Sprintf("record more with ustack record --stack-size %d (this recording copied %d bytes)", next, size)
+	}
+	return fmt.Sprintf("record more with perf record --call-graph dwarf,%d (this recording copied %d bytes)", next, size)
+}
+

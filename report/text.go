@@ -5,12 +5,16 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/ustack/ustack/perfdata"
 )
 
-// TextWriter prints samples the way `perf script -F
-// comm,tid,time,event,ip,sym,symoff,dso` does, so that tools reading perf
-// script output (FlameGraph's stackcollapse-perf.pl, speedscope, the
-// Firefox Profiler, hotspot) read it too.
+// TextWriter prints samples the way `perf script` does: with the fields
+// perf script prints by default for each event of the recording
+// (NewTextWriterFor), or those of `perf script -F
+// comm,tid,time,event,ip,sym,symoff,dso` (NewTextWriter), so that tools
+// reading perf script output (FlameGraph's stackcollapse-perf.pl,
+// speedscope, the Firefox Profiler, hotspot) read it too.
 type TextWriter struct {
 	// Srcline adds each frame's source file and line on a line of its
 	// own, like perf script -F +srcline.
@@ -20,52 +24,206 @@ type TextWriter struct {
 	eventWidth int
 	buf        []byte
 	names      *names
+	// layouts holds each event's fields by name; nil prints every event
+	// with legacy.
+	layouts   map[string]eventLayout
+	lastEvent string
+	last      eventLayout
 }
+
+// legacy is the layout of NewTextWriter.
+var legacy = eventLayout{fields: legacyFields, callchain: true}
 
 // NewTextWriter returns a writer for samples whose event names are at most
 // eventWidth characters long (perf pads event names to the longest one in
-// the recording). Names are demangled as perf does unless raw is set.
+// the recording), printing the fields of perf script -F
+// comm,tid,time,event,ip,sym,symoff,dso. Names are demangled as perf does
+// unless raw is set.
 func NewTextWriter(w io.Writer, eventWidth int, raw bool) *TextWriter {
-	return &TextWriter{w: bufio.NewWriterSize(w, 1<<16), eventWidth: eventWidth, names: newNames(raw)}
+	return &TextWriter{w: bufio.NewWriterSize(w, 1<<16), eventWidth: eventWidth, names: newNames(raw), last: legacy}
+}
+
+// NewTextWriterFor returns a writer printing the samples of a recording
+// with the events attrs as perf script does with the -F argument spec (the
+// zero FieldSpec: perf script's defaults for each event). It fails, as perf
+// script does, when spec asks for a field the samples do not carry.
+func NewTextWriterFor(w io.Writer, attrs []*perfdata.Attr, spec FieldSpec, raw bool) (*TextWriter, error) {
+	layouts, err := eventLayouts(attrs, spec)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(attrs))
+	for i, a := range attrs {
+		names[i] = a.Name
+	}
+	t := NewTextWriter(w, EventWidth(names), raw)
+	t.layouts = layouts
+	return t, nil
+}
+
+// layout returns the layout of an event's samples.
+func (t *TextWriter) layout(event string) eventLayout {
+	if t.layouts == nil || event == t.lastEvent && t.lastEvent != "" {
+		return t.last
+	}
+	l, ok := t.layouts[event]
+	if !ok {
+		l = eventLayout{fields: defaultSampleFields &^ FieldPeriod, callchain: true}
+	}
+	t.lastEvent, t.last = event, l
+	return l
 }
 
 // Write prints one sample.
 func (t *TextWriter) Write(s *Sample) error {
-	b := t.buf[:0]
-	comm := s.Comm
-	if len(comm) > 15 {
-		comm = comm[:15]
+	lay := t.layout(s.Event)
+	f := lay.fields
+	if t.Srcline && f&FieldIP != 0 {
+		f |= FieldSrcline
 	}
-	b = append(b, comm...)
-	b = append(b, ' ')
-	b = appendUintPadded(b, uint64(s.Tid), 10, 5, ' ')
-	b = append(b, ' ')
-	b = appendUintPadded(b, s.Time/1e9, 10, 5, ' ')
-	b = append(b, '.')
-	b = appendUintPadded(b, s.Time%1e9/1e3, 10, 6, '0')
-	b = append(b, ": "...)
-	for i := len(s.Event); i < t.eventWidth; i++ {
+	b := t.appendHeader(t.buf[:0], s, f, lay.callchain)
+	if f&FieldIP != 0 {
+		if lay.callchain {
+			b = append(b, '\n')
+			b = t.appendCallchain(b, s, f)
+		} else {
+			b = append(b, ' ')
+			b = t.appendIP(b, s, f)
+		}
+	}
+	b = append(b, '\n')
+	t.buf = b
+	_, err := t.w.Write(b)
+	return err
+}
+
+// appendHeader prints the fields before the stack as perf script's
+// perf_sample__fprintf_start and process_event do.
+func (t *TextWriter) appendHeader(b []byte, s *Sample, f Fields, callchain bool) []byte {
+	if f&FieldComm != 0 {
+		comm := s.Comm
+		if len(comm) > 15 {
+			comm = comm[:15]
+		}
+		if f&FieldIP == 0 || !callchain {
+			for i := len(comm); i < 16; i++ {
+				b = append(b, ' ')
+			}
+		}
+		b = append(b, comm...)
 		b = append(b, ' ')
 	}
-	b = append(b, s.Event...)
-	b = append(b, ": \n"...)
+	switch {
+	case f&FieldPid != 0 && f&FieldTid != 0:
+		b = appendUintPadded(b, uint64(s.Pid), 10, 5, ' ')
+		b = append(b, '/')
+		n := len(b)
+		b = strconv.AppendUint(b, uint64(s.Tid), 10)
+		for i := len(b) - n; i < 5; i++ {
+			b = append(b, ' ')
+		}
+		b = append(b, ' ')
+	case f&FieldPid != 0:
+		b = appendUintPadded(b, uint64(s.Pid), 10, 5, ' ')
+		b = append(b, ' ')
+	case f&FieldTid != 0:
+		b = appendUintPadded(b, uint64(s.Tid), 10, 5, ' ')
+		b = append(b, ' ')
+	}
+	if f&FieldCPU != 0 {
+		b = append(b, '[')
+		b = appendUintPadded(b, uint64(s.CPU), 10, 3, '0')
+		b = append(b, "] "...)
+	}
+	if f&FieldTime != 0 {
+		// "%12s: " of seconds.microseconds.
+		var tb [32]byte
+		ts := strconv.AppendUint(tb[:0], s.Time/1e9, 10)
+		ts = append(ts, '.')
+		ts = appendUintPadded(ts, s.Time%1e9/1e3, 10, 6, '0')
+		for i := len(ts); i < 12; i++ {
+			b = append(b, ' ')
+		}
+		b = append(b, ts...)
+		b = append(b, ": "...)
+	}
+	if f&FieldPeriod != 0 {
+		b = appendUintPadded(b, s.Period, 10, 10, ' ')
+		b = append(b, ' ')
+	}
+	if f&FieldEvent != 0 {
+		for i := len(s.Event); i < t.eventWidth; i++ {
+			b = append(b, ' ')
+		}
+		b = append(b, s.Event...)
+		b = append(b, ": "...)
+	}
+	if f&FieldTrace != 0 {
+		b = append(b, s.TraceFields.Text...)
+	}
+	return b
+}
+
+// appendCallchain prints the stack one frame a line.
+func (t *TextWriter) appendCallchain(b []byte, s *Sample, f Fields) []byte {
 	// perf cannot start an unwind at a PC outside every known mapping,
 	// nor without stack bytes (the kernel could not copy them), and
 	// prints no user frames then; JSON keeps what ustack found. A call
 	// chain or sampled IP (no unwind, no Stop) is printed as recorded.
 	noUser := s.Stop != "" && s.StackSize == 0
 	for i := range s.Frames {
-		f := &s.Frames[i]
-		if !f.Kernel && s.Stop != "" && (noUser || f.Module == "" && (i == 0 || s.Frames[i-1].Kernel)) {
+		fr := &s.Frames[i]
+		if !fr.Kernel && s.Stop != "" && (noUser || fr.Module == "" && (i == 0 || s.Frames[i-1].Kernel)) {
 			noUser = true
 			continue
 		}
-		b = t.appendFrame(b, f)
+		b = t.appendFrame(b, fr, f)
 	}
-	b = append(b, '\n')
-	t.buf = b
-	_, err := t.w.Write(b)
-	return err
+	return b
+}
+
+// appendIP prints the sampled ip on the header line, as perf script does
+// for events without a call chain: the absolute address, the symbol the
+// symbol table gives it and its object.
+func (t *TextWriter) appendIP(b []byte, s *Sample, f Fields) []byte {
+	var fr *Frame
+	for i := range s.Frames {
+		if !s.Frames[i].Inlined {
+			fr = &s.Frames[i]
+			break
+		}
+	}
+	if fr != nil && fr.PC != s.IP {
+		fr = nil
+	}
+	b = appendUintPadded(b, s.IP, 16, 16, ' ')
+	if f&FieldSym != 0 {
+		b = append(b, ' ')
+		if fr == nil || fr.Symbol == "" {
+			b = append(b, "[unknown]"...)
+		} else {
+			b = append(b, t.names.Short(fr.Symbol)...)
+			if f&FieldSymOff != 0 {
+				b = append(b, "+0x"...)
+				b = strconv.AppendUint(b, fr.SymOff, 16)
+			}
+		}
+	}
+	if f&FieldDSO != 0 {
+		b = append(b, " ("...)
+		if fr == nil || fr.Module == "" {
+			b = append(b, "[unknown]"...)
+		} else {
+			b = append(b, fr.Module...)
+		}
+		b = append(b, ')')
+	}
+	if f&FieldSrcline != 0 && fr != nil {
+		b = append(b, '\n')
+		b = appendSrcline(b, fr, false)
+		b = b[:len(b)-1]
+	}
+	return b
 }
 
 // Flush writes buffered output.
@@ -87,27 +245,33 @@ func appendUintPadded(b []byte, v uint64, base, width int, pad byte) []byte {
 // "(inlined)" for a function inlined at that address. Every physical frame
 // names its object, also where perf labels it "(inlined)" because its
 // debug-info name differs from its symbol-table name.
-func (t *TextWriter) appendFrame(b []byte, f *Frame) []byte {
+func (t *TextWriter) appendFrame(b []byte, f *Frame, fields Fields) []byte {
 	b = append(b, '\t')
 	addr := f.Offset
 	if f.Module == "" {
 		addr = f.Addr
 	}
 	b = appendUintPadded(b, addr, 16, 16, ' ')
-	b = append(b, ' ')
 	name, inlined := t.names.Short(f.Symbol), f.Inlined
-	if name == "" {
-		b = append(b, "[unknown]"...)
-	} else {
+	srcline := fields&FieldSrcline != 0
+	switch {
+	case fields&FieldSym == 0:
+	case name == "":
+		b = append(b, " [unknown]"...)
+	default:
+		b = append(b, ' ')
 		b = append(b, name...)
-		b = append(b, "+0x"...)
-		b = strconv.AppendUint(b, f.SymOff, 16)
+		if fields&FieldSymOff != 0 {
+			b = append(b, "+0x"...)
+			b = strconv.AppendUint(b, f.SymOff, 16)
+		}
 	}
 	switch {
-	case inlined && t.Srcline:
+	case inlined && srcline:
 		// perf moves "(inlined)" to the source line.
 	case inlined:
 		b = append(b, " (inlined)"...)
+	case fields&FieldDSO == 0:
 	case f.Module == "":
 		b = append(b, " ([unknown])"...)
 	default:
@@ -116,7 +280,7 @@ func (t *TextWriter) appendFrame(b []byte, f *Frame) []byte {
 		b = append(b, ')')
 	}
 	b = append(b, '\n')
-	if t.Srcline {
+	if srcline {
 		b = appendSrcline(b, f, inlined)
 	}
 	return b

@@ -5,6 +5,8 @@ import (
 	"io"
 	"sort"
 	"strings"
+
+	"github.com/ustack/ustack/perfdata"
 )
 
 // Writer receives a report's samples in sample order and writes them in one
@@ -29,6 +31,17 @@ type WriterOptions struct {
 	// Srcline makes the text format print each frame's source line, like
 	// perf script -F +srcline.
 	Srcline bool
+	// Attrs are the recording's events. With them the text format prints
+	// what perf script prints for each event (its default fields, or
+	// those of Fields); without, those of perf script -F
+	// comm,tid,time,event,ip,sym,symoff,dso. pprof chooses its sample
+	// types by them.
+	Attrs []*perfdata.Attr
+	// Session, when set instead of Attrs, gives the events when the first
+	// sample arrives: a pipe's events come with its first records.
+	Session *perfdata.Session
+	// Fields is the text format's -F, as perf script takes it.
+	Fields FieldSpec
 
 	// Title heads the flame graph (default "Flame Graph", or "Icicle
 	// Graph" when Inverted) and names the speedscope file.
@@ -67,12 +80,24 @@ func (o *WriterOptions) check() error {
 var writerMakers = map[string]func(w io.Writer, o WriterOptions) Writer{
 	"text": func(w io.Writer, o WriterOptions) Writer {
 		tw := NewTextWriter(w, EventWidth(o.Events), o.Raw)
+		if o.Attrs != nil {
+			tw, _ = NewTextWriterFor(w, o.Attrs, o.Fields, o.Raw) // checked by NewWriter
+		}
 		tw.Srcline = o.Srcline
+		if o.Attrs == nil && o.Session != nil {
+			return &lazyText{tw: tw, w: w, o: o}
+		}
 		return textWriter{tw}
 	},
-	"json":       func(w io.Writer, o WriterOptions) Writer { return jsonWriter{NewJSONWriter(w, o.Raw)} },
-	"folded":     func(w io.Writer, o WriterOptions) Writer { return &foldedWriter{f: NewFolder(o.Raw), w: w} },
-	"pprof":      func(w io.Writer, o WriterOptions) Writer { return &pprofWriter{b: NewPprofBuilder(o.Raw), w: w} },
+	"json":   func(w io.Writer, o WriterOptions) Writer { return jsonWriter{NewJSONWriter(w, o.Raw)} },
+	"folded": func(w io.Writer, o WriterOptions) Writer { return &foldedWriter{f: NewFolder(o.Raw), w: w} },
+	"pprof": func(w io.Writer, o WriterOptions) Writer {
+		b := NewPprofBuilder(o.Raw)
+		if o.Attrs != nil {
+			b.SetEvents(o.Attrs)
+		}
+		return &pprofWriter{b: b, w: w, session: o.Session}
+	},
 	"flamegraph": func(w io.Writer, o WriterOptions) Writer { return newFlameWriter(w, o) },
 	"speedscope": func(w io.Writer, o WriterOptions) Writer { return newSpeedscopeWriter(w, o) },
 }
@@ -99,6 +124,11 @@ func NewWriter(format string, w io.Writer, opts WriterOptions) (Writer, error) {
 	if err := opts.check(); err != nil {
 		return nil, err
 	}
+	if format == "text" && opts.Attrs != nil {
+		if _, err := eventLayouts(opts.Attrs, opts.Fields); err != nil {
+			return nil, err
+		}
+	}
 	return mk(w, opts), nil
 }
 
@@ -121,9 +151,39 @@ func (f *foldedWriter) Write(s *Sample) error { f.f.Add(s); return nil }
 func (f *foldedWriter) Close() error          { _, err := f.f.WriteTo(f.w); return err }
 
 type pprofWriter struct {
-	b *PprofBuilder
-	w io.Writer
+	b       *PprofBuilder
+	w       io.Writer
+	session *perfdata.Session // events to take at the first sample
 }
 
-func (p *pprofWriter) Write(s *Sample) error { p.b.Add(s); return nil }
-func (p *pprofWriter) Close() error          { return p.b.Write(p.w) }
+func (p *pprofWriter) Write(s *Sample) error {
+	if p.session != nil {
+		p.b.SetEvents(p.session.Attrs)
+		p.session = nil
+	}
+	p.b.Add(s)
+	return nil
+}
+
+// lazyText is the text writer of a recording whose events are known only
+// once its first sample arrives (a pipe).
+type lazyText struct {
+	tw *TextWriter
+	w  io.Writer
+	o  WriterOptions
+}
+
+func (l *lazyText) Write(s *Sample) error {
+	if l.o.Session != nil {
+		tw, err := NewTextWriterFor(l.w, l.o.Session.Attrs, l.o.Fields, l.o.Raw)
+		if err != nil {
+			return err
+		}
+		tw.Srcline = l.o.Srcline
+		l.tw, l.o.Session = tw, nil
+	}
+	return l.tw.Write(s)
+}
+
+func (l *lazyText) Close() error    { return l.tw.Flush() }
+func (p *pprofWriter) Close() error { return p.b.Write(p.w) }

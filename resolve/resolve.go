@@ -198,6 +198,47 @@ func (s *Space) Bias(i int) uint64 {
 	return 0
 }
 
+// MappingInfo describes one mapping of a Space, for writers that describe
+// the address space (pprof's mappings).
+type MappingInfo struct {
+	// Start and Limit bound the mapping's addresses [Start, Limit);
+	// Offset is the file offset mapped at Start.
+	Start, Limit, Offset uint64
+	// File is the mapped path ("[vdso]" for the vdso).
+	File string
+	// BuildID is the object's build-id, when its object was found.
+	BuildID []byte
+}
+
+// Mapping describes the AddressSpace's mapping i (a Frame's Mapping, or
+// what AddressSpace().Find returned); false for an index out of range.
+func (s *Space) Mapping(i int) (MappingInfo, bool) {
+	sm := s.mapOf(i)
+	if sm == nil {
+		return MappingInfo{}, false
+	}
+	m := s.as.Mapping(i)
+	out := MappingInfo{Start: m.Start, Limit: m.End, Offset: sm.pgoff, File: sm.path}
+	if sm.obj != nil {
+		out.BuildID = sm.obj.BuildID()
+	}
+	return out, true
+}
+
+// MainMapping describes the process's main binary: its executable
+// file-backed mapping at the lowest address (where both position-dependent
+// and PIE executables sit below their libraries); false when the process
+// has none.
+func (s *Space) MainMapping() (MappingInfo, bool) {
+	for i := 0; i < s.as.Len(); i++ {
+		sm := s.mapOf(i)
+		if s.as.Mapping(i).Exec && !isPseudoPath(sm.path) && !sm.anonymous {
+			return s.Mapping(i)
+		}
+	}
+	return MappingInfo{}, false
+}
+
 func (s *Space) mapOf(i int) *spaceMap {
 	if i < 0 || i >= s.as.Len() {
 		return nil

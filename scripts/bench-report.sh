@@ -101,10 +101,10 @@ for rec in small medium large; do
 	: > results.txt
 	cache=$(mktemp -d "$work/cache.XXXXXX")
 	# Cold: a new, empty cache directory for every run.
-	cold() { local c; c=$(mktemp -d "$work/cold.XXXXXX"); XDG_CACHE_HOME="$c" ./ustack report -i "$rec.data"; rm -rf "$c"; }
-	measure ustack-cold "$runs" bash -c "$(declare -f cold); rec=$rec work=$work; cold"
+	cold() { local c; c=$(mktemp -d "$work/cold.XXXXXX"); XDG_CACHE_HOME="$c" ./ustack report -F "$fields" -i "$rec.data"; rm -rf "$c"; }
+	measure ustack-cold "$runs" bash -c "$(declare -f cold); rec=$rec work=$work fields=$fields; cold"
 	XDG_CACHE_HOME="$cache" ./ustack report -i "$rec.data" > /dev/null 2>&1 || true
-	measure ustack-warm "$runs" env XDG_CACHE_HOME="$cache" ./ustack report -i "$rec.data"
+	measure ustack-warm "$runs" env XDG_CACHE_HOME="$cache" ./ustack report -F "$fields" -i "$rec.data"
 	cp ustack-warm.txt "ustack-$rec.txt"
 	n=$runs
 	if [ "$rec" = large ]; then n=$slow_runs; fi
@@ -127,7 +127,7 @@ for k in ("perf", "perf-noinline", "perfparser"):
         print(f"  {k:15s} / ustack: {float(r[k]) / max(c, 1e-3):6.1f}x cold, {float(r[k]) / max(w, 1e-3):6.1f}x warm")
 PY
 	echo "  agreement with perf script --no-inline (ustack --no-inline):"
-	./ustack report --no-inline -i "$rec.data" > "ustack-noinline-$rec.txt" 2>/dev/null
+	./ustack report -F "$fields" --no-inline -i "$rec.data" > "ustack-noinline-$rec.txt" 2>/dev/null
 	python3 "$here/scripts/compare-stacks.py" "perf-noinline-$rec.txt" "ustack-noinline-$rec.txt" | sed 's/^/    /' || true
 	rm -rf "$cache"
 done

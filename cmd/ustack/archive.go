@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/ustack/ustack/archive"
 	"github.com/ustack/ustack/perfdata"
@@ -15,23 +14,23 @@ import (
 // cache directory, so that perf report on another machine finds them.
 func cmdArchive(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("archive", flag.ContinueOnError)
-	input := fs.String("i", "", "the recording `file` (default perf.data; its archive is FILE.ustack)")
+	input := fs.String("i", "perf.data", "the recording `file` (its archive is FILE.ustack); also given as the argument")
 	output := fs.String("o", "", "write a tarball in perf archive's layout to `file` (default INPUT.tar.gz); unpack it with 'tar xf FILE -C ~/.debug'")
 	cacheDir := fs.String("buildid-dir", "", "write into this perf build-id cache `dir` instead of a tarball (perf's default is ~/.debug)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: ustack archive [flags] [FILE]\n\nWrites the objects, debug files, vdso and kallsyms that ustack record archived with\na recording into perf's build-id cache layout, so that perf report finds them.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
-	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+	in, code, ok := parseInputArgs(fs, args, stdout, stderr)
+	if !ok {
 		return code
+	}
+	if in == "" {
+		in = *input
 	}
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "ustack archive: "+format+"\n", a...)
 		return 1
-	}
-	in, code := inputArg("archive", *input, fs.Args(), stderr)
-	if code != 0 {
-		return code
 	}
 	kernelID, err := kernelBuildID(in)
 	if err != nil {
@@ -57,10 +56,7 @@ func cmdArchive(args []string, stdout, stderr io.Writer) int {
 	if out == "" {
 		out = in + ".tar.gz"
 	}
-	if err := keepOld(out); err != nil {
-		return fail("%v", err)
-	}
-	f, err := os.OpenFile(out, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	f, err := createKeepingOld(out, 0o600)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -73,24 +69,6 @@ func cmdArchive(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "[ ustack archive: wrote %s ]\nNow run 'tar xf %s -C ~/.debug' wherever you run perf report.\n", out, out)
 	return 0
-}
-
-// inputArg returns the recording a command reads: -i, or the one
-// positional argument, as perf users type it; both must agree.
-func inputArg(cmd, flagValue string, args []string, stderr io.Writer) (string, int) {
-	switch {
-	case len(args) > 1:
-		fmt.Fprintf(stderr, "ustack %s: one input file, not %d\nrun 'ustack %s -h' for its flags\n", cmd, len(args), cmd)
-		return "", 2
-	case len(args) == 1 && flagValue != "" && flagValue != args[0]:
-		fmt.Fprintf(stderr, "ustack %s: -i %s and %s name two inputs\nrun 'ustack %s -h' for its flags\n", cmd, flagValue, args[0], cmd)
-		return "", 2
-	case len(args) == 1:
-		return args[0], 0
-	case flagValue != "":
-		return flagValue, 0
-	}
-	return "perf.data", 0
 }
 
 // kernelBuildID returns the recording's [kernel.kallsyms] build-id (nil
@@ -107,14 +85,4 @@ func kernelBuildID(path string) ([]byte, error) {
 		}
 	}
 	return nil, nil
-}
-
-// keepOld renames an existing file to FILE.old, as perf does, so that a
-// new output never destroys an old one.
-func keepOld(path string) error {
-	st, err := os.Stat(path)
-	if err != nil || !st.Mode().IsRegular() {
-		return nil
-	}
-	return os.Rename(path, path+".old")
 }

@@ -4,7 +4,7 @@
 // Usage:
 //
 //	ustack record [flags] -- COMMAND ARGS   record stacks at kernel events
-//	ustack report [flags] [-i perf.data]     unwind and print a recording
+//	ustack report [flags] [FILE]             unwind and print a recording (default perf.data)
 //	ustack unwind [-json] FIXTURE.json...   unwind bundled gdb-checked captures
 package main
 
@@ -21,7 +21,8 @@ const usage = `usage: ustack <command> [flags] [args]
 
 commands:
   record [-e EVENT] -- CMD  record user registers and stacks at kernel events
-  report [-i perf.data]    unwind and symbolize a recording, print it like perf script
+  report [FILE]            unwind and symbolize a recording (default perf.data),
+                           print it like perf script (-F, --pid, --tid, --comms, --cpu, --time)
   archive [FILE]           write a recording's objects in perf's build-id cache layout
   unwind FIXTURE.json...   unwind captures in ustack's fixture format and print
                            each stack with how every frame was recovered

@@ -6,16 +6,16 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/ustack/ustack/archive"
 	"github.com/ustack/ustack/perfdata"
 	"github.com/ustack/ustack/report"
-	"golang.org/x/term"
 )
 
 // Exit statuses of ustack report.
@@ -24,11 +24,14 @@ const (
 	exitError   = 1
 	exitUsage   = 2
 	exitPartial = 3 // the recording was damaged; every intact sample was reported
+	// exitNoSamples: the recording holds no sample to report (nothing was
+	// printed; a filter that drops every sample exits 0 with a warning).
+	exitNoSamples = 4
 )
 
 func cmdReport(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
-	input := fs.String("i", "perf.data", "input `file` (perf.data from perf record --call-graph dwarf or ustack record; - for a pipe)")
+	input := fs.String("i", "perf.data", "input `file` (perf.data from perf record --call-graph dwarf or ustack record; - for a pipe); also given as the argument")
 	output := fs.String("o", "", "write the report to `file` instead of standard output")
 	format := fs.String("format", "text", "output format: text (like perf script), json, folded, pprof, flamegraph (interactive SVG), speedscope")
 	symfs := fs.String("symfs", "", "look for objects under `dir`, like perf's --symfs")
@@ -48,18 +51,45 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	groupBy := fs.String("group-by", "", "flamegraph: the boxes under \"all\": comm (default), process (comm-PID), thread (comm-PID/TID) or none")
 	perfArchive := fs.String("perf-archive", "", "a tarball from perf archive (default: INPUT.tar.bz2 or INPUT.tar.gz when it exists; - for none): its objects are used like perf's build-id cache")
 	archiveFile := fs.String("archive", "", "objects archive `file` written by ustack record (default: INPUT.ustack when it exists; - for none)")
+	fields := fs.String("F", "", "text format: perf script's -F `fields` (comm,pid,tid,cpu,time,period,event,trace,ip,sym,symoff,dso,srcline, or +field,-field to change the defaults)")
+	var filt filterFlags
+	fs.StringVar(&filt.pid, "pid", "", "only samples of these comma-separated process `ids`, like perf script --pid")
+	fs.StringVar(&filt.tid, "tid", "", "only samples of these comma-separated thread `ids`")
+	fs.StringVar(&filt.comms, "comms", "", "only samples of threads with these comma-separated `names`")
+	fs.StringVar(&filt.cpu, "cpu", "", "only samples taken on these `cpus` (0-2,5)")
+	fs.StringVar(&filt.time, "time", "", "only samples in this time `range`: start,stop in seconds (start, or ,stop for open ranges; several separated by spaces)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: ustack report [flags]\n\nUnwinds and symbolizes every sample of a recording and prints its stack.\n\nflags:\n")
+		fmt.Fprintf(fs.Output(), "usage: ustack report [flags] [FILE]\n\nUnwinds and symbolizes every sample of a recording (FILE or -i, default perf.data) and prints its stack.\n"+
+			"Exit status: 0 ok, 1 error, 2 usage, 3 damaged recording (intact samples reported), 4 no samples in the recording.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
-	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+	inputSet, code, ok := parseInputArgs(fs, args, stdout, stderr)
+	if !ok {
 		return code
+	}
+	if inputSet != "" {
+		*input = inputSet
 	}
 	opts := report.Options{SymFS: *symfs, Kallsyms: *kall, BuildIDDir: *buildIDDir,
 		NoInline: *noInline, NoDemangle: *noDemangle, Jobs: *jobs,
 		Warn: func(msg string) { fmt.Fprintf(stderr, "ustack: warning: %s\n", msg) }}
 	if *debugDir != "" {
 		opts.DebugDirs = strings.Split(*debugDir, ":")
+	}
+	filter, err := filt.parse()
+	if err != nil {
+		fmt.Fprintf(stderr, "ustack report: %v\n", err)
+		return exitUsage
+	}
+	opts.Filter = filter
+	spec, err := parseFieldSpec(*fields)
+	if err != nil {
+		fmt.Fprintf(stderr, "ustack report: %v\n", err)
+		return exitUsage
+	}
+	if *fields != "" && *format != "text" {
+		fmt.Fprintf(stderr, "ustack report: -F selects the text format's columns; --format %s prints every field\n", *format)
+		return exitUsage
 	}
 	if *pacMask != "" {
 		m, err := parsePACMask(*pacMask)
@@ -81,17 +111,24 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		defer pprof.StopCPUProfile()
 	}
 	var r *perfdata.Reader
-	var err error
 	if *input == "-" {
 		r, err = perfdata.NewReader(os.Stdin)
 	} else {
 		r, err = perfdata.Open(*input)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "ustack report: %v\n", err)
+		fmt.Fprintf(stderr, "ustack report: %v%s\n", err, notPerfData(*input))
 		return exitError
 	}
 	defer r.Close()
+	if filter != nil && len(filter.CPUs) > 0 {
+		for _, a := range r.Session().Attrs {
+			if a.SampleType&perfdata.SampleCPU == 0 {
+				fmt.Fprintf(stderr, "ustack report: %s: the samples of %s do not carry the CPU (record with -a or --sample-cpu); --cpu cannot filter them\n", *input, a.Name)
+				return exitUsage
+			}
+		}
+	}
 
 	// A recording made by ustack record carries its objects, the vdso and
 	// kallsyms in <input>.ustack: use them, so the report works on a
@@ -152,8 +189,10 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	}
 
 	out := stdout
+	toFile := false
 	if *output != "" {
-		f, err := os.OpenFile(*output, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+		toFile = true
+		f, err := createKeepingOld(*output, 0o644)
 		if err != nil {
 			fmt.Fprintf(stderr, "ustack report: %v\n", err)
 			return exitError
@@ -166,26 +205,27 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	for _, a := range r.Session().Attrs {
 		names = append(names, a.Name)
 	}
-	sink, err := report.NewWriter(*format, out, report.WriterOptions{Events: names, Raw: *noDemangle, Srcline: *srcline,
-		Title: *title, Inverted: *inverted, Width: *width, MinWidth: *minWidth, GroupBy: *groupBy})
+	wo := report.WriterOptions{Events: names, Raw: *noDemangle, Srcline: *srcline, Attrs: r.Session().Attrs, Fields: spec,
+		Title: *title, Inverted: *inverted, Width: *width, MinWidth: *minWidth, GroupBy: *groupBy}
+	if r.Session().Pipe {
+		wo.Attrs, wo.Session = nil, r.Session() // its events come with its records
+	}
+	sink, err := report.NewWriter(*format, out, wo)
 	if err != nil {
-		fmt.Fprintf(stderr, "ustack report: %v\n", err)
+		fmt.Fprintf(stderr, "ustack report: %s: %v\n", *input, err)
 		return exitUsage
 	}
-	// A progress bar on stderr for long runs, when stderr is a terminal.
-	var bar *progressbar.ProgressBar
-	if f, ok := stderr.(*os.File); ok && *input != "-" && term.IsTerminal(int(f.Fd())) {
+	// A progress line on stderr for long runs, when it cannot land in
+	// the report.
+	var prog *progress
+	if *input != "-" && showProgress(stdout, stderr, toFile) {
 		if st, err := os.Stat(*input); err == nil && st.Size() > 64<<20 {
-			bar = progressbar.NewOptions64(st.Size(), progressbar.OptionSetWriter(f),
-				progressbar.OptionSetDescription("unwinding"), progressbar.OptionShowBytes(true),
-				progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish())
-			opts.Progress = func(off int64) { bar.Set64(off) }
+			prog = newProgress(stderr, st.Size(), time.Now)
+			opts.Progress = prog.update
 		}
 	}
 	sum, err := report.Run(r, opts, sink.Write)
-	if bar != nil {
-		bar.Finish()
-	}
+	prog.finish()
 	if ferr := sink.Close(); err == nil {
 		err = ferr
 	}
@@ -197,7 +237,173 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	if sum.DecodeError != nil {
 		return exitPartial
 	}
+	return checkInput(*input, sum, stderr)
+}
+
+// checkInput says what a report could not show: a recording without
+// samples (exit status exitNoSamples), filters that dropped every sample,
+// samples recorded for a DWARF unwind without the registers or stack to do
+// it, a recording without user stacks at all.
+func checkInput(input string, sum *report.Summary, stderr io.Writer) int {
+	if input == "-" {
+		input = "standard input"
+	}
+	if len(sum.Skipped) > 0 {
+		var kinds []string
+		for k, n := range sum.Skipped {
+			kinds = append(kinds, fmt.Sprintf("%d %s", n, k))
+		}
+		sort.Strings(kinds)
+		why := ""
+		if sum.Skipped["COMPRESSED"] > 0 {
+			why = " (COMPRESSED records are written by perf record -z)"
+		}
+		fmt.Fprintf(stderr, "ustack report: warning: %s: skipped records this reader cannot read, the samples in them are missing: %s%s\n",
+			input, strings.Join(kinds, ", "), why)
+	}
+	if sum.Samples == 0 && sum.Filtered == 0 {
+		fmt.Fprintf(stderr, "ustack report: %s: the recording holds no samples\n", input)
+		return exitNoSamples
+	}
+	if sum.Samples == 0 {
+		fmt.Fprintf(stderr, "ustack report: warning: %s: no sample matched the filters (%d samples dropped)\n", input, sum.Filtered)
+	}
+	if sum.NoUserData > 0 {
+		fmt.Fprintf(stderr, "ustack report: warning: %s: %d of %d samples were recorded for a DWARF unwind but carry no user registers or stack; their user frames are missing\n",
+			input, sum.NoUserData, sum.Samples)
+	}
+	dwarf := false
+	for _, a := range sum.Attrs {
+		if a.SampleType&perfdata.SampleRegsUser != 0 && a.SampleType&perfdata.SampleStackUser != 0 && a.SampleStackUser > 0 {
+			dwarf = true
+		}
+	}
+	// ustack record --unwind unwinds while recording and keeps the
+	// frames, not the stacks.
+	byUstack := len(sum.Cmdline) > 0 && filepath.Base(sum.Cmdline[0]) == "ustack"
+	if !dwarf && !byUstack && len(sum.Attrs) > 0 {
+		fmt.Fprintf(stderr, "ustack report: warning: %s was recorded without user registers and stack: the stacks are what the kernel recorded (its call chain or the sampled ip), not a DWARF unwind; record with perf record --call-graph dwarf or ustack record for that\n", input)
+	}
 	return exitOK
+}
+
+// parseInputArgs parses a command's flags and the input file given as an
+// argument, which may come before, after or between flags (ustack report
+// FILE -F ...), and must agree with -i when both are given. It
+// returns the argument ("" when none); ok is false when the caller must
+// return code (help shown, or a usage error).
+func parseInputArgs(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (input string, code int, ok bool) {
+	var pos []string
+	for {
+		if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+			return "", code, false
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(pos) > 1 {
+		fmt.Fprintf(stderr, "ustack %s: one input file, got %d: %s\nrun 'ustack %s -h' for its flags\n", fs.Name(), len(pos), strings.Join(pos, " "), fs.Name())
+		return "", exitUsage, false
+	}
+	if len(pos) == 0 {
+		return "", 0, true
+	}
+	iSet := ""
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "i" {
+			iSet = f.Value.String()
+		}
+	})
+	if iSet != "" && iSet != pos[0] {
+		fmt.Fprintf(stderr, "ustack %s: two inputs: -i %s and %s\nrun 'ustack %s -h' for its flags\n", fs.Name(), iSet, pos[0], fs.Name())
+		return "", exitUsage, false
+	}
+	return pos[0], 0, true
+}
+
+func parseFieldSpec(s string) (report.FieldSpec, error) {
+	if s == "" {
+		return report.FieldSpec{}, nil
+	}
+	return report.ParseFields(s)
+}
+
+// filterFlags are the sample filter flags as given.
+type filterFlags struct{ pid, tid, comms, cpu, time string }
+
+// parse returns the filter the flags describe, nil for none.
+func (f *filterFlags) parse() (*report.SampleFilter, error) {
+	if *f == (filterFlags{}) {
+		return nil, nil
+	}
+	var sf report.SampleFilter
+	var err error
+	if f.pid != "" {
+		if sf.Pids, err = report.ParseIDList(f.pid); err != nil {
+			return nil, fmt.Errorf("--pid: %v", err)
+		}
+	}
+	if f.tid != "" {
+		if sf.Tids, err = report.ParseIDList(f.tid); err != nil {
+			return nil, fmt.Errorf("--tid: %v", err)
+		}
+	}
+	if f.cpu != "" {
+		if sf.CPUs, err = report.ParseCPUList(f.cpu); err != nil {
+			return nil, fmt.Errorf("--cpu: %v", err)
+		}
+	}
+	if f.time != "" {
+		if sf.Times, err = report.ParseTimeRanges(f.time); err != nil {
+			return nil, fmt.Errorf("--time: %v", err)
+		}
+	}
+	if f.comms != "" {
+		sf.Comms = map[string]bool{}
+		for _, c := range strings.Split(f.comms, ",") {
+			sf.Comms[c] = true
+		}
+	}
+	return &sf, nil
+}
+
+// notPerfData says what an input that is not a perf.data file is, when its
+// first bytes tell: an ELF program or core dump, a compressed file.
+func notPerfData(path string) string {
+	if path == "-" {
+		return ""
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	var b [8]byte
+	n, _ := io.ReadFull(f, b[:])
+	head := string(b[:n])
+	switch {
+	case strings.HasPrefix(head, "\x7fELF"):
+		return " (this is an ELF file: a program, library or core dump; ustack report reads recordings made by perf record or ustack record)"
+	case strings.HasPrefix(head, "\x1f\x8b"), strings.HasPrefix(head, "\x28\xb5\x2f\xfd"), strings.HasPrefix(head, "\xfd7zXZ"):
+		return " (this is a compressed file: decompress it first)"
+	case head == "2ELIFREP":
+		return " (a big-endian perf.data file: not supported)"
+	}
+	return ""
+}
+
+// createKeepingOld creates path for writing with mode; an existing file
+// there is kept as path.old rather than overwritten, as perf does.
+func createKeepingOld(path string, mode os.FileMode) (*os.File, error) {
+	if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() {
+		if err := os.Rename(path, path+".old"); err != nil {
+			return nil, fmt.Errorf("keeping the existing %s: %w", path, err)
+		}
+	}
+	return os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_EXCL, mode)
 }
 
 func parsePACMask(s string) (uint64, error) {

@@ -1,0 +1,283 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/ustack/ustack/perfdata"
+	"golang.org/x/sys/unix"
+)
+
+var dwarfData = filepath.Join("..", "..", "perfdata", "testdata", "dwarf.data")
+
+func runReport(args ...string) (rc int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	rc = run(append([]string{"report", "-kallsyms", "-", "-archive", "-"}, args...), &out, &errb)
+	return rc, out.String(), errb.String()
+}
+
+// TestReportInputArgument checks that the input may be given as the
+// argument, as perf report users type it, before or after flags; that -i
+// and a different argument, or two arguments, are usage errors.
+func TestReportInputArgument(t *testing.T) {
+	rc, withI, errs := runReport("-i", dwarfData)
+	require.Equal(t, exitOK, rc, errs)
+	require.NotEmpty(t, withI)
+	rc, pos, errs := runReport(dwarfData)
+	require.Equal(t, exitOK, rc, errs)
+	require.Equal(t, withI, pos)
+	rc, after, _ := run3([]string{"report", dwarfData, "-kallsyms", "-", "-archive", "-"})
+	require.Equal(t, exitOK, rc)
+	require.Equal(t, withI, after, "flags after the argument are not parsed")
+	rc, _, _ = runReport("-i", dwarfData, dwarfData)
+	require.Equal(t, exitOK, rc, "-i FILE FILE names one input")
+
+	rc, out, errs := runReport("-i", dwarfData, "other.data")
+	require.Equal(t, exitUsage, rc)
+	require.Contains(t, errs, "two inputs")
+	require.Empty(t, out)
+	rc, _, errs = runReport(dwarfData, "other.data")
+	require.Equal(t, exitUsage, rc)
+	require.Contains(t, errs, "one input file")
+}
+
+func run3(args []string) (int, string, string) {
+	var out, errb bytes.Buffer
+	rc := run(args, &out, &errb)
+	return rc, out.String(), errb.String()
+}
+
+// writeRecording writes a perf.data file with one cpu-clock event recorded
+// for a DWARF unwind and the given samples.
+func writeRecording(t *testing.T, path string, samples []*perfdata.Sample) {
+	t.Helper()
+	attr := &perfdata.Attr{Type: perfdata.TypeSoftware, Config: 0,
+		SampleType: perfdata.SampleIdentifier | perfdata.SampleIP | perfdata.SampleTID | perfdata.SampleTime |
+			perfdata.SamplePeriod | perfdata.SampleCallchain | perfdata.SampleRegsUser | perfdata.SampleStackUser,
+		SamplePeriod: 4000, Flags: perfdata.AttrSampleIDAll | perfdata.AttrFreq,
+		SampleRegsUser: 0xff0fff, SampleStackUser: 8192, Name: "cpu-clock"}
+	f, err := os.Create(path)
+	require.NoError(t, err)
+	defer f.Close()
+	w, err := perfdata.NewWriter(f, []*perfdata.Attr{attr}, &perfdata.Features{Arch: "x86_64"})
+	require.NoError(t, err)
+	hdr := perfdata.RecordHeader{SampleIDFields: perfdata.SampleIDFields{Pid: 42, Tid: 42, Time: 1}}
+	require.NoError(t, w.WriteComm(&perfdata.Comm{RecordHeader: hdr, Pid: 42, Tid: 42, Comm: "prog", Exec: true}))
+	for _, s := range samples {
+		require.NoError(t, w.WriteSample(s))
+	}
+	require.NoError(t, w.Close())
+}
+
+// TestReportNoSamples checks that a recording without samples is not a
+// silent success: one line naming the file, exit status 4.
+func TestReportNoSamples(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "empty.data")
+	writeRecording(t, path, nil)
+	rc, out, errs := runReport(path)
+	require.Equal(t, exitNoSamples, rc, errs)
+	require.Empty(t, out)
+	require.Contains(t, errs, path+": the recording holds no samples")
+
+	// Filters that drop every sample: a warning, exit 0 (perf script
+	// prints nothing then).
+	rc, out, errs = runReport("--pid", "1", dwarfData)
+	require.Equal(t, exitOK, rc, errs)
+	require.Empty(t, out)
+	require.Contains(t, errs, "no sample matched the filters")
+}
+
+// TestReportSamplesWithoutUserData checks the warning for samples of an
+// event recorded for a DWARF unwind that carry no user registers or stack
+// although taken in user mode.
+func TestReportSamplesWithoutUserData(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "noregs.data")
+	var samples []*perfdata.Sample
+	for i := 0; i < 3; i++ {
+		s := &perfdata.Sample{RecordHeader: perfdata.RecordHeader{SampleIDFields: perfdata.SampleIDFields{Pid: 42, Tid: 42, Time: uint64(10 + i)}},
+			IP: 0x401000, Period: 1, Callchain: []uint64{perfdata.ContextUser, 0x401000}, RegsABI: perfdata.RegsABINone}
+		s.Misc = perfdata.MiscUser
+		samples = append(samples, s)
+	}
+	writeRecording(t, path, samples)
+	rc, _, errs := runReport(path)
+	require.Equal(t, exitOK, rc, errs)
+	require.Contains(t, errs, path+": 3 of 3 samples were recorded for a DWARF unwind but carry no user registers or stack")
+
+	// dwarf.data's samples all carry theirs: no such warning.
+	_, _, errs = runReport(dwarfData)
+	require.NotContains(t, errs, "carry no user registers")
+}
+
+// TestReportUnknownFormat checks that inputs that are not perf.data files
+// get one line naming the file and what it is.
+func TestReportUnknownFormat(t *testing.T) {
+	dir := t.TempDir()
+	txt := filepath.Join(dir, "notes.txt")
+	require.NoError(t, os.WriteFile(txt, []byte("hello, perf\n"), 0o644))
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	for _, c := range []struct{ path, says string }{
+		{txt, "no perf.data header"},
+		{exe, "this is an ELF file"},
+		{filepath.Join(dir, "missing.data"), "no such file"},
+	} {
+		rc, out, errs := runReport(c.path)
+		require.Equal(t, exitError, rc)
+		require.Empty(t, out)
+		require.Equal(t, 1, strings.Count(errs, "\n"), "not one line: %q", errs)
+		require.Contains(t, errs, c.path)
+		require.Contains(t, errs, c.says)
+	}
+}
+
+// TestSummaryNamesStackSizeFix records with a stack snapshot too small for
+// the program's stacks and checks that the summary says how to record more,
+// with perf's option for a perf recording.
+func TestSummaryNamesStackSizeFix(t *testing.T) {
+	dir := perfRecordings(t)
+	small := filepath.Join(dir, "small.data")
+	if out, err := exec.Command("perf", "record", "-q", "-o", small, "-e", "cpu-clock", "--call-graph", "dwarf,256",
+		"--", filepath.Join(dir, "prog")).CombinedOutput(); err != nil {
+		t.Skipf("perf record: %v\n%s", err, out)
+	}
+	rc, _, errs := runReport(small)
+	require.Equal(t, exitOK, rc, errs)
+	require.Contains(t, errs, "cut short by the size of the stack snapshot; record more with perf record --call-graph dwarf,512 (this recording copied 256 bytes)")
+
+	// The default-size recording of the same program: stacks are not cut.
+	_, _, errs = runReport(filepath.Join(dir, "cpu.data"))
+	require.NotContains(t, errs, "cut short")
+}
+
+// openPTY opens a pseudo-terminal pair.
+func openPTY(t *testing.T) (master, slave *os.File) {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminals: %v", err)
+	}
+	t.Cleanup(func() { m.Close() })
+	require.NoError(t, unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0))
+	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
+	require.NoError(t, err)
+	s, err := os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|unix.O_NOCTTY, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	return m, s
+}
+
+// TestShowProgress checks when the progress line may be drawn: only with
+// stderr on a terminal that the report does not go to.
+func TestShowProgress(t *testing.T) {
+	_, tty := openPTY(t)
+	tty2, err := os.OpenFile(tty.Name(), os.O_RDWR|unix.O_NOCTTY, 0)
+	require.NoError(t, err)
+	defer tty2.Close()
+	_, other := openPTY(t)
+	file, err := os.Create(filepath.Join(t.TempDir(), "report.txt"))
+	require.NoError(t, err)
+	defer file.Close()
+	pr, pw, err := os.Pipe()
+	require.NoError(t, err)
+	defer pr.Close()
+	defer pw.Close()
+
+	require.False(t, showProgress(tty, tty, false), "stdout and stderr on one terminal")
+	require.False(t, showProgress(tty2, tty, false), "the same terminal opened twice")
+	require.True(t, showProgress(tty, tty, true), "-o FILE: the report is not on the terminal")
+	require.True(t, showProgress(file, tty, false), "stdout redirected to a file")
+	require.True(t, showProgress(pw, tty, false), "stdout into a pipe")
+	require.True(t, showProgress(other, tty, false), "stdout on another terminal")
+	require.False(t, showProgress(pw, file, false), "stderr is not a terminal")
+	require.False(t, showProgress(tty, pw, true), "stderr is a pipe")
+}
+
+// TestProgressRate checks the progress line's rate against hand-computed
+// values: the bytes read since the first update over the time since then,
+// however far the offset jumps between updates.
+func TestProgressRate(t *testing.T) {
+	now := time.Unix(1000, 0)
+	var buf bytes.Buffer
+	p := newProgress(&buf, 400e6, func() time.Time { return now })
+	p.update(4e6) // the data section starts 4 MB in
+	now = now.Add(10 * time.Millisecond)
+	p.update(300e6) // a jump within the throttle interval: not drawn
+	require.Empty(t, buf.String())
+	now = now.Add(1990 * time.Millisecond)
+	p.update(104e6) // 100 MB in 2 s
+	require.Equal(t, "\r\033[Kunwinding: 26% 104.0 MB of 400.0 MB, 50.0 MB/s", buf.String())
+	buf.Reset()
+	p.finish()
+	require.Equal(t, "\r\033[K", buf.String(), "finish clears the line")
+	var nilp *progress
+	nilp.finish()
+}
+
+// TestReportSaysWhenNoStacksWereRecorded checks the warning for perf
+// recordings made without --call-graph dwarf (no user registers or stack
+// to unwind), and its absence for those made with it.
+func TestReportSaysWhenNoStacksWereRecorded(t *testing.T) {
+	dir := perfRecordings(t)
+	rc, _, errs := runReport(filepath.Join(dir, "cpu-ng.data"))
+	require.Equal(t, exitOK, rc, errs)
+	require.Contains(t, errs, filepath.Join(dir, "cpu-ng.data")+" was recorded without user registers and stack")
+	_, _, errs = runReport(filepath.Join(dir, "cpu.data"))
+	require.NotContains(t, errs, "without user registers")
+}
+
+// TestReportOutputKeepsOldFile checks that -o never overwrites a file
+// without keeping it as FILE.old.
+func TestReportOutputKeepsOldFile(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "report.txt")
+	require.NoError(t, os.WriteFile(out, []byte("the user's notes\n"), 0o644))
+	rc, _, errs := runReport("-o", out, dwarfData)
+	require.Equal(t, exitOK, rc, errs)
+	old, err := os.ReadFile(out + ".old")
+	require.NoError(t, err)
+	require.Equal(t, "the user's notes\n", string(old))
+	rep, err := os.ReadFile(out)
+	require.NoError(t, err)
+	_, direct, _ := runReport(dwarfData)
+	require.Equal(t, direct, string(rep))
+}
+
+// TestReportFieldsNeedText checks that -F with another format is a usage
+// error rather than silently ignored.
+func TestReportFieldsNeedText(t *testing.T) {
+	rc, out, errs := runReport("-F", "comm", "--format", "json", dwarfData)
+	require.Equal(t, exitUsage, rc)
+	require.Empty(t, out)
+	require.Contains(t, errs, "-F selects the text format's columns")
+}
+
+// TestReportCompressedNotSilent records with perf record -z: ustack either
+// reports the samples (when it reads compressed records) or says which
+// records it skipped and that the recording gave it no samples; never an
+// empty success.
+func TestReportCompressedNotSilent(t *testing.T) {
+	dir := perfRecordings(t)
+	z := filepath.Join(dir, "z.data")
+	if out, err := exec.Command("perf", "record", "-q", "-z", "-o", z, "-e", "cpu-clock", "--call-graph", "dwarf",
+		"--", filepath.Join(dir, "prog")).CombinedOutput(); err != nil {
+		t.Skipf("perf record -z: %v\n%s", err, out)
+	}
+	want := headers(perfScript(t, z), true)
+	require.NotEmpty(t, want)
+	rc, out, errs := runReport(z)
+	if strings.Contains(errs, "skipped records") {
+		require.Contains(t, errs, z+": skipped records this reader cannot read, the samples in them are missing: ")
+		require.Contains(t, errs, "COMPRESSED records are written by perf record -z")
+		require.Equal(t, exitNoSamples, rc)
+		return
+	}
+	require.Equal(t, exitOK, rc, errs)
+	require.Equal(t, want, headers(out, true))
+}
