@@ -24,8 +24,14 @@
 //     disjoint address spans, with all names in one string so that
 //     Symbolize allocates nothing.
 //
+//   - the Go function table: .gopclntab (Go 1.16 and later), which Go
+//     binaries keep even when built with -ldflags='-s -w'; its pcsp tables
+//     give unwind rows and its names a symbol table where the object has
+//     no CFI and no .symtab (gopclntab.go).
+//
 // FindRow asks the CFI table and, for addresses in PLT sections that no FDE
-// covers, synthesizes the row of a PLT stub. An Object is immutable once
+// covers, synthesizes the row of a PLT stub, and for Go functions without
+// CFI the row of their pcsp table. An Object is immutable once
 // opened and safe for concurrent use; Cache shares objects between callers,
 // keyed by build-id or else by path, size and modification time.
 //

@@ -122,6 +122,10 @@ type Object struct {
 	syms    *symtab
 	symErr  error
 
+	goOnce sync.Once
+	gopcln *goPCLN
+	goErr  error
+
 	lineOnce sync.Once
 	lines    *lineIndex
 	lineErr  error

@@ -146,6 +146,11 @@ func (o *Object) buildSymbols() {
 	if err != nil && o.symErr == nil {
 		o.symErr = err
 	}
+	if len(cands) == 0 {
+		// Go binaries built with -ldflags=-s: the runtime's function
+		// table names every function.
+		cands = o.goSymbols(cands)
+	}
 	cands = o.pltSymbols(cands)
 	o.syms = buildSymtab(cands)
 }

@@ -139,7 +139,7 @@ func (o *Object) FindRow(addr uint64, row *cfi.Row) error {
 	} else if o.cfiErr != nil {
 		err = o.cfiErr
 	}
-	if o.pltRow(addr, row) {
+	if o.pltRow(addr, row) || o.goRow(addr, row) {
 		return nil
 	}
 	if err == cfi.ErrNoFDE || errors.Is(err, cfi.ErrNoFDE) {
