@@ -14,11 +14,13 @@
 //     (<debugdir>/.build-id/xx/yyyy.debug), then by debug link (next to the
 //     object, in its .debug subdirectory and under <debugdir>/<dir>), each
 //     candidate checked against the object's build-id or the link's CRC-32;
+//
 //   - the CFI table: a cfi.Table over .eh_frame, .eh_frame_hdr and
 //     .debug_frame (the object's own or else the debug file's), with
 //     compressed sections (SHF_COMPRESSED zlib or zstd, and .zdebug_
 //     "ZLIB" sections) decompressed into memory and the others used in
 //     place;
+//
 //   - the symbol table: .symtab (the object's or else the debug file's)
 //     merged with .dynsym, reduced to one preferred alias per address and to
 //     disjoint address spans, with all names in one string so that
