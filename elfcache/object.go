@@ -1,6 +1,7 @@
 package elfcache
 
 import (
+	"context"
 	"debug/elf"
 	"encoding/binary"
 	"encoding/hex"
@@ -49,6 +50,18 @@ type Options struct {
 	// an object with a build-id (one carried by a recording's archive);
 	// the debug file's build-id must match.
 	DebugData func(buildID []byte) (data []byte, ok bool)
+	// Fetcher, when set, is asked by build-id for a separate debug file
+	// that no local search found, and by Cache.OpenBuildID for a missing
+	// object (a *debuginfod.Client). Nil fetches nothing.
+	Fetcher Fetcher
+}
+
+// Fetcher gets files by GNU build-id from elsewhere, such as debuginfod
+// servers. Kind is "debuginfo" (the separate debug file) or "executable"
+// (the object itself), as in the debuginfod protocol. It returns the path
+// of a local copy; the Object checks its build-id again.
+type Fetcher interface {
+	Fetch(ctx context.Context, buildID []byte, kind string) (path string, err error)
 }
 
 func (o *Options) debugDirs() []string {
@@ -97,6 +110,8 @@ type Object struct {
 	arch    arch.Arch
 	typ     elf.Type
 	isDebug bool // opened as a separate debug file
+	fetched bool // came from Options.Fetcher
+	archive bool // came from Options.DebugData
 
 	buildID    []byte
 	buildIDHex string
