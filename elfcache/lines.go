@@ -95,6 +95,7 @@ func (o *Object) lineIndex() *lineIndex {
 type lineIndex struct {
 	owner              *Object // the object whose DWARF this is
 	d                  *dwarf.Data
+	alt                *altDWARF    // the supplementary (dwz) file's; nil when none
 	line, lineStr, str []byte       // raw sections, for file names
 	units              []cuSlot     // one per compilation unit, by offset
 	rs                 []cuRange    // sorted by lo
@@ -146,7 +147,18 @@ func (o *Object) buildLineIndex() {
 	if x.max <= 0 {
 		x.max = DefaultLineCacheCUs
 	}
-	if err := x.index(); err != nil {
+	if a, err := owner.supplementary(); a != nil {
+		ad, err := a.dwarfData()
+		if err != nil {
+			o.lineErr = err
+		} else if ad != nil {
+			x.alt = &altDWARF{d: ad}
+			x.alt.str, _ = a.dwarfSection("str")
+		}
+	} else if err != nil {
+		o.lineErr = err // names shared through dwz stay unknown
+	}
+	if err := x.index(); err != nil && o.lineErr == nil {
 		o.lineErr = newErr(owner.path, ".debug_info", -1, err)
 	}
 	o.lines = x
@@ -527,7 +539,7 @@ func (cu *cuLines) parseLines(x *lineIndex, e *dwarf.Entry) []int32 {
 	}
 	var bfd []string
 	if stmt, ok := e.Val(dwarf.AttrStmtList).(int64); ok && stmt >= 0 {
-		compDir, _ := e.Val(dwarf.AttrCompDir).(string)
+		compDir, _ := x.attrString(e, dwarf.AttrCompDir)
 		bfd, _ = lineFileNames(x.line, x.lineStr, x.str, uint64(stmt), compDir)
 	}
 	files := lr.Files()
@@ -608,7 +620,7 @@ func (cu *cuLines) parseScopes(x *lineIndex, r *dwarf.Reader, fileIdx []int32) {
 		depth  int32
 	}
 	var rs []ranged
-	names := make(map[dwarf.Offset][3]string)
+	names := make(map[uint64][3]string)
 	type level struct {
 		scope int32 // innermost enclosing scope at this level
 		depth int32 // nesting of scopes
@@ -741,35 +753,40 @@ func innermostSpans(n int, get func(int) (lo, hi uint64, scope, depth int32)) []
 // inlined call, following DW_AT_abstract_origin and DW_AT_specification as
 // addr2line does: a linkage name anywhere on the chain wins over
 // DW_AT_name. Resolved origins are cached in cache.
-func (x *lineIndex) funcName(e *dwarf.Entry, cache map[dwarf.Offset][3]string) (display, linkage string) {
-	n := x.resolveName(e, cache, 0)
+func (x *lineIndex) funcName(e *dwarf.Entry, cache map[uint64][3]string) (display, linkage string) {
+	n := x.resolveName(e, cache, 0, false)
 	return n[0], n[1]
 }
 
-// resolveName returns {display, linkage, name} for e.
-func (x *lineIndex) resolveName(e *dwarf.Entry, cache map[dwarf.Offset][3]string, depth int) [3]string {
+// resolveName returns {display, linkage, name} for e, an entry of the
+// supplementary file when inAlt is set.
+func (x *lineIndex) resolveName(e *dwarf.Entry, cache map[uint64][3]string, depth int, inAlt bool) [3]string {
 	var name, linkage string
-	if v, ok := e.Val(dwarf.AttrLinkageName).(string); ok {
+	if v, ok := x.attrString(e, dwarf.AttrLinkageName); ok {
 		linkage = v
-	} else if v, ok := e.Val(attrMIPSLinkageName).(string); ok {
+	} else if v, ok := x.attrString(e, attrMIPSLinkageName); ok {
 		linkage = v
 	}
-	if v, ok := e.Val(dwarf.AttrName).(string); ok {
+	if v, ok := x.attrString(e, dwarf.AttrName); ok {
 		name = v
 	}
 	if linkage == "" && depth < 16 {
-		ref, ok := e.Val(dwarf.AttrAbstractOrigin).(dwarf.Offset)
+		ref, alt, ok := x.attrRef(e, dwarf.AttrAbstractOrigin, inAlt)
 		if !ok {
-			ref, ok = e.Val(dwarf.AttrSpecification).(dwarf.Offset)
+			ref, alt, ok = x.attrRef(e, dwarf.AttrSpecification, inAlt)
 		}
-		if ok && ref != e.Offset {
-			o, hit := cache[ref]
+		if ok && (ref != e.Offset || alt != inAlt) {
+			key := uint64(ref)
+			if alt {
+				key |= altRef
+			}
+			o, hit := cache[key]
 			if !hit {
-				if oe := x.entryAt(ref); oe != nil {
-					o = x.resolveName(oe, cache, depth+1)
+				if oe := x.entryAt(ref, alt); oe != nil {
+					o = x.resolveName(oe, cache, depth+1, alt)
 				}
 				if len(cache) < 1<<16 {
-					cache[ref] = o
+					cache[key] = o
 				}
 			}
 			linkage = o[1]
@@ -788,9 +805,17 @@ func (x *lineIndex) resolveName(e *dwarf.Entry, cache map[dwarf.Offset][3]string
 	return [3]string{display, linkage, name}
 }
 
-// entryAt reads the entry at off, or nil.
-func (x *lineIndex) entryAt(off dwarf.Offset) *dwarf.Entry {
-	r := x.d.Reader()
+// entryAt reads the entry at off (of the supplementary file's DWARF when
+// alt is set), or nil.
+func (x *lineIndex) entryAt(off dwarf.Offset, alt bool) *dwarf.Entry {
+	d := x.d
+	if alt {
+		if x.alt == nil {
+			return nil
+		}
+		d = x.alt.d
+	}
+	r := d.Reader()
 	r.Seek(off)
 	e, err := r.Next()
 	if err != nil {

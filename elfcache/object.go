@@ -137,6 +137,10 @@ type Object struct {
 	syms    *symtab
 	symErr  error
 
+	altOnce sync.Once // the supplementary (dwz) file of a debug file
+	alt     *Object
+	altErr  error
+
 	goOnce sync.Once
 	gopcln *goPCLN
 	goErr  error
@@ -389,6 +393,12 @@ func (o *Object) Close() error {
 	o.debugOnce.Do(func() { o.debugErr = ErrClosed }) // no search after close
 	if o.debug != nil {
 		err = o.debug.Close()
+	}
+	o.altOnce.Do(func() {}) // no search after close
+	if o.alt != nil {
+		if e := o.alt.Close(); e != nil && err == nil {
+			err = e
+		}
 	}
 	if e := o.src.close(); e != nil && err == nil {
 		err = e
