@@ -88,6 +88,8 @@ func TestRealServer(t *testing.T) {
 		c := newClient()
 		got := sourceFrames(t, p.stripped, elfcache.Options{DebugDirs: []string{}, Fetcher: c}, p)
 		assert.Equal(t, want.frames, got.frames)
+		assert.Equal(t, elfcache.OriginDebuginfod, got.sources.Lines)
+		assert.Equal(t, elfcache.OriginDebuginfod, got.sources.Symbols)
 		assert.Equal(t, 1, c.Requests())
 		assert.Equal(t, 1, metric(t, base, `http_requests_total{type="debuginfo"}`))
 		fi, err := os.Stat(c.CachePath(p.buildID, debuginfod.Debuginfo))
@@ -211,6 +213,7 @@ func buildProg(t *testing.T, dir, srvDir, name string, v int) testProg {
 }
 
 type frames struct {
+	sources elfcache.Sources
 	frames  [][]elfcache.SourceFrame
 	inlined int
 	addrs   []uint64
@@ -234,6 +237,7 @@ func sourceFrames(t *testing.T, path string, opts elfcache.Options, p testProg) 
 		}
 		out.frames = append(out.frames, sf)
 	}
+	out.sources = o.Sources()
 	return out
 }
 

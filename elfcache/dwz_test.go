@@ -99,6 +99,7 @@ func TestDWZ(t *testing.T) {
 				o := mustOpen(t, filepath.Join(dir, name), Options{DebugDirs: []string{debugDir}})
 				require.NotNil(t, o.DebugFile(), "%s: debug file not found", name)
 				require.NoError(t, o.SourceError())
+				assert.NotEmpty(t, o.Sources().Supplementary, "%s: no supplementary file", name)
 				for _, s := range ref.Symbols() {
 					for a := s.Addr; a < s.Addr+s.Size; a++ {
 						want := refDebug.SourceFrames(a, nil)

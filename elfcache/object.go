@@ -132,10 +132,12 @@ type Object struct {
 	cfiOnce sync.Once
 	table   *cfi.Table
 	cfiErr  error
+	cfiFrom Origin // of the sections the table was built from
 
 	symOnce sync.Once
 	syms    *symtab
 	symErr  error
+	symFrom Origin // of the symbols
 
 	altOnce sync.Once // the supplementary (dwz) file of a debug file
 	alt     *Object
