@@ -77,9 +77,16 @@ func (o *Object) SourceFrames(addr uint64, out []SourceFrame) []SourceFrame {
 }
 
 // SourceError returns the error met while reading the DWARF sections, if
-// any; nil also when the object simply has no DWARF.
+// any, or else the first split DWARF .dwo file that a lookup could not
+// read; nil also when the object simply has no DWARF.
 func (o *Object) SourceError() error {
-	o.lineIndex()
+	x := o.lineIndex()
+	if o.lineErr == nil && x != nil {
+		// A split DWARF unit whose .dwo is missing, met by a lookup.
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		return x.dwoErr
+	}
 	return o.lineErr
 }
 
@@ -103,6 +110,7 @@ type lineIndex struct {
 	max                int          // how many units may be parsed at once
 	mu                 sync.Mutex   // serializes parsing and eviction
 	live               []int32      // parsed units, for eviction
+	dwoErr             error        // the first split DWARF unit whose .dwo could not be read (under mu)
 	clock              atomic.Int64 // use counter for LRU
 }
 
@@ -238,7 +246,7 @@ func (x *lineIndex) index() error {
 			break
 		}
 		last = e.Offset
-		if e.Tag != dwarf.TagCompileUnit {
+		if e.Tag != dwarf.TagCompileUnit && e.Tag != dwarf.TagSkeletonUnit {
 			r.SkipChildren()
 			continue
 		}
@@ -519,6 +527,24 @@ func (x *lineIndex) parse(off dwarf.Offset) (cu *cuLines) {
 		return cu
 	}
 	fileIdx := cu.parseLines(x, e)
+	if e.Tag == dwarf.TagSkeletonUnit {
+		// Split DWARF: the scopes are in the unit's .dwo, whose
+		// call_file numbers name the same files as the skeleton's line
+		// table (gcc writes one file table to both).
+		dx, dr, split, dwo, err := x.dwoOpen(e)
+		if err != nil {
+			cu.err = err
+			if x.dwoErr == nil {
+				x.dwoErr = newErr(x.owner.path, ".debug_info", int64(off), err)
+			}
+			return cu
+		}
+		defer dwo.Close()
+		if split.Children {
+			cu.parseScopes(dx, dr, fileIdx)
+		}
+		return cu
+	}
 	if e.Children {
 		cu.parseScopes(x, r, fileIdx)
 	}
