@@ -539,7 +539,9 @@ func (x *lineIndex) parse(off dwarf.Offset) (cu *cuLines) {
 			}
 			return cu
 		}
-		defer dwo.Close()
+		if dwo != nil {
+			defer dwo.Close()
+		}
 		if split.Children {
 			cu.parseScopes(dx, dr, fileIdx)
 		}

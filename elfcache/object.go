@@ -143,6 +143,9 @@ type Object struct {
 	alt     *Object
 	altErr  error
 
+	dwpOnce sync.Once // the split DWARF package FILE.dwp
+	dwp     *dwpPackage
+
 	goOnce sync.Once
 	gopcln *goPCLN
 	goErr  error
@@ -395,6 +398,12 @@ func (o *Object) Close() error {
 	o.debugOnce.Do(func() { o.debugErr = ErrClosed }) // no search after close
 	if o.debug != nil {
 		err = o.debug.Close()
+	}
+	o.dwpOnce.Do(func() {})
+	if o.dwp != nil {
+		if e := o.dwp.o.Close(); e != nil && err == nil {
+			err = e
+		}
 	}
 	o.altOnce.Do(func() {}) // no search after close
 	if o.alt != nil {

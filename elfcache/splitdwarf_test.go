@@ -1,6 +1,7 @@
 package elfcache
 
 import (
+	"encoding/binary"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,8 +17,9 @@ import (
 // files): the source frames (inline chains, files, lines) at every address
 // of the program's functions equal those of the same sources built
 // without -gsplit-dwarf, and llvm-addr2line's (which reads the .dwo
-// files itself). A missing .dwo is reported by SourceError, and the lines still
-// come from the skeleton.
+// files itself), and from a .dwp package (llvm-dwp) as from the .dwo. A
+// missing .dwo is reported by SourceError, and the lines still come from
+// the skeleton.
 func TestSplitDWARF(t *testing.T) {
 	needTool(t, "gcc")
 	dir := t.TempDir()
@@ -92,6 +94,20 @@ func TestSplitDWARF(t *testing.T) {
 	require.Len(t, fr, 1)
 	assert.NotZero(t, fr[0].Line)
 	assert.ErrorContains(t, o2.SourceError(), "a.dwo")
+
+	// A .dwp package next to the executable instead (binutils' dwp 2.40
+	// drops DWARF 5 units; llvm-dwp keeps them).
+	if _, err := exec.LookPath("llvm-dwp"); err != nil {
+		t.Skip("llvm-dwp not installed: .dwp packages not tested")
+	}
+	run(t, "llvm-dwp", "-o", split+".dwp", filepath.Join(dir, "a.dwo.gone"))
+	o3 := mustOpen(t, split, Options{NoDebugFile: true})
+	for _, a := range addrs {
+		if !assert.Equal(t, ref.SourceFrames(a, nil), o3.SourceFrames(a, nil), "from the .dwp at %#x", a) {
+			break
+		}
+	}
+	assert.NoError(t, o3.SourceError())
 }
 
 // FuzzSplitDWARF damages the .dwo file of a -gsplit-dwarf build (a section,
@@ -155,5 +171,35 @@ func FuzzSplitDWARF(f *testing.F) {
 			buf = o.SourceFrames(a, buf[:0])
 		}
 		o.SourceError()
+	})
+}
+
+// FuzzDWPIndex parses arbitrary .debug_cu_index contents and looks ids up:
+// nothing may panic or loop.
+func FuzzDWPIndex(f *testing.F) {
+	le := binary.LittleEndian
+	// One unit, columns info and abbrev, 2 slots.
+	seed := make([]byte, 16+2*12+2*4+2*2*4)
+	le.PutUint16(seed, 5)
+	le.PutUint32(seed[4:], 2)
+	le.PutUint32(seed[8:], 1)
+	le.PutUint32(seed[12:], 2)
+	le.PutUint64(seed[16:], 0x1122334455667788)
+	le.PutUint32(seed[32:], 1)
+	le.PutUint32(seed[40:], dwSectInfo)
+	le.PutUint32(seed[44:], dwSectAbbrev)
+	f.Add(seed, uint64(0x1122334455667788))
+	f.Fuzz(func(t *testing.T, index []byte, id uint64) {
+		p, err := parseDWPIndex("fuzz.dwp", index)
+		if err != nil {
+			return
+		}
+		p.sections = map[uint32][]byte{dwSectInfo: make([]byte, 64), dwSectAbbrev: make([]byte, 64)}
+		if row, ok := p.find(id); ok {
+			get := p.sectionsOf(row)
+			get("info")
+			get("abbrev")
+			get("line")
+		}
 	})
 }
