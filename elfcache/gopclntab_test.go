@@ -344,3 +344,40 @@ func FuzzGoPCLN(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkGoRow finds the pcsp row of PCs spread over a stripped Go
+// binary's functions, as the unwinder does for each frame on a cache miss.
+func BenchmarkGoRow(b *testing.B) {
+	o := mustOpen(b, goprogStrippedAMD64, Options{NoDebugFile: true})
+	tab := o.goTable()
+	require.NotNil(b, tab)
+	var f goFunc
+	pcs := make([]uint64, 4096)
+	for i := range pcs {
+		require.True(b, tab.function((i*7919)%tab.nfunc, &f))
+		pcs[i] = f.entry + (f.end-f.entry)/2
+	}
+	var row cfi.Row
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		o.FindRow(pcs[i&4095], &row)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/row")
+}
+
+// TestGoRowAllocs checks that rows from the pclntab allocate nothing.
+func TestGoRowAllocs(t *testing.T) {
+	o := mustOpen(t, goprogStrippedAMD64, Options{NoDebugFile: true})
+	var row cfi.Row
+	var pc uint64
+	ok := false
+	for _, s := range o.Symbols() {
+		if s.Name == "main.c" {
+			pc, ok = s.Addr+8, true
+		}
+	}
+	require.True(t, ok)
+	require.NoError(t, o.FindRow(pc, &row))
+	assert.Zero(t, testing.AllocsPerRun(100, func() { o.FindRow(pc, &row) }))
+}
