@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -171,11 +172,11 @@ func TestGoSymbolsMatchSymtab(t *testing.T) {
 	assert.Zero(t, allocs, "Symbolize allocates")
 }
 
-// goTestTable builds a Go 1.20 pclntab by hand: two functions at text
-// 0x1000 (main.f, 0x20 bytes: pcsp 0 for 4 bytes, 0x18 for 0x18 bytes,
-// 0 for the last 4) and main.g (0x10 bytes, pcsp 8 throughout), with the
-// second marked as a top frame.
-func goTestTable() []byte {
+// goTestTable builds a pclntab by hand in the layout of Go version ver
+// (116, 118 or 120): two functions at text 0x1000 (main.f, 0x20 bytes:
+// pcsp 0 for 4 bytes, 0x18 for 0x18 bytes, 0 for the last 4) and main.g
+// (0x10 bytes, pcsp 8 throughout), the second marked as a top frame.
+func goTestTable(ver int) []byte {
 	le := binary.LittleEndian
 	var names = []byte("main.f\x00main.g\x00")
 	// pcsp tables: (zig-zag value delta, pc delta) pairs from value -1.
@@ -195,45 +196,76 @@ func goTestTable() []byte {
 	pctab = binary.AppendUvarint(pctab, 0x10)
 	pctab = append(pctab, 0)
 
-	// pclntable: ftab (3 pairs) then two 44-byte _func records.
-	ftab := make([]byte, 3*8+2*44)
-	fn := func(i int, entryOff, nameOff, pcsp uint32, flag byte) {
-		le.PutUint32(ftab[i*8:], entryOff)
-		rec := uint32(24 + i*44)
-		le.PutUint32(ftab[i*8+4:], rec)
-		le.PutUint32(ftab[rec:], entryOff)
-		le.PutUint32(ftab[rec+4:], nameOff)
-		le.PutUint32(ftab[rec+16:], pcsp)
-		ftab[rec+41] = flag
+	// The layout: ftab field size, _func size and the offsets of entry,
+	// nameOff, pcsp and flag in it; header words; magic.
+	field, recSize, nameAt, pcspAt, flagAt, words, magic := 4, 44, 4, 16, 41, 8, uint32(goPCLN120)
+	switch ver {
+	case 118:
+		recSize, flagAt, magic = 40, 37, goPCLN118
+	case 116:
+		field, recSize, nameAt, pcspAt, flagAt, words, magic = 8, 44, 8, 20, 41, 7, goPCLN116
+	}
+	putField := func(b []byte, v uint64) {
+		if field == 4 {
+			le.PutUint32(b, uint32(v))
+		} else {
+			le.PutUint64(b, v)
+		}
+	}
+	entry := func(off uint64) uint64 { // 1.16 entries are absolute
+		if ver == 116 {
+			return 0x1000 + off
+		}
+		return off
+	}
+	// pclntable: ftab (3 pairs) then two _func records.
+	ftabSize := 3 * 2 * field
+	ftab := make([]byte, ftabSize+2*recSize)
+	fn := func(i int, entryOff uint64, nameOff, pcsp uint32, flag byte) {
+		rec := ftabSize + i*recSize
+		putField(ftab[2*i*field:], entry(entryOff))
+		putField(ftab[(2*i+1)*field:], uint64(rec))
+		putField(ftab[rec:], entry(entryOff))
+		le.PutUint32(ftab[rec+nameAt:], nameOff)
+		le.PutUint32(ftab[rec+pcspAt:], pcsp)
+		ftab[rec+flagAt] = flag
 	}
 	fn(0, 0, 0, uint32(fPCSP), 0)
 	fn(1, 0x20, 7, uint32(gPCSP), goFlagTopFrame)
-	le.PutUint32(ftab[16:], 0x30) // end of the last function
+	putField(ftab[4*field:], entry(0x30)) // end of the last function
 
-	hdr := make([]byte, 8+8*8)
-	le.PutUint32(hdr, goPCLN120)
+	hdr := make([]byte, 8+words*8)
+	le.PutUint32(hdr, magic)
 	hdr[6], hdr[7] = 1, 8
 	le.PutUint64(hdr[8:], 2) // nfunc
 	off := uint64(len(hdr))
+	first := words - 5 // the word of funcnameOffset
 	put := func(word int, b []byte) {
 		le.PutUint64(hdr[8+word*8:], off)
 		off += uint64(len(b))
 	}
-	put(3, names)
-	put(4, nil) // cutab
-	put(5, nil) // filetab
-	put(6, pctab)
-	put(7, ftab)
+	put(first, names)
+	put(first+1, nil) // cutab
+	put(first+2, nil) // filetab
+	put(first+3, pctab)
+	put(first+4, ftab)
 	out := append(hdr, names...)
 	out = append(out, pctab...)
 	return append(out, ftab...)
 }
 
-// TestGoPCLNHandMade checks the parser against the table goTestTable
-// describes.
+// TestGoPCLNHandMade checks the parser against the tables goTestTable
+// describes, in the three layouts.
 func TestGoPCLNHandMade(t *testing.T) {
-	tab, err := parseGoPCLN(goTestTable(), 0x1000)
+	for _, ver := range []int{116, 118, 120} {
+		t.Run(strconv.Itoa(ver), func(t *testing.T) { checkHandMade(t, ver) })
+	}
+}
+
+func checkHandMade(t *testing.T, ver int) {
+	tab, err := parseGoPCLN(goTestTable(ver), 0x1000)
 	require.NoError(t, err)
+	require.Equal(t, ver, tab.version)
 	require.Equal(t, 2, tab.nfunc)
 	var f goFunc
 	type want struct {
@@ -287,7 +319,7 @@ func TestGoPCLNHandMade(t *testing.T) {
 // TestGoPCLNErrors checks that damaged tables are refused with the offset
 // of what is wrong.
 func TestGoPCLNErrors(t *testing.T) {
-	good := goTestTable()
+	good := goTestTable(120)
 	for _, c := range []struct {
 		name   string
 		damage func([]byte)
@@ -315,7 +347,9 @@ func TestGoPCLNErrors(t *testing.T) {
 // FuzzGoPCLN parses arbitrary tables and decodes every function, name and
 // pcsp table it claims: nothing may panic or run away.
 func FuzzGoPCLN(f *testing.F) {
-	f.Add(goTestTable())
+	for _, v := range []int{116, 118, 120} {
+		f.Add(goTestTable(v))
+	}
 	if o, err := Open(goprogStrippedAMD64, Options{NoDebugFile: true}); err == nil {
 		if data, err := o.sectionData(o.section(".gopclntab")); err == nil {
 			f.Add(append([]byte(nil), data[:min(len(data), 4096)]...))
