@@ -547,11 +547,22 @@ func (x *lineIndex) parse(off dwarf.Offset) (cu *cuLines) {
 		}
 		return cu
 	}
+	if !e.Children && e.Val(attrGNUDwoName) != nil {
+		// gcc -gdwarf-4 -gsplit-dwarf: the GNU forms of the .dwo
+		// (DW_FORM_GNU_addr_index, ...) are not read; lines only.
+		cu.err = errors.New("GNU (DWARF 4) split DWARF unit: its .dwo is not read")
+		if x.dwoErr == nil {
+			x.dwoErr = newErr(x.owner.path, ".debug_info", int64(off), cu.err)
+		}
+	}
 	if e.Children {
 		cu.parseScopes(x, r, fileIdx)
 	}
 	return cu
 }
+
+// attrGNUDwoName is DW_AT_GNU_dwo_name, the .dwo of a DWARF 4 split unit.
+const attrGNUDwoName dwarf.Attr = 0x2130
 
 // parseLines reads the unit's line table into cu.rows and cu.files and
 // returns the map from the line table's file numbers to cu.files.

@@ -179,14 +179,14 @@ func Open(path string, opts Options) (*Object, error) {
 // name is used in errors and returned by Path. Sections are read from r
 // when needed, and ReadCode reads from r, so r must stay usable for as long
 // as the Object is used. No separate debug file is searched unless
-// opts.SymFS or opts.DebugDirs say where (debug links are then resolved
-// relative to name).
+// opts.SymFS, opts.DebugDirs, opts.DebugData or opts.Fetcher say where
+// (debug links are then resolved relative to name).
 func OpenReader(name string, r io.ReaderAt, size int64, opts Options) (*Object, error) {
 	if size <= 0 {
 		return nil, newErr(name, "", -1, errors.New("empty file"))
 	}
 	src := &source{ra: r, size: size}
-	if opts.SymFS == "" && opts.DebugDirs == nil && opts.DebugData == nil {
+	if opts.SymFS == "" && opts.DebugDirs == nil && opts.DebugData == nil && opts.Fetcher == nil {
 		opts.NoDebugFile = true
 	}
 	return newObject(name, name, src, opts, false)
@@ -199,7 +199,7 @@ func OpenBytes(name string, data []byte, opts Options) (*Object, error) {
 		return nil, newErr(name, "", -1, errors.New("empty file"))
 	}
 	src := &source{data: data, size: int64(len(data))}
-	if opts.SymFS == "" && opts.DebugDirs == nil && opts.DebugData == nil {
+	if opts.SymFS == "" && opts.DebugDirs == nil && opts.DebugData == nil && opts.Fetcher == nil {
 		opts.NoDebugFile = true
 	}
 	return newObject(name, name, src, opts, false)

@@ -110,6 +110,33 @@ func TestSplitDWARF(t *testing.T) {
 	assert.NoError(t, o3.SourceError())
 }
 
+// TestSplitDWARF4Reported checks that a DWARF 4 (GNU) split unit, whose
+// .dwo is not read, is reported rather than passed over silently, and
+// that its lines still come from the skeleton.
+func TestSplitDWARF4Reported(t *testing.T) {
+	needTool(t, "gcc")
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "common.h"), []byte(dwzHeader), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "a.c"), []byte(dwzProgs["a"]), 0o644))
+	cmd := exec.Command("gcc", "-g", "-O2", "-gdwarf-4", "-gsplit-dwarf", "-o", "a", "a.c")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "gcc: %s", out)
+	o := mustOpen(t, filepath.Join(dir, "a"), Options{NoDebugFile: true})
+	var a uint64
+	for _, s := range o.Symbols() {
+		if s.Name == "work_a" {
+			a = s.Addr
+		}
+	}
+	require.NotZero(t, a)
+	fr := o.SourceFrames(a, nil)
+	require.Len(t, fr, 1)
+	assert.Equal(t, "work_a", fr[0].Function)
+	assert.NotZero(t, fr[0].Line)
+	assert.ErrorContains(t, o.SourceError(), "DWARF 4")
+}
+
 // FuzzSplitDWARF damages the .dwo file of a -gsplit-dwarf build (a section,
 // an offset and bytes to write there) and the skeleton's addr_base
 // section, and checks that SourceFrames neither panics nor hangs.
