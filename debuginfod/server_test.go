@@ -66,10 +66,30 @@ func TestRealServer(t *testing.T) {
 		progs[i] = buildProg(t, dir, srvDir, fmt.Sprintf("prog%d", i), i)
 	}
 
+	// Two more whose debug files dwz made share a supplementary file, all
+	// three only on the server (as Debian serves dbgsym packages).
+	var dwzProgs []testProg
+	scanned := 2 * len(progs)
+	if _, err := exec.LookPath("dwz"); err == nil {
+		dwzDir := filepath.Join(dir, "dwz")
+		require.NoError(t, os.MkdirAll(dwzDir, 0o755))
+		var debugs []string
+		for i := 2; i < 4; i++ {
+			name := fmt.Sprintf("prog%d", i)
+			dwzProgs = append(dwzProgs, buildProg(t, dir, dwzDir, name, i))
+			debugs = append(debugs, filepath.Join(dwzDir, name+".debug"))
+		}
+		run(t, "dwz", append([]string{"-m", filepath.Join(dwzDir, "common.debug"), "-M", "/usr/lib/debug/.dwz/common.debug"}, debugs...)...)
+		require.NoError(t, os.Rename(dwzDir, filepath.Join(srvDir, "dwz")))
+		scanned += 2*len(dwzProgs) + 1
+	} else {
+		t.Log("dwz not installed: supplementary files from the server not tested")
+	}
+
 	port := freePort(t)
 	base := "http://127.0.0.1:" + strconv.Itoa(port)
 	srv := startServer(t, srvDir, filepath.Join(dir, "db.sqlite"), port)
-	waitScanned(t, base, 2*len(progs))
+	waitScanned(t, base, scanned)
 
 	cacheDir := filepath.Join(dir, "cache")
 	var warnMu sync.Mutex
@@ -115,7 +135,23 @@ func TestRealServer(t *testing.T) {
 		assert.NotEmpty(t, o.SourceFrames(want.addrs[0], nil))
 		assert.Zero(t, metric(t, base, `http_requests_total{type="debuginfo"}`)-1)
 	})
+	t.Run("dwz supplementary file from the server", func(t *testing.T) {
+		if len(dwzProgs) == 0 {
+			t.Skip("dwz not installed")
+		}
+		before := metric(t, base, `http_requests_total{type="debuginfo"}`)
+		c := newClient()
+		q := dwzProgs[0]
+		want := sourceFrames(t, q.full, elfcache.Options{NoDebugFile: true}, q)
+		got := sourceFrames(t, q.stripped, elfcache.Options{DebugDirs: []string{}, Fetcher: c}, q)
+		require.NotZero(t, want.inlined)
+		assert.Equal(t, want.frames, got.frames)
+		assert.NotEmpty(t, got.sources.Supplementary)
+		// The debug file and the supplementary file.
+		assert.Equal(t, before+2, metric(t, base, `http_requests_total{type="debuginfo"}`))
+	})
 	t.Run("not found is cached", func(t *testing.T) {
+		before := metric(t, base, `http_requests_total{type="debuginfo"}`)
 		c := newClient()
 		missing := []byte{0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4}
 		_, err := c.Fetch(context.Background(), missing, debuginfod.Debuginfo)
@@ -125,7 +161,7 @@ func TestRealServer(t *testing.T) {
 		assert.Zero(t, fi.Size())
 		_, err = newClient().Fetch(context.Background(), missing, debuginfod.Debuginfo)
 		require.ErrorIs(t, err, debuginfod.ErrNotFound)
-		assert.Equal(t, 2, metric(t, base, `http_requests_total{type="debuginfo"}`))
+		assert.Equal(t, before+1, metric(t, base, `http_requests_total{type="debuginfo"}`))
 	})
 	warnMu.Lock()
 	require.Empty(t, warnings, "warnings while the server was up")

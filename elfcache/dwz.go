@@ -197,7 +197,8 @@ func (o *Object) openAlt(p string, l altLink) *Object {
 		src.close()
 		return nil
 	}
-	if l.buildID != nil && !bytes.Equal(a.buildID, l.buildID) || a.section(".debug_info") == nil ||
+	// A supplementary file may hold only shared strings.
+	if l.buildID != nil && !bytes.Equal(a.buildID, l.buildID) || a.section(".debug_info") == nil && a.section(".debug_str") == nil ||
 		l.checksum != nil && !bytes.Equal(a.supChecksum(), l.checksum) {
 		a.Close()
 		return nil
@@ -207,7 +208,7 @@ func (o *Object) openAlt(p string, l altLink) *Object {
 
 // altDWARF is the supplementary file's DWARF as lineIndex uses it.
 type altDWARF struct {
-	d   *dwarf.Data
+	d   *dwarf.Data // nil when the file holds only strings
 	str []byte
 }
 

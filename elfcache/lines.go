@@ -159,7 +159,7 @@ func (o *Object) buildLineIndex() {
 		ad, err := a.dwarfData()
 		if err != nil {
 			o.lineErr = err
-		} else if ad != nil {
+		} else {
 			x.alt = &altDWARF{d: ad}
 			x.alt.str, _ = a.dwarfSection("str")
 		}
@@ -849,7 +849,7 @@ func (x *lineIndex) resolveName(e *dwarf.Entry, cache map[uint64][3]string, dept
 func (x *lineIndex) entryAt(off dwarf.Offset, alt bool) *dwarf.Entry {
 	d := x.d
 	if alt {
-		if x.alt == nil {
+		if x.alt == nil || x.alt.d == nil {
 			return nil
 		}
 		d = x.alt.d
