@@ -22,8 +22,9 @@ const (
 )
 
 // buildGoprog builds testdata/gen/src/goprog for goarch (with the extra
-// go build flags) twice, with and without -ldflags='-s -w', and returns
-// both paths.
+// go build flags; an -ldflags=X among them is merged) twice, with and
+// without -ldflags='-s -w', and returns both paths. External linking
+// (-linkmode=external) builds with cgo.
 func buildGoprog(t testing.TB, goarch string, extra ...string) (full, stripped string) {
 	t.Helper()
 	goTool, err := exec.LookPath("go")
@@ -35,12 +36,26 @@ func buildGoprog(t testing.TB, goarch string, extra ...string) (full, stripped s
 	for _, b := range []struct {
 		out   string
 		flags []string
-	}{{full, nil}, {stripped, []string{"-ldflags=-s -w"}}} {
-		args := append([]string{"build", "-trimpath", "-o", b.out}, extra...)
-		args = append(args, b.flags...)
+	}{{full, nil}, {stripped, []string{"-s", "-w"}}} {
+		ld := b.flags
+		cgo := "0"
+		args := []string{"build", "-trimpath", "-o", b.out}
+		for _, e := range extra {
+			if v, ok := strings.CutPrefix(e, "-ldflags="); ok {
+				ld = append(ld, v)
+				if strings.Contains(v, "-linkmode=external") {
+					cgo = "1"
+				}
+				continue
+			}
+			args = append(args, e)
+		}
+		if len(ld) > 0 {
+			args = append(args, "-ldflags="+strings.Join(ld, " "))
+		}
 		cmd := exec.Command(goTool, append(args, ".")...)
 		cmd.Dir = "../testdata/gen/src/goprog"
-		cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+goarch, "CGO_ENABLED=0", "GOFLAGS=", "GOTOOLCHAIN=local")
+		cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+goarch, "CGO_ENABLED="+cgo, "GOFLAGS=", "GOTOOLCHAIN=local")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("go build: %v\n%s", err, out)
 		}
@@ -63,6 +78,9 @@ func TestGoRowsMatchDebugFrame(t *testing.T) {
 		{name: "amd64_committed", full: goprogAMD64, stripped: goprogStrippedAMD64, instructionSize: 1},
 		{name: "arm64_built", goarch: "arm64", instructionSize: 4},
 		{name: "amd64_pie_built", goarch: "amd64", buildFlags: []string{"-buildmode=pie"}, instructionSize: 1},
+		// runtime.text is not the start of .text: the C start files come
+		// first, so the base must come from the moduledata.
+		{name: "amd64_external_link_built", goarch: "amd64", buildFlags: []string{"-ldflags=-linkmode=external"}, instructionSize: 1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
