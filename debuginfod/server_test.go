@@ -298,6 +298,8 @@ func startServer(t *testing.T, dir, db string, port int) *exec.Cmd {
 	require.NoError(t, err)
 	cmd := exec.Command("debuginfod", "-F", dir, "-p", strconv.Itoa(port), "-d", db, "-t", "0", "-g", "0")
 	cmd.Stdout, cmd.Stderr = log, log
+	// Should this test process die before its cleanup, so does the server.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
 		stopServer(t, cmd)

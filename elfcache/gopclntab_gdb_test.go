@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -151,6 +152,7 @@ func runUnderGDB(t *testing.T, bin string, addr uint64) (map[int]uint64, []byte,
 	l.Close()
 	qemu := exec.Command("qemu-aarch64", "-g", strconv.Itoa(port), bin)
 	qemu.Env = []string{}
+	qemu.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	require.NoError(t, qemu.Start())
 	defer func() {
 		qemu.Process.Kill()
