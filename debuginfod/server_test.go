@@ -118,6 +118,15 @@ func TestRealServer(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
 	})
+	t.Run("no request for an unstripped binary", func(t *testing.T) {
+		c := newClient()
+		o, err := elfcache.Open(p.full, elfcache.Options{DebugDirs: []string{}, Fetcher: c})
+		require.NoError(t, err)
+		defer o.Close()
+		assert.NotEmpty(t, o.SourceFrames(want.addrs[0], nil))
+		assert.NoError(t, o.CFIError())
+		assert.Zero(t, c.Requests())
+	})
 	t.Run("second run from the cache", func(t *testing.T) {
 		c := newClient()
 		got := sourceFrames(t, p.stripped, elfcache.Options{DebugDirs: []string{}, Fetcher: c}, p)

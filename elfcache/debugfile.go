@@ -3,6 +3,7 @@ package elfcache
 import (
 	"bytes"
 	"context"
+	"debug/elf"
 	"hash/crc32"
 	"os"
 	"path/filepath"
@@ -97,8 +98,8 @@ func (o *Object) findDebug() (*Object, error) {
 // fetchDebug asks Options.Fetcher for the debug file by build-id, last of
 // all searches.
 func (o *Object) fetchDebug(self os.FileInfo) *Object {
-	if o.opts.Fetcher == nil || len(o.buildID) == 0 {
-		return nil
+	if o.opts.Fetcher == nil || len(o.buildID) == 0 || o.hasOwn(".debug_info") && o.hasOwn(".symtab") {
+		return nil // nothing to fetch: the object has its DWARF and symbols
 	}
 	p, err := o.opts.Fetcher.Fetch(context.Background(), o.buildID, "debuginfo")
 	if err != nil || p == "" {
@@ -162,4 +163,10 @@ func fileCRC(src *source) uint32 {
 		off += int64(n)
 	}
 	return h.Sum32()
+}
+
+// hasOwn reports whether the object has the section with contents.
+func (o *Object) hasOwn(name string) bool {
+	s := o.section(name)
+	return s != nil && s.Type != elf.SHT_NOBITS && s.Size > 0
 }
