@@ -1,6 +1,11 @@
 package elfcache
 
 import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
 	"os"
 	"sync"
 )
@@ -115,4 +120,60 @@ func (c *Cache) Close() error {
 		}
 	}
 	return err
+}
+
+// OpenBuildID returns the object with the GNU build-id for a file that is
+// missing or differs on this machine: the one already in the cache, or
+// else the file that Options.Fetcher gets (a debuginfod server's
+// "executable"), opened under the name path (the path on the profiled
+// machine, for reports). The fetched file's build-id must match.
+func (c *Cache) OpenBuildID(path string, buildID []byte) (*Object, error) {
+	if len(buildID) == 0 {
+		return nil, newErr(path, "", -1, errors.New("no build-id to fetch the object by"))
+	}
+	id := hex.EncodeToString(buildID)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, newErr(path, "", -1, ErrClosed)
+	}
+	if o, ok := c.byID[id]; ok {
+		c.mu.Unlock()
+		return o, nil
+	}
+	c.mu.Unlock()
+	if c.opts.Fetcher == nil {
+		return nil, newErr(path, "", -1, fmt.Errorf("object with build-id %s not found (no debuginfod)", id))
+	}
+	file, err := c.opts.Fetcher.Fetch(context.Background(), buildID, "executable")
+	if err != nil {
+		return nil, newErr(path, "", -1, fmt.Errorf("object with build-id %s: %w", id, err))
+	}
+	src, _, err := openSource(file, c.opts.NoMmap)
+	if err != nil {
+		return nil, newErr(path, "", -1, err)
+	}
+	o, err := newObject(path, file, src, c.opts, false)
+	if err != nil {
+		src.close()
+		return nil, err
+	}
+	if !bytes.Equal(o.buildID, buildID) {
+		o.Close()
+		return nil, newErr(path, "", -1, fmt.Errorf("fetched %s has build-id %x, want %s", file, o.buildID, id))
+	}
+	o.fetched = true
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		o.Close()
+		return nil, newErr(path, "", -1, ErrClosed)
+	}
+	if prev, ok := c.byID[id]; ok {
+		o.Close()
+		return prev, nil
+	}
+	c.byID[id] = o
+	c.all = append(c.all, o)
+	return o, nil
 }

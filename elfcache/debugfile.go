@@ -2,6 +2,8 @@ package elfcache
 
 import (
 	"bytes"
+	"context"
+	"debug/elf"
 	"hash/crc32"
 	"os"
 	"path/filepath"
@@ -45,6 +47,7 @@ func (o *Object) findDebug() (*Object, error) {
 			src := &source{data: data, size: int64(len(data))}
 			d, err := newObject(o.path+".debug", o.path+".debug", src, o.opts, true)
 			if err == nil && d.arch == o.arch && bytes.Equal(d.buildID, o.buildID) {
+				d.archive = true
 				return d, nil
 			}
 		}
@@ -63,7 +66,7 @@ func (o *Object) findDebug() (*Object, error) {
 		}
 	}
 	if !o.hasLink {
-		return nil, nil
+		return o.fetchDebug(self), nil
 	}
 	dir := filepath.Dir(o.path)
 	// Paths on the profiled machine; the debug link comes from the object
@@ -89,7 +92,24 @@ func (o *Object) findDebug() (*Object, error) {
 			return dbg, nil
 		}
 	}
-	return nil, nil
+	return o.fetchDebug(self), nil
+}
+
+// fetchDebug asks Options.Fetcher for the debug file by build-id, last of
+// all searches.
+func (o *Object) fetchDebug(self os.FileInfo) *Object {
+	if o.opts.Fetcher == nil || len(o.buildID) == 0 || o.hasOwn(".debug_info") && o.hasOwn(".symtab") {
+		return nil // nothing to fetch: the object has its DWARF and symbols
+	}
+	p, err := o.opts.Fetcher.Fetch(context.Background(), o.buildID, "debuginfo")
+	if err != nil || p == "" {
+		return nil
+	}
+	d := o.tryDebug(p, self, false)
+	if d != nil {
+		d.fetched = true
+	}
+	return d
 }
 
 // tryDebug opens the candidate debug file p and checks that it belongs to o.
@@ -143,4 +163,10 @@ func fileCRC(src *source) uint32 {
 		off += int64(n)
 	}
 	return h.Sum32()
+}
+
+// hasOwn reports whether the object has the section with contents.
+func (o *Object) hasOwn(name string) bool {
+	s := o.section(name)
+	return s != nil && s.Type != elf.SHT_NOBITS && s.Size > 0
 }

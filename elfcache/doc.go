@@ -14,18 +14,35 @@
 //     (<debugdir>/.build-id/xx/yyyy.debug), then by debug link (next to the
 //     object, in its .debug subdirectory and under <debugdir>/<dir>), each
 //     candidate checked against the object's build-id or the link's CRC-32;
+//     last, Options.Fetcher (a debuginfod client) is asked by build-id;
+//
 //   - the CFI table: a cfi.Table over .eh_frame, .eh_frame_hdr and
 //     .debug_frame (the object's own or else the debug file's), with
 //     compressed sections (SHF_COMPRESSED zlib or zstd, and .zdebug_
 //     "ZLIB" sections) decompressed into memory and the others used in
 //     place;
+//
 //   - the symbol table: .symtab (the object's or else the debug file's)
 //     merged with .dynsym, reduced to one preferred alias per address and to
 //     disjoint address spans, with all names in one string so that
 //     Symbolize allocates nothing.
 //
+//   - the Go function table: .gopclntab (Go 1.16 and later), which Go
+//     binaries keep even when built with -ldflags='-s -w'; its pcsp tables
+//     give unwind rows and its names a symbol table where the object has
+//     no CFI and no .symtab (gopclntab.go);
+//
+//   - the line index for SourceFrames (lines.go): the units of the DWARF
+//     (the object's or the debug file's), with names shared through a dwz
+//     supplementary file resolved in it (dwz.go) and the scopes of split
+//     DWARF skeleton units read from their .dwo file or the FILE.dwp
+//     package (splitdwarf.go).
+//
+// Sources says, for a summary, where each kind of information came from.
+//
 // FindRow asks the CFI table and, for addresses in PLT sections that no FDE
-// covers, synthesizes the row of a PLT stub. An Object is immutable once
+// covers, synthesizes the row of a PLT stub, and for Go functions without
+// CFI the row of their pcsp table. An Object is immutable once
 // opened and safe for concurrent use; Cache shares objects between callers,
 // keyed by build-id or else by path, size and modification time.
 //

@@ -83,4 +83,7 @@ func exercise(o *Object) {
 	}
 	o.CFIError()
 	o.cfiSections()
+	o.GoPCLNError()
+	o.SourceError()
+	o.Sources()
 }

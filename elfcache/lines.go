@@ -77,9 +77,16 @@ func (o *Object) SourceFrames(addr uint64, out []SourceFrame) []SourceFrame {
 }
 
 // SourceError returns the error met while reading the DWARF sections, if
-// any; nil also when the object simply has no DWARF.
+// any, or else the first split DWARF .dwo file that a lookup could not
+// read; nil also when the object simply has no DWARF.
 func (o *Object) SourceError() error {
-	o.lineIndex()
+	x := o.lineIndex()
+	if o.lineErr == nil && x != nil {
+		// A split DWARF unit whose .dwo is missing, met by a lookup.
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		return x.dwoErr
+	}
 	return o.lineErr
 }
 
@@ -95,6 +102,7 @@ func (o *Object) lineIndex() *lineIndex {
 type lineIndex struct {
 	owner              *Object // the object whose DWARF this is
 	d                  *dwarf.Data
+	alt                *altDWARF    // the supplementary (dwz) file's; nil when none
 	line, lineStr, str []byte       // raw sections, for file names
 	units              []cuSlot     // one per compilation unit, by offset
 	rs                 []cuRange    // sorted by lo
@@ -102,6 +110,7 @@ type lineIndex struct {
 	max                int          // how many units may be parsed at once
 	mu                 sync.Mutex   // serializes parsing and eviction
 	live               []int32      // parsed units, for eviction
+	dwoErr             error        // the first split DWARF unit whose .dwo could not be read (under mu)
 	clock              atomic.Int64 // use counter for LRU
 }
 
@@ -146,7 +155,18 @@ func (o *Object) buildLineIndex() {
 	if x.max <= 0 {
 		x.max = DefaultLineCacheCUs
 	}
-	if err := x.index(); err != nil {
+	if a, err := owner.supplementary(); a != nil {
+		ad, err := a.dwarfData()
+		if err != nil {
+			o.lineErr = err
+		} else {
+			x.alt = &altDWARF{d: ad}
+			x.alt.str, _ = a.dwarfSection("str")
+		}
+	} else if err != nil {
+		o.lineErr = err // names shared through dwz stay unknown
+	}
+	if err := x.index(); err != nil && o.lineErr == nil {
 		o.lineErr = newErr(owner.path, ".debug_info", -1, err)
 	}
 	o.lines = x
@@ -226,7 +246,7 @@ func (x *lineIndex) index() error {
 			break
 		}
 		last = e.Offset
-		if e.Tag != dwarf.TagCompileUnit {
+		if e.Tag != dwarf.TagCompileUnit && e.Tag != dwarf.TagSkeletonUnit {
 			r.SkipChildren()
 			continue
 		}
@@ -507,11 +527,42 @@ func (x *lineIndex) parse(off dwarf.Offset) (cu *cuLines) {
 		return cu
 	}
 	fileIdx := cu.parseLines(x, e)
+	if e.Tag == dwarf.TagSkeletonUnit {
+		// Split DWARF: the scopes are in the unit's .dwo, whose
+		// call_file numbers name the same files as the skeleton's line
+		// table (gcc writes one file table to both).
+		dx, dr, split, dwo, err := x.dwoOpen(e)
+		if err != nil {
+			cu.err = err
+			if x.dwoErr == nil {
+				x.dwoErr = newErr(x.owner.path, ".debug_info", int64(off), err)
+			}
+			return cu
+		}
+		if dwo != nil {
+			defer dwo.Close()
+		}
+		if split.Children {
+			cu.parseScopes(dx, dr, fileIdx)
+		}
+		return cu
+	}
+	if !e.Children && e.Val(attrGNUDwoName) != nil {
+		// gcc -gdwarf-4 -gsplit-dwarf: the GNU forms of the .dwo
+		// (DW_FORM_GNU_addr_index, ...) are not read; lines only.
+		cu.err = errors.New("GNU (DWARF 4) split DWARF unit: its .dwo is not read")
+		if x.dwoErr == nil {
+			x.dwoErr = newErr(x.owner.path, ".debug_info", int64(off), cu.err)
+		}
+	}
 	if e.Children {
 		cu.parseScopes(x, r, fileIdx)
 	}
 	return cu
 }
+
+// attrGNUDwoName is DW_AT_GNU_dwo_name, the .dwo of a DWARF 4 split unit.
+const attrGNUDwoName dwarf.Attr = 0x2130
 
 // parseLines reads the unit's line table into cu.rows and cu.files and
 // returns the map from the line table's file numbers to cu.files.
@@ -527,7 +578,7 @@ func (cu *cuLines) parseLines(x *lineIndex, e *dwarf.Entry) []int32 {
 	}
 	var bfd []string
 	if stmt, ok := e.Val(dwarf.AttrStmtList).(int64); ok && stmt >= 0 {
-		compDir, _ := e.Val(dwarf.AttrCompDir).(string)
+		compDir, _ := x.attrString(e, dwarf.AttrCompDir)
 		bfd, _ = lineFileNames(x.line, x.lineStr, x.str, uint64(stmt), compDir)
 	}
 	files := lr.Files()
@@ -608,7 +659,7 @@ func (cu *cuLines) parseScopes(x *lineIndex, r *dwarf.Reader, fileIdx []int32) {
 		depth  int32
 	}
 	var rs []ranged
-	names := make(map[dwarf.Offset][3]string)
+	names := make(map[uint64][3]string)
 	type level struct {
 		scope int32 // innermost enclosing scope at this level
 		depth int32 // nesting of scopes
@@ -741,35 +792,40 @@ func innermostSpans(n int, get func(int) (lo, hi uint64, scope, depth int32)) []
 // inlined call, following DW_AT_abstract_origin and DW_AT_specification as
 // addr2line does: a linkage name anywhere on the chain wins over
 // DW_AT_name. Resolved origins are cached in cache.
-func (x *lineIndex) funcName(e *dwarf.Entry, cache map[dwarf.Offset][3]string) (display, linkage string) {
-	n := x.resolveName(e, cache, 0)
+func (x *lineIndex) funcName(e *dwarf.Entry, cache map[uint64][3]string) (display, linkage string) {
+	n := x.resolveName(e, cache, 0, false)
 	return n[0], n[1]
 }
 
-// resolveName returns {display, linkage, name} for e.
-func (x *lineIndex) resolveName(e *dwarf.Entry, cache map[dwarf.Offset][3]string, depth int) [3]string {
+// resolveName returns {display, linkage, name} for e, an entry of the
+// supplementary file when inAlt is set.
+func (x *lineIndex) resolveName(e *dwarf.Entry, cache map[uint64][3]string, depth int, inAlt bool) [3]string {
 	var name, linkage string
-	if v, ok := e.Val(dwarf.AttrLinkageName).(string); ok {
+	if v, ok := x.attrString(e, dwarf.AttrLinkageName); ok {
 		linkage = v
-	} else if v, ok := e.Val(attrMIPSLinkageName).(string); ok {
+	} else if v, ok := x.attrString(e, attrMIPSLinkageName); ok {
 		linkage = v
 	}
-	if v, ok := e.Val(dwarf.AttrName).(string); ok {
+	if v, ok := x.attrString(e, dwarf.AttrName); ok {
 		name = v
 	}
 	if linkage == "" && depth < 16 {
-		ref, ok := e.Val(dwarf.AttrAbstractOrigin).(dwarf.Offset)
+		ref, alt, ok := x.attrRef(e, dwarf.AttrAbstractOrigin, inAlt)
 		if !ok {
-			ref, ok = e.Val(dwarf.AttrSpecification).(dwarf.Offset)
+			ref, alt, ok = x.attrRef(e, dwarf.AttrSpecification, inAlt)
 		}
-		if ok && ref != e.Offset {
-			o, hit := cache[ref]
+		if ok && (ref != e.Offset || alt != inAlt) {
+			key := uint64(ref)
+			if alt {
+				key |= altRef
+			}
+			o, hit := cache[key]
 			if !hit {
-				if oe := x.entryAt(ref); oe != nil {
-					o = x.resolveName(oe, cache, depth+1)
+				if oe := x.entryAt(ref, alt); oe != nil {
+					o = x.resolveName(oe, cache, depth+1, alt)
 				}
 				if len(cache) < 1<<16 {
-					cache[ref] = o
+					cache[key] = o
 				}
 			}
 			linkage = o[1]
@@ -788,9 +844,17 @@ func (x *lineIndex) resolveName(e *dwarf.Entry, cache map[dwarf.Offset][3]string
 	return [3]string{display, linkage, name}
 }
 
-// entryAt reads the entry at off, or nil.
-func (x *lineIndex) entryAt(off dwarf.Offset) *dwarf.Entry {
-	r := x.d.Reader()
+// entryAt reads the entry at off (of the supplementary file's DWARF when
+// alt is set), or nil.
+func (x *lineIndex) entryAt(off dwarf.Offset, alt bool) *dwarf.Entry {
+	d := x.d
+	if alt {
+		if x.alt == nil || x.alt.d == nil {
+			return nil
+		}
+		d = x.alt.d
+	}
+	r := d.Reader()
 	r.Seek(off)
 	e, err := r.Next()
 	if err != nil {

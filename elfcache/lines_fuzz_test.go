@@ -88,11 +88,7 @@ func FuzzSourceFrames(f *testing.F) {
 		f.Add(uint8(k&1), uint8(k), uint32(k*37), []byte{0xff, 0x7f, 0x80, 0})
 	}
 	f.Fuzz(func(t *testing.T, which, secIdx uint8, off uint32, patch []byte) {
-		tm := time.AfterFunc(10*time.Second, func() {
-			buf := make([]byte, 1<<16)
-			panic("input hangs:\n" + string(buf[:runtime.Stack(buf, true)]))
-		})
-		defer tm.Stop()
+		defer failIfSlow(10 * time.Second)()
 		w := int(which) & 1
 		data := append([]byte(nil), bins[w]...)
 		s := secs[w][int(secIdx)%len(secs[w])]
@@ -111,4 +107,14 @@ func FuzzSourceFrames(f *testing.F) {
 		}
 		o.SourceError()
 	})
+}
+
+// failIfSlow panics with every goroutine's stack when the fuzz input at
+// hand takes longer than d; call the returned function when done.
+func failIfSlow(d time.Duration) (stop func()) {
+	tm := time.AfterFunc(d, func() {
+		buf := make([]byte, 1<<16)
+		panic("input hangs:\n" + string(buf[:runtime.Stack(buf, true)]))
+	})
+	return func() { tm.Stop() }
 }

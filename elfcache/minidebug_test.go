@@ -84,6 +84,9 @@ func TestMiniDebugInfo(t *testing.T) {
 	if locals != 2 {
 		t.Errorf("nm lists %d local_ functions, want 2", locals)
 	}
+	if got := o.Sources(); got.Symbols != OriginMiniDebugInfo || got.Unwind != OriginFile {
+		t.Errorf("Sources() = %+v, want symbols from MiniDebugInfo, unwind rows from the file", got)
+	}
 	// Without the section, the local functions are unknown.
 	plain := filepath.Join(dir, "plain")
 	run(t, "strip", "--strip-all", "-o", plain, full)

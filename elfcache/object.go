@@ -1,6 +1,7 @@
 package elfcache
 
 import (
+	"context"
 	"debug/elf"
 	"encoding/binary"
 	"encoding/hex"
@@ -52,6 +53,18 @@ type Options struct {
 	// SectionCache, when set, keeps decompressed sections on disk between
 	// runs, keyed by build-id (nil: decompress every time).
 	SectionCache *SectionCache
+	// Fetcher, when set, is asked by build-id for a separate debug file
+	// that no local search found, and by Cache.OpenBuildID for a missing
+	// object (a *debuginfod.Client). Nil fetches nothing.
+	Fetcher Fetcher
+}
+
+// Fetcher gets files by GNU build-id from elsewhere, such as debuginfod
+// servers. Kind is "debuginfo" (the separate debug file) or "executable"
+// (the object itself), as in the debuginfod protocol. It returns the path
+// of a local copy; the Object checks its build-id again.
+type Fetcher interface {
+	Fetch(ctx context.Context, buildID []byte, kind string) (path string, err error)
 }
 
 func (o *Options) debugDirs() []string {
@@ -100,6 +113,8 @@ type Object struct {
 	arch    arch.Arch
 	typ     elf.Type
 	isDebug bool // opened as a separate debug file
+	fetched bool // came from Options.Fetcher
+	archive bool // came from Options.DebugData
 
 	buildID    []byte
 	buildIDHex string
@@ -120,10 +135,23 @@ type Object struct {
 	cfiOnce sync.Once
 	table   *cfi.Table
 	cfiErr  error
+	cfiFrom Origin // of the sections the table was built from
 
 	symOnce sync.Once
 	syms    *symtab
 	symErr  error
+	symFrom Origin // of the symbols
+
+	altOnce sync.Once // the supplementary (dwz) file of a debug file
+	alt     *Object
+	altErr  error
+
+	dwpOnce sync.Once // the split DWARF package FILE.dwp
+	dwp     *dwpPackage
+
+	goOnce sync.Once
+	gopcln *goPCLN
+	goErr  error
 
 	lineOnce sync.Once
 	lines    *lineIndex
@@ -159,14 +187,14 @@ func Open(path string, opts Options) (*Object, error) {
 // name is used in errors and returned by Path. Sections are read from r
 // when needed, and ReadCode reads from r, so r must stay usable for as long
 // as the Object is used. No separate debug file is searched unless
-// opts.SymFS or opts.DebugDirs say where (debug links are then resolved
-// relative to name).
+// opts.SymFS, opts.DebugDirs, opts.DebugData or opts.Fetcher say where
+// (debug links are then resolved relative to name).
 func OpenReader(name string, r io.ReaderAt, size int64, opts Options) (*Object, error) {
 	if size <= 0 {
 		return nil, newErr(name, "", -1, errors.New("empty file"))
 	}
 	src := &source{ra: r, size: size}
-	if opts.SymFS == "" && opts.DebugDirs == nil && opts.DebugData == nil {
+	if opts.SymFS == "" && opts.DebugDirs == nil && opts.DebugData == nil && opts.Fetcher == nil {
 		opts.NoDebugFile = true
 	}
 	return newObject(name, name, src, opts, false)
@@ -179,7 +207,7 @@ func OpenBytes(name string, data []byte, opts Options) (*Object, error) {
 		return nil, newErr(name, "", -1, errors.New("empty file"))
 	}
 	src := &source{data: data, size: int64(len(data))}
-	if opts.SymFS == "" && opts.DebugDirs == nil && opts.DebugData == nil {
+	if opts.SymFS == "" && opts.DebugDirs == nil && opts.DebugData == nil && opts.Fetcher == nil {
 		opts.NoDebugFile = true
 	}
 	return newObject(name, name, src, opts, false)
@@ -378,6 +406,18 @@ func (o *Object) Close() error {
 	o.debugOnce.Do(func() { o.debugErr = ErrClosed }) // no search after close
 	if o.debug != nil {
 		err = o.debug.Close()
+	}
+	o.dwpOnce.Do(func() {})
+	if o.dwp != nil {
+		if e := o.dwp.o.Close(); e != nil && err == nil {
+			err = e
+		}
+	}
+	o.altOnce.Do(func() {}) // no search after close
+	if o.alt != nil {
+		if e := o.alt.Close(); e != nil && err == nil {
+			err = e
+		}
 	}
 	if e := o.src.close(); e != nil && err == nil {
 		err = e

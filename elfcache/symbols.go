@@ -142,9 +142,25 @@ func (o *Object) buildSymbols() {
 	if err != nil {
 		o.symErr = err
 	}
+	if len(cands) > 0 {
+		o.symFrom = owner.origin()
+		if owner != o && owner != o.debug { // MiniDebugInfo
+			o.symFrom = OriginMiniDebugInfo
+		}
+	}
 	cands, err = o.readSymtab(".dynsym", cands)
 	if err != nil && o.symErr == nil {
 		o.symErr = err
+	}
+	if len(cands) > 0 && o.symFrom == OriginNone {
+		o.symFrom = o.origin()
+	}
+	if len(cands) == 0 {
+		// Go binaries built with -ldflags=-s: the runtime's function
+		// table names every function.
+		if cands = o.goSymbols(cands); len(cands) > 0 {
+			o.symFrom = OriginGoPCLN
+		}
 	}
 	cands = o.pltSymbols(cands)
 	o.syms = buildSymtab(cands)

@@ -60,6 +60,9 @@ func (o *Object) buildCFI() {
 		return
 	}
 	o.table = t
+	if o.cfiFrom == OriginNone {
+		o.cfiFrom = OriginFile
+	}
 	o.cfiErr = readErr // a section that could not be read; the rest is used
 }
 
@@ -89,6 +92,9 @@ func (o *Object) cfiSections() (cfi.Sections, error) {
 			return
 		}
 		*dst = cfi.Section{Name: filepath.Base(owner.path) + ":" + name, Data: data, Addr: s.Addr}
+		if o.cfiFrom == OriginNone || owner != o {
+			o.cfiFrom = owner.origin()
+		}
 	}
 	load(o, ".eh_frame", &secs.EHFrame)
 	if secs.EHFrame.Data != nil {
@@ -139,7 +145,7 @@ func (o *Object) FindRow(addr uint64, row *cfi.Row) error {
 	} else if o.cfiErr != nil {
 		err = o.cfiErr
 	}
-	if o.pltRow(addr, row) {
+	if o.pltRow(addr, row) || o.goRow(addr, row) {
 		return nil
 	}
 	if err == cfi.ErrNoFDE || errors.Is(err, cfi.ErrNoFDE) {

@@ -1,0 +1,425 @@
+package elfcache
+
+import (
+	"debug/elf"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/ustack/ustack/arch"
+	"github.com/ustack/ustack/cfi"
+)
+
+// Go's .gopclntab is the runtime's own table of functions: for every
+// function its entry PC, name and several PC-value tables, among them pcsp,
+// the SP adjustment at each PC relative to the SP at entry. The runtime
+// unwinds with it, so it is present even in binaries built with
+// -ldflags='-s -w', which have neither .symtab nor DWARF. This file reads
+// the layouts of Go 1.16 and later (pcHeader magics 0xfffffffa, 0xfffffff0,
+// 0xfffffff1); older tables are refused.
+
+// Magic numbers of the pcHeader, one per layout.
+const (
+	goPCLN116 = 0xfffffffa
+	goPCLN118 = 0xfffffff0
+	goPCLN120 = 0xfffffff1
+)
+
+// goFlagTopFrame is abi.FuncFlagTopFrame: the function is the outermost of
+// its stack (runtime.goexit, runtime.mstart, runtime.rt0_go...).
+const goFlagTopFrame = 1 << 0
+
+// errPCLN is the error of a malformed table; the *Error wrapping it names
+// the offset.
+var errPCLN = errors.New("malformed Go pclntab")
+
+// pclnError is a problem at an offset of .gopclntab.
+type pclnError struct {
+	off int64
+	msg string
+}
+
+func (e *pclnError) Error() string { return fmt.Sprintf("%v: %s", errPCLN, e.msg) }
+func (e *pclnError) Unwrap() error { return errPCLN }
+
+// goPCLN is a parsed .gopclntab. It holds slices of the section and
+// decodes functions and PC-value tables on demand; lookups allocate
+// nothing.
+type goPCLN struct {
+	version   int    // 116, 118 or 120
+	quantum   uint64 // instruction size unit of pc deltas
+	nfunc     int
+	text      uint64 // runtime.text: the base of entry offsets (1.18+)
+	funcnames []byte // function names, NUL-terminated
+	pctab     []byte // PC-value tables
+	funcdata  []byte // the pclntable: ftab followed by the _func records
+	ftab      []byte // nfunc+1 (entry, funcoff) pairs, sorted by entry
+	field     int    // size of one ftab field: 4 (1.18+) or 8 (1.16)
+	pcsp      int    // offsets within a _func record
+	name      int
+	flag      int
+	funcSize  int // bytes of a _func record before its variable arrays
+}
+
+// goFunc is one function of a goPCLN.
+type goFunc struct {
+	entry, end uint64 // [entry, end): the function's PCs
+	nameOff    uint32 // offset of the name in funcnames
+	pcsp       uint32 // offset of the pcsp table in pctab
+	flag       uint8
+}
+
+// parseGoPCLN parses the pcHeader of the Go 1.16+ table data. text is the
+// address of runtime.text, the base of the 1.18+ entry offsets (ignored for
+// 1.16, whose entries are absolute).
+func parseGoPCLN(data []byte, text uint64) (*goPCLN, error) {
+	const ptrSize = 8
+	if len(data) < 8 {
+		return nil, &pclnError{0, "shorter than its header"}
+	}
+	t := &goPCLN{text: text}
+	switch binary.LittleEndian.Uint32(data) {
+	case goPCLN116:
+		t.version = 116
+	case goPCLN118:
+		t.version = 118
+	case goPCLN120:
+		t.version = 120
+	case 0xfffffffb:
+		return nil, &pclnError{0, "Go 1.2-1.15 layout (magic 0xfffffffb) not supported"}
+	default:
+		return nil, &pclnError{0, fmt.Sprintf("unknown magic %#x", binary.LittleEndian.Uint32(data))}
+	}
+	if data[4] != 0 || data[5] != 0 {
+		return nil, &pclnError{4, "padding bytes not zero"}
+	}
+	switch data[6] {
+	case 1, 2, 4:
+		t.quantum = uint64(data[6])
+	default:
+		return nil, &pclnError{6, fmt.Sprintf("instruction size quantum %d", data[6])}
+	}
+	if data[7] != ptrSize {
+		return nil, &pclnError{7, fmt.Sprintf("pointer size %d, want 8", data[7])}
+	}
+	words := 8 // nfunc, nfiles, textStart, funcname, cu, file, pctab, pcln
+	if t.version == 116 {
+		words = 7 // no textStart
+	}
+	if len(data) < 8+words*ptrSize {
+		return nil, &pclnError{8, "header truncated"}
+	}
+	word := func(i int) uint64 { return binary.LittleEndian.Uint64(data[8+i*ptrSize:]) }
+	off := func(i int) ([]byte, error) {
+		o := word(i)
+		if o > uint64(len(data)) {
+			return nil, &pclnError{int64(8 + i*ptrSize), fmt.Sprintf("table offset %#x past the end (%#x)", o, len(data))}
+		}
+		return data[o:], nil
+	}
+	first := 3 // the word of funcnameOffset
+	t.field, t.name, t.pcsp, t.flag, t.funcSize = 4, 4, 16, 41, 44
+	switch t.version {
+	case 116:
+		first = 2
+		t.field, t.name, t.pcsp, t.flag, t.funcSize = ptrSize, 8, 20, 41, 44 // flag: 1.17; padding (0) in 1.16
+	case 118:
+		t.flag, t.funcSize = 37, 40
+	}
+	var err error
+	if t.funcnames, err = off(first); err != nil {
+		return nil, err
+	}
+	if t.pctab, err = off(first + 3); err != nil {
+		return nil, err
+	}
+	if t.funcdata, err = off(first + 4); err != nil {
+		return nil, err
+	}
+	n := word(0)
+	if n == 0 || len(t.funcdata) < t.field || n > uint64(len(t.funcdata)-t.field)/uint64(2*t.field) {
+		return nil, &pclnError{8, fmt.Sprintf("function count %d does not fit the table", n)}
+	}
+	t.nfunc = int(n)
+	t.ftab = t.funcdata[:(2*t.nfunc+1)*t.field]
+	return t, nil
+}
+
+// entry returns the entry PC of ftab slot i (i == nfunc: the end of the
+// last function).
+func (t *goPCLN) entry(i int) uint64 {
+	p := t.ftab[2*i*t.field:]
+	if t.field == 4 {
+		return t.text + uint64(binary.LittleEndian.Uint32(p))
+	}
+	return binary.LittleEndian.Uint64(p)
+}
+
+// funcOff returns the offset in funcdata of function i's _func record.
+func (t *goPCLN) funcOff(i int) uint64 {
+	p := t.ftab[(2*i+1)*t.field:]
+	if t.field == 4 {
+		return uint64(binary.LittleEndian.Uint32(p))
+	}
+	return binary.LittleEndian.Uint64(p)
+}
+
+// find returns the function containing pc.
+func (t *goPCLN) find(pc uint64, f *goFunc) bool {
+	if pc < t.entry(0) || pc >= t.entry(t.nfunc) {
+		return false
+	}
+	lo, hi := 0, t.nfunc // the answer is lo-1 after the search
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if t.entry(mid) <= pc {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo > 0 && t.function(lo-1, f) && pc < f.end
+}
+
+// function decodes function i; false when its record lies outside the
+// table.
+func (t *goPCLN) function(i int, f *goFunc) bool {
+	off := t.funcOff(i)
+	if off > uint64(len(t.funcdata)) || uint64(len(t.funcdata))-off < uint64(t.funcSize) {
+		return false
+	}
+	rec := t.funcdata[off:]
+	f.entry, f.end = t.entry(i), t.entry(i+1)
+	if f.end < f.entry {
+		return false
+	}
+	f.nameOff = binary.LittleEndian.Uint32(rec[t.name:])
+	f.pcsp = binary.LittleEndian.Uint32(rec[t.pcsp:])
+	f.flag = rec[t.flag]
+	return true
+}
+
+// funcName returns the name of f as bytes of the table (nil when the name
+// offset is bad or the name is not terminated).
+func (t *goPCLN) funcName(f *goFunc) []byte {
+	if uint64(f.nameOff) >= uint64(len(t.funcnames)) {
+		return nil
+	}
+	nm := t.funcnames[f.nameOff:]
+	i := indexByte0(nm)
+	if i <= 0 {
+		return nil
+	}
+	return nm[:i]
+}
+
+// maxPCValueSteps bounds the decoding of one PC-value table.
+const maxPCValueSteps = 1 << 20
+
+// spDelta decodes f's pcsp table at pc: the number of bytes the function
+// has pushed or allocated below its entry SP, and the range [start, end) of
+// PCs where that value holds.
+func (t *goPCLN) spDelta(f *goFunc, pc uint64) (delta int64, start, end uint64, ok bool) {
+	if f.pcsp == 0 || uint64(f.pcsp) >= uint64(len(t.pctab)) || pc < f.entry || pc >= f.end {
+		return 0, 0, 0, false
+	}
+	p := t.pctab[f.pcsp:]
+	val := int64(-1)
+	at := f.entry
+	for step := 0; step < maxPCValueSteps; step++ {
+		uv, n := binary.Uvarint(p)
+		if n <= 0 || (uv == 0 && step > 0) {
+			return 0, 0, 0, false // end of table (or corrupt) before pc
+		}
+		p = p[n:]
+		// Zig-zag encoded value delta.
+		if uv&1 != 0 {
+			val += ^int64(uv >> 1)
+		} else {
+			val += int64(uv >> 1)
+		}
+		pcd, n := binary.Uvarint(p)
+		if n <= 0 {
+			return 0, 0, 0, false
+		}
+		p = p[n:]
+		if pcd > (f.end-at)/t.quantum+1 {
+			return 0, 0, 0, false // runs past the function
+		}
+		next := at + pcd*t.quantum
+		if pc < next {
+			return val, at, min(next, f.end), true
+		}
+		if at = next; at >= f.end {
+			return 0, 0, 0, false
+		}
+	}
+	return 0, 0, 0, false
+}
+
+// goTable returns the object's parsed .gopclntab, reading it on first use,
+// or nil when the object has none (GoPCLNError says why when it has one
+// that could not be read).
+func (o *Object) goTable() *goPCLN {
+	if o.closed.Load() {
+		return nil
+	}
+	o.goOnce.Do(o.buildGoTable)
+	return o.gopcln
+}
+
+// GoPCLNError returns the error met reading the object's Go pclntab, if
+// any; nil also when the object has none.
+func (o *Object) GoPCLNError() error {
+	o.goTable()
+	return o.goErr
+}
+
+// HasGoPCLN reports whether the object has a readable Go pclntab, which
+// gives unwind rows and function names where CFI and symbol tables are
+// missing (Go binaries built with -ldflags='-s -w').
+func (o *Object) HasGoPCLN() bool { return o.goTable() != nil }
+
+func (o *Object) buildGoTable() {
+	defer func() {
+		if r := recover(); r != nil {
+			o.gopcln, o.goErr = nil, newErr(o.path, ".gopclntab", -1, fmt.Errorf("%w: %v", errPCLN, r))
+		}
+	}()
+	s := o.section(".gopclntab")
+	if s == nil {
+		s = o.section(".data.rel.ro.gopclntab")
+	}
+	if s == nil || s.Type == elf.SHT_NOBITS {
+		return
+	}
+	data, err := o.sectionData(s)
+	if err != nil {
+		o.goErr = err
+		return
+	}
+	t, err := parseGoPCLN(data, 0)
+	if err != nil {
+		var pe *pclnError
+		if errors.As(err, &pe) {
+			o.goErr = newErr(o.path, s.Name, pe.off, err)
+		} else {
+			o.goErr = newErr(o.path, s.Name, -1, err)
+		}
+		return
+	}
+	if t.version >= 118 {
+		text, ok := o.goText(s.Addr, data)
+		if !ok {
+			o.goErr = newErr(o.path, s.Name, -1, fmt.Errorf("%w: runtime.text not found (no moduledata pointing to the table, no .text)", errPCLN))
+			return
+		}
+		t.text = text
+	}
+	o.gopcln = t
+}
+
+// Word indexes in the runtime's moduledata (Go 1.16 and later): the
+// pcHeader pointer, the funcnametab slice's data pointer, and text.
+const (
+	modPCHeader = 0
+	modFuncname = 1
+	modText     = 22
+	modWords    = 24
+)
+
+// goText returns runtime.text, the base of the table's entry offsets. The
+// runtime keeps it in the moduledata record (in .go.module since Go 1.26,
+// in .noptrdata before), found as the record whose first word points to
+// the pclntab and whose second points to its function name table; without
+// one, the start of .text is where Go's linker puts runtime.text.
+func (o *Object) goText(pclnAddr uint64, pcln []byte) (uint64, bool) {
+	funcnames := pclnAddr + binary.LittleEndian.Uint64(pcln[8+3*8:])
+	for _, name := range []string{".go.module", ".noptrdata", ".data.rel.ro", ".data"} {
+		s := o.section(name)
+		if s == nil || s.Type == elf.SHT_NOBITS || s.Size > 64<<20 {
+			continue
+		}
+		data, err := o.sectionData(s)
+		if err != nil {
+			continue
+		}
+		for off := 0; off+modWords*8 <= len(data); off += 8 {
+			if binary.LittleEndian.Uint64(data[off+modPCHeader*8:]) != pclnAddr ||
+				binary.LittleEndian.Uint64(data[off+modFuncname*8:]) != funcnames {
+				continue
+			}
+			if text := binary.LittleEndian.Uint64(data[off+modText*8:]); text != 0 {
+				return text, true
+			}
+		}
+	}
+	if o.text != nil && o.text.Addr != 0 {
+		return o.text.Addr, true
+	}
+	return 0, false
+}
+
+// goRow synthesizes the unwind row at addr from the pcsp table of the Go
+// function containing it, with the meaning Go's linker gives its own
+// .debug_frame: amd64 CFA = RSP + delta + 8 with the return address at
+// CFA-8; arm64 CFA = SP + delta, the return address in x30 while nothing
+// is allocated and saved at SP+0 (CFA-delta) once the frame is, since Go's
+// arm64 prologue stores x30 with the instruction that allocates the frame.
+// Other registers are left unspecified, as in Go's .debug_frame. Outermost
+// functions (FuncFlagTopFrame) get an undefined return address.
+func (o *Object) goRow(addr uint64, row *cfi.Row) bool {
+	t := o.goTable()
+	if t == nil {
+		return false
+	}
+	var f goFunc
+	if !t.find(addr, &f) {
+		return false
+	}
+	delta, start, end, ok := t.spDelta(&f, addr)
+	if !ok || delta < 0 || delta > 1<<31-1 { // pcsp values are int32
+		return false
+	}
+	*row = cfi.Row{Start: start, End: end, FDEStart: f.entry, RA: uint16(o.arch.RA())}
+	switch o.arch {
+	case arch.AMD64:
+		row.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.AMD64_RSP, Offset: delta + 8}
+		row.Regs[arch.AMD64_RIP] = cfi.Rule{Kind: cfi.RuleOffset, Offset: -8}
+	case arch.ARM64:
+		row.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.ARM64_SP, Offset: delta}
+		if delta > 0 {
+			row.Regs[arch.ARM64_X30] = cfi.Rule{Kind: cfi.RuleOffset, Offset: -delta}
+		} else {
+			row.Regs[arch.ARM64_X30] = cfi.Rule{Kind: cfi.RuleSameValue}
+		}
+	default:
+		return false
+	}
+	if f.flag&goFlagTopFrame != 0 {
+		row.Regs[row.RA] = cfi.Rule{Kind: cfi.RuleUndefined}
+	}
+	return true
+}
+
+// goSymbols appends the functions of the Go pclntab as symbol candidates,
+// for objects without a symbol table.
+func (o *Object) goSymbols(out []candidate) []candidate {
+	t := o.goTable()
+	if t == nil {
+		return out
+	}
+	var f goFunc
+	for i := 0; i < t.nfunc; i++ {
+		if !t.function(i, &f) || f.end == f.entry {
+			continue
+		}
+		nm := t.funcName(&f)
+		if nm == nil || len(nm) > 1<<16 {
+			continue
+		}
+		out = append(out, candidate{addr: f.entry, size: f.end - f.entry, secEnd: f.end, name: nm,
+			bind: uint8(elf.STB_GLOBAL), typ: uint8(elf.STT_FUNC)})
+	}
+	return out
+}
