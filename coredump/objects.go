@@ -1,0 +1,212 @@
+package coredump
+
+import (
+	"bytes"
+	"debug/elf"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+)
+
+// Object is an ELF object mapped into the dumped process: a file listed by
+// NT_FILE whose first page holds an ELF header, or the vdso.
+type Object struct {
+	// Path is the recorded path, or "[vdso]".
+	Path string
+	// Start is where the object's first page (file offset 0) is mapped;
+	// End is the end of its last mapping.
+	Start, End uint64
+	// Bias is the load bias: runtime address minus link-time address.
+	// Valid when Err is nil.
+	Bias uint64
+	// BuildID is the NT_GNU_BUILD_ID the object's program headers point to,
+	// read from the core's memory; nil when it could not be read (Err says
+	// why) or the object has none.
+	BuildID []byte
+	// Err says why the ELF header, program headers or build-id note could
+	// not be read from the core's memory (typically: not dumped).
+	Err error
+}
+
+// Objects returns the mapped ELF objects in address order, with the vdso.
+func (c *Core) Objects() []Object { return c.objects }
+
+// VDSO returns the address of the vdso's ELF header (AT_SYSINFO_EHDR).
+func (c *Core) VDSO() (uint64, bool) { return c.AuxvValue(AT_SYSINFO_EHDR) }
+
+// VDSOImage returns the vdso's bytes from the core's memory: the PT_LOAD
+// segment that starts at AT_SYSINFO_EHDR.
+func (c *Core) VDSOImage() ([]byte, error) {
+	addr, ok := c.VDSO()
+	if !ok {
+		return nil, fmt.Errorf("%s: no AT_SYSINFO_EHDR in NT_AUXV: the process had no vdso", c.File)
+	}
+	i := c.mem.find(addr)
+	if i < 0 {
+		return nil, &MemoryError{File: c.File, Addr: addr, Err: ErrUnmapped}
+	}
+	s := &c.mem.segs[i]
+	size := s.memsz - (addr - s.vaddr)
+	if size > 1<<24 {
+		return nil, fmt.Errorf("%s: vdso segment at %#x is %#x bytes, too large for a vdso", c.File, addr, size)
+	}
+	buf := make([]byte, size)
+	if _, err := c.mem.ReadDumped(buf, addr); err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
+func (c *Core) buildIDOf(path string) []byte {
+	for i := range c.objects {
+		if c.objects[i].Path == path && c.objects[i].BuildID != nil {
+			return c.objects[i].BuildID
+		}
+	}
+	return nil
+}
+
+func (c *Core) findObjects() []Object {
+	var objs []Object
+	for _, m := range c.mem.maps {
+		if m.FileOffset == 0 {
+			objs = append(objs, Object{Path: m.Path, Start: m.Start, End: m.End})
+			continue
+		}
+		// A later mapping of the same file extends the last object of it.
+		for k := len(objs) - 1; k >= 0; k-- {
+			if objs[k].Path == m.Path {
+				if m.End > objs[k].End {
+					objs[k].End = m.End
+				}
+				break
+			}
+		}
+	}
+	if v, ok := c.VDSO(); ok {
+		end := v
+		if i := c.mem.find(v); i >= 0 {
+			end = c.mem.segs[i].vaddr + c.mem.segs[i].memsz
+		}
+		objs = append(objs, Object{Path: "[vdso]", Start: v, End: end})
+	}
+	sort.SliceStable(objs, func(i, j int) bool { return objs[i].Start < objs[j].Start })
+	out := objs[:0]
+	for _, o := range objs {
+		o.Bias, o.BuildID, o.Err = c.readELFIdentity(o.Start)
+		if errors.Is(o.Err, errNotELF) {
+			continue // a mapped data file, not an object
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+var errNotELF = errors.New("no ELF header")
+
+// readELFIdentity reads, from dumped memory only, the ELF header at base,
+// its program headers, and the build-id note they point to, as elfutils'
+// dwfl_segment_report_module does.
+func (c *Core) readELFIdentity(base uint64) (bias uint64, id []byte, err error) {
+	le := binary.LittleEndian
+	var eh [ehdrSize]byte
+	if _, err := c.mem.ReadDumped(eh[:], base); err != nil {
+		if _, err4 := c.mem.ReadDumped(eh[:4], base); err4 == nil && string(eh[:4]) != "\x7fELF" {
+			return 0, nil, errNotELF
+		}
+		return 0, nil, fmt.Errorf("ELF header: %w", err)
+	}
+	if string(eh[:4]) != "\x7fELF" {
+		return 0, nil, errNotELF
+	}
+	if eh[4] != 2 || eh[5] != 1 {
+		return 0, nil, fmt.Errorf("ELF object at %#x is not 64-bit little-endian", base)
+	}
+	phoff := le.Uint64(eh[32:])
+	phentsize := le.Uint16(eh[54:])
+	phnum := int(le.Uint16(eh[56:]))
+	if phentsize != phdrSize || phnum == 0 || phnum > 256 || phoff > 1<<20 {
+		return 0, nil, fmt.Errorf("ELF object at %#x: implausible program header table (offset %#x, %d entries of %d bytes)", base, phoff, phnum, phentsize)
+	}
+	ph := make([]byte, phnum*phdrSize)
+	if _, err := c.mem.ReadDumped(ph, base+phoff); err != nil {
+		return 0, nil, fmt.Errorf("program headers: %w", err)
+	}
+	var notes [][2]uint64
+	haveLoad := false
+	for i := 0; i < phnum; i++ {
+		p := ph[i*phdrSize:]
+		switch le.Uint32(p) {
+		case ptLoad:
+			if !haveLoad {
+				// The first PT_LOAD maps the file's first page at base.
+				off, vaddr := le.Uint64(p[8:]), le.Uint64(p[16:])
+				bias = base - (vaddr - off)
+				haveLoad = true
+			}
+		case ptNote:
+			notes = append(notes, [2]uint64{le.Uint64(p[16:]), le.Uint64(p[32:])})
+		}
+	}
+	if !haveLoad {
+		return 0, nil, fmt.Errorf("ELF object at %#x has no PT_LOAD", base)
+	}
+	var lastErr error
+	for _, n := range notes {
+		if n[1] > 1<<16 {
+			continue
+		}
+		buf := make([]byte, n[1])
+		if _, err := c.mem.ReadDumped(buf, bias+n[0]); err != nil {
+			lastErr = fmt.Errorf("note segment: %w", err)
+			continue
+		}
+		if id := gnuBuildID(buf); id != nil {
+			return bias, id, nil
+		}
+	}
+	return bias, nil, lastErr
+}
+
+// gnuBuildID returns the NT_GNU_BUILD_ID descriptor among the notes in buf.
+func gnuBuildID(buf []byte) []byte {
+	le := binary.LittleEndian
+	for len(buf) >= 12 {
+		namesz, descsz, typ := uint64(le.Uint32(buf)), uint64(le.Uint32(buf[4:])), le.Uint32(buf[8:])
+		descOff := 12 + align4(namesz)
+		end := descOff + align4(descsz)
+		if descOff+descsz > uint64(len(buf)) {
+			return nil
+		}
+		if typ == 3 && namesz == 4 && string(buf[12:15]) == "GNU" && descsz > 0 {
+			return bytes.Clone(buf[descOff : descOff+descsz])
+		}
+		if end >= uint64(len(buf)) {
+			return nil
+		}
+		buf = buf[end:]
+	}
+	return nil
+}
+
+// fileBuildID returns the build-id of the ELF file r.
+func fileBuildID(r ReaderAt) ([]byte, error) {
+	f, err := elf.NewFile(r)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range f.Progs {
+		if p.Type != elf.PT_NOTE || p.Filesz > 1<<16 {
+			continue
+		}
+		buf := make([]byte, p.Filesz)
+		if _, err := p.ReadAt(buf, 0); err != nil {
+			continue
+		}
+		if id := gnuBuildID(buf); id != nil {
+			return id, nil
+		}
+	}
+	return nil, errors.New("no NT_GNU_BUILD_ID note")
+}
