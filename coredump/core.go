@@ -391,11 +391,14 @@ func (t *Thread) signalled() bool {
 	return t.Signal != 0
 }
 
+// nameThreads gives each thread the process id and the main thread the
+// process's comm, both from NT_PRPSINFO (which may follow the threads).
 func (c *Core) nameThreads() {
 	if !c.Process.Known {
 		return
 	}
 	for i := range c.Threads {
+		c.Threads[i].PID = c.Process.PID
 		if c.Threads[i].TID == c.Process.PID {
 			c.Threads[i].Name = c.Process.Comm
 		}

@@ -161,9 +161,6 @@ func (c *Core) parsePRPSInfo(desc []byte, off int64) {
 		Args:  string(bytes.TrimRight([]byte(cString(desc[56:136])), " ")),
 		Known: true,
 	}
-	for i := range c.Threads {
-		c.Threads[i].PID = c.Process.PID
-	}
 }
 
 func cString(b []byte) string {

@@ -47,15 +47,11 @@ func (c *Core) VDSOImage() ([]byte, error) {
 		return nil, &MemoryError{File: c.File, Addr: addr, Err: ErrUnmapped}
 	}
 	s := &c.mem.segs[i]
-	size := s.memsz - (addr - s.vaddr)
-	if size > 1<<24 {
-		return nil, fmt.Errorf("%s: vdso segment at %#x is %#x bytes, too large for a vdso", c.File, addr, size)
+	off := addr - s.vaddr
+	if size := s.memsz - off; off >= uint64(len(s.data)) || size > uint64(len(s.data))-off {
+		return nil, &MemoryError{File: c.File, Addr: addr, Err: fmt.Errorf("%w: the vdso segment at %#x (%#x bytes) is not wholly in the core", ErrNotDumped, s.vaddr, s.memsz)}
 	}
-	buf := make([]byte, size)
-	if _, err := c.mem.ReadDumped(buf, addr); err != nil {
-		return nil, err
-	}
-	return buf, nil
+	return bytes.Clone(s.data[off:]), nil
 }
 
 func (c *Core) buildIDOf(path string) []byte {

@@ -57,7 +57,7 @@ func Open(path string, opts *Options) (*Core, error) {
 		return nil, err
 	}
 	defer f.Close()
-	var head [18]byte
+	var head [ehdrSize]byte
 	n, err := io.ReadFull(f, head[:])
 	if err != nil && err != io.ErrUnexpectedEOF {
 		if err == io.EOF {

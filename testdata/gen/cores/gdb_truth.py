@@ -109,7 +109,9 @@ out["sharedlibrary"] = libs
 auxv = []
 txt = gdb.execute("info auxv", to_string=True)
 for line in txt.splitlines():
-    m = re.match(r"(\d+)\s+(\S+)\s+.*?\s(0x[0-9a-f]+|\d+)(?:\s+\S.*)?$", line)
+    # number, name, description, value (then a quoted string for pointers
+    # to strings such as AT_EXECFN)
+    m = re.match(r"(\d+)\s+(\S+)\s+.*?\s(0x[0-9a-f]+|\d+)(?:\s+\".*\")?\s*$", line)
     if m:
         v = m.group(3)
         auxv.append({"type": int(m.group(1)), "name": m.group(2), "value": hx(int(v, 0))})
