@@ -218,7 +218,13 @@ func Parse(data []byte, name string, opts *Options) (*Core, error) {
 		c.parseNotes(data, n)
 	}
 	if len(c.Threads) == 0 {
-		c.warnf(0, "no NT_PRSTATUS note: the core has no threads")
+		// A core without threads has no stack to give: say so, with the
+		// first problem met on the way.
+		why := "it has no NT_PRSTATUS note"
+		if len(c.Warnings) > 0 {
+			why += " that could be read; first problem: " + c.Warnings[0].Error()
+		}
+		return nil, fmt.Errorf("%s: no thread could be read: %s", c.File, why)
 	}
 	c.orderThreads()
 	c.mem = newMemory(c, segs, data, opts)
@@ -298,7 +304,9 @@ func (c *Core) parseProgramHeaders(data []byte) ([]segment, []noteSeg, error) {
 	if phoff > uint64(len(data)) {
 		return nil, nil, c.errorf(32, "program headers at %#x lie beyond the end of the file (%d bytes)", phoff, len(data))
 	}
-	if avail := (uint64(len(data)) - phoff) / phdrSize; avail < phnum {
+	if avail := (uint64(len(data)) - phoff) / phdrSize; avail == 0 {
+		return nil, nil, c.errorf(int64(len(data)), "program header table at %#x truncated: the file ends before its first entry", phoff)
+	} else if avail < phnum {
 		c.warnf(int64(phoff+avail*phdrSize), "program header table truncated: %d of %d headers present", avail, phnum)
 		phnum = avail
 	}
