@@ -75,7 +75,7 @@ func TestCompressedCopiesGiveIdenticalResults(t *testing.T) {
 				return p
 			}
 			paths := map[string]string{
-				"raw": write("core", func(w io.Writer) io.WriteCloser { return nopCloser{w} }),
+				"raw":  write("core", func(w io.Writer) io.WriteCloser { return nopCloser{w} }),
 				"zstd": tr.corePath(),
 				"xz": write("core.xz", func(w io.Writer) io.WriteCloser {
 					x, err := xz.NewWriter(w)
