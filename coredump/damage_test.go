@@ -138,8 +138,12 @@ func TestTruncatedCores(t *testing.T) {
 			full, err := coredump.Parse(raw, "full", &coredump.Options{NoMappedFiles: true})
 			require.NoError(t, err)
 			require.Empty(t, full.Warnings)
+			size := 336 // x86_64 struct elf_prstatus
+			if full.Arch.String() == "aarch64" {
+				size = 392
+			}
 			prstatusEnd := func(th coredump.Thread) int {
-				return int(th.NoteOffset) + 12 + 8 + 336 // header, "CORE\0" padded, x86_64 elf_prstatus
+				return int(th.NoteOffset) + 12 + 8 + size // header, "CORE\0" padded, elf_prstatus
 			}
 			cuts := []int{0, 3, 20, 63, 64, 100, 0x200}
 			for _, th := range full.Threads {

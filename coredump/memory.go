@@ -159,7 +159,11 @@ func (m *Memory) read(p []byte, addr uint64, useFiles bool) (int, error) {
 			return n, &MemoryError{File: m.file, Addr: a, Err: fmt.Errorf("%w: segment at %#x is dumped at file offset %#x, but the file ends at %#x",
 				ErrTruncated, s.vaddr, s.offset+off, s.offset+uint64(len(s.data)))}
 		default:
-			if !useFiles || s.flags&pfW != 0 {
+			// Only memory the process could read and not write is
+			// served from its file: writable memory may differ from it,
+			// and a PROT_NONE mapping (a gap between an object's
+			// segments, a guard page) could not be read at all.
+			if !useFiles || s.flags&pfW != 0 || s.flags&(pfR|pfX) == 0 {
 				return n, &MemoryError{File: m.file, Addr: a, Err: ErrNotDumped}
 			}
 			k, err := m.readMapped(p[n:uint64(n)+want], a)

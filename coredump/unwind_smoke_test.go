@@ -107,7 +107,9 @@ func threadStack(t *testing.T, c *coredump.Core, th *coredump.Thread) unwinder.S
 	sp, _ := th.Regs.Get(c.Arch.SP())
 	segs := c.Memory().Segments()
 	for i, s := range segs {
-		if sp < s.Addr && (i == 0 || sp >= segs[i-1].Addr+segs[i-1].Size) && s.Write && s.Present == s.Size {
+		below := i == 0 || sp >= segs[i-1].Addr+segs[i-1].Size ||
+			(sp >= segs[i-1].Addr && segs[i-1].Present == 0 && !segs[i-1].Read) // in the guard page
+		if sp < s.Addr && below && s.Write && s.Present == s.Size {
 			sp = s.Addr
 		}
 		if sp >= s.Addr && sp < s.Addr+s.Present {
