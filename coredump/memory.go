@@ -143,7 +143,25 @@ func (m *Memory) read(p []byte, addr uint64, useFiles bool) (int, error) {
 		}
 		i := m.find(a)
 		if i < 0 {
-			return n, &MemoryError{File: m.file, Addr: a, Err: ErrUnmapped}
+			// gdb's gcore leaves out the program headers of mappings it
+			// does not dump; NT_FILE still lists them. Their read-only
+			// ELF segments are served from the file, as gdb does.
+			if m.fileMapping(a) == nil {
+				return n, &MemoryError{File: m.file, Addr: a, Err: ErrUnmapped}
+			}
+			if !useFiles {
+				return n, &MemoryError{File: m.file, Addr: a, Err: fmt.Errorf("%w (no PT_LOAD; the mapped file has it)", ErrNotDumped)}
+			}
+			want := uint64(len(p) - n)
+			if next := m.nextSegment(a); next != 0 && next-a < want {
+				want = next - a
+			}
+			k, err := m.readMapped(p[n:uint64(n)+want], a, true)
+			n += k
+			if err != nil {
+				return n, &MemoryError{File: m.file, Addr: a + uint64(k), Err: err}
+			}
+			continue
 		}
 		s := &m.segs[i]
 		off := a - s.vaddr
@@ -166,7 +184,7 @@ func (m *Memory) read(p []byte, addr uint64, useFiles bool) (int, error) {
 			if !useFiles || s.flags&pfW != 0 || s.flags&(pfR|pfX) == 0 {
 				return n, &MemoryError{File: m.file, Addr: a, Err: ErrNotDumped}
 			}
-			k, err := m.readMapped(p[n:uint64(n)+want], a)
+			k, err := m.readMapped(p[n:uint64(n)+want], a, false)
 			n += k
 			if err != nil {
 				return n, &MemoryError{File: m.file, Addr: a + uint64(k), Err: err}
@@ -176,24 +194,57 @@ func (m *Memory) read(p []byte, addr uint64, useFiles bool) (int, error) {
 	return n, nil
 }
 
-// readMapped reads p at addr from the file NT_FILE maps there, within one
-// mapping.
-func (m *Memory) readMapped(p []byte, addr uint64) (int, error) {
+// fileMapping returns the NT_FILE mapping holding addr, or nil.
+func (m *Memory) fileMapping(addr uint64) *Mapping {
 	j := sort.Search(len(m.maps), func(j int) bool { return m.maps[j].Start > addr }) - 1
 	if j < 0 || addr >= m.maps[j].End {
+		return nil
+	}
+	return &m.maps[j]
+}
+
+// nextSegment returns the start of the first segment above addr, or 0.
+func (m *Memory) nextSegment(addr uint64) uint64 {
+	i := sort.Search(len(m.segs), func(i int) bool { return m.segs[i].vaddr > addr })
+	if i < len(m.segs) {
+		return m.segs[i].vaddr
+	}
+	return 0
+}
+
+// readMapped reads p at addr from the file NT_FILE maps there, within one
+// mapping. With imageOnly, only bytes of the file's read-only PT_LOAD
+// segments are read (for addresses no PT_LOAD of the core describes).
+func (m *Memory) readMapped(p []byte, addr uint64, imageOnly bool) (int, error) {
+	mp := m.fileMapping(addr)
+	if mp == nil {
 		return 0, fmt.Errorf("%w (no NT_FILE mapping here)", ErrNotDumped)
 	}
-	mp := &m.maps[j]
 	if rest := mp.End - addr; uint64(len(p)) > rest {
 		p = p[:rest]
 	}
-	r, err := m.files.get(mp.Path)
+	f, err := m.files.get(mp.Path)
 	if err != nil {
 		return 0, err
 	}
+	r := f.r
 	off := mp.FileOffset + (addr - mp.Start)
 	if off > 1<<62 {
 		return 0, fmt.Errorf("%w: file offset %#x of %s is out of range", ErrNotDumped, off, mp.Path)
+	}
+	if imageOnly {
+		end, ok := uint64(0), false
+		for _, l := range f.readOnly {
+			if off >= l[0] && off < l[1] {
+				end, ok = l[1], true
+			}
+		}
+		if !ok {
+			return 0, fmt.Errorf("%w: offset %#x of %s is in none of its read-only segments", ErrNotDumped, off, mp.Path)
+		}
+		if uint64(len(p)) > end-off {
+			p = p[:end-off]
+		}
 	}
 	k, err := r.ReadAt(p, int64(off))
 	if k < len(p) {
@@ -236,12 +287,13 @@ type fileSet struct {
 }
 
 type mappedFile struct {
-	once sync.Once
-	r    ReaderAt
-	err  error
+	once     sync.Once
+	r        ReaderAt
+	readOnly [][2]uint64 // file offset ranges of its read-only PT_LOADs
+	err      error
 }
 
-func (fs *fileSet) get(path string) (ReaderAt, error) {
+func (fs *fileSet) get(path string) (*mappedFile, error) {
 	fs.mu.Lock()
 	f := fs.open[path]
 	if f == nil {
@@ -249,11 +301,31 @@ func (fs *fileSet) get(path string) (ReaderAt, error) {
 		fs.open[path] = f
 	}
 	fs.mu.Unlock()
-	f.once.Do(func() { f.r, f.err = fs.openChecked(path) })
-	return f.r, f.err
+	f.once.Do(func() { f.err = fs.openChecked(path, f) })
+	return f, f.err
 }
 
-func (fs *fileSet) openChecked(path string) (ReaderAt, error) {
+func (fs *fileSet) openChecked(path string, mf *mappedFile) error {
+	r, err := fs.openFile(path)
+	if err != nil {
+		return err
+	}
+	got, readOnly, err := fileIdentity(r)
+	want := fs.core.buildIDOf(path)
+	switch {
+	case want != nil && err != nil:
+		closeReader(r)
+		return fmt.Errorf("%w: mapped file %s: no build-id to check against the core's %x: %v", ErrNotDumped, path, want, err)
+	case want != nil && string(got) != string(want):
+		closeReader(r)
+		return fmt.Errorf("%w: mapped file %s has build-id %x, the core's memory says %x", ErrNotDumped, path, got, want)
+	}
+	// Without a build-id from the core there is nothing to check against.
+	mf.r, mf.readOnly = r, readOnly
+	return nil
+}
+
+func (fs *fileSet) openFile(path string) (ReaderAt, error) {
 	if fs.opts.NoMappedFiles {
 		return nil, fmt.Errorf("%w (reading mapped files is disabled; %s would hold it)", ErrNotDumped, path)
 	}
@@ -270,18 +342,6 @@ func (fs *fileSet) openChecked(path string) (ReaderAt, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: mapped file %s: %v", ErrNotDumped, path, err)
-	}
-	want := fs.core.buildIDOf(path)
-	if want == nil {
-		return r, nil // the core gives no build-id to check against
-	}
-	got, err := fileBuildID(r)
-	if err != nil || string(got) != string(want) {
-		closeReader(r)
-		if err != nil {
-			return nil, fmt.Errorf("%w: mapped file %s: no build-id to check against the core's %x: %v", ErrNotDumped, path, want, err)
-		}
-		return nil, fmt.Errorf("%w: mapped file %s has build-id %x, the core's memory says %x", ErrNotDumped, path, got, want)
 	}
 	return r, nil
 }

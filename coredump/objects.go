@@ -186,23 +186,24 @@ func gnuBuildID(buf []byte) []byte {
 	return nil
 }
 
-// fileBuildID returns the build-id of the ELF file r.
-func fileBuildID(r ReaderAt) ([]byte, error) {
+// fileIdentity returns the build-id of the ELF file r (nil if it has none)
+// and the file offset ranges of its read-only PT_LOAD segments: the bytes a
+// mapping of the file shows unchanged.
+func fileIdentity(r ReaderAt) (id []byte, readOnly [][2]uint64, err error) {
 	f, err := elf.NewFile(r)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, p := range f.Progs {
-		if p.Type != elf.PT_NOTE || p.Filesz > 1<<16 {
-			continue
-		}
-		buf := make([]byte, p.Filesz)
-		if _, err := p.ReadAt(buf, 0); err != nil {
-			continue
-		}
-		if id := gnuBuildID(buf); id != nil {
-			return id, nil
+		switch {
+		case p.Type == elf.PT_LOAD && p.Flags&elf.PF_W == 0:
+			readOnly = append(readOnly, [2]uint64{p.Off, p.Off + p.Filesz})
+		case p.Type == elf.PT_NOTE && p.Filesz <= 1<<16 && id == nil:
+			buf := make([]byte, p.Filesz)
+			if _, err := p.ReadAt(buf, 0); err == nil {
+				id = gnuBuildID(buf)
+			}
 		}
 	}
-	return nil, errors.New("no NT_GNU_BUILD_ID note")
+	return id, readOnly, nil
 }

@@ -68,9 +68,13 @@ type truth struct {
 	} `json:"eu_unstrip"`
 	EuReadelf struct {
 		Threads []struct {
-			PID    int               `json:"pid"`
-			Cursig int               `json:"cursig"`
-			Regs   map[string]string `json:"regs"`
+			PID     int               `json:"pid"`
+			Cursig  int               `json:"cursig"`
+			Regs    map[string]string `json:"regs"`
+			Siginfo *struct {
+				Signo int `json:"si_signo"`
+				Code  int `json:"si_code"`
+			} `json:"siginfo"`
 		} `json:"threads"`
 		PRPSInfo struct {
 			PID    int    `json:"pid"`

@@ -77,6 +77,10 @@ FIXTURES = {
     "plt_crash": ("plt", ["plt_main.c", "-O2"],
                   "SIGSEGV in libcorecrash.so's lib_crash <- lib_entry, called through the PLT from call_lib <- main",
                   ["lib_crash", "lib_entry", "call_lib", "main"]),
+    "gcore_threads": ("gcore", ["threads.c", "-O2", "-pthread"],
+                      "the threads program stopped by gdb at the crash and dumped with gdb's gcore "
+                      "(gdb's note layout: NT_PRPSINFO first, NT_SIGINFO per thread)",
+                      ["crash_leaf", "crash_mid", "crasher"]),
 }
 
 
@@ -107,6 +111,18 @@ def build(name, kind, args, d):
         sh([CROSS + "strip", "--strip-all", exe])
         subprocess.run([CROSS + "objcopy", "--add-gnu-debuglink=" + name + ".debug", exe], check=True, cwd=d)
     return exe
+
+
+def run_gcore(exe, d):
+    """Runs exe under gdb until its fatal signal and dumps it with gcore
+    (gdb honours the coredump_filter it inherits)."""
+    core = os.path.join(d, "core")
+    script = ("echo 0x11 > /proc/self/coredump_filter; exec gdb -batch -nx -iex 'set auto-load no' "
+              "-ex run -ex 'gcore %s' ./%s" % (core, os.path.basename(exe)))
+    sh(["env", "-i", "PATH=/usr/bin:/bin", "sh", "-c", script], cwd=d, stdout=subprocess.DEVNULL)
+    if not os.path.exists(core):
+        raise SystemExit("%s: gcore wrote no core" % exe)
+    return core
 
 
 def run_for_core(exe, d):
@@ -262,6 +278,8 @@ def eu_readelf(core):
     for line in txt.splitlines():
         m = re.match(r"\s+(CORE|LINUX)\s+\d+\s+(\S+)", line)
         if m:
+            if section == "SIGINFO":
+                out.pop("_siginfo_open", None)
             section = m.group(2)
             if section == "PRSTATUS":
                 out["threads"].append({"regs": {}})
@@ -277,11 +295,20 @@ def eu_readelf(core):
             for k, v in re.findall(r"(pid|ppid|fname|psargs):\s+(.*?)(?:,|$)", line):
                 out.setdefault("prpsinfo", {})[k] = int(v) if k in ("pid", "ppid") else v.strip()
         elif section == "SIGINFO":
-            for k, v in re.findall(r"(si_signo|si_errno|si_code):\s+(-?\d+)", line):
-                out.setdefault("siginfo", {})[k] = int(v)
-            m = re.search(r"fault address: (0x[0-9a-f]+|\d+)", line)
-            if m:
-                out.setdefault("siginfo", {})["addr"] = hex(int(m.group(1), 0))
+            # The first NT_SIGINFO is the signalled thread's (the kernel
+            # writes one; gdb one per thread, after its NT_PRSTATUS).
+            if "siginfo" not in out or out.get("_siginfo_open"):
+                out["_siginfo_open"] = True
+                si = out.setdefault("siginfo", {})
+                for k, v in re.findall(r"(si_signo|si_errno|si_code):\s+(-?\d+)", line):
+                    si[k] = int(v)
+                m = re.search(r"fault address: (0x[0-9a-f]+|\d+)", line)
+                if m:
+                    si["addr"] = hex(int(m.group(1), 0))
+            if t is not None:
+                ts = t.setdefault("siginfo", {})
+                for k, v in re.findall(r"(si_signo|si_errno|si_code):\s+(-?\d+)", line):
+                    ts[k] = int(v)
         elif section == "AUXV":
             m = re.match(r"\s+(\w+): (0x[0-9a-f]+|\d+)", line)
             if m:
@@ -291,6 +318,7 @@ def eu_readelf(core):
             if m:
                 out["files"].append({"start": "0x" + m.group(1), "end": "0x" + m.group(2),
                                      "offset": "0x" + m.group(3), "path": m.group(4)})
+    out.pop("_siginfo_open", None)
     return out
 
 
@@ -316,7 +344,12 @@ def fixture(name):
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
     exe = build(name, kind, args, d)
-    core = run_qemu_for_core(exe, d) if A64 else run_for_core(exe, d)
+    if kind == "gcore":
+        core = run_gcore(exe, d)
+    elif A64:
+        core = run_qemu_for_core(exe, d)
+    else:
+        core = run_for_core(exe, d)
     gdb = gdb_truth(exe, core, d)
     truth = {
         "name": name, "arch": ARCH, "description": desc,
@@ -353,7 +386,7 @@ def fixture(name):
 # gdb-multiarch 13.1 never returns from unwinding past the handler of a qemu
 # guest core (qemu 7.2 dumps no bytes of its signal trampoline page), so the
 # aarch64 set has no abort_handler.
-SKIP = {"aarch64": {"abort_handler"}}
+SKIP = {"aarch64": {"abort_handler", "gcore_threads"}}
 
 
 def main():
