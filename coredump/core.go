@@ -61,7 +61,8 @@ type Thread struct {
 	Regs arch.Regs
 	// PState is the aarch64 pstate, or the x86_64 eflags.
 	PState uint64
-	// TLS is the thread pointer: x86_64 fs_base (from NT_PRSTATUS).
+	// TLS is the thread pointer: x86_64 fs_base (from NT_PRSTATUS), arm64
+	// tpidr_el0 (from NT_ARM_TLS, which qemu's cores lack).
 	TLS uint64
 	// PAC holds the arm64 pointer authentication masks from NT_ARM_PAC_MASK.
 	PAC PACMask

@@ -13,6 +13,7 @@ const (
 	ntPRFPReg     = 2
 	ntPRPSInfo    = 3
 	ntAuxv        = 6
+	ntARMTLS      = 0x401
 	ntARMPACMask  = 0x406
 	ntSigInfo     = 0x53494749 // "SIGI"
 	ntFile        = 0x46494c45 // "FILE"
@@ -86,6 +87,10 @@ func (c *Core) parseNotes(data []byte, ns noteSeg) {
 				c.parseAuxv(desc, descOff)
 			case typ == ntFile && name == "CORE":
 				c.parseFile(desc, descOff)
+			case typ == ntARMTLS && name == "LINUX" && c.Arch == arch.ARM64:
+				if curIdx >= 0 && len(desc) >= 8 {
+					c.Threads[curIdx].TLS = le.Uint64(desc)
+				}
 			case typ == ntARMPACMask && name == "LINUX":
 				if curIdx >= 0 {
 					cur := &c.Threads[curIdx]

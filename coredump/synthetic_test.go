@@ -1,0 +1,132 @@
+package coredump_test
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ustack/ustack/coredump"
+)
+
+// note encodes one ELF note.
+func note(name string, typ uint32, desc []byte) []byte {
+	le := binary.LittleEndian
+	b := le.AppendUint32(nil, uint32(len(name)+1))
+	b = le.AppendUint32(b, uint32(len(desc)))
+	b = le.AppendUint32(b, typ)
+	b = append(b, name...)
+	b = append(b, 0)
+	for len(b)%4 != 0 {
+		b = append(b, 0)
+	}
+	b = append(b, desc...)
+	for len(b)%4 != 0 {
+		b = append(b, 0)
+	}
+	return b
+}
+
+// syntheticCore builds an ET_CORE for machine with one PT_NOTE holding notes
+// and one PT_LOAD of data at vaddr.
+func syntheticCore(machine uint16, notes []byte, vaddr uint64, data []byte) []byte {
+	le := binary.LittleEndian
+	b := make([]byte, 64+2*56)
+	copy(b, "\x7fELF\x02\x01\x01")
+	le.PutUint16(b[16:], 4)
+	le.PutUint16(b[18:], machine)
+	le.PutUint32(b[20:], 1)
+	le.PutUint64(b[32:], 64)
+	le.PutUint16(b[52:], 64)
+	le.PutUint16(b[54:], 56)
+	le.PutUint16(b[56:], 2)
+	noteOff := uint64(len(b))
+	b = append(b, notes...)
+	dataOff := uint64(len(b))
+	b = append(b, data...)
+	ph := b[64:]
+	le.PutUint32(ph[0:], 4)
+	le.PutUint64(ph[8:], noteOff)
+	le.PutUint64(ph[32:], uint64(len(notes)))
+	ph = b[64+56:]
+	le.PutUint32(ph[0:], 1)
+	le.PutUint32(ph[4:], 6) // RW
+	le.PutUint64(ph[8:], dataOff)
+	le.PutUint64(ph[16:], vaddr)
+	le.PutUint64(ph[32:], uint64(len(data)))
+	le.PutUint64(ph[40:], uint64(len(data)))
+	return b
+}
+
+// arm64PRStatus is a struct elf_prstatus for aarch64 with the given tid,
+// signal and registers x0..x30, sp, pc, pstate.
+func arm64PRStatus(tid int32, sig int16, regs [34]uint64) []byte {
+	le := binary.LittleEndian
+	b := make([]byte, 392)
+	le.PutUint32(b[0:], uint32(sig))
+	le.PutUint16(b[12:], uint16(sig))
+	le.PutUint32(b[32:], uint32(tid))
+	for i, r := range regs {
+		le.PutUint64(b[112+8*i:], r)
+	}
+	return b
+}
+
+// TestARM64ThreadNotes: the notes qemu's cores lack (NT_ARM_PAC_MASK,
+// NT_ARM_TLS) are read for the thread whose NT_PRSTATUS they follow; an
+// unsignalled thread listed first is moved behind the signalled one.
+func TestARM64ThreadNotes(t *testing.T) {
+	var regs [34]uint64
+	for i := range regs {
+		regs[i] = 0x1000 + uint64(i)
+	}
+	le := binary.LittleEndian
+	pac := le.AppendUint64(le.AppendUint64(nil, 0x007f000000000000), 0x007f000000000000)
+	var notes []byte
+	notes = append(notes, note("CORE", 1, arm64PRStatus(101, 0, regs))...)
+	notes = append(notes, note("LINUX", 0x401, le.AppendUint64(nil, 0xdead0000))...)
+	regs[32] = 0x400123
+	notes = append(notes, note("CORE", 1, arm64PRStatus(102, 11, regs))...)
+	notes = append(notes, note("LINUX", 0x406, pac)...)
+	core := syntheticCore(183, notes, 0x1000, make([]byte, 64))
+
+	c, err := coredump.Parse(core, "synthetic", nil)
+	require.NoError(t, err)
+	require.Len(t, c.Threads, 2)
+	assert.Equal(t, 102, c.Threads[0].TID, "the signalled thread first")
+	assert.Equal(t, 101, c.Threads[1].TID)
+	pc, _ := c.Threads[0].Regs.Get(32)
+	assert.Equal(t, uint64(0x400123), pc)
+	x29, _ := c.Threads[0].Regs.Get(29)
+	assert.Equal(t, uint64(0x1000+29), x29)
+	assert.Equal(t, uint64(0x1000+33), c.Threads[0].PState)
+	assert.Equal(t, coredump.PACMask{Data: 0x007f000000000000, Insn: 0x007f000000000000, Known: true}, c.Threads[0].PAC)
+	assert.False(t, c.Threads[1].PAC.Known)
+	assert.Equal(t, uint64(0xdead0000), c.Threads[1].TLS)
+	require.NotNil(t, c.Signal)
+	assert.Equal(t, "SIGSEGV", c.Signal.Name())
+	assert.True(t, c.Signal.FromPRStatus)
+	assert.False(t, c.Process.Known)
+	assert.Empty(t, c.Warnings)
+}
+
+// TestNoteDamage: a short NT_PRSTATUS is skipped with a warning naming its
+// offset, the others are kept.
+func TestNoteDamage(t *testing.T) {
+	var regs [34]uint64
+	var notes []byte
+	notes = append(notes, note("CORE", 1, arm64PRStatus(7, 6, regs))...)
+	bad := len(notes)
+	notes = append(notes, note("CORE", 1, make([]byte, 100))...)
+	notes = append(notes, note("CORE", 1, arm64PRStatus(8, 6, regs))...)
+	c, err := coredump.Parse(syntheticCore(183, notes, 0, nil), "damaged", nil)
+	require.NoError(t, err)
+	require.Len(t, c.Threads, 2)
+	require.Len(t, c.Warnings, 1)
+	var fe *coredump.FormatError
+	require.ErrorAs(t, c.Warnings[0], &fe)
+	assert.Equal(t, "damaged", fe.File)
+	assert.Equal(t, int64(64+2*56+bad+20), fe.Offset, "offset of the short descriptor")
+	assert.Contains(t, fe.Error(), "NT_PRSTATUS has 100 bytes")
+}
