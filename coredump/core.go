@@ -46,7 +46,8 @@ type Core struct {
 // Thread is one thread of the dumped process, from its NT_PRSTATUS note and
 // the notes that follow it.
 type Thread struct {
-	// TID is the thread id (pr_pid); PID, PPID are its process and parent.
+	// TID is the thread id (pr_pid). PID is the process id from
+	// NT_PRPSINFO (the TID when the core has none); PPID is pr_ppid.
 	TID, PID, PPID int
 	// Signal is pr_cursig: the signal the thread was handling, 0 for none.
 	// The kernel writes the fatal signal for every thread; gdb's gcore the

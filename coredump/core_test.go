@@ -123,6 +123,12 @@ func TestSignalMatchesGDB(t *testing.T) {
 			c := tr.open(t)
 			g := tr.GDB.Siginfo
 			if g == nil {
+				// qemu's cores have no NT_SIGINFO (gdb: "Unable to read
+				// siginfo"): the signal is pr_cursig, as eu-readelf shows.
+				require.NotNil(t, c.Signal)
+				assert.True(t, c.Signal.FromPRStatus)
+				assert.False(t, c.Signal.HasAddr)
+				assert.Equal(t, tr.EuReadelf.Threads[0].Cursig, c.Signal.Signo)
 				return
 			}
 			require.NotNil(t, c.Signal)

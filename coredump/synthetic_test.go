@@ -130,3 +130,33 @@ func TestNoteDamage(t *testing.T) {
 	assert.Equal(t, int64(64+2*56+bad+20), fe.Offset, "offset of the short descriptor")
 	assert.Contains(t, fe.Error(), "NT_PRSTATUS has 100 bytes")
 }
+
+// TestExtendedProgramHeaderCount: with e_phnum PN_XNUM (0xffff), the count
+// is section header 0's sh_info, as in cores of processes with more than
+// 65534 mappings.
+func TestExtendedProgramHeaderCount(t *testing.T) {
+	var regs [34]uint64
+	regs[31] = 0x1008
+	core := syntheticCore(183, note("CORE", 1, arm64PRStatus(5, 11, regs)), 0x1000, []byte("0123456789abcdef"))
+	le := binary.LittleEndian
+	le.PutUint16(core[56:], 0xffff)
+	shoff := len(core)
+	sh := make([]byte, 64)
+	le.PutUint32(sh[44:], 2) // sh_info: the real count
+	core = append(core, sh...)
+	le.PutUint64(core[40:], uint64(shoff))
+	le.PutUint16(core[58:], 64)
+	le.PutUint16(core[60:], 1)
+
+	c, err := coredump.Parse(core, "xnum", nil)
+	require.NoError(t, err)
+	require.Len(t, c.Threads, 1)
+	v, ok := c.Memory().ReadUint64(0x1008)
+	require.True(t, ok)
+	assert.Equal(t, le.Uint64([]byte("89abcdef")), v)
+
+	le.PutUint64(core[40:], uint64(len(core))) // section header beyond the file
+	_, err = coredump.Parse(core, "xnum", nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "PN_XNUM")
+}
