@@ -6,13 +6,14 @@
 // Data flows in one direction. Open recognises a core by its content (ELF,
 // or an ELF core compressed with zstd, xz or lz4 as systemd-coredump stores
 // them), decompresses it with a size bound into an unlinked 0600 temporary
-// file, and maps it; Parse does the same from bytes already in memory. Both
+// file, and maps it; Parse takes an uncompressed core already in memory. Both
 // decode the ELF header, the program headers and the PT_NOTE notes into a
 // Core:
 //
 //   - Threads from NT_PRSTATUS (the general registers in arch.Regs, DWARF
 //     numbering), with the notes that follow each NT_PRSTATUS attached to
-//     that thread (NT_ARM_PAC_MASK, a per-thread NT_SIGINFO as gdb writes).
+//     that thread (NT_ARM_PAC_MASK, NT_ARM_TLS, a per-thread NT_SIGINFO as
+//     gdb writes).
 //     The thread that took the signal comes first.
 //   - Signal from NT_SIGINFO (or the first thread's NT_PRSTATUS when a core
 //     has no NT_SIGINFO, as qemu-user's do).
@@ -23,9 +24,13 @@
 // read-only data: p_filesz smaller than p_memsz) when coredump_filter says so;
 // Memory reads those bytes from the mapped file named by NT_FILE, opened
 // through Options (a symfs root or the caller's own opener), after checking
-// the file's build-id against the one in the core's own memory. Every other
-// address fails with an error saying why (not mapped, not dumped, core
-// truncated).
+// the file's build-id against the one in the core's own memory. gdb's gcore
+// writes no program header at all for such mappings; there NT_FILE alone
+// says what is mapped, and only the file's read-only PT_LOAD bytes are
+// served. Writable memory and memory without permissions (guard pages, the
+// PROT_NONE gaps between an object's segments) are never read from files.
+// Every other address fails with a *MemoryError saying why (ErrUnmapped,
+// ErrNotDumped, ErrTruncated).
 //
 // Objects lists each mapped ELF object with its load bias and the build-id
 // read from the core's memory, from the note its program headers point to in

@@ -1,6 +1,7 @@
 package coredump_test
 
 import (
+	"bytes"
 	"encoding/binary"
 	"testing"
 
@@ -159,4 +160,107 @@ func TestExtendedProgramHeaderCount(t *testing.T) {
 	_, err = coredump.Parse(core, "xnum", nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "PN_XNUM")
+}
+
+// segCore builds an x86_64 core with one thread, an NT_FILE note and the
+// given PT_LOADs (vaddr, memsz, flags, dumped bytes).
+type seg struct {
+	vaddr, memsz uint64
+	flags        uint32
+	data         []byte
+}
+
+func segCore(files []coredump.Mapping, segs []seg) []byte {
+	le := binary.LittleEndian
+	prstatus := make([]byte, 336)
+	le.PutUint32(prstatus[32:], 9)
+	notes := note("CORE", 1, prstatus)
+	if files != nil {
+		desc := le.AppendUint64(nil, uint64(len(files)))
+		desc = le.AppendUint64(desc, 4096)
+		for _, f := range files {
+			desc = le.AppendUint64(le.AppendUint64(le.AppendUint64(desc, f.Start), f.End), f.FileOffset/4096)
+		}
+		for _, f := range files {
+			desc = append(append(desc, f.Path...), 0)
+		}
+		notes = append(notes, note("CORE", 0x46494c45, desc)...)
+	}
+	n := 1 + len(segs)
+	b := make([]byte, 64+56*n)
+	copy(b, "\x7fELF\x02\x01\x01")
+	le.PutUint16(b[16:], 4)
+	le.PutUint16(b[18:], 62)
+	le.PutUint64(b[32:], 64)
+	le.PutUint16(b[54:], 56)
+	le.PutUint16(b[56:], uint16(n))
+	ph := b[64:]
+	le.PutUint32(ph[0:], 4)
+	le.PutUint64(ph[8:], uint64(len(b)))
+	le.PutUint64(ph[32:], uint64(len(notes)))
+	b = append(b, notes...)
+	for i, s := range segs {
+		ph := b[64+56*(i+1):]
+		le.PutUint32(ph[0:], 1)
+		le.PutUint32(ph[4:], s.flags)
+		le.PutUint64(ph[8:], uint64(len(b)))
+		le.PutUint64(ph[16:], s.vaddr)
+		le.PutUint64(ph[32:], uint64(len(s.data)))
+		le.PutUint64(ph[40:], s.memsz)
+		b = append(b, s.data...)
+	}
+	return b
+}
+
+// TestReadAtAcrossSegments: a read spans adjacent segments, stops at the
+// first byte it cannot read and says why and where; bytes the core did not
+// dump come from the mapped file at the mapping's file offset.
+func TestReadAtAcrossSegments(t *testing.T) {
+	text := bytes.Repeat([]byte{0xAA}, 0x3000)
+	copy(text[0x2000:], "FILEBYTES")
+	files := []coredump.Mapping{{Start: 0x10000, End: 0x12000, FileOffset: 0x1000, Path: "/lib/libx.so"}}
+	core := segCore(files, []seg{
+		{0x10000, 0x2000, 5, []byte("HEAD")}, // r-x, 4 bytes dumped, rest in the file
+		{0x12000, 0x1000, 6, bytes.Repeat([]byte{1}, 0x1000)},
+		{0x13000, 0x1000, 6, nil}, // rw-, not dumped: never from a file
+		{0x20000, 0x1000, 0, nil}, // ---: guard page
+	})
+	opened := 0
+	c, err := coredump.Parse(core, "seg", &coredump.Options{OpenMapped: func(p string) (coredump.ReaderAt, error) {
+		opened++
+		require.Equal(t, "/lib/libx.so", p)
+		return bytes.NewReader(text), nil
+	}})
+	require.NoError(t, err)
+	mem := c.Memory()
+
+	buf := make([]byte, 13)
+	n, err := mem.ReadAt(buf, 0x10000)
+	require.NoError(t, err)
+	assert.Equal(t, "HEAD", string(buf[:4]))
+	assert.Equal(t, bytes.Repeat([]byte{0xAA}, 9), buf[4:n], "from the file at offset 0x1004")
+	n, err = mem.ReadAt(buf[:9], 0x11000)
+	require.NoError(t, err)
+	assert.Equal(t, "FILEBYTES", string(buf[:n]), "0x11000 is file offset 0x1000+0x1000")
+
+	buf = make([]byte, 16)
+	n, err = mem.ReadAt(buf, 0x12000-8) // file-backed into dumped
+	require.NoError(t, err)
+	assert.Equal(t, 16, n)
+	assert.Equal(t, byte(1), buf[8])
+
+	n, err = mem.ReadAt(buf, 0x13000-8) // dumped into writable, not dumped
+	assert.Equal(t, 8, n)
+	var me *coredump.MemoryError
+	require.ErrorAs(t, err, &me)
+	assert.Equal(t, uint64(0x13000), me.Addr)
+	assert.ErrorIs(t, err, coredump.ErrNotDumped)
+
+	_, err = mem.ReadAt(buf, 0x14000)
+	assert.ErrorIs(t, err, coredump.ErrUnmapped)
+	_, err = mem.ReadAt(buf, 0x20000)
+	assert.ErrorIs(t, err, coredump.ErrNotDumped, "guard page")
+	_, ok := mem.ReadUint64(0xffff_ffff_ffff_fffc)
+	assert.False(t, ok)
+	assert.Equal(t, 1, opened, "the file is opened once")
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ustack/ustack/cfi"
 	"github.com/ustack/ustack/coredump"
 	"github.com/ustack/ustack/elfcache"
 	"github.com/ustack/ustack/unwinder"
@@ -122,3 +123,6 @@ func threadStack(t *testing.T, c *coredump.Core, th *coredump.Thread) unwinder.S
 	t.Fatalf("SP %#x of thread %d is in no dumped segment", sp, th.TID)
 	return unwinder.Stack{}
 }
+
+// Memory serves DWARF expressions as it is: it is a cfi.Memory.
+var _ cfi.Memory = (*coredump.Memory)(nil)
