@@ -165,12 +165,12 @@ func TestMappingsAndAuxvMatchGDB(t *testing.T) {
 				assert.Equal(t, g.Type, c.Auxv[i].Type, "auxv %d (%s)", i, g.Name)
 				assert.Equal(t, hex(t, g.Value), c.Auxv[i].Value, "auxv %d (%s)", i, g.Name)
 			}
-			// The generator ran every program as ./NAME, except that gdb
-			// (for gcore) runs it by its full path.
+			// The generator ran every program as ./NAME, except where gdb
+			// ran it (gcore, Go): gdb uses the full path.
 			fn, err := c.ExecFn()
 			require.NoError(t, err)
 			want := "./" + path.Base(tr.Exe)
-			if strings.HasPrefix(tr.Name, "gcore") {
+			if strings.HasPrefix(tr.Name, "gcore") || strings.HasPrefix(tr.Name, "go_") {
 				want = tr.Exe
 			}
 			assert.Equal(t, want, fn)

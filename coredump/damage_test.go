@@ -316,3 +316,18 @@ func exercise(c *coredump.Core) {
 		_ = coredump.CodeName(c.Signal.Signo, c.Signal.Code)
 	}
 }
+
+// TestDamagedCompressedCore: a zstd core cut short is refused with an error
+// naming the file, the format and how far decompression got.
+func TestDamagedCompressedCore(t *testing.T) {
+	tr := fixtures(t)[0]
+	data, err := os.ReadFile(tr.corePath())
+	require.NoError(t, err)
+	p := filepath.Join(t.TempDir(), "core.zst")
+	require.NoError(t, os.WriteFile(p, data[:len(data)/2], 0o600))
+	_, err = coredump.Open(p, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), p)
+	assert.Contains(t, err.Error(), "zstd")
+	assert.Contains(t, err.Error(), "decompressed offset")
+}

@@ -153,17 +153,27 @@ func (c *Core) readELFIdentity(base uint64) (bias uint64, id []byte, err error) 
 		if n[1] > 1<<16 {
 			continue
 		}
-		buf := make([]byte, n[1])
-		if _, err := c.mem.ReadDumped(buf, bias+n[0]); err != nil {
-			lastErr = fmt.Errorf("note segment: %w", err)
-			continue
-		}
-		if id := gnuBuildID(buf); id != nil {
-			return bias, id, nil
+		// Go's linker puts .note.gnu.build-id right after the PT_NOTE
+		// that covers only .note.go.buildid; elfutils finds it there, and
+		// so does reading a little past p_filesz when those bytes are
+		// dumped (they are: the first page).
+		for _, extra := range []uint64{noteSlack, 0} {
+			buf := make([]byte, n[1]+extra)
+			if _, err := c.mem.ReadDumped(buf, bias+n[0]); err != nil {
+				lastErr = fmt.Errorf("note segment: %w", err)
+				continue
+			}
+			if id := gnuBuildID(buf); id != nil {
+				return bias, id, nil
+			}
+			break
 		}
 	}
 	return bias, nil, lastErr
 }
+
+// noteSlack is how far past a PT_NOTE's end notes are looked for.
+const noteSlack = 64
 
 // gnuBuildID returns the NT_GNU_BUILD_ID descriptor among the notes in buf.
 func gnuBuildID(buf []byte) []byte {
@@ -203,6 +213,12 @@ func fileIdentity(r ReaderAt) (id []byte, readOnly [][2]uint64, err error) {
 			if _, err := p.ReadAt(buf, 0); err == nil {
 				id = gnuBuildID(buf)
 			}
+		}
+	}
+	if sec := f.Section(".note.gnu.build-id"); id == nil && sec != nil && sec.Size <= 1<<16 {
+		// Go's linker leaves this section out of every PT_NOTE.
+		if buf, err := sec.Data(); err == nil {
+			id = gnuBuildID(buf)
 		}
 	}
 	return id, readOnly, nil

@@ -77,6 +77,11 @@ FIXTURES = {
     "plt_crash": ("plt", ["plt_main.c", "-O2"],
                   "SIGSEGV in libcorecrash.so's lib_crash <- lib_entry, called through the PLT from call_lib <- main",
                   ["lib_crash", "lib_entry", "call_lib", "main"]),
+    "go_abort": ("go", [],
+                 "the Go program of testdata/gen/src/goprog (the committed objects/x86_64/goprog), run with "
+                 "GOTRACEBACK=crash and sent SIGABRT at main.c: the runtime prints every goroutine, "
+                 "SIGQUITs the other threads and dies of SIGABRT; a kernel core",
+                 ["runtime.raise", "main.c", "main.b", "main.a", "main.main"]),
     "gcore_threads": ("gcore", ["threads.c", "-O2", "-pthread"],
                       "the threads program stopped by gdb at the crash and dumped with gdb's gcore "
                       "(gdb's note layout: NT_PRPSINFO first, NT_SIGINFO per thread)",
@@ -96,6 +101,12 @@ def sha(path):
 
 def build(name, kind, args, d):
     exe = os.path.join(d, name)
+    if kind == "go":
+        # The committed binary itself, so the core maps exactly it.
+        exe = os.path.join(d, "goprog")
+        shutil.copyfile(os.path.join(TESTDATA, "objects", ARCH, "goprog"), exe)
+        os.chmod(exe, 0o755)
+        return exe
     src = [os.path.join(SRC, a) if not a.startswith("-") else a for a in args]
     if kind == "cxx":
         sh([CROSS + "g++", "-g"] + src + ["-o", exe])
@@ -122,6 +133,23 @@ def run_gcore(exe, d):
     sh(["env", "-i", "PATH=/usr/bin:/bin", "sh", "-c", script], cwd=d, stdout=subprocess.DEVNULL)
     if not os.path.exists(core):
         raise SystemExit("%s: gcore wrote no core" % exe)
+    return core
+
+
+def run_go_abort(exe, d):
+    """Stops the Go program at main.c under gdb and sends it SIGABRT with
+    GOTRACEBACK=crash; the kernel writes the core (gdb only passes signals)."""
+    for old in glob.glob(os.path.join(d, "core*")):
+        os.remove(old)
+    script = ("ulimit -c unlimited; echo 0x11 > /proc/self/coredump_filter; exec gdb -batch -nx "
+              "-iex 'set auto-load no' -ex 'handle SIGURG nostop noprint pass' "
+              "-ex 'handle SIGQUIT nostop noprint pass' -ex 'handle SIGABRT nostop noprint pass' "
+              "-ex 'break main.c' -ex run -ex 'signal SIGABRT' ./goprog")
+    sh(["env", "-i", "PATH=/usr/bin:/bin", "GOTRACEBACK=crash", "sh", "-c", script], cwd=d,
+       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    core = os.path.join(d, "core")
+    if not os.path.exists(core):
+        raise SystemExit("%s: no core" % exe)
     return core
 
 
@@ -324,6 +352,9 @@ def eu_readelf(core):
 
 def committed(path, d):
     """Where the test finds the file recorded at path, relative to testdata."""
+    objs = os.path.join(TESTDATA, "objects", ARCH, os.path.basename(path))
+    if path.startswith(d + "/") and os.path.exists(objs) and sha(objs) == sha(path):
+        return os.path.relpath(objs, TESTDATA)
     if path.startswith(d + "/"):
         dst = os.path.join(BIN, os.path.basename(path))
         shutil.copyfile(path, dst)
@@ -346,6 +377,8 @@ def fixture(name):
     exe = build(name, kind, args, d)
     if kind == "gcore":
         core = run_gcore(exe, d)
+    elif kind == "go":
+        core = run_go_abort(exe, d)
     elif A64:
         core = run_qemu_for_core(exe, d)
     else:
@@ -354,7 +387,7 @@ def fixture(name):
     truth = {
         "name": name, "arch": ARCH, "description": desc,
         "core": os.path.join("cores", ARCH, name + ".core.zst"),
-        "exe": d + "/" + name,
+        "exe": exe,
         "gdb": gdb, "eu_stack": eu_stack(exe, core, d),
         "eu_unstrip": eu_unstrip(exe, core, d), "eu_readelf": eu_readelf(core),
     }
@@ -385,8 +418,9 @@ def fixture(name):
 
 # gdb-multiarch 13.1 never returns from unwinding past the handler in a
 # qemu guest core (already at frame 3 of "bt 5"; qemu's trampoline page is
-# dumped), so the aarch64 set has no abort_handler. gcore is x86_64 only.
-SKIP = {"aarch64": {"abort_handler", "gcore_threads"}}
+# dumped), so the aarch64 set has no abort_handler. gcore and Go are x86_64
+# only.
+SKIP = {"aarch64": {"abort_handler", "gcore_threads", "go_abort"}}
 
 
 def main():
