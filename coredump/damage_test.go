@@ -2,6 +2,7 @@ package coredump_test
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"math/rand"
 	"os"
@@ -330,4 +331,26 @@ func TestDamagedCompressedCore(t *testing.T) {
 	assert.Contains(t, err.Error(), p)
 	assert.Contains(t, err.Error(), "zstd")
 	assert.Contains(t, err.Error(), "decompressed offset")
+}
+
+// TestOpenPipe: a core read from a pipe (ustack report -i - < core.zst),
+// compressed or not, reads as the file does.
+func TestOpenPipe(t *testing.T) {
+	tr := fixtures(t)[0]
+	want := tr.open(t)
+	zst, err := os.ReadFile(tr.corePath())
+	require.NoError(t, err)
+	for name, data := range map[string][]byte{"zstd": zst, "raw": rawCore(t, tr)} {
+		r, w, err := os.Pipe()
+		require.NoError(t, err)
+		go func() {
+			w.Write(data)
+			w.Close()
+		}()
+		c, err := coredump.Open(fmt.Sprintf("/proc/self/fd/%d", r.Fd()), tr.options())
+		require.NoError(t, err, name)
+		assert.Equal(t, summarize(t, want, tr), summarize(t, c, tr), name)
+		c.Close()
+		r.Close()
+	}
 }

@@ -44,8 +44,8 @@ func Sniff(head []byte) (compression Compression, ok bool) {
 }
 
 // Open reads the core dump at path, which may be compressed with zstd, xz or
-// lz4 (recognised by content, not by name). A compressed core is
-// decompressed into a temporary file (mode 0600, removed at once, so only
+// lz4 (recognised by content, not by name) and may be a pipe (such as
+// /dev/stdin). A compressed or piped core is copied into a temporary file (mode 0600, removed at once, so only
 // the open descriptor keeps it) of at most opts.MaxDecompressed bytes. The
 // core is mapped into memory, not read: Close releases it.
 func Open(path string, opts *Options) (*Core, error) {
@@ -74,8 +74,15 @@ func Open(path string, opts *Options) (*Core, error) {
 		return nil, fmt.Errorf("%s: %w (neither ELF nor zstd, xz or lz4)", path, ErrNotCore)
 	}
 	src := f
-	if comp != None {
-		if src, err = decompress(f, path, comp, opts); err != nil {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if comp != None || !st.Mode().IsRegular() {
+		// Compressed, or a pipe that cannot be mapped: into a temporary
+		// file, the bytes already read first.
+		stream := io.MultiReader(bytes.NewReader(head[:n]), f)
+		if src, err = decompress(stream, path, comp, opts); err != nil {
 			return nil, err
 		}
 		defer src.Close()
@@ -93,12 +100,10 @@ func Open(path string, opts *Options) (*Core, error) {
 	return c, nil
 }
 
-// decompress streams the compressed core in f into an unlinked temporary file.
-func decompress(f *os.File, path string, comp Compression, opts *Options) (*os.File, error) {
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	var r io.Reader
+// decompress streams the core in f, compressed with comp or not (None),
+// into an unlinked temporary file.
+func decompress(f io.Reader, path string, comp Compression, opts *Options) (*os.File, error) {
+	r := f
 	switch comp {
 	case Zstd:
 		d, err := zstd.NewReader(f, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(1<<30))
@@ -127,14 +132,18 @@ func decompress(f *os.File, path string, comp Compression, opts *Options) (*os.F
 	os.Remove(tmp.Name()) // the descriptor keeps it; nothing is left behind
 	n, err := io.Copy(tmp, io.LimitReader(r, limit+1))
 	if err == nil && n > limit {
-		err = fmt.Errorf("decompressed core exceeds %d bytes (Options.MaxDecompressed)", limit)
+		err = fmt.Errorf("core exceeds %d bytes (Options.MaxDecompressed)", limit)
 	}
 	if err == nil && n == 0 {
 		err = errors.New("decompresses to nothing")
 	}
 	if err != nil {
 		tmp.Close()
-		return nil, fmt.Errorf("%s: %s: at decompressed offset %#x: %w", path, comp, n, err)
+		name := string(comp)
+		if comp == None {
+			name = "copying"
+		}
+		return nil, fmt.Errorf("%s: %s: at decompressed offset %#x: %w", path, name, n, err)
 	}
 	return tmp, nil
 }
