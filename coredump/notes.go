@@ -59,53 +59,61 @@ func (c *Core) parseNotes(data []byte, ns noteSeg) {
 		desc := buf[descStart : descStart+descsz]
 		descOff := int64(ns.off) + int64(descStart)
 		if name == "CORE" || name == "LINUX" {
-			switch {
-			case typ == ntPRStatus && name == "CORE":
-				if t, ok := c.parsePRStatus(desc, descOff); ok {
-					t.NoteOffset = off
-					if len(c.Threads) < 1<<20 {
-						c.Threads = append(c.Threads, t)
-						curIdx = len(c.Threads) - 1
-					}
-				} else {
-					curIdx = -1
-				}
-			case typ == ntPRPSInfo && name == "CORE":
-				c.parsePRPSInfo(desc, descOff)
-			case typ == ntSigInfo && name == "CORE":
-				// gdb writes NT_SIGINFO per thread, after that thread's
-				// registers; the kernel writes one, after the first
-				// thread's: the first thread's signal either way.
-				if si, ok := c.parseSiginfo(desc, descOff); ok {
-					if curIdx >= 0 {
-						c.Threads[curIdx].Siginfo = si
-					} else if c.Signal == nil {
-						c.Signal = si
-					}
-				}
-			case typ == ntAuxv && name == "CORE":
-				c.parseAuxv(desc, descOff)
-			case typ == ntFile && name == "CORE":
-				c.parseFile(desc, descOff)
-			case typ == ntARMTLS && name == "LINUX" && c.Arch == arch.ARM64:
-				if curIdx >= 0 && len(desc) >= 8 {
-					c.Threads[curIdx].TLS = le.Uint64(desc)
-				}
-			case typ == ntARMPACMask && name == "LINUX":
-				if curIdx >= 0 {
-					cur := &c.Threads[curIdx]
-					if len(desc) < 16 {
-						c.warnf(descOff, "NT_ARM_PAC_MASK has %d bytes, want 16", len(desc))
-					} else {
-						cur.PAC = PACMask{Data: le.Uint64(desc), Insn: le.Uint64(desc[8:]), Known: true}
-					}
-				}
-			}
+			c.applyNote(name, typ, desc, descOff, off, &curIdx)
 		}
 		if end > uint64(len(buf)) {
 			return
 		}
 		pos = int(end)
+	}
+}
+
+// applyNote decodes one CORE or LINUX note at file offset noteOff (its
+// descriptor at descOff). *curIdx is the thread whose NT_PRSTATUS came last
+// in this PT_NOTE (-1 for none): the notes after it describe that thread.
+func (c *Core) applyNote(name string, typ uint32, desc []byte, descOff, noteOff int64, curIdx *int) {
+	le := binary.LittleEndian
+	switch {
+	case typ == ntPRStatus && name == "CORE":
+		if t, ok := c.parsePRStatus(desc, descOff); ok {
+			t.NoteOffset = noteOff
+			if len(c.Threads) < 1<<20 {
+				c.Threads = append(c.Threads, t)
+				*curIdx = len(c.Threads) - 1
+			}
+		} else {
+			*curIdx = -1
+		}
+	case typ == ntPRPSInfo && name == "CORE":
+		c.parsePRPSInfo(desc, descOff)
+	case typ == ntSigInfo && name == "CORE":
+		// gdb writes NT_SIGINFO per thread, after that thread's
+		// registers; the kernel writes one, after the first
+		// thread's: the first thread's signal either way.
+		if si, ok := c.parseSiginfo(desc, descOff); ok {
+			if *curIdx >= 0 {
+				c.Threads[*curIdx].Siginfo = si
+			} else if c.Signal == nil {
+				c.Signal = si
+			}
+		}
+	case typ == ntAuxv && name == "CORE":
+		c.parseAuxv(desc, descOff)
+	case typ == ntFile && name == "CORE":
+		c.parseFile(desc, descOff)
+	case typ == ntARMTLS && name == "LINUX" && c.Arch == arch.ARM64:
+		if *curIdx >= 0 && len(desc) >= 8 {
+			c.Threads[*curIdx].TLS = le.Uint64(desc)
+		}
+	case typ == ntARMPACMask && name == "LINUX":
+		if *curIdx >= 0 {
+			cur := &c.Threads[*curIdx]
+			if len(desc) < 16 {
+				c.warnf(descOff, "NT_ARM_PAC_MASK has %d bytes, want 16", len(desc))
+			} else {
+				cur.PAC = PACMask{Data: le.Uint64(desc), Insn: le.Uint64(desc[8:]), Known: true}
+			}
+		}
 	}
 }
 
