@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"path"
 	"strings"
 	"testing"
@@ -411,4 +412,33 @@ func elfBuildID(t *testing.T, f *elf.File) []byte {
 	}
 	t.Fatal("no build-id note")
 	return nil
+}
+
+// TestConcurrentReads: goroutines reading dumped and file-backed memory at
+// once (the mapped files are opened on first use) see gdb's words; run with
+// -race.
+func TestConcurrentReads(t *testing.T) {
+	tr := fixtures(t)[len(fixtures(t))-1]
+	c := tr.open(t)
+	want := map[uint64]uint64{}
+	for _, w := range tr.GDB.Memory {
+		if a := hex(t, w.Addr); w.Value != nil && !noAccess(c, a) {
+			want[a] = hex(t, *w.Value)
+		}
+	}
+	done := make(chan error)
+	for g := 0; g < 8; g++ {
+		go func() {
+			for a, val := range want {
+				if v, ok := c.Memory().ReadUint64(a); !ok || v != val {
+					done <- fmt.Errorf("word at %#x: %#x, %v", a, v, ok)
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	for g := 0; g < 8; g++ {
+		assert.NoError(t, <-done)
+	}
 }
