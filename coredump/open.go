@@ -1,0 +1,174 @@
+package coredump
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
+	"github.com/ulikunitz/xz"
+	"golang.org/x/sys/unix"
+)
+
+// Compression names a compression format a core may be stored in.
+type Compression string
+
+// The formats Open recognises by their magic bytes.
+const (
+	None Compression = ""
+	Zstd Compression = "zstd"
+	XZ   Compression = "xz"
+	LZ4  Compression = "lz4"
+)
+
+const defaultMaxDecompressed = 64 << 30
+
+// Sniff says whether head, the first bytes of a file, look like an ELF core,
+// possibly compressed; compression is None for a plain ELF file. It looks
+// only at magic bytes: a compressed file may still hold something else.
+func Sniff(head []byte) (compression Compression, ok bool) {
+	switch {
+	case len(head) >= 18 && string(head[:4]) == "\x7fELF":
+		return None, head[16] == etCore && head[17] == 0
+	case bytes.HasPrefix(head, []byte{0x28, 0xb5, 0x2f, 0xfd}):
+		return Zstd, true
+	case bytes.HasPrefix(head, []byte{0xfd, '7', 'z', 'X', 'Z', 0}):
+		return XZ, true
+	case bytes.HasPrefix(head, []byte{0x04, 0x22, 0x4d, 0x18}):
+		return LZ4, true
+	}
+	return None, false
+}
+
+// Open reads the core dump at path, which may be compressed with zstd, xz or
+// lz4 (recognised by content, not by name) and may be a pipe (such as
+// /dev/stdin). A compressed or piped core is copied into a temporary file (mode 0600, removed at once, so only
+// the open descriptor keeps it) of at most opts.MaxDecompressed bytes. The
+// core is mapped into memory, not read: Close releases it.
+func Open(path string, opts *Options) (*Core, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var head [ehdrSize]byte
+	n, err := io.ReadFull(f, head[:])
+	if err != nil && err != io.ErrUnexpectedEOF {
+		if err == io.EOF {
+			return nil, fmt.Errorf("%s: %w (empty file)", path, ErrNotCore)
+		}
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	comp, ok := Sniff(head[:n])
+	if !ok {
+		if n >= 4 && string(head[:4]) == "\x7fELF" {
+			// Let Parse say what kind of ELF file it is.
+			return Parse(head[:n], path, opts)
+		}
+		return nil, fmt.Errorf("%s: %w (neither ELF nor zstd, xz or lz4)", path, ErrNotCore)
+	}
+	src := f
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if comp != None || !st.Mode().IsRegular() {
+		// Compressed, or a pipe that cannot be mapped: into a temporary
+		// file, the bytes already read first.
+		stream := io.MultiReader(bytes.NewReader(head[:n]), f)
+		if src, err = decompress(stream, path, comp, opts); err != nil {
+			return nil, err
+		}
+		defer src.Close()
+	}
+	data, unmap, err := mapFile(src, path)
+	if err != nil {
+		return nil, err
+	}
+	c, err := Parse(data, path, opts)
+	if err != nil {
+		unmap()
+		return nil, err
+	}
+	c.closer = unmap
+	return c, nil
+}
+
+// decompress streams the core in f, compressed with comp or not (None),
+// into an unlinked temporary file.
+func decompress(f io.Reader, path string, comp Compression, opts *Options) (*os.File, error) {
+	r := f
+	switch comp {
+	case Zstd:
+		d, err := zstd.NewReader(f, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(1<<30))
+		if err != nil {
+			return nil, fmt.Errorf("%s: zstd: %w", path, err)
+		}
+		defer d.Close()
+		r = d
+	case XZ:
+		x, err := xz.NewReader(f)
+		if err != nil {
+			return nil, fmt.Errorf("%s: xz: %w", path, err)
+		}
+		r = x
+	case LZ4:
+		r = lz4.NewReader(f)
+	}
+	limit := opts.MaxDecompressed
+	if limit <= 0 {
+		limit = defaultMaxDecompressed
+	}
+	tmp, err := os.CreateTemp(opts.TempDir, "ustack-core-*")
+	if err != nil {
+		return nil, fmt.Errorf("%s: can't decompress: %w", path, err)
+	}
+	os.Remove(tmp.Name()) // the descriptor keeps it; nothing is left behind
+	n, err := io.Copy(tmp, io.LimitReader(r, limit+1))
+	if err == nil && n > limit {
+		err = fmt.Errorf("core exceeds %d bytes (Options.MaxDecompressed)", limit)
+	}
+	if err == nil && n == 0 {
+		err = errors.New("decompresses to nothing")
+	}
+	if err != nil {
+		tmp.Close()
+		name := string(comp)
+		if comp == None {
+			name = "copying"
+		}
+		return nil, fmt.Errorf("%s: %s: at decompressed offset %#x: %w", path, name, n, err)
+	}
+	return tmp, nil
+}
+
+// mapFile maps f read-only.
+func mapFile(f *os.File, path string) ([]byte, func() error, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	size := st.Size()
+	if size < ehdrSize {
+		buf := make([]byte, size)
+		n, err := f.ReadAt(buf, 0)
+		if err != nil && err != io.EOF {
+			return nil, nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return buf[:n], func() error { return nil }, nil
+	}
+	if int64(int(size)) != size {
+		return nil, nil, fmt.Errorf("%s: %d bytes is too large to map", path, size)
+	}
+	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_PRIVATE)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: can't map: %w", path, err)
+	}
+	return data, func() error { return unix.Munmap(data) }, nil
+}

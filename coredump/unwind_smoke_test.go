@@ -1,0 +1,183 @@
+package coredump_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ustack/ustack/cfi"
+	"github.com/ustack/ustack/coredump"
+	"github.com/ustack/ustack/elfcache"
+	"github.com/ustack/ustack/unwinder"
+)
+
+// TestUnwindSmoke feeds each core's threads to today's unwinder, with the
+// thread's stack segment (from SP to its end) as the snapshot, and compares
+// the frames with gdb's: evidence for the integration into ustack report,
+// which will give the unwinder the whole of Memory instead. gdb's inline and
+// tail-call frames have no machine frame and are left out of the comparison;
+// eu-stack shows neither.
+func TestUnwindSmoke(t *testing.T) {
+	for _, tr := range fixtures(t) {
+		t.Run(tr.Arch+"/"+tr.Name, func(t *testing.T) {
+			c := tr.open(t)
+			var dirs []string
+			for _, d := range tr.DebugDirs {
+				dirs = append(dirs, filepath.Join(testdataDir(), d))
+			}
+			cache := elfcache.NewCache(elfcache.Options{DebugDirs: dirs})
+			defer cache.Close()
+			space := addressSpace(t, c, tr, cache)
+			u := unwinder.New(c.Arch, unwinder.Options{})
+			var uc unwinder.Cache
+			frames := make([]unwinder.Frame, 1024)
+			for _, g := range tr.GDB.Threads {
+				th := findThread(c, g.LWP)
+				stack := threadStack(t, c, th)
+				res := u.Unwind(&uc, space, &th.Regs, &stack, frames)
+				var want []uint64
+				for _, f := range g.Frames {
+					if f.Kind != "inline" && f.Kind != "tailcall" && f.PC != "" {
+						want = append(want, hex(t, f.PC))
+					}
+				}
+				// Correction: gdb walks past the outermost Go frames
+				// (runtime.goexit, runtime.clone) into words that are no
+				// code (0, a Go heap address); those frames are dropped.
+				for len(want) > 0 && !inCode(c, want[len(want)-1]) {
+					want = want[:len(want)-1]
+				}
+				var got []uint64
+				for _, f := range frames[:res.Frames] {
+					got = append(got, f.PC)
+				}
+				if reason, ok := knownShort[tr.Arch+"/"+tr.Name]; ok && g.LWP != tr.GDB.SelectedLWP && len(got) < len(want) {
+					// Known gap, kept visible: fails once the unwinder
+					// goes further, so that this entry is removed.
+					assert.Equal(t, "bad_memory", res.Stop.String(), "LWP %d: %s", g.LWP, reason)
+					t.Logf("LWP %d: %d of gdb's %d frames: %s", g.LWP, len(got), len(want), reason)
+					want = want[:len(got)]
+				}
+				assert.Equal(t, want, got, "LWP %d against gdb: stop %v %v", g.LWP, res.Stop, res.Err)
+				for _, e := range tr.EuStack.Threads {
+					if e.TID != g.LWP {
+						continue
+					}
+					var eu []uint64
+					for _, f := range e.Frames {
+						eu = append(eu, hex(t, f.PC))
+					}
+					if tr.EuStack.Exit != 0 && len(eu) < len(got) {
+						// eu-stack gave up (exit 1): on Go's signal
+						// return trampoline, which has no CFI ("no
+						// matching address range"); gdb and the
+						// unwinder go on through the signal frame.
+						got = got[:len(eu)]
+					}
+					assert.Equal(t, eu, got, "LWP %d against eu-stack", g.LWP)
+				}
+			}
+		})
+	}
+}
+
+// knownShort names fixtures whose non-signalled threads today's unwinder
+// does not finish from a Stack snapshot, and why.
+var knownShort = map[string]string{
+	"x86_64/go_abort": "the SIGQUIT handler ran on the M's gsignal stack; after the signal frame the " +
+		"interrupted runtime.futex is on the g0 stack in the Go heap (an Extra region), where the unwinder " +
+		"stops with bad_memory; gdb goes on to runtime.mstart/runtime.mcall",
+}
+
+// addressSpace builds the unwinder's mappings from NT_FILE and the vdso.
+func addressSpace(t *testing.T, c *coredump.Core, tr *truth, cache *elfcache.Cache) *unwinder.AddressSpace {
+	segs := c.Memory().Segments()
+	exec := func(addr uint64) bool {
+		for _, s := range segs {
+			if addr >= s.Addr && addr < s.Addr+s.Size {
+				return s.Exec
+			}
+		}
+		return false
+	}
+	var maps []unwinder.Mapping
+	for _, m := range c.Mappings {
+		um := unwinder.Mapping{Start: m.Start, End: m.End, Name: m.Path, Exec: exec(m.Start)}
+		if rel, ok := tr.Files[m.Path]; ok {
+			o, err := cache.Open(filepath.Join(testdataDir(), rel))
+			require.NoError(t, err)
+			if bias, ok := o.Bias(m.Start, m.FileOffset); ok {
+				um.Object, um.Bias = o, bias
+			}
+		}
+		maps = append(maps, um)
+	}
+	if img, err := c.VDSOImage(); err == nil {
+		p := filepath.Join(t.TempDir(), "vdso.so")
+		require.NoError(t, os.WriteFile(p, img, 0o600))
+		o, err := cache.Open(p)
+		require.NoError(t, err)
+		start, _ := c.VDSO()
+		if bias, ok := o.Bias(start, 0); ok {
+			maps = append(maps, unwinder.Mapping{Start: start, End: start + uint64(len(img)), Name: "[vdso]", Exec: true, Object: o, Bias: bias})
+		}
+	}
+	return unwinder.NewAddressSpace(maps)
+}
+
+// inCode reports whether addr is in an executable segment of the core, or
+// in a mapped file where the core has no segment (gdb's gcore omits them).
+func inCode(c *coredump.Core, addr uint64) bool {
+	for _, s := range c.Memory().Segments() {
+		if addr >= s.Addr && addr < s.Addr+s.Size {
+			return s.Exec
+		}
+	}
+	for _, m := range c.Mappings {
+		if addr >= m.Start && addr < m.End {
+			return true
+		}
+	}
+	return false
+}
+
+// threadStack copies the dumped memory from the thread's SP to the end of
+// its segment, and every other dumped writable segment as an extra region
+// (a Go signal handler runs on its own stack, the interrupted code on
+// another). An SP below every byte of its stack (a stack overflow: the
+// faulting instruction addressed the guard gap) starts the copy at the
+// segment just above.
+func threadStack(t *testing.T, c *coredump.Core, th *coredump.Thread) unwinder.Stack {
+	sp, _ := th.Regs.Get(c.Arch.SP())
+	segs := c.Memory().Segments()
+	for i, s := range segs {
+		below := i == 0 || sp >= segs[i-1].Addr+segs[i-1].Size ||
+			(sp >= segs[i-1].Addr && segs[i-1].Present == 0 && !segs[i-1].Read) // in the guard page
+		if sp < s.Addr && below && s.Write && s.Present == s.Size {
+			sp = s.Addr
+		}
+		if sp >= s.Addr && sp < s.Addr+s.Present {
+			data := make([]byte, s.Addr+s.Present-sp)
+			_, err := c.Memory().ReadDumped(data, sp)
+			require.NoError(t, err)
+			st := unwinder.Stack{Addr: sp, Data: data}
+			for j, o := range segs {
+				if j != i && o.Write && o.Present > 0 {
+					buf := make([]byte, o.Present)
+					_, err := c.Memory().ReadDumped(buf, o.Addr)
+					require.NoError(t, err)
+					st.Extra = append(st.Extra, unwinder.Region{Addr: o.Addr, Data: buf})
+				}
+			}
+			return st
+		}
+	}
+	t.Fatalf("SP %#x of thread %d is in no dumped segment", sp, th.TID)
+	return unwinder.Stack{}
+}
+
+// Memory serves DWARF expressions as it is: it is a cfi.Memory.
+var _ cfi.Memory = (*coredump.Memory)(nil)
