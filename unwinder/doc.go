@@ -20,6 +20,6 @@
 // elfcache, CFI decoding in package cfi, register conventions in package arch.
 //
 // An Unwinder holds only configuration and may be shared. A Cache holds the
-// per-worker state (a direct-mapped cache of unwind rows); give each goroutine
-// its own. With a warm Cache, Unwind allocates nothing.
+// per-worker state (a 2-way set-associative cache of unwind rows); give each
+// goroutine its own. With a warm Cache, Unwind allocates nothing.
 package unwinder

@@ -1,0 +1,232 @@
+package unwinder
+
+import (
+	"encoding/binary"
+	"errors"
+	"math/bits"
+
+	"github.com/ustack/ustack/arch"
+	"github.com/ustack/ustack/cfi"
+)
+
+// exprMemory adapts the captured stack to cfi.Memory and remembers why the
+// last failed read failed.
+type exprMemory struct {
+	stack  *Stack
+	status memStatus
+}
+
+func (m *exprMemory) ReadUint64(addr uint64) (uint64, bool) {
+	v, st := m.stack.read8(addr)
+	if st != memOK {
+		m.status = st
+	}
+	return v, st == memOK
+}
+
+type stepResult struct {
+	stop           StopReason
+	err            error
+	cfa            uint64
+	method         Method // how the caller's registers were recovered
+	signal         bool   // the frame was a signal trampoline
+	raFromRegister bool   // the return address came from a register, not memory
+}
+
+// step computes the caller's registers from the frame whose registers are
+// cur, in mapping m, into next, for the rows applyFast cannot handle and
+// the frames without CFI. e is the cached row at lookup (nil when the
+// mapping has no object). lookup is the address to look CFI up at (PC-1 for
+// return addresses) and pc the frame's PC.
+func (u *Unwinder) step(c *Cache, m *Mapping, e *cacheEntry, cur, next *arch.Regs, lookup, pc uint64, first bool, st *stepResult) {
+	st.stop = stopNone
+	var err error = cfi.ErrNoFDE
+	if e != nil {
+		err = e.err
+		if err == nil && e.row.Signal && lookup != pc {
+			// An 'S' FDE describes a trampoline whose PC is exact:
+			// look it up again at the PC itself.
+			e = c.row(u.arch, m.Object, pc-m.Bias)
+			err = e.err
+		}
+	}
+	if err == nil {
+		st.signal = e.row.Signal
+		st.method = MethodCFI
+		if e.row.Signal {
+			st.method = MethodSignal
+		}
+		u.applyRow(c, e, cur, next, st)
+		return
+	}
+	if err != cfi.ErrNoFDE && !errors.Is(err, cfi.ErrNoFDE) {
+		st.stop = StopBadCFI
+		st.err = err
+		return
+	}
+
+	// No CFI. A sigreturn trampoline is recognised by its code.
+	if m.Object != nil && u.isSigreturn(m.Object, pc-m.Bias) {
+		st.signal = true
+		st.method = MethodSignal
+		u.restoreSignal(c, cur, next, st)
+		return
+	}
+	if u.opts.NoFramePointer {
+		st.stop = StopNoUnwindInfo
+		return
+	}
+	if first && u.arch.HasLinkRegister() {
+		u.linkRegister(cur, next, st)
+		return
+	}
+	u.framePointer(c, cur, next, st)
+}
+
+// applyRow computes the caller's registers from a cached CFI row.
+func (u *Unwinder) applyRow(c *Cache, e *cacheEntry, cur, next *arch.Regs, st *stepResult) {
+	a := u.arch
+	row := &e.row
+	// The CFA.
+	var cfa uint64
+	switch row.CFA.Kind {
+	case cfi.RuleCFAOffset:
+		v, ok := cur.Get(int(row.CFA.Reg))
+		if !ok {
+			st.stop = StopUnknownRegister
+			st.err = errCFARegUnknown
+			return
+		}
+		cfa = v + uint64(row.CFA.Offset)
+	case cfi.RuleCFAExpression:
+		v, ok := u.eval(c, row.Expr(row.CFA), cur, 0, false, st)
+		if !ok {
+			return
+		}
+		cfa = v
+	default:
+		st.stop = StopBadCFI
+		st.err = errBadCFARule
+		return
+	}
+	st.cfa = cfa
+
+	pcReg, spReg := a.PC(), a.SP()
+	ra := int(row.RA)
+	// Registers without a rule keep their values ("same value"); then
+	// each explicit rule is applied.
+	*next = *cur
+	stk := c.mem.stack
+	for m := e.explicit; m != 0; m &= m - 1 {
+		r := bits.TrailingZeros64(m)
+		rule := row.Regs[r]
+		vital := r == ra || r == spReg || r == pcReg
+		switch rule.Kind {
+		case cfi.RuleUndefined:
+			next.Unset(r)
+		case cfi.RuleOffset:
+			addr := cfa + uint64(rule.Offset)
+			if off := addr - stk.Addr; off < uint64(len(stk.Data)) && uint64(len(stk.Data))-off >= 8 {
+				next.Set(r, binary.LittleEndian.Uint64(stk.Data[off:]))
+				continue
+			}
+			v, ms := stk.read8Slow(addr)
+			if ms != memOK {
+				if vital {
+					st.stop = memStop(ms)
+					return
+				}
+				next.Unset(r) // an unreadable callee-saved register is unknown
+				continue
+			}
+			next.Set(r, v)
+		case cfi.RuleValOffset:
+			next.Set(r, cfa+uint64(rule.Offset))
+		case cfi.RuleRegister:
+			if v, ok := cur.Get(int(rule.Reg)); ok {
+				next.Set(r, v)
+			} else {
+				next.Unset(r)
+			}
+			if r == ra {
+				st.raFromRegister = true
+			}
+		case cfi.RuleExpression, cfi.RuleValExpression:
+			v, ok := u.eval(c, row.Expr(rule), cur, cfa, true, st)
+			if ok && rule.Kind == cfi.RuleExpression {
+				var ms memStatus
+				if v, ms = c.mem.stack.read8(v); ms != memOK {
+					ok = false
+					st.stop = memStop(ms)
+				}
+			}
+			if !ok {
+				if vital {
+					return
+				}
+				st.stop, st.err = stopNone, nil
+				next.Unset(r)
+				continue
+			}
+			next.Set(r, v)
+		default:
+			next.Unset(r)
+		}
+	}
+	raKind := row.Regs[ra].Kind
+	if ra != pcReg {
+		// arm64: the return address column is the link register. With
+		// no rule it still holds the return address (a leaf, or a
+		// prologue before the save).
+		if raKind == cfi.RuleUnspecified || raKind == cfi.RuleSameValue {
+			st.raFromRegister = true
+		}
+		// The caller's PC is the return address column, unless a
+		// signal frame's row says where the PC itself was saved.
+		if pk := row.Regs[pcReg].Kind; !row.Signal || pk == cfi.RuleUnspecified || pk == cfi.RuleSameValue {
+			if v, ok := next.Get(ra); ok {
+				next.Set(pcReg, v)
+			} else {
+				next.Unset(pcReg)
+			}
+		}
+	} else if raKind == cfi.RuleUnspecified || raKind == cfi.RuleSameValue {
+		// x86_64: a return address "the same as" the PC would loop.
+		st.stop = StopBadCFI
+		st.err = errNoRARule
+		return
+	}
+	if raKind == cfi.RuleUndefined {
+		next.Unset(pcReg) // the outermost frame
+	}
+	// The caller's SP is the CFA unless the row says otherwise.
+	if k := row.Regs[spReg].Kind; k == cfi.RuleUnspecified || k == cfi.RuleSameValue {
+		next.Set(spReg, cfa)
+	}
+}
+
+func memStop(ms memStatus) StopReason {
+	if ms == memTruncated {
+		return StopTruncated
+	}
+	return StopBadMemory
+}
+
+// eval runs a CFI expression; on failure it sets st.stop and st.err.
+func (u *Unwinder) eval(c *Cache, expr []byte, cur *arch.Regs, initial uint64, push bool, st *stepResult) (uint64, bool) {
+	c.mem.status = memOK
+	v, err := cfi.Eval(u.arch, expr, cur, &c.mem, initial, push, u.opts.MaxExprSteps)
+	if err != nil {
+		switch c.mem.status {
+		case memTruncated:
+			st.stop = StopTruncated
+		case memOutside:
+			st.stop = StopBadMemory
+		default:
+			st.stop = StopBadCFI
+			st.err = err
+		}
+		return 0, false
+	}
+	return v, true
+}
