@@ -116,7 +116,7 @@ func TestEval(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := Eval(arch.AMD64, c.expr, &regs, mem, c.initial, c.push, 0)
+			got, err := Eval(c.expr, &ExprContext{Arch: arch.AMD64, Regs: &regs, Mem: mem, CFA: c.initial, PushCFA: c.push})
 			if c.wantErr != "" {
 				var ee *ExprError
 				if err == nil || !strings.Contains(err.Error(), c.wantErr) || !errors.As(err, &ee) {
@@ -132,12 +132,12 @@ func TestEval(t *testing.T) {
 }
 
 func TestEvalErrorOffset(t *testing.T) {
-	_, err := Eval(arch.AMD64, []byte{0x30, 0x30, 0x1b}, nil, nil, 0, false, 0)
+	_, err := Eval([]byte{0x30, 0x30, 0x1b}, &ExprContext{Arch: arch.AMD64})
 	var ee *ExprError
 	if !errors.As(err, &ee) || ee.Offset != 2 || ee.Op != 0x1b || !strings.Contains(err.Error(), "DW_OP_div") {
 		t.Fatalf("err = %v", err)
 	}
-	_, err = Eval(arch.AMD64, []byte{0x31, 0x28, 0xfc, 0xff}, nil, nil, 0, false, 50)
+	_, err = Eval([]byte{0x31, 0x28, 0xfc, 0xff}, &ExprContext{Arch: arch.AMD64, MaxSteps: 50})
 	if !errors.As(err, &ee) || !strings.Contains(err.Error(), "step limit 50") {
 		t.Fatalf("err = %v", err)
 	}
@@ -147,8 +147,9 @@ func TestEvalAllocs(t *testing.T) {
 	var regs arch.Regs
 	regs.Set(7, 0x1000)
 	expr := []byte{0x77, 8, 0x30, 0x22, 0x31, 0x28, 0x01, 0x00, 0x96, 0x96}
+	ctx := &ExprContext{Arch: arch.AMD64, Regs: &regs}
 	n := testing.AllocsPerRun(100, func() {
-		if _, err := Eval(arch.AMD64, expr, &regs, nil, 0, false, 0); err != nil {
+		if _, err := Eval(expr, ctx); err != nil {
 			t.Fatal(err)
 		}
 	})

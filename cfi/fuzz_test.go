@@ -84,6 +84,6 @@ func FuzzEval(f *testing.F) {
 		for i := 0; i < 17; i++ {
 			regs.Set(i, uint64(i)*0x1000)
 		}
-		Eval(arch.AMD64, expr, &regs, fuzzMem{}, initial, push, 200)
+		Eval(expr, &ExprContext{Arch: arch.AMD64, Regs: &regs, Mem: fuzzMem{}, CFA: initial, PushCFA: push, MaxSteps: 200})
 	})
 }

@@ -212,10 +212,12 @@ func memStop(ms memStatus) StopReason {
 	return StopBadMemory
 }
 
-// eval runs a CFI expression; on failure it sets st.stop and st.err.
-func (u *Unwinder) eval(c *Cache, expr []byte, cur *arch.Regs, initial uint64, push bool, st *stepResult) (uint64, bool) {
+// eval runs a CFI expression, with cfa pushed first when pushCFA is true; on
+// failure it sets st.stop and st.err.
+func (u *Unwinder) eval(c *Cache, expr []byte, cur *arch.Regs, cfa uint64, pushCFA bool, st *stepResult) (uint64, bool) {
 	c.mem.status = memOK
-	v, err := cfi.Eval(u.arch, expr, cur, &c.mem, initial, push, u.opts.MaxExprSteps)
+	ctx := cfi.ExprContext{Arch: u.arch, Regs: cur, Mem: &c.mem, CFA: cfa, PushCFA: pushCFA, MaxSteps: u.opts.MaxExprSteps}
+	v, err := cfi.Eval(expr, &ctx)
 	if err != nil {
 		switch c.mem.status {
 		case memTruncated:
