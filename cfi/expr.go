@@ -448,3 +448,38 @@ func readMem(mem Memory, addr uint64, n int) (uint64, bool) {
 	}
 	return binary.LittleEndian.Uint64(buf[shift/8:]) & mask, true
 }
+
+// RegOffset recognises the expressions that CFI most often holds, "register
+// plus offset" and "the word at register plus offset": expr is exactly one
+// DW_OP_breg<n> or DW_OP_bregx operation, optionally followed by
+// DW_OP_deref. It returns the register, the offset and whether the value is
+// dereferenced; Eval of such an expression yields reg+off, or the
+// pointer-sized word at reg+off. (Pushed CFA or not, the result is the same:
+// the operation's value ends on top of the stack.) Unwinders use it to turn
+// expressions into plain rules once per row.
+func RegOffset(expr []byte) (reg uint64, off int64, deref bool, ok bool) {
+	if len(expr) == 0 {
+		return 0, 0, false, false
+	}
+	r := reader{data: expr, off: 1}
+	switch op := expr[0]; {
+	case op >= opBreg0 && op <= opBreg31:
+		reg = uint64(op - opBreg0)
+	case op == opBregx:
+		if reg, ok = r.uleb(); !ok {
+			return 0, 0, false, false
+		}
+	default:
+		return 0, 0, false, false
+	}
+	if off, ok = r.sleb(); !ok {
+		return 0, 0, false, false
+	}
+	switch {
+	case r.off == len(expr):
+		return reg, off, false, true
+	case r.off+1 == len(expr) && expr[r.off] == opDeref:
+		return reg, off, true, true
+	}
+	return 0, 0, false, false
+}

@@ -7,10 +7,19 @@ import (
 	"github.com/ustack/ustack/cfi"
 )
 
+// The row cache has two levels. The hot level, read on every frame, holds
+// only the compact form of each row (fastRow, 256 bytes an entry with its
+// key): 2 ways of 256 sets, 128 KiB. The full cfi.Row (some 600 bytes) is
+// needed only by the general step, for the rare rows that have no compact
+// form and for addresses without CFI; a small direct-mapped side cache holds
+// those, refilled from the Object on a miss.
 const (
 	cacheWays = 2
 	cacheSets = 256 // a power of two
 	cacheBits = 8   // log2(cacheSets)
+
+	rowSets = 32 // the side cache of full rows; a power of two
+	rowBits = 5  // log2(rowSets)
 )
 
 // cacheEntry is a cacheEntryData padded to a power-of-two size, so that
@@ -22,46 +31,35 @@ type cacheEntry struct {
 	_ [cacheEntrySize - unsafe.Sizeof(cacheEntryData{})]byte
 }
 
-const cacheEntrySize = 1024
+const cacheEntrySize = 256
 
 type cacheEntryData struct {
+	obj  Object
+	addr uint64 // the looked-up link-time address (exact key)
+	fastRow
+}
+
+// rowEntry is an entry of the side cache: the full row at a link-time
+// address of an object, for the general step.
+type rowEntry struct {
 	obj      Object
-	addr     uint64 // the looked-up link-time address (exact key)
+	addr     uint64
 	err      error  // nil, cfi.ErrNoFDE or a CFI error
 	explicit uint64 // bit r set when row.Regs[r] is not unspecified or same value
-
-	// The compact form of the row, valid when flags&fastOK != 0: the CFA
-	// is register cfaReg + cfaOff and rules[:nrules] are the explicit rules.
-	flags  uint8
-	arch   arch.Arch // the architecture the compact form is for
-	cfaReg uint8
-	raReg  uint8
-	pcReg  uint8
-	spReg  uint8
-	nrules uint8
-	noff   uint8 // rules[:noff] are the RuleOffset rules
-	// raOff is the offset from the CFA of the saved return address when
-	// flags has fastRAOff.
-	raOff int32
-	// offMask has bit r set for the column r of each of rules[:noff].
-	offMask uint64
-	// minOff and maxOff bound the offsets of rules[:noff], so that one
-	// check can cover every stack read of the row.
-	minOff, maxOff int32
-	cfaOff         int64
-	rules          [arch.MaxRegs]fastRule
-
-	row cfi.Row
+	row      cfi.Row
 }
 
 // Cache holds per-worker unwinding state: a set-associative cache of CFI rows
-// keyed by object and address. It is not safe for concurrent use; give each
-// goroutine its own. The zero Cache is ready to use. Objects used as cache
-// keys must be comparable (pointer types).
+// keyed by object and address, and the registers of the frames being
+// stepped. It is not safe for concurrent use; give each goroutine its own.
+// The zero Cache is ready to use. Objects used as cache keys must be
+// comparable (pointer types).
 type Cache struct {
 	entries [cacheSets * cacheWays]cacheEntry
 	recent  [cacheSets]uint8 // the way of each set used last
-	mem     exprMemory
+	rows    [rowSets]rowEntry
+	win     window       // the memory of the unwind in progress
+	mem     exprMemory   // win as cfi.Memory
 	regs    [2]arch.Regs // the current frame's and the caller's registers
 	last    [2]int       // indexes of the mappings found last
 }
@@ -72,6 +70,9 @@ func (c *Cache) Reset() {
 		c.entries[i] = cacheEntry{}
 	}
 	c.recent = [cacheSets]uint8{}
+	for i := range c.rows {
+		c.rows[i] = rowEntry{}
+	}
 }
 
 // iface is the layout of a non-empty interface value.
@@ -90,11 +91,13 @@ func sameObject(a, b *Object) bool {
 	return x.tab == y.tab && x.data == y.data
 }
 
-// row returns the CFI row for link-time address addr in obj, from the cache
-// or by asking the object. obj is not nil; a is the architecture to prepare
-// the compact form for. (Unwind has this inlined by hand.)
+func cacheSet(addr uint64) uint64 { return (addr * 0x9E3779B97F4A7C15) >> (64 - cacheBits) }
+
+// row returns the compact row for link-time address addr in obj, from the
+// cache or by asking the object. obj is not nil; a is the architecture to
+// prepare the compact form for. (Unwind has this inlined by hand.)
 func (c *Cache) row(a arch.Arch, obj Object, addr uint64) *cacheEntry {
-	set := (addr * 0x9E3779B97F4A7C15) >> (64 - cacheBits)
+	set := cacheSet(addr)
 	ways := (*[cacheWays]cacheEntry)(c.entries[set*cacheWays:])
 	if e := &ways[0]; e.addr == addr && sameObject(&e.obj, &obj) {
 		if c.recent[set] != 0 {
@@ -118,32 +121,52 @@ func (c *Cache) rowMiss(a arch.Arch, obj Object, addr, set uint64) *cacheEntry {
 	w := c.recent[set] ^ 1 // replace the way not used last
 	c.recent[set] = w
 	e := &c.entries[set*cacheWays+uint64(w&1)]
-	e.fill(a, obj, addr)
+	e.obj = obj
+	e.addr = addr
+	r := c.fullRow(obj, addr)
+	if r.err != nil {
+		e.fastRow = fastRow{}
+		return e
+	}
+	e.compile(a, &r.row, r.explicit)
 	return e
 }
 
-// fill asks obj for the row at addr and precomputes its compact form.
+// fullRow returns the full row at link-time address addr in obj, from the
+// side cache or by asking the object.
+func (c *Cache) fullRow(obj Object, addr uint64) *rowEntry {
+	r := &c.rows[(addr*0x9E3779B97F4A7C15)>>(64-rowBits)]
+	if r.addr == addr && sameObject(&r.obj, &obj) {
+		return r
+	}
+	r.fill(obj, addr)
+	return r
+}
+
+// fill asks obj for the row at addr.
 //
 //go:noinline
-func (e *cacheEntry) fill(a arch.Arch, obj Object, addr uint64) {
-	e.obj = obj
-	e.addr = addr
-	e.err = obj.FindRow(addr, &e.row)
-	e.explicit = 0
-	e.flags = 0
-	e.arch = arch.Unknown
-	e.nrules = 0
-	if e.err != nil {
+func (r *rowEntry) fill(obj Object, addr uint64) {
+	r.obj = obj
+	r.addr = addr
+	r.err = obj.FindRow(addr, &r.row)
+	r.explicit = 0
+	if r.err != nil {
 		return
 	}
-	row := &e.row
+	r.explicit = explicitRules(&r.row)
+}
+
+// explicitRules returns the mask of the columns of row whose rule is neither
+// unspecified nor same value: the rules that change a register.
+func explicitRules(row *cfi.Row) uint64 {
+	var m uint64
 	for r := range row.Regs {
 		if k := row.Regs[r].Kind; k != cfi.RuleUnspecified && k != cfi.RuleSameValue {
-			e.explicit |= 1 << uint(r)
+			m |= 1 << uint(r)
 		}
 	}
-	e.flags = e.compact(a)
-	e.arch = a
+	return m
 }
 
 // findMiss returns the index of the mapping containing addr when neither of

@@ -12,177 +12,327 @@ import (
 // fastRule is one explicit register rule of a row in the compact form that
 // applyFast uses.
 type fastRule struct {
-	off  int32 // RuleOffset, RuleValOffset: the offset from the CFA
+	off  int32 // RuleOffset, RuleValOffset: the offset from the row's base
 	col  uint8 // the register column
 	kind cfi.RuleKind
 	reg  uint8 // RuleRegister: the source register
 	vtl  bool  // the column is the return address, SP or PC
 }
 
-// Flags of a cacheEntry, computed when the row is cached.
+// Flags of a fastRow, computed when the row is cached.
 const (
-	fastOK        uint8 = 1 << iota // applyFast can apply the row
-	fastRAFromReg                   // the return address comes from a register
-	fastCopyRA                      // the caller's PC is the return address column
-	fastUnsetPC                     // the return address is undefined: outermost
-	fastSetSP                       // the caller's SP is the CFA
-	fastRAOff                       // the return address is saved at CFA+raOff
+	fastOK        uint16 = 1 << iota // applyFast can apply the row
+	fastRAFromReg                    // the return address comes from a register
+	fastCopyRA                       // the caller's PC is the return address column
+	fastUnsetPC                      // the return address is undefined: outermost
+	fastSetSP                        // the caller's SP is the CFA
+	fastRAOff                        // the caller's PC is saved at base+raOff
+	fastExprCFA                      // the CFA rule is an expression
+	fastCFADeref                     // the CFA is the word at base; see fastRow
+	fastSignal                       // the row is a signal trampoline's ('S')
 )
 
-// compact fills e.rules for architecture a and returns the flags of the
-// compact form, or 0 when the row needs the general applyRow: a signal frame,
-// expressions, offsets beyond 32 bits, a missing return address rule, or a
+// maxFastRules bounds the explicit rules of a row in compact form, to keep
+// the hot cache small; rows with more (none seen in practice: a signal
+// frame restores at most the 17 general registers of x86_64) take the
+// general step.
+const maxFastRules = 24
+
+// fastRow is the compact form of a cfi.Row that applyFast applies: the
+// common rows, with CFA = register + offset and plain register rules, and
+// the rows whose expressions are "register plus offset" forms (glibc's
+// signal trampolines), compiled into plain rules once when the row is
+// cached.
+//
+// The row's addresses are relative to its base: the CFA, except when the
+// CFA is itself loaded from memory (flags has fastCFADeref), where the base
+// is the value of cfaReg and the CFA is the word at base+cfaOff.
+type fastRow struct {
+	// cfaOff is the offset from register cfaReg of the CFA (or, with
+	// fastCFADeref, of the word holding the CFA).
+	cfaOff int64
+	// offMask has bit r set for the column r of each of rules[:noff].
+	offMask uint64
+	// minOff and maxOff bound the offsets of rules[:noff], so that one
+	// check can cover every stack read of the row.
+	minOff, maxOff int32
+	// raOff is the offset from the base of the saved caller's PC when
+	// flags has fastRAOff.
+	raOff  int32
+	flags  uint16    // 0: no compact form, use the general step
+	arch   arch.Arch // the architecture the compact form is for
+	cfaReg uint8
+	raReg  uint8
+	pcReg  uint8
+	spReg  uint8
+	nrules uint8
+	noff   uint8 // rules[:noff] are the RuleOffset rules
+	rules  [maxFastRules]fastRule
+}
+
+// compile fills f with the compact form of row for architecture a; explicit
+// is the mask of row's columns with rules that change a register (see
+// explicitRules). f.flags is 0 when the row needs the general step.
+func (f *fastRow) compile(a arch.Arch, row *cfi.Row, explicit uint64) {
+	f.arch = a
+	f.flags = 0
+	f.nrules, f.noff = 0, 0
+	if a == arch.Unknown {
+		return
+	}
+	f.flags = f.compact(a, row, explicit)
+}
+
+// plainRule is a rule with its expression, if any, compiled: kind is
+// RuleUndefined, RuleOffset, RuleValOffset or RuleRegister, and off is
+// relative to the row's base.
+type plainRule struct {
+	kind cfi.RuleKind
+	off  int64
+	reg  uint16
+}
+
+// plain compiles the rule of column r; ok is false when it has no plain
+// form. deref says whether the row's base is a register (the CFA is loaded
+// from memory) rather than the CFA.
+func (f *fastRow) plain(row *cfi.Row, r int, deref bool) (p plainRule, ok bool) {
+	rule := row.Regs[r]
+	switch rule.Kind {
+	case cfi.RuleUndefined:
+		return plainRule{kind: cfi.RuleUndefined}, true
+	case cfi.RuleRegister:
+		return plainRule{kind: cfi.RuleRegister, reg: rule.Reg}, true
+	case cfi.RuleOffset, cfi.RuleValOffset:
+		// Relative to the CFA: expressible only where the base is the
+		// CFA.
+		return plainRule{kind: rule.Kind, off: rule.Offset}, !deref
+	case cfi.RuleExpression, cfi.RuleValExpression:
+		// "DW_OP_breg<n> k" (the pushed CFA lies beneath, unused): the
+		// address, or value, is register n + k of this frame. Register n
+		// must be the one the base derives from, which applyFast reads
+		// before it updates any register.
+		reg, k, derefExpr, ok := cfi.RegOffset(row.Expr(rule))
+		if !ok || derefExpr || reg != uint64(f.cfaReg) {
+			return plainRule{}, false
+		}
+		kind := cfi.RuleOffset
+		if rule.Kind == cfi.RuleValExpression {
+			kind = cfi.RuleValOffset
+		}
+		if !deref {
+			// base = CFA = reg + cfaOff, so reg + k = base + (k - cfaOff)
+			// (modulo 2^64, as the expression computes it).
+			k -= f.cfaOff
+		}
+		return plainRule{kind: kind, off: k}, true
+	}
+	return plainRule{}, false
+}
+
+// compact fills f's rules for architecture a and returns the flags of the
+// compact form, or 0 when the row needs the general applyRow: a CFA or
+// register expression that is not a register-plus-offset form, offsets
+// beyond 32 bits, a missing return address rule, too many rules, or a
 // register rule whose source another rule overwrites (applyFast updates the
 // registers in place).
-func (e *cacheEntry) compact(a arch.Arch) uint8 {
-	row := &e.row
+func (f *fastRow) compact(a arch.Arch, row *cfi.Row, explicit uint64) uint16 {
 	ra := int(row.RA)
-	if row.Signal || row.CFA.Kind != cfi.RuleCFAOffset || row.CFA.Reg >= arch.MaxRegs ||
-		ra >= arch.MaxRegs || a == arch.Unknown {
+	if ra >= arch.MaxRegs || bits.OnesCount64(explicit) > maxFastRules {
 		return 0
 	}
 	pcReg, spReg := a.PC(), a.SP()
 	flags := fastOK
-	raKind := row.Regs[ra].Kind
+	deref := false
+	switch row.CFA.Kind {
+	case cfi.RuleCFAOffset:
+		if row.CFA.Reg >= arch.MaxRegs {
+			return 0
+		}
+		f.cfaReg, f.cfaOff = uint8(row.CFA.Reg), row.CFA.Offset
+	case cfi.RuleCFAExpression:
+		reg, off, d, ok := cfi.RegOffset(row.Expr(row.CFA))
+		if !ok || reg >= arch.MaxRegs || (d && a.PtrSize() != 8) {
+			return 0
+		}
+		f.cfaReg, f.cfaOff, deref = uint8(reg), off, d
+		flags |= fastExprCFA
+		if d {
+			flags |= fastCFADeref
+		}
+	default:
+		return 0
+	}
+	if row.Signal {
+		flags |= fastSignal
+	}
+	var rules [arch.MaxRegs]plainRule
+	for m := explicit; m != 0; m &= m - 1 {
+		r := bits.TrailingZeros64(m)
+		p, ok := f.plain(row, r, deref)
+		if !ok || ((p.kind == cfi.RuleOffset || p.kind == cfi.RuleValOffset) && int64(int32(p.off)) != p.off) {
+			return 0
+		}
+		rules[r] = p
+	}
+	raKind := rules[ra].kind // unspecified when ra has no explicit rule
+	if explicit&(1<<uint(ra)) == 0 {
+		raKind = cfi.RuleUnspecified
+	}
+	// pcSrc is the column that holds the caller's PC once the rules are
+	// applied.
+	pcSrc := pcReg
 	if ra != pcReg {
-		if raKind == cfi.RuleUnspecified || raKind == cfi.RuleSameValue {
+		// arm64: the return address column is the link register. With
+		// no rule it still holds the return address (a leaf, or a
+		// prologue before the save).
+		if raKind == cfi.RuleUnspecified {
 			flags |= fastRAFromReg
 		}
-		flags |= fastCopyRA
-	} else if raKind == cfi.RuleUnspecified || raKind == cfi.RuleSameValue {
+		// The caller's PC is the return address column, unless a
+		// signal frame's row says where the PC itself was saved.
+		if !row.Signal || explicit&(1<<uint(pcReg)) == 0 {
+			flags |= fastCopyRA
+			pcSrc = ra
+		}
+	} else if raKind == cfi.RuleUnspecified {
 		return 0 // errNoRARule
 	}
 	if raKind == cfi.RuleUndefined {
 		flags |= fastUnsetPC
 	}
-	if k := row.Regs[spReg].Kind; k == cfi.RuleUnspecified || k == cfi.RuleSameValue {
+	if explicit&(1<<uint(spReg)) == 0 {
 		flags |= fastSetSP
 	}
+	if explicit&(1<<uint(pcSrc)) != 0 && rules[pcSrc].kind == cfi.RuleOffset {
+		flags |= fastRAOff
+		f.raOff = int32(rules[pcSrc].off) // checked in the loop above
+	}
 	// RuleOffset rules first: applyFast runs them in a loop of their own.
-	n, noff := 0, 0
-	for m := e.explicit; m != 0; m &= m - 1 {
-		if e.row.Regs[bits.TrailingZeros64(m)].Kind != cfi.RuleOffset {
+	n := 0
+	f.offMask = 0
+	f.minOff, f.maxOff = 0, 0
+	for m := explicit; m != 0; m &= m - 1 {
+		r := bits.TrailingZeros64(m)
+		p := rules[r]
+		if p.kind != cfi.RuleOffset {
 			continue
 		}
-		r := bits.TrailingZeros64(m)
-		off := row.Regs[r].Offset
-		if int64(int32(off)) != off {
-			return 0
+		off := int32(p.off)
+		if n == 0 || off < f.minOff {
+			f.minOff = off
 		}
-		e.rules[n] = fastRule{col: uint8(r), kind: cfi.RuleOffset, off: int32(off),
+		if n == 0 || off > f.maxOff {
+			f.maxOff = off
+		}
+		f.offMask |= 1 << uint(r)
+		f.rules[n] = fastRule{col: uint8(r), kind: cfi.RuleOffset, off: off,
 			vtl: r == ra || r == spReg || r == pcReg}
 		n++
 	}
-	noff = n
-	if raKind == cfi.RuleOffset {
-		flags |= fastRAOff
-		e.raOff = int32(row.Regs[ra].Offset) // checked in the loop above
-	}
-	e.offMask = 0
-	for i := 0; i < noff; i++ {
-		e.offMask |= 1 << e.rules[i].col
-	}
-	e.minOff, e.maxOff = 0, 0
-	for i := 0; i < noff; i++ {
-		if i == 0 || e.rules[i].off < e.minOff {
-			e.minOff = e.rules[i].off
-		}
-		if i == 0 || e.rules[i].off > e.maxOff {
-			e.maxOff = e.rules[i].off
-		}
-	}
-	for m := e.explicit; m != 0; m &= m - 1 {
+	noff := n
+	for m := explicit; m != 0; m &= m - 1 {
 		r := bits.TrailingZeros64(m)
-		rule := row.Regs[r]
-		fr := fastRule{col: uint8(r), kind: rule.Kind, vtl: r == ra || r == spReg || r == pcReg}
-		switch rule.Kind {
+		p := rules[r]
+		fr := fastRule{col: uint8(r), kind: p.kind, vtl: r == ra || r == spReg || r == pcReg}
+		switch p.kind {
 		case cfi.RuleOffset:
 			continue // done above
 		case cfi.RuleUndefined:
 		case cfi.RuleValOffset:
-			if int64(int32(rule.Offset)) != rule.Offset {
-				return 0
-			}
-			fr.off = int32(rule.Offset)
+			fr.off = int32(p.off)
 		case cfi.RuleRegister:
-			src := int(rule.Reg)
+			src := int(p.reg)
 			if src >= arch.MaxRegs {
 				fr.kind = cfi.RuleUndefined // an untracked register is unknown
-			} else if src != r && e.explicit&(1<<uint(src)) != 0 {
+			} else if src != r && explicit&(1<<uint(src)) != 0 {
 				return 0
 			}
 			fr.reg = uint8(src)
 			if r == ra {
 				flags |= fastRAFromReg
 			}
-		default:
-			return 0
 		}
-		e.rules[n] = fr
+		f.rules[n] = fr
 		n++
 	}
-	e.nrules = uint8(n)
-	e.noff = uint8(noff)
-	e.cfaReg = uint8(row.CFA.Reg)
-	e.raReg, e.pcReg, e.spReg = uint8(ra), uint8(pcReg), uint8(spReg)
-	e.cfaOff = row.CFA.Offset
+	f.nrules = uint8(n)
+	f.noff = uint8(noff)
+	f.raReg, f.pcReg, f.spReg = uint8(ra), uint8(pcReg), uint8(spReg)
 	return flags
 }
+
+// stopGeneral is what applyFast returns, before changing any register, when
+// the general step must decide: the base register of an expression is
+// unknown, which the general step reports as the expression's error.
+const stopGeneral StopReason = 254
 
 // applyFast computes the caller's registers from a row in compact form,
 // updating r in place, and returns the CFA, the caller's PC (with the bits of
 // pacMask cleared) and SP, and the mask of the registers now known. It
 // returns a stop reason other than stopNone when the CFA register is unknown
-// (StopUnknownRegister) or a vital register cannot be read from the stack.
+// (StopUnknownRegister, or stopGeneral for an expression), or a vital
+// register, or the CFA, cannot be read from memory.
 //
 // It works on r's values and a local copy of its known mask, written back
 // once, so that the registers do not make a round trip through memory for
 // each rule.
-func applyFast(e *cacheEntry, r *arch.Regs, stk *Stack, curSP, pacMask uint64) (cfa, pc, sp, known uint64, stop StopReason) {
+func applyFast(f *fastRow, r *arch.Regs, w *window, curSP, pacMask uint64) (cfa, pc, sp, known uint64, stop StopReason) {
 	vals := r.Values()
 	known = r.KnownMask()
-	cfaReg := e.cfaReg
+	cfaReg := f.cfaReg
 	if cfaReg >= arch.MaxRegs || known&(1<<cfaReg) == 0 {
+		if f.flags&fastExprCFA != 0 {
+			return 0, 0, 0, known, stopGeneral
+		}
 		return 0, 0, 0, known, StopUnknownRegister
 	}
 	// The SP, the usual CFA register, is at hand in curSP.
 	base := curSP
-	if cfaReg != e.spReg {
+	if cfaReg != f.spReg {
 		base = vals[cfaReg]
 	}
-	cfa = base + uint64(e.cfaOff)
+	if f.flags&fastCFADeref != 0 {
+		v, ms := w.read8(base + uint64(f.cfaOff))
+		if ms != MemOK {
+			return 0, 0, 0, known, memStop(ms)
+		}
+		cfa = v
+	} else {
+		base += uint64(f.cfaOff)
+		cfa = base
+	}
 	inRange := false
-	data := stk.Data
-	rules := e.rules[:e.nrules]
-	noff := min(int(e.noff), len(rules))
-	// The common case: every saved register lies inside the snapshot, and
+	data := w.data
+	rules := f.rules[:min(int(f.nrules), len(f.rules))]
+	noff := min(int(f.noff), len(rules))
+	// The common case: every saved register lies inside the window, and
 	// one check covers them all.
-	lo := cfa + uint64(int64(e.minOff)) - stk.Addr
-	hi := cfa + uint64(int64(e.maxOff)) - stk.Addr
-	if noff > 0 && lo <= hi && hi < uint64(len(data)) && uint64(len(data))-hi >= 8 && cfa+uint64(int64(e.minOff)) >= stk.Addr {
+	lo := base + uint64(int64(f.minOff)) - w.addr
+	hi := base + uint64(int64(f.maxOff)) - w.addr
+	if noff > 0 && lo <= hi && hi < uint64(len(data)) && uint64(len(data))-hi >= 8 && base+uint64(int64(f.minOff)) >= w.addr {
 		// Checked above: no further bounds checks on data.
 		p := unsafe.Pointer(unsafe.SliceData(data))
-		base := cfa - stk.Addr
+		off0 := base - w.addr
 		for i := range rules[:noff] {
 			fr := &rules[i]
-			off := base + uint64(int64(fr.off))
+			off := off0 + uint64(int64(fr.off))
 			vals[fr.col] = binary.LittleEndian.Uint64((*[8]byte)(unsafe.Add(p, off))[:])
 		}
-		known |= e.offMask
+		known |= f.offMask
 		noff, rules = 0, rules[noff:]
 		inRange = true
 	}
 	for i := range rules[:noff] {
 		fr := &rules[i]
 		col := fr.col
-		addr := cfa + uint64(int64(fr.off))
-		if off := addr - stk.Addr; off < uint64(len(data)) && uint64(len(data))-off >= 8 {
+		addr := base + uint64(int64(fr.off))
+		if off := addr - w.addr; off < uint64(len(data)) && uint64(len(data))-off >= 8 {
 			vals[col] = binary.LittleEndian.Uint64(data[off:])
 			known |= 1 << col
 			continue
 		}
-		v, ms := stk.read8Slow(addr)
-		if ms != memOK {
+		v, ms := w.readSlow(addr)
+		if ms != MemOK {
 			if fr.vtl {
 				r.SetKnownMask(known)
 				return cfa, 0, 0, known, memStop(ms)
@@ -199,7 +349,7 @@ func applyFast(e *cacheEntry, r *arch.Regs, stk *Stack, curSP, pacMask uint64) (
 		col := fr.col
 		switch fr.kind {
 		case cfi.RuleValOffset:
-			vals[col] = cfa + uint64(int64(fr.off))
+			vals[col] = base + uint64(int64(fr.off))
 			known |= 1 << col
 		case cfi.RuleRegister:
 			// The source is no other rule's column: it still holds
@@ -211,29 +361,29 @@ func applyFast(e *cacheEntry, r *arch.Regs, stk *Stack, curSP, pacMask uint64) (
 			known &^= 1 << col
 		}
 	}
-	f := e.flags
-	pcReg, spReg := e.pcReg, e.spReg
-	if inRange && f&fastRAOff != 0 {
-		// The return address was just loaded from the stack: load it
-		// again rather than wait for the store to vals to forward.
-		off := cfa + uint64(int64(e.raOff)) - stk.Addr
+	fl := f.flags
+	pcReg, spReg := f.pcReg, f.spReg
+	if inRange && fl&fastRAOff != 0 {
+		// The caller's PC was just loaded from the stack: load it again
+		// rather than wait for the store to vals to forward.
+		off := base + uint64(int64(f.raOff)) - w.addr
 		pc = binary.LittleEndian.Uint64(data[off : off+8])
 		known |= 1 << pcReg
-	} else if f&fastCopyRA != 0 {
+	} else if fl&fastCopyRA != 0 {
 		// arm64: the caller's PC is the return address column.
-		raReg := e.raReg
+		raReg := f.raReg
 		pc = vals[raReg] // zero if unknown
 		known = known&^(1<<pcReg) | (known>>raReg&1)<<pcReg
 	} else {
 		pc = vals[pcReg]
 	}
-	if f&fastUnsetPC != 0 {
+	if fl&fastUnsetPC != 0 {
 		pc = 0 // the outermost frame
 		known &^= 1 << pcReg
 	}
 	pc &^= pacMask
 	vals[pcReg] = pc
-	if f&fastSetSP != 0 {
+	if fl&fastSetSP != 0 {
 		sp = cfa
 		vals[spReg] = cfa
 		known |= 1 << spReg

@@ -1,7 +1,6 @@
 package unwinder
 
 import (
-	"encoding/binary"
 	"errors"
 	"math/bits"
 
@@ -9,19 +8,19 @@ import (
 	"github.com/ustack/ustack/cfi"
 )
 
-// exprMemory adapts the captured stack to cfi.Memory and remembers why the
+// exprMemory adapts the unwind's memory to cfi.Memory and remembers why the
 // last failed read failed.
 type exprMemory struct {
-	stack  *Stack
-	status memStatus
+	win    *window
+	status MemStatus
 }
 
 func (m *exprMemory) ReadUint64(addr uint64) (uint64, bool) {
-	v, st := m.stack.read8(addr)
-	if st != memOK {
+	v, st := m.win.read8(addr)
+	if st != MemOK {
 		m.status = st
 	}
-	return v, st == memOK
+	return v, st == MemOK
 }
 
 type stepResult struct {
@@ -35,18 +34,19 @@ type stepResult struct {
 
 // step computes the caller's registers from the frame whose registers are
 // cur, in mapping m, into next, for the rows applyFast cannot handle and
-// the frames without CFI. e is the cached row at lookup (nil when the
-// mapping has no object). lookup is the address to look CFI up at (PC-1 for
+// the frames without CFI. lookup is the address to look CFI up at (PC-1 for
 // return addresses) and pc the frame's PC.
-func (u *Unwinder) step(c *Cache, m *Mapping, e *cacheEntry, cur, next *arch.Regs, lookup, pc uint64, first bool, st *stepResult) {
+func (u *Unwinder) step(c *Cache, m *Mapping, cur, next *arch.Regs, lookup, pc uint64, first bool, st *stepResult) {
 	st.stop = stopNone
 	var err error = cfi.ErrNoFDE
-	if e != nil {
+	var e *rowEntry
+	if m.Object != nil {
+		e = c.fullRow(m.Object, lookup-m.Bias)
 		err = e.err
 		if err == nil && e.row.Signal && lookup != pc {
 			// An 'S' FDE describes a trampoline whose PC is exact:
 			// look it up again at the PC itself.
-			e = c.row(u.arch, m.Object, pc-m.Bias)
+			e = c.fullRow(m.Object, pc-m.Bias)
 			err = e.err
 		}
 	}
@@ -84,7 +84,7 @@ func (u *Unwinder) step(c *Cache, m *Mapping, e *cacheEntry, cur, next *arch.Reg
 }
 
 // applyRow computes the caller's registers from a cached CFI row.
-func (u *Unwinder) applyRow(c *Cache, e *cacheEntry, cur, next *arch.Regs, st *stepResult) {
+func (u *Unwinder) applyRow(c *Cache, e *rowEntry, cur, next *arch.Regs, st *stepResult) {
 	a := u.arch
 	row := &e.row
 	// The CFA.
@@ -116,7 +116,7 @@ func (u *Unwinder) applyRow(c *Cache, e *cacheEntry, cur, next *arch.Regs, st *s
 	// Registers without a rule keep their values ("same value"); then
 	// each explicit rule is applied.
 	*next = *cur
-	stk := c.mem.stack
+	w := &c.win
 	for m := e.explicit; m != 0; m &= m - 1 {
 		r := bits.TrailingZeros64(m)
 		rule := row.Regs[r]
@@ -126,12 +126,8 @@ func (u *Unwinder) applyRow(c *Cache, e *cacheEntry, cur, next *arch.Regs, st *s
 			next.Unset(r)
 		case cfi.RuleOffset:
 			addr := cfa + uint64(rule.Offset)
-			if off := addr - stk.Addr; off < uint64(len(stk.Data)) && uint64(len(stk.Data))-off >= 8 {
-				next.Set(r, binary.LittleEndian.Uint64(stk.Data[off:]))
-				continue
-			}
-			v, ms := stk.read8Slow(addr)
-			if ms != memOK {
+			v, ms := w.read8(addr)
+			if ms != MemOK {
 				if vital {
 					st.stop = memStop(ms)
 					return
@@ -154,8 +150,8 @@ func (u *Unwinder) applyRow(c *Cache, e *cacheEntry, cur, next *arch.Regs, st *s
 		case cfi.RuleExpression, cfi.RuleValExpression:
 			v, ok := u.eval(c, row.Expr(rule), cur, cfa, true, st)
 			if ok && rule.Kind == cfi.RuleExpression {
-				var ms memStatus
-				if v, ms = c.mem.stack.read8(v); ms != memOK {
+				var ms MemStatus
+				if v, ms = w.read8(v); ms != MemOK {
 					ok = false
 					st.stop = memStop(ms)
 				}
@@ -205,8 +201,8 @@ func (u *Unwinder) applyRow(c *Cache, e *cacheEntry, cur, next *arch.Regs, st *s
 	}
 }
 
-func memStop(ms memStatus) StopReason {
-	if ms == memTruncated {
+func memStop(ms MemStatus) StopReason {
+	if ms == MemTruncated {
 		return StopTruncated
 	}
 	return StopBadMemory
@@ -215,14 +211,15 @@ func memStop(ms memStatus) StopReason {
 // eval runs a CFI expression, with cfa pushed first when pushCFA is true; on
 // failure it sets st.stop and st.err.
 func (u *Unwinder) eval(c *Cache, expr []byte, cur *arch.Regs, cfa uint64, pushCFA bool, st *stepResult) (uint64, bool) {
-	c.mem.status = memOK
+	c.mem.win = &c.win
+	c.mem.status = MemOK
 	ctx := cfi.ExprContext{Arch: u.arch, Regs: cur, Mem: &c.mem, CFA: cfa, PushCFA: pushCFA, MaxSteps: u.opts.MaxExprSteps}
 	v, err := cfi.Eval(expr, &ctx)
 	if err != nil {
 		switch c.mem.status {
-		case memTruncated:
+		case MemTruncated:
 			st.stop = StopTruncated
-		case memOutside:
+		case MemOutside:
 			st.stop = StopBadMemory
 		default:
 			st.stop = StopBadCFI

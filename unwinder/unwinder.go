@@ -59,13 +59,24 @@ var (
 	errLinkRegUnknown = errors.New("unwinder: link register unknown")
 )
 
-// Unwind walks the stack described by regs and stack in the process space,
+// Unwind walks the stack described by regs and mem in the process space,
 // writing frames innermost first into frames, and returns how many it wrote
 // and why it stopped. regs holds the captured user registers; registers the
 // kernel did not save must be unknown (see arch.Regs). Unwind reads memory
-// only from stack. It allocates nothing once c is warm, except to build the
-// error of a Result that carries one.
-func (u *Unwinder) Unwind(c *Cache, space *AddressSpace, regs *arch.Regs, stack *Stack, frames []Frame) Result {
+// only through mem: a *Stack for a perf sample (read directly, the fast
+// case), *Segments for a core dump, or the caller's own Memory. It allocates
+// nothing once c is warm, except to build the error of a Result that
+// carries one.
+func (u *Unwinder) Unwind(c *Cache, space *AddressSpace, regs *arch.Regs, mem Memory, frames []Frame) Result {
+	sp, _ := regs.Get(u.arch.SP())
+	c.win.set(mem, sp)
+	res := u.unwind(c, space, regs, frames)
+	c.win = window{} // keep no reference to the caller's memory
+	return res
+}
+
+// unwind is Unwind once c.win is set.
+func (u *Unwinder) unwind(c *Cache, space *AddressSpace, regs *arch.Regs, frames []Frame) Result {
 	a := u.arch
 	limit := len(frames)
 	if u.opts.MaxFrames > 0 && u.opts.MaxFrames < limit {
@@ -147,7 +158,7 @@ func (u *Unwinder) Unwind(c *Cache, space *AddressSpace, regs *arch.Regs, stack 
 		if m.Object != nil {
 			// c.row, its common case inlined by hand.
 			addr := lookup - m.Bias
-			set := (addr * 0x9E3779B97F4A7C15) >> (64 - cacheBits)
+			set := cacheSet(addr)
 			ways := (*[cacheWays]cacheEntry)(c.entries[set*cacheWays:])
 			if e = &ways[0]; e.addr == addr && sameObject(&e.obj, &m.Object) {
 				if c.recent[set] != 0 {
@@ -161,30 +172,45 @@ func (u *Unwinder) Unwind(c *Cache, space *AddressSpace, regs *arch.Regs, stack 
 				e = c.rowMiss(a, m.Object, addr, set)
 			}
 		}
-		if e != nil && e.flags&fastOK != 0 && e.arch == a {
-			// The common case: CFA = register + offset and plain rules.
+		// The common case: the row has a compact form (CFA = register +
+		// offset and plain rules) and is no signal frame's.
+		fast := e != nil && e.flags&(fastOK|fastSignal) == fastOK && e.arch == a
+		if !fast && e != nil && e.flags&fastOK != 0 && e.arch == a {
+			// A signal trampoline's row in compact form. Its PC is
+			// exact: look it up again at the PC itself.
+			if lookup != pc {
+				e = c.row(a, m.Object, pc-m.Bias)
+			}
+			fast = e.flags&(fastOK|fastSignal) == fastOK|fastSignal && e.arch == a
+			signal = fast
+		}
+		if fast {
 			var (
 				stop  StopReason
 				known uint64
 			)
-			cfa, newPC, newSP, known, stop = applyFast(e, cur, stack, sp, pacMask)
-			if stop != stopNone {
-				var err error
-				if stop == StopUnknownRegister {
-					err = errCFARegUnknown
+			cfa, newPC, newSP, known, stop = applyFast(&e.fastRow, cur, &c.win, sp, pacMask)
+			switch stop {
+			case stopNone:
+				newPCOK = known&(1<<uint(pcReg)) != 0
+				newSPOK = known&(1<<uint(spReg)) != 0
+				out = cur
+				stepMethod = MethodCFI
+				if signal {
+					stepMethod = MethodSignal
 				}
-				return Result{Frames: n, Stop: stop, Err: err}
+				raFromRegister = e.flags&fastRAFromReg != 0
+			case stopGeneral:
+				fast, signal = false, false
+			case StopUnknownRegister:
+				return Result{Frames: n, Stop: stop, Err: errCFARegUnknown}
+			default:
+				return Result{Frames: n, Stop: stop}
 			}
-			newPCOK = known&(1<<uint(pcReg)) != 0
-			newSPOK = known&(1<<uint(spReg)) != 0
-			out = cur
-			stepMethod = MethodCFI
-			raFromRegister = e.flags&fastRAFromReg != 0
-		} else {
+		}
+		if !fast {
 			var st stepResult
-			c.mem.stack = stack
-			u.step(c, m, e, cur, next, lookup, pc, n == 1, &st)
-			c.mem.stack = nil
+			u.step(c, m, cur, next, lookup, pc, n == 1, &st)
 			if st.stop != stopNone {
 				return Result{Frames: n, Stop: st.stop, Err: st.err}
 			}
