@@ -263,15 +263,16 @@ func (f *fastRow) compact(a arch.Arch, row *cfi.Row, explicit uint64) uint16 {
 
 // stopGeneral is what applyFast returns, before changing any register, when
 // the general step must decide: the base register of an expression is
-// unknown, which the general step reports as the expression's error.
+// unknown (the general step reports the expression's error), or the word
+// holding the CFA cannot be read in one piece.
 const stopGeneral StopReason = 254
 
 // applyFast computes the caller's registers from a row in compact form,
 // updating r in place, and returns the CFA, the caller's PC (with the bits of
 // pacMask cleared) and SP, and the mask of the registers now known. It
 // returns a stop reason other than stopNone when the CFA register is unknown
-// (StopUnknownRegister, or stopGeneral for an expression), or a vital
-// register, or the CFA, cannot be read from memory.
+// (StopUnknownRegister, or stopGeneral for an expression or a CFA loaded
+// from memory that cannot be read), or a vital register cannot be read.
 //
 // It works on r's values and a local copy of its known mask, written back
 // once, so that the registers do not make a round trip through memory for
@@ -294,7 +295,9 @@ func applyFast(f *fastRow, r *arch.Regs, w *window, curSP, pacMask uint64) (cfa,
 	if f.flags&fastCFADeref != 0 {
 		v, ms := w.read8(base + uint64(f.cfaOff))
 		if ms != MemOK {
-			return 0, 0, 0, known, memStop(ms)
+			// DW_OP_deref may still read the word from its aligned
+			// halves, and the general step says why it cannot.
+			return 0, 0, 0, known, stopGeneral
 		}
 		cfa = v
 	} else {
