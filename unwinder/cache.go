@@ -58,6 +58,7 @@ type Cache struct {
 	entries [cacheSets * cacheWays]cacheEntry
 	recent  [cacheSets]uint8 // the way of each set used last
 	rows    [rowSets]rowEntry
+	none    cacheEntry   // the entry of mappings without an Object: no row
 	win     window       // the memory of the unwind in progress
 	mem     exprMemory   // win as cfi.Memory
 	regs    [2]arch.Regs // the current frame's and the caller's registers

@@ -261,18 +261,19 @@ func (f *fastRow) compact(a arch.Arch, row *cfi.Row, explicit uint64) uint16 {
 	return flags
 }
 
-// stopGeneral is what applyFast returns, before changing any register, when
-// the general step must decide: the base register of an expression is
-// unknown (the general step reports the expression's error), or the word
-// holding the CFA cannot be read in one piece.
+// stopGeneral is what applyFast and applyCompact return, before changing any
+// register, when the general step must decide: the base register of an
+// expression is unknown (the general step reports the expression's error),
+// or the word holding the CFA cannot be read in one piece.
 const stopGeneral StopReason = 254
 
 // applyFast computes the caller's registers from a row in compact form,
 // updating r in place, and returns the CFA, the caller's PC (with the bits of
 // pacMask cleared) and SP, and the mask of the registers now known. It
 // returns a stop reason other than stopNone when the CFA register is unknown
-// (StopUnknownRegister, or stopGeneral for an expression or a CFA loaded
-// from memory that cannot be read), or a vital register cannot be read.
+// (StopUnknownRegister, or stopGeneral for an expression), or a vital
+// register cannot be read. It ignores fastCFADeref: applyCompact handles
+// those rows.
 //
 // It works on r's values and a local copy of its known mask, written back
 // once, so that the registers do not make a round trip through memory for
@@ -292,18 +293,8 @@ func applyFast(f *fastRow, r *arch.Regs, w *window, curSP, pacMask uint64) (cfa,
 	if cfaReg != f.spReg {
 		base = vals[cfaReg]
 	}
-	if f.flags&fastCFADeref != 0 {
-		v, ms := w.read8(base + uint64(f.cfaOff))
-		if ms != MemOK {
-			// DW_OP_deref may still read the word from its aligned
-			// halves, and the general step says why it cannot.
-			return 0, 0, 0, known, stopGeneral
-		}
-		cfa = v
-	} else {
-		base += uint64(f.cfaOff)
-		cfa = base
-	}
+	base += uint64(f.cfaOff)
+	cfa = base
 	inRange := false
 	data := w.data
 	rules := f.rules[:min(int(f.nrules), len(f.rules))]
@@ -338,7 +329,7 @@ func applyFast(f *fastRow, r *arch.Regs, w *window, curSP, pacMask uint64) (cfa,
 		if ms != MemOK {
 			if fr.vtl {
 				r.SetKnownMask(known)
-				return cfa, 0, 0, known, memStop(ms)
+				return 0, 0, 0, known, memStop(ms)
 			}
 			v = 0 // an unreadable callee-saved register is unknown
 			known &^= 1 << col
@@ -395,4 +386,36 @@ func applyFast(f *fastRow, r *arch.Regs, w *window, curSP, pacMask uint64) (cfa,
 	}
 	r.SetKnownMask(known)
 	return cfa, pc, sp, known, stopNone
+}
+
+// applyCompact applies the compact row f of any kind, including those whose
+// CFA is loaded from memory (fastCFADeref), which the unwind loop leaves to
+// it: their CFA is read first, then applyFast applies the rules to a copy of
+// f whose base is the register itself, and the caller's SP is set to the CFA
+// afterwards.
+func applyCompact(f *fastRow, r *arch.Regs, w *window, pacMask uint64) (cfa, pc, sp, known uint64, stop StopReason) {
+	curSP, _ := r.Get(int(f.spReg))
+	if f.flags&fastCFADeref == 0 {
+		return applyFast(f, r, w, curSP, pacMask)
+	}
+	base, ok := r.Get(int(f.cfaReg))
+	if !ok {
+		return 0, 0, 0, r.KnownMask(), stopGeneral
+	}
+	cfa, ms := w.read8(base + uint64(f.cfaOff))
+	if ms != MemOK {
+		// DW_OP_deref may still read the word from its aligned halves,
+		// and the general step says why it cannot.
+		return 0, 0, 0, r.KnownMask(), stopGeneral
+	}
+	g := *f
+	g.cfaOff = 0
+	g.flags &^= fastSetSP | fastCFADeref
+	_, pc, sp, known, stop = applyFast(&g, r, w, curSP, pacMask)
+	if stop == stopNone && f.flags&fastSetSP != 0 {
+		sp = cfa
+		r.Set(int(f.spReg), cfa)
+		known |= 1 << f.spReg
+	}
+	return cfa, pc, sp, known, stop
 }

@@ -80,8 +80,7 @@ func agree(t *testing.T, c *Cache, u *Unwinder, e *rowEntry, f *fastRow, states 
 		s := &states[i]
 		fastRegs := s.regs
 		c.win.set(&s.stack, 0)
-		sp, _ := fastRegs.Get(a.SP())
-		cfa, pc, newSP, known, stop := applyFast(f, &fastRegs, &c.win, sp, pacMask)
+		cfa, pc, newSP, known, stop := applyCompact(f, &fastRegs, &c.win, pacMask)
 		var st stepResult
 		st.stop = stopNone
 		cur := s.regs

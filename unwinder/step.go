@@ -30,6 +30,77 @@ type stepResult struct {
 	method         Method // how the caller's registers were recovered
 	signal         bool   // the frame was a signal trampoline
 	raFromRegister bool   // the return address came from a register, not memory
+
+	// Set by slowStep: where the caller's registers are, and its PC and SP.
+	out        *arch.Regs
+	pc, sp     uint64
+	pcOK, spOK bool
+}
+
+// setStop records a stop reason that applyFast returned.
+func (st *stepResult) setStop(stop StopReason) {
+	st.stop, st.err = stop, nil
+	if stop == StopUnknownRegister {
+		st.err = errCFARegUnknown
+	}
+}
+
+// slowStep steps from the frame whose registers are cur to its caller where
+// the loop's fast path did not: fastStop is what applyFast returned
+// (stopGeneral when it did not run). It applies the compact rows the loop
+// leaves to it (signal trampolines', looked up again at the exact PC, and
+// CFAs loaded from memory), and otherwise the general step, writing the caller's registers into cur or next and the outcome
+// into st.
+//
+//go:noinline
+func (u *Unwinder) slowStep(c *Cache, m *Mapping, e *cacheEntry, cur, next *arch.Regs, w *window, lookup, pc uint64, first bool, pacMask uint64, fastStop StopReason, st *stepResult) {
+	a := u.arch
+	pcReg, spReg := a.PC(), a.SP()
+	if fastStop != stopGeneral {
+		st.setStop(fastStop)
+		return
+	}
+	if e.flags&fastOK != 0 && e.arch == a {
+		// A compact row the loop leaves here: a signal trampoline's,
+		// whose PC is exact (look the row up again at the PC itself),
+		// or one whose CFA is loaded from memory.
+		if e.flags&fastSignal != 0 && lookup != pc {
+			e = c.row(a, m.Object, pc-m.Bias)
+		}
+		if e.flags&fastOK != 0 && e.arch == a {
+			cfa, newPC, newSP, known, stop := applyCompact(&e.fastRow, cur, w, pacMask)
+			if stop == stopNone {
+				st.stop, st.cfa, st.out = stopNone, cfa, cur
+				st.pc, st.pcOK = newPC, known&(1<<uint(pcReg)) != 0
+				st.sp, st.spOK = newSP, known&(1<<uint(spReg)) != 0
+				st.raFromRegister = e.flags&fastRAFromReg != 0
+				st.signal = e.flags&fastSignal != 0
+				st.method = MethodCFI
+				if st.signal {
+					st.method = MethodSignal
+				}
+				return
+			}
+			if stop != stopGeneral {
+				st.setStop(stop)
+				return
+			}
+		}
+	}
+	st.stop = stopNone
+	c.win = *w
+	u.step(c, m, cur, next, lookup, pc, first, st)
+	c.win = window{} // keep no reference to the caller's memory
+	if st.stop != stopNone {
+		return
+	}
+	st.out = next
+	st.pc, st.pcOK = next.Get(pcReg)
+	if st.pcOK && a == arch.ARM64 {
+		st.pc = a.StripPAC(st.pc, u.opts.PACMask)
+		next.Set(pcReg, st.pc)
+	}
+	st.sp, st.spOK = next.Get(spReg)
 }
 
 // step computes the caller's registers from the frame whose registers are

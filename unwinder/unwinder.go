@@ -68,15 +68,17 @@ var (
 // nothing once c is warm, except to build the error of a Result that
 // carries one.
 func (u *Unwinder) Unwind(c *Cache, space *AddressSpace, regs *arch.Regs, mem Memory, frames []Frame) Result {
+	// The window lives on the stack: the fast path reads it there, and
+	// only the general step copies it into c (pointer stores into a heap
+	// object cost write-barrier checks on every Unwind).
+	var w window
 	sp, _ := regs.Get(u.arch.SP())
-	c.win.set(mem, sp)
-	res := u.unwind(c, space, regs, frames)
-	c.win = window{} // keep no reference to the caller's memory
-	return res
+	w.set(mem, sp)
+	return u.unwind(c, space, regs, &w, frames)
 }
 
-// unwind is Unwind once c.win is set.
-func (u *Unwinder) unwind(c *Cache, space *AddressSpace, regs *arch.Regs, frames []Frame) Result {
+// unwind is Unwind reading memory through w.
+func (u *Unwinder) unwind(c *Cache, space *AddressSpace, regs *arch.Regs, w *window, frames []Frame) Result {
 	a := u.arch
 	limit := len(frames)
 	if u.opts.MaxFrames > 0 && u.opts.MaxFrames < limit {
@@ -145,7 +147,6 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, regs *arch.Regs, frames
 		// The caller's registers end up in out: cur itself when the row
 		// is applied in place, next otherwise.
 		var (
-			e              *cacheEntry
 			out            *arch.Regs
 			cfa            uint64
 			newPC, newSP   uint64
@@ -155,6 +156,7 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, regs *arch.Regs, frames
 			signal         bool
 			raFromRegister bool
 		)
+		e := &c.none
 		if m.Object != nil {
 			// c.row, its common case inlined by hand.
 			addr := lookup - m.Bias
@@ -172,56 +174,27 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, regs *arch.Regs, frames
 				e = c.rowMiss(a, m.Object, addr, set)
 			}
 		}
-		// The common case: the row has a compact form (CFA = register +
-		// offset and plain rules) and is no signal frame's.
-		fast := e != nil && e.flags&(fastOK|fastSignal) == fastOK && e.arch == a
-		if !fast && e != nil && e.flags&fastOK != 0 && e.arch == a {
-			// A signal trampoline's row in compact form. Its PC is
-			// exact: look it up again at the PC itself.
-			if lookup != pc {
-				e = c.row(a, m.Object, pc-m.Bias)
-			}
-			fast = e.flags&(fastOK|fastSignal) == fastOK|fastSignal && e.arch == a
-			signal = fast
+		stop := stopGeneral
+		if e.flags&(fastOK|fastSignal|fastCFADeref) == fastOK && e.arch == a {
+			// The common case: the row has a compact form (CFA =
+			// register + offset and plain rules, or compiled
+			// expressions) and is no signal frame's.
+			var known uint64
+			cfa, newPC, newSP, known, stop = applyFast(&e.fastRow, cur, w, sp, pacMask)
+			newPCOK = known&(1<<uint(pcReg)) != 0
+			newSPOK = known&(1<<uint(spReg)) != 0
+			out = cur
+			stepMethod = MethodCFI
+			raFromRegister = e.flags&fastRAFromReg != 0
 		}
-		if fast {
-			var (
-				stop  StopReason
-				known uint64
-			)
-			cfa, newPC, newSP, known, stop = applyFast(&e.fastRow, cur, &c.win, sp, pacMask)
-			switch stop {
-			case stopNone:
-				newPCOK = known&(1<<uint(pcReg)) != 0
-				newSPOK = known&(1<<uint(spReg)) != 0
-				out = cur
-				stepMethod = MethodCFI
-				if signal {
-					stepMethod = MethodSignal
-				}
-				raFromRegister = e.flags&fastRAFromReg != 0
-			case stopGeneral:
-				fast, signal = false, false
-			case StopUnknownRegister:
-				return Result{Frames: n, Stop: stop, Err: errCFARegUnknown}
-			default:
-				return Result{Frames: n, Stop: stop}
-			}
-		}
-		if !fast {
+		if stop != stopNone {
 			var st stepResult
-			u.step(c, m, cur, next, lookup, pc, n == 1, &st)
+			u.slowStep(c, m, e, cur, next, w, lookup, pc, n == 1, pacMask, stop, &st)
 			if st.stop != stopNone {
 				return Result{Frames: n, Stop: st.stop, Err: st.err}
 			}
-			out = next
-			cfa, stepMethod, signal, raFromRegister = st.cfa, st.method, st.signal, st.raFromRegister
-			newPC, newPCOK = out.Get(pcReg)
-			if newPCOK && a == arch.ARM64 {
-				newPC = a.StripPAC(newPC, u.opts.PACMask)
-				out.Set(pcReg, newPC)
-			}
-			newSP, newSPOK = out.Get(spReg)
+			out, cfa, stepMethod, signal, raFromRegister = st.out, st.cfa, st.method, st.signal, st.raFromRegister
+			newPC, newSP, newPCOK, newSPOK = st.pc, st.sp, st.pcOK, st.spOK
 		}
 		fr.CFA = cfa
 		if signal {
