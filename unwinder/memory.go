@@ -154,17 +154,9 @@ func NewSegments(segs []Segment) (*Segments, error) {
 
 // find returns the index of the segment containing addr, or -1.
 func (m *Segments) find(addr uint64) int {
-	lo, hi := 0, len(m.segs)
-	for lo < hi {
-		mid := int(uint(lo+hi) >> 1)
-		if s := &m.segs[mid]; s.Addr+s.Size <= addr {
-			lo = mid + 1
-		} else {
-			hi = mid
-		}
-	}
-	if lo < len(m.segs) && m.segs[lo].Addr <= addr {
-		return lo
+	i := sort.Search(len(m.segs), func(i int) bool { return m.segs[i].Addr+m.segs[i].Size > addr })
+	if i < len(m.segs) && m.segs[i].Addr <= addr {
+		return i
 	}
 	return -1
 }
