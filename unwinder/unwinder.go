@@ -181,11 +181,23 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, regs *arch.Regs, w *win
 			// expressions) and is no signal frame's.
 			var known uint64
 			cfa, newPC, newSP, known, stop = applyFast(&e.fastRow, cur, w, sp, pacMask)
-			newPCOK = known&(1<<uint(pcReg)) != 0
-			newSPOK = known&(1<<uint(spReg)) != 0
-			out = cur
-			stepMethod = MethodCFI
-			raFromRegister = e.flags&fastRAFromReg != 0
+			if stop == stopNone {
+				// What the general tail below does, for this case.
+				fr.CFA = cfa
+				if known&(1<<uint(pcReg)) == 0 || newPC == 0 {
+					return Result{Frames: n, Stop: StopOutermost}
+				}
+				if known&(1<<uint(spReg)) == 0 {
+					return Result{Frames: n, Stop: StopUnknownRegister, Err: errCallerSP}
+				}
+				if !callerSane(newSP, sp, newPC, pc, e.flags&fastRAFromReg != 0, prevSameSP) {
+					return Result{Frames: n, Stop: StopLoop}
+				}
+				prevSameSP = newSP == sp
+				pc, sp, spOK = newPC, newSP, true
+				method, flags = MethodCFI, FrameReturnAddress
+				continue
+			}
 		}
 		if stop != stopNone {
 			var st stepResult
@@ -210,10 +222,7 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, regs *arch.Regs, w *win
 			return Result{Frames: n, Stop: StopUnknownRegister, Err: errCallerSP}
 		}
 
-		// Sanity: the stack grows down, so a caller's SP lies above its
-		// callee's. Two exceptions: a frame that has not yet pushed
-		// anything (arm64 leaf, return address still in the link
-		// register) leaves SP unchanged, and a signal frame may jump from
+		// Sanity (callerSane), except that a signal frame may jump from
 		// a sigaltstack back to the thread stack, in either direction.
 		switch {
 		case signal:
@@ -225,13 +234,7 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, regs *arch.Regs, w *win
 			if signalFrames > 64 {
 				return Result{Frames: n, Stop: StopLoop}
 			}
-		case newSP > sp:
-		case newSP == sp && raFromRegister && newPC != pc && !prevSameSP:
-			// A leaf on a link-register architecture. Allow it only
-			// once in a row: only the innermost frame, or the frame
-			// interrupted by a signal, can still hold its return
-			// address in the link register.
-		default:
+		case !callerSane(newSP, sp, newPC, pc, raFromRegister, prevSameSP):
 			return Result{Frames: n, Stop: StopLoop}
 		}
 
@@ -257,6 +260,17 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, regs *arch.Regs, w *win
 			flags = FrameReturnAddress
 		}
 	}
+}
+
+// callerSane reports whether a caller's SP and PC, recovered from a frame
+// that is no signal frame, make sense: the stack grows down, so the caller's
+// SP lies above its callee's, or it is the same in a leaf on a link-register
+// architecture (the return address came from a register and differs from
+// the PC). That is allowed only once in a row (prevSameSP): only the
+// innermost frame, or the frame interrupted by a signal, can still hold its
+// return address in the link register.
+func callerSane(newSP, sp, newPC, pc uint64, raFromRegister, prevSameSP bool) bool {
+	return newSP > sp || newSP == sp && raFromRegister && newPC != pc && !prevSameSP
 }
 
 const stopNone StopReason = 255
