@@ -297,8 +297,8 @@ func applyFast(f *fastRow, r *arch.Regs, w *window, curSP, pacMask uint64) (cfa,
 	cfa = base
 	inRange := false
 	data := w.data
-	rules := f.rules[:min(int(f.nrules), len(f.rules))]
-	noff := min(int(f.noff), len(rules))
+	nrules := min(int(f.nrules), len(f.rules))
+	noff := min(int(f.noff), nrules)
 	// The common case: every saved register lies inside the window, and
 	// one check covers them all.
 	lo := base + uint64(int64(f.minOff)) - w.addr
@@ -307,39 +307,39 @@ func applyFast(f *fastRow, r *arch.Regs, w *window, curSP, pacMask uint64) (cfa,
 		// Checked above: no further bounds checks on data.
 		p := unsafe.Pointer(unsafe.SliceData(data))
 		off0 := base - w.addr
-		for i := range rules[:noff] {
-			fr := &rules[i]
+		for i := 0; i < noff; i++ {
+			fr := &f.rules[i]
 			off := off0 + uint64(int64(fr.off))
 			vals[fr.col] = binary.LittleEndian.Uint64((*[8]byte)(unsafe.Add(p, off))[:])
 		}
 		known |= f.offMask
-		noff, rules = 0, rules[noff:]
 		inRange = true
-	}
-	for i := range rules[:noff] {
-		fr := &rules[i]
-		col := fr.col
-		addr := base + uint64(int64(fr.off))
-		if off := addr - w.addr; off < uint64(len(data)) && uint64(len(data))-off >= 8 {
-			vals[col] = binary.LittleEndian.Uint64(data[off:])
-			known |= 1 << col
-			continue
-		}
-		v, ms := w.readSlow(addr)
-		if ms != MemOK {
-			if fr.vtl {
-				r.SetKnownMask(known)
-				return 0, 0, 0, known, memStop(ms)
+	} else {
+		for i := 0; i < noff; i++ {
+			fr := &f.rules[i]
+			col := fr.col
+			addr := base + uint64(int64(fr.off))
+			if off := addr - w.addr; off < uint64(len(data)) && uint64(len(data))-off >= 8 {
+				vals[col] = binary.LittleEndian.Uint64(data[off:])
+				known |= 1 << col
+				continue
 			}
-			v = 0 // an unreadable callee-saved register is unknown
-			known &^= 1 << col
-		} else {
-			known |= 1 << col
+			v, ms := w.readSlow(addr)
+			if ms != MemOK {
+				if fr.vtl {
+					r.SetKnownMask(known)
+					return 0, 0, 0, known, memStop(ms)
+				}
+				v = 0 // an unreadable callee-saved register is unknown
+				known &^= 1 << col
+			} else {
+				known |= 1 << col
+			}
+			vals[col] = v
 		}
-		vals[col] = v
 	}
-	for i := range rules[noff:] {
-		fr := &rules[noff+i]
+	for i := noff; i < nrules; i++ {
+		fr := &f.rules[i]
 		col := fr.col
 		switch fr.kind {
 		case cfi.RuleValOffset:
