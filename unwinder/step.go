@@ -49,8 +49,8 @@ func (st *stepResult) setStop(stop StopReason) {
 // the loop's fast path did not: fastStop is what applyFast returned
 // (stopGeneral when it did not run). It applies the compact rows the loop
 // leaves to it (signal trampolines', looked up again at the exact PC, and
-// CFAs loaded from memory), and otherwise the general step, writing the caller's registers into cur or next and the outcome
-// into st.
+// CFAs loaded from memory), and otherwise the general step, writing the
+// caller's registers into cur or next and the outcome into st.
 //
 //go:noinline
 func (u *Unwinder) slowStep(c *Cache, m *Mapping, e *cacheEntry, cur, next *arch.Regs, w *window, lookup, pc uint64, first bool, pacMask uint64, fastStop StopReason, st *stepResult) {
