@@ -239,8 +239,9 @@ func eventLayouts(attrs []*perfdata.Attr, spec FieldSpec) (map[string]eventLayou
 type TraceFields struct {
 	// Text is the fields as perf script prints them after the event
 	// name ("dfd: 0xffffff9c, filename: 0x7f..., flags: 0x00080000,
-	// mode: 0x00000000").
-	Text string
+	// mode: 0x00000000"). It is valid, like the Sample, only until
+	// the Sample is handed on.
+	Text []byte
 	// List holds the same fields by name, in the format's order.
 	List []TraceField
 }
@@ -249,6 +250,7 @@ type TraceFields struct {
 type TraceField struct {
 	Name string
 	// Value is an int64 or uint64 for numeric fields, a string for
-	// strings, or a []byte for arrays.
+	// strings, or a []int64 or []uint64 for arrays (a []byte, from a
+	// hand-made Sample, is an array too).
 	Value any
 }

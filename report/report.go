@@ -34,6 +34,7 @@ import (
 	"github.com/ustack/ustack/perfdata"
 	"github.com/ustack/ustack/procmaps"
 	"github.com/ustack/ustack/resolve"
+	"github.com/ustack/ustack/tracefmt"
 	"github.com/ustack/ustack/unwinder"
 )
 
@@ -88,6 +89,9 @@ type Options struct {
 	// Filter, when set, keeps only the samples it accepts (perf script's
 	// --pid, --tid, --comms, --cpu, --time).
 	Filter *SampleFilter
+	// TraceValues fills Sample.TraceFields.List (JSON's "fields") as well
+	// as its Text; off, tracepoint samples cost no allocation for it.
+	TraceValues bool
 }
 
 // Sample is one recorded sample with its symbolized stack, innermost frame
@@ -178,6 +182,7 @@ type processor struct {
 
 	spaces map[uint64]*resolve.Space // snapshot version -> address space
 	mapBuf []resolve.Mapping
+	traces traceFormats
 }
 
 func newProcessor(s *perfdata.Session, opts Options) (*processor, error) {
@@ -209,6 +214,7 @@ func newProcessor(s *perfdata.Session, opts Options) (*processor, error) {
 		buildID: map[string][]byte{},
 		spaces:  map[uint64]*resolve.Space{},
 	}
+	p.traces.p = p
 	for _, b := range s.Features.BuildIDs {
 		if len(b.BuildID) > 0 {
 			p.buildID[b.Filename] = b.BuildID
@@ -269,6 +275,11 @@ type job struct {
 	space  *resolve.Space
 	done   chan struct{}
 	err    error
+	// trace is a tracepoint sample's format and raw a copy of its data,
+	// formatted by the worker into traceText.
+	trace     *tracefmt.Format
+	raw       []byte
+	traceText []byte
 }
 
 var jobPool = sync.Pool{New: func() any { return &job{done: make(chan struct{}, 1)} }}
@@ -407,7 +418,14 @@ const branchCallStack = 1 << 11
 func (p *processor) newJob(s *perfdata.Sample, index int) *job {
 	j := jobPool.Get().(*job)
 	j.out = Sample{Index: index, Pid: s.Pid, Tid: s.Tid, CPU: s.CPU, Time: s.Time,
-		Period: s.Period, Event: s.EventName, IP: s.IP, Frames: j.out.Frames[:0]}
+		Period: s.Period, Event: s.EventName, IP: s.IP, Frames: j.out.Frames[:0],
+		TraceFields: TraceFields{List: j.out.TraceFields.List[:0]}}
+	j.trace = nil
+	if s.Attr != nil && s.Attr.Type == perfdata.TypeTracepoint {
+		if j.trace = p.traces.format(s); j.trace != nil {
+			j.raw = append(j.raw[:0], s.Raw...)
+		}
+	}
 	j.out.Comm = p.commOf(s.Tid)
 	kernel, user := perfdata.SplitCallchain(s.Callchain)
 	j.kernel = append(j.kernel[:0], kernel...)
