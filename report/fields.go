@@ -180,7 +180,11 @@ func hasStack(a *perfdata.Attr) bool {
 // recording has call chains (unless -F was given), default columns dropped
 // where the samples lack their data, and an error for a column asked for
 // whose data the samples do not carry.
-func eventLayouts(attrs []*perfdata.Attr, spec FieldSpec) (map[string]eventLayout, error) {
+//
+// A pipe's events arrive after -F was taken (perf script's process_attr):
+// there every event of a recording with call chains gains ip and sym, not
+// symoff and dso, with -F or without, unless -F removed them.
+func eventLayouts(attrs []*perfdata.Attr, spec FieldSpec, pipe bool) (map[string]eventLayout, error) {
 	useCallchain := false
 	tracepointChain := false
 	for _, a := range attrs {
@@ -196,7 +200,7 @@ func eventLayouts(attrs []*perfdata.Attr, spec FieldSpec) (map[string]eventLayou
 		f := defaultSampleFields
 		if a.Type == perfdata.TypeTracepoint {
 			f = defaultTracepointFields
-			if tracepointChain && !spec.userSet() {
+			if tracepointChain && !spec.userSet() && !pipe {
 				f |= FieldIP | FieldSym | FieldSymOff | FieldDSO
 			}
 		}
@@ -204,6 +208,9 @@ func eventLayouts(attrs []*perfdata.Attr, spec FieldSpec) (map[string]eventLayou
 			f = spec.Set
 		}
 		f = (f | spec.Add) &^ spec.Remove
+		if pipe && useCallchain {
+			f |= (FieldIP | FieldSym) &^ spec.Remove
+		}
 		if a.Type != perfdata.TypeTracepoint {
 			f &^= FieldTrace // perf: "'trace' not valid for software events. Ignoring."
 		}

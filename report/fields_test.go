@@ -96,19 +96,19 @@ func TestParseFields(t *testing.T) {
 		require.Error(t, err, "%q", bad)
 	}
 	// A field the samples lack, asked for: an error naming it, as perf's.
-	_, err = eventLayouts([]*perfdata.Attr{cpuClockAttr(true)}, FieldSpec{Set: FieldCPU, Replace: true})
+	_, err = eventLayouts([]*perfdata.Attr{cpuClockAttr(true)}, FieldSpec{Set: FieldCPU, Replace: true}, false)
 	require.ErrorContains(t, err, "Cannot print 'cpu' field")
-	_, err = eventLayouts([]*perfdata.Attr{cpuClockAttr(true)}, FieldSpec{Set: FieldSym, Replace: true})
+	_, err = eventLayouts([]*perfdata.Attr{cpuClockAttr(true)}, FieldSpec{Set: FieldSym, Replace: true}, false)
 	require.Error(t, err)
 	// The same field by default is dropped silently.
-	l, err := eventLayouts([]*perfdata.Attr{cpuClockAttr(true)}, FieldSpec{})
+	l, err := eventLayouts([]*perfdata.Attr{cpuClockAttr(true)}, FieldSpec{}, false)
 	require.NoError(t, err)
 	require.Equal(t, "comm,tid,time,period,event,ip,sym,symoff,dso", l["cpu-clock"].fields.String())
 	// Tracepoints gain the call chain's columns when the recording has
 	// call chains and -F was not given.
-	l, _ = eventLayouts([]*perfdata.Attr{tracepointAttr(true)}, FieldSpec{})
+	l, _ = eventLayouts([]*perfdata.Attr{tracepointAttr(true)}, FieldSpec{}, false)
 	require.Equal(t, "comm,tid,cpu,time,event,trace,ip,sym,symoff,dso", l["syscalls:sys_enter_openat"].fields.String())
-	l, _ = eventLayouts([]*perfdata.Attr{tracepointAttr(true)}, FieldSpec{Add: FieldPeriod})
+	l, _ = eventLayouts([]*perfdata.Attr{tracepointAttr(true)}, FieldSpec{Add: FieldPeriod}, false)
 	require.Equal(t, "comm,tid,cpu,time,period,event,trace", l["syscalls:sys_enter_openat"].fields.String())
 }
 
