@@ -316,3 +316,43 @@ func TestTraceFieldsJSON(t *testing.T) {
 		})
 	}
 }
+
+// TestTraceKernelSymbolsMatchPerfScript checks a print fmt's %ps
+// (timer:hrtimer_start's function) against perf script: named from the
+// kernel symbol table in a file-mode recording, in hex in pipe mode, as
+// perf prints them.
+func TestTraceKernelSymbolsMatchPerfScript(t *testing.T) {
+	dir := perfRecordings(t)
+	for _, c := range []struct {
+		name, want string
+		pipe       bool
+	}{
+		{"hr.data", "function=hrtimer_wakeup ", false},
+		{"hr-pipe.data", "function=0xffffffff", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			data := filepath.Join(dir, c.name)
+			args := []string{"record", "-q", "-e", "timer:hrtimer_start", "-o", data, "--", "sleep", "0.01"}
+			cmd := exec.Command("perf", args...)
+			if c.pipe {
+				f, err := os.Create(data)
+				require.NoError(t, err)
+				defer f.Close()
+				args[5] = "-"
+				cmd = exec.Command("perf", args...)
+				cmd.Stdout = f
+			}
+			var errb bytes.Buffer
+			cmd.Stderr = &errb
+			if err := cmd.Run(); err != nil {
+				t.Skipf("perf %s: %v\n%s", strings.Join(args, " "), err, errb.String())
+			}
+			want := headers(perfOut(t, data), false)
+			require.NotEmpty(t, want)
+			got, stderr := ustackOut(t, data, "-kallsyms", "/proc/kallsyms")
+			require.Equal(t, want, headers(got, false))
+			require.Contains(t, got, c.want)
+			assert.NotRegexp(t, `warning: .*(tracepoint|tracing data)`, stderr)
+		})
+	}
+}
