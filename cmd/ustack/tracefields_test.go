@@ -356,3 +356,29 @@ func TestTraceKernelSymbolsMatchPerfScript(t *testing.T) {
 		})
 	}
 }
+
+// TestTraceSignedFieldJSON checks a negative 32-bit field
+// (signal:signal_generate's code, SI_TKILL for raise) in JSON: the value
+// perf script's text prints (-6), where perf's Python engine is given the
+// unsigned 32-bit value (docs/PERF_DIFFERENCES.md).
+func TestTraceSignedFieldJSON(t *testing.T) {
+	dir := perfRecordings(t)
+	data := filepath.Join(dir, "sig.data")
+	src := filepath.Join(dir, "raise.c")
+	bin := filepath.Join(dir, "raise")
+	require.NoError(t, os.WriteFile(src, []byte("#include <signal.h>\nstatic void h(int s) {}\nint main(void) { signal(SIGUSR1, h); return raise(SIGUSR1); }\n"), 0o644))
+	out, err := exec.Command("gcc", "-o", bin, src).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	if out, err := exec.Command("perf", "record", "-q", "-e", "signal:signal_generate", "-o", data, "--", bin).CombinedOutput(); err != nil {
+		t.Skipf("perf record -e signal:signal_generate: %v\n%s", err, out)
+	}
+	text := headers(perfOut(t, data, "-F", "event,trace"), false)
+	require.Len(t, text, 1)
+	require.Contains(t, text[0], " code=-6 ")
+	got, _ := ustackOut(t, data, "--format", "json")
+	var s struct{ Fields map[string]any }
+	require.NoError(t, json.Unmarshal([]byte(got), &s))
+	require.Equal(t, float64(-6), s.Fields["code"])
+	require.Equal(t, float64(10), s.Fields["sig"])
+	require.Equal(t, "raise", s.Fields["comm"])
+}
