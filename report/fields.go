@@ -249,7 +249,8 @@ type TraceFields struct {
 	// mode: 0x00000000"). It is valid, like the Sample, only until
 	// the Sample is handed on.
 	Text []byte
-	// List holds the same fields by name, in the format's order.
+	// List holds the same fields by name, in the format's order (filled
+	// by Run only with Options.TraceValues).
 	List []TraceField
 }
 

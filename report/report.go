@@ -11,7 +11,10 @@
 // symbolize jobs with their own unwinder.Cache; the results are handed to
 // the caller's Emit function strictly in the order of the samples in the
 // file. The maps are resolved into address spaces and the unwound frames
-// symbolized by one resolve.Resolver per Run, which Run closes. Writers
+// symbolized by one resolve.Resolver per Run, which Run closes. A
+// tracepoint sample's job carries its raw data and its event's format
+// (tracefmt, from the recording's tracing data, parsed at the first such
+// sample), and the worker formats its fields (Sample.TraceFields). Writers
 // (NewWriter) print the samples as perf script does (text, with its -F
 // fields), JSON (docs/report.schema.json), folded stacks, pprof, a flame
 // graph or a speedscope file.
@@ -108,7 +111,8 @@ type Sample struct {
 	// IP is the sampled instruction pointer.
 	IP uint64
 	// TraceFields are a tracepoint sample's fields; empty for other
-	// events and until the event's format is decoded.
+	// events and for events the recording's tracing data gives no format
+	// for (Run warns then).
 	TraceFields TraceFields
 	Frames      []Frame
 	// Stop says why the user stack ended ("" when the sample had no user
