@@ -269,6 +269,9 @@ func TestTraceFieldsJSON(t *testing.T) {
 	dir := traceRecordings(t)
 	script := filepath.Join(dir, "fields.py")
 	require.NoError(t, os.WriteFile(script, []byte(perfFieldsScript), 0o644))
+	if out, err := exec.Command("perf", "script", "-i", filepath.Join(dir, "tr-ng.data"), "-s", script).CombinedOutput(); err != nil {
+		t.Skipf("perf's Python scripting does not run here (perf built with libpython, Python's standard library): %v\n%.500s", err, out)
+	}
 	for _, name := range traceRecordingNames {
 		t.Run(name, func(t *testing.T) {
 			data := filepath.Join(dir, name)
