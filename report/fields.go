@@ -180,7 +180,11 @@ func hasStack(a *perfdata.Attr) bool {
 // recording has call chains (unless -F was given), default columns dropped
 // where the samples lack their data, and an error for a column asked for
 // whose data the samples do not carry.
-func eventLayouts(attrs []*perfdata.Attr, spec FieldSpec) (map[string]eventLayout, error) {
+//
+// A pipe's events arrive after -F was taken (perf script's process_attr):
+// there every event of a recording with call chains gains ip and sym, not
+// symoff and dso, with -F or without, unless -F removed them.
+func eventLayouts(attrs []*perfdata.Attr, spec FieldSpec, pipe bool) (map[string]eventLayout, error) {
 	useCallchain := false
 	tracepointChain := false
 	for _, a := range attrs {
@@ -196,7 +200,7 @@ func eventLayouts(attrs []*perfdata.Attr, spec FieldSpec) (map[string]eventLayou
 		f := defaultSampleFields
 		if a.Type == perfdata.TypeTracepoint {
 			f = defaultTracepointFields
-			if tracepointChain && !spec.userSet() {
+			if tracepointChain && !spec.userSet() && !pipe {
 				f |= FieldIP | FieldSym | FieldSymOff | FieldDSO
 			}
 		}
@@ -204,6 +208,9 @@ func eventLayouts(attrs []*perfdata.Attr, spec FieldSpec) (map[string]eventLayou
 			f = spec.Set
 		}
 		f = (f | spec.Add) &^ spec.Remove
+		if pipe && useCallchain {
+			f |= (FieldIP | FieldSym) &^ spec.Remove
+		}
 		if a.Type != perfdata.TypeTracepoint {
 			f &^= FieldTrace // perf: "'trace' not valid for software events. Ignoring."
 		}
@@ -239,9 +246,11 @@ func eventLayouts(attrs []*perfdata.Attr, spec FieldSpec) (map[string]eventLayou
 type TraceFields struct {
 	// Text is the fields as perf script prints them after the event
 	// name ("dfd: 0xffffff9c, filename: 0x7f..., flags: 0x00080000,
-	// mode: 0x00000000").
-	Text string
-	// List holds the same fields by name, in the format's order.
+	// mode: 0x00000000"). It is valid, like the Sample, only until
+	// the Sample is handed on.
+	Text []byte
+	// List holds the same fields by name, in the format's order (filled
+	// by Run only with Options.TraceValues).
 	List []TraceField
 }
 
@@ -249,6 +258,7 @@ type TraceFields struct {
 type TraceField struct {
 	Name string
 	// Value is an int64 or uint64 for numeric fields, a string for
-	// strings, or a []byte for arrays.
+	// strings, or a []int64 or []uint64 for arrays (a []byte, from a
+	// hand-made Sample, is an array too).
 	Value any
 }

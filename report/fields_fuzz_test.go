@@ -29,7 +29,8 @@ func FuzzParseFields(f *testing.F) {
 				t.Fatalf("%q: fields %q do not parse back: %v", s, name, err)
 			}
 		}
-		eventLayouts(attrs, fs)
+		eventLayouts(attrs, fs, false)
+		eventLayouts(attrs, fs, true)
 	})
 }
 

@@ -35,7 +35,7 @@ func cpuClockAttr(stack bool) *perfdata.Attr {
 // this machine's recordings; tracepoint fields from Sample.TraceFields).
 func TestTextHeaderLines(t *testing.T) {
 	tp := &Sample{Comm: "p", Pid: 13763, Tid: 13763, CPU: 1, Time: 310637661123, Period: 1, Event: "syscalls:sys_enter_openat", IP: 0x7fe3564d8b1d,
-		TraceFields: TraceFields{Text: "dfd: 0xffffff9c, filename: 0x7fe3564c60b1, flags: 0x00080000, mode: 0x00000000"},
+		TraceFields: TraceFields{Text: []byte("dfd: 0xffffff9c, filename: 0x7fe3564c60b1, flags: 0x00080000, mode: 0x00000000")},
 		Frames: []Frame{{Addr: 0x7fe3564d8b1d, PC: 0x7fe3564d8b1d, Offset: 0x20b1d, Module: "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2",
 			Symbol: "__GI___open64_nocancel", SymOff: 0x2d}}}
 	cpu := &Sample{Comm: "p", Pid: 13791, Tid: 13791, Time: 312904643999, Period: 250000, Event: "cpu-clock", IP: 0x557f2daed1e4,
@@ -96,19 +96,19 @@ func TestParseFields(t *testing.T) {
 		require.Error(t, err, "%q", bad)
 	}
 	// A field the samples lack, asked for: an error naming it, as perf's.
-	_, err = eventLayouts([]*perfdata.Attr{cpuClockAttr(true)}, FieldSpec{Set: FieldCPU, Replace: true})
+	_, err = eventLayouts([]*perfdata.Attr{cpuClockAttr(true)}, FieldSpec{Set: FieldCPU, Replace: true}, false)
 	require.ErrorContains(t, err, "Cannot print 'cpu' field")
-	_, err = eventLayouts([]*perfdata.Attr{cpuClockAttr(true)}, FieldSpec{Set: FieldSym, Replace: true})
+	_, err = eventLayouts([]*perfdata.Attr{cpuClockAttr(true)}, FieldSpec{Set: FieldSym, Replace: true}, false)
 	require.Error(t, err)
 	// The same field by default is dropped silently.
-	l, err := eventLayouts([]*perfdata.Attr{cpuClockAttr(true)}, FieldSpec{})
+	l, err := eventLayouts([]*perfdata.Attr{cpuClockAttr(true)}, FieldSpec{}, false)
 	require.NoError(t, err)
 	require.Equal(t, "comm,tid,time,period,event,ip,sym,symoff,dso", l["cpu-clock"].fields.String())
 	// Tracepoints gain the call chain's columns when the recording has
 	// call chains and -F was not given.
-	l, _ = eventLayouts([]*perfdata.Attr{tracepointAttr(true)}, FieldSpec{})
+	l, _ = eventLayouts([]*perfdata.Attr{tracepointAttr(true)}, FieldSpec{}, false)
 	require.Equal(t, "comm,tid,cpu,time,event,trace,ip,sym,symoff,dso", l["syscalls:sys_enter_openat"].fields.String())
-	l, _ = eventLayouts([]*perfdata.Attr{tracepointAttr(true)}, FieldSpec{Add: FieldPeriod})
+	l, _ = eventLayouts([]*perfdata.Attr{tracepointAttr(true)}, FieldSpec{Add: FieldPeriod}, false)
 	require.Equal(t, "comm,tid,cpu,time,period,event,trace", l["syscalls:sys_enter_openat"].fields.String())
 }
 

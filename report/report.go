@@ -11,7 +11,10 @@
 // symbolize jobs with their own unwinder.Cache; the results are handed to
 // the caller's Emit function strictly in the order of the samples in the
 // file. The maps are resolved into address spaces and the unwound frames
-// symbolized by one resolve.Resolver per Run, which Run closes. Writers
+// symbolized by one resolve.Resolver per Run, which Run closes. A
+// tracepoint sample's job carries its raw data and its event's format
+// (tracefmt, from the recording's tracing data, parsed at the first such
+// sample), and the worker formats its fields (Sample.TraceFields). Writers
 // (NewWriter) print the samples as perf script does (text, with its -F
 // fields), JSON (docs/report.schema.json), folded stacks, pprof, a flame
 // graph or a speedscope file.
@@ -34,6 +37,7 @@ import (
 	"github.com/ustack/ustack/perfdata"
 	"github.com/ustack/ustack/procmaps"
 	"github.com/ustack/ustack/resolve"
+	"github.com/ustack/ustack/tracefmt"
 	"github.com/ustack/ustack/unwinder"
 )
 
@@ -88,6 +92,9 @@ type Options struct {
 	// Filter, when set, keeps only the samples it accepts (perf script's
 	// --pid, --tid, --comms, --cpu, --time).
 	Filter *SampleFilter
+	// TraceValues fills Sample.TraceFields.List (JSON's "fields") as well
+	// as its Text; off, tracepoint samples cost no allocation for it.
+	TraceValues bool
 }
 
 // Sample is one recorded sample with its symbolized stack, innermost frame
@@ -104,7 +111,8 @@ type Sample struct {
 	// IP is the sampled instruction pointer.
 	IP uint64
 	// TraceFields are a tracepoint sample's fields; empty for other
-	// events and until the event's format is decoded.
+	// events and for events the recording's tracing data gives no format
+	// for (Run warns then).
 	TraceFields TraceFields
 	Frames      []Frame
 	// Stop says why the user stack ended ("" when the sample had no user
@@ -178,6 +186,7 @@ type processor struct {
 
 	spaces map[uint64]*resolve.Space // snapshot version -> address space
 	mapBuf []resolve.Mapping
+	traces traceFormats
 }
 
 func newProcessor(s *perfdata.Session, opts Options) (*processor, error) {
@@ -209,6 +218,7 @@ func newProcessor(s *perfdata.Session, opts Options) (*processor, error) {
 		buildID: map[string][]byte{},
 		spaces:  map[uint64]*resolve.Space{},
 	}
+	p.traces.p = p
 	for _, b := range s.Features.BuildIDs {
 		if len(b.BuildID) > 0 {
 			p.buildID[b.Filename] = b.BuildID
@@ -269,6 +279,11 @@ type job struct {
 	space  *resolve.Space
 	done   chan struct{}
 	err    error
+	// trace is a tracepoint sample's format and raw a copy of its data,
+	// formatted by the worker into traceText.
+	trace     *tracefmt.Format
+	raw       []byte
+	traceText []byte
 }
 
 var jobPool = sync.Pool{New: func() any { return &job{done: make(chan struct{}, 1)} }}
@@ -407,7 +422,14 @@ const branchCallStack = 1 << 11
 func (p *processor) newJob(s *perfdata.Sample, index int) *job {
 	j := jobPool.Get().(*job)
 	j.out = Sample{Index: index, Pid: s.Pid, Tid: s.Tid, CPU: s.CPU, Time: s.Time,
-		Period: s.Period, Event: s.EventName, IP: s.IP, Frames: j.out.Frames[:0]}
+		Period: s.Period, Event: s.EventName, IP: s.IP, Frames: j.out.Frames[:0],
+		TraceFields: TraceFields{List: j.out.TraceFields.List[:0]}}
+	j.trace = nil
+	if s.Attr != nil && s.Attr.Type == perfdata.TypeTracepoint {
+		if j.trace = p.traces.format(s); j.trace != nil {
+			j.raw = append(j.raw[:0], s.Raw...)
+		}
+	}
 	j.out.Comm = p.commOf(s.Tid)
 	kernel, user := perfdata.SplitCallchain(s.Callchain)
 	j.kernel = append(j.kernel[:0], kernel...)

@@ -109,7 +109,7 @@ func TestJSONMatchesSchema(t *testing.T) {
 // the schema test can fail.
 func TestJSONTraceFieldsAndNulls(t *testing.T) {
 	s := &Sample{Index: 3, Pid: 7, Tid: 8, CPU: 1, Time: 1500, Period: 1, Comm: "prog", Event: "syscalls:sys_enter_openat", IP: 0x401000,
-		TraceFields: TraceFields{Text: "dfd: 0xffffff9c, filename: 0x7f00", List: []TraceField{
+		TraceFields: TraceFields{Text: []byte("dfd: 0xffffff9c, filename: 0x7f00"), List: []TraceField{
 			{"dfd", int64(-100)}, {"filename", "/etc/hostname"}, {"flags", uint64(0x80000)}, {"buf", []byte{1, 2}}}},
 		Frames: []Frame{{Addr: 0x401000, PC: 0x401000, Offset: 0x401000, How: "context"}}}
 	var b bytes.Buffer

@@ -48,7 +48,13 @@ func NewTextWriter(w io.Writer, eventWidth int, raw bool) *TextWriter {
 // zero FieldSpec: perf script's defaults for each event). It fails, as perf
 // script does, when spec asks for a field the samples do not carry.
 func NewTextWriterFor(w io.Writer, attrs []*perfdata.Attr, spec FieldSpec, raw bool) (*TextWriter, error) {
-	layouts, err := eventLayouts(attrs, spec)
+	return newTextWriterFor(w, attrs, spec, raw, false)
+}
+
+// newTextWriterFor is NewTextWriterFor, for the events of a pipe when pipe
+// is set.
+func newTextWriterFor(w io.Writer, attrs []*perfdata.Attr, spec FieldSpec, raw, pipe bool) (*TextWriter, error) {
+	layouts, err := eventLayouts(attrs, spec, pipe)
 	if err != nil {
 		return nil, err
 	}

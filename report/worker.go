@@ -22,6 +22,7 @@ func newWorker(p *processor) *worker {
 }
 
 func (w *worker) process(j *job) {
+	j.setTraceFields(w.p.opts.TraceValues)
 	for _, ip := range j.kernel {
 		if ip >= perfdata.ContextMax {
 			continue

@@ -125,7 +125,7 @@ func NewWriter(format string, w io.Writer, opts WriterOptions) (Writer, error) {
 		return nil, err
 	}
 	if format == "text" && opts.Attrs != nil {
-		if _, err := eventLayouts(opts.Attrs, opts.Fields); err != nil {
+		if _, err := eventLayouts(opts.Attrs, opts.Fields, false); err != nil {
 			return nil, err
 		}
 	}
@@ -175,7 +175,7 @@ type lazyText struct {
 
 func (l *lazyText) Write(s *Sample) error {
 	if l.o.Session != nil {
-		tw, err := NewTextWriterFor(l.w, l.o.Session.Attrs, l.o.Fields, l.o.Raw)
+		tw, err := newTextWriterFor(l.w, l.o.Session.Attrs, l.o.Fields, l.o.Raw, true)
 		if err != nil {
 			return err
 		}

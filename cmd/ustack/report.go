@@ -82,6 +82,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	opts.Filter = filter
+	opts.TraceValues = *format == "json" // JSON's "fields"
 	spec, err := parseFieldSpec(*fields)
 	if err != nil {
 		fmt.Fprintf(stderr, "ustack report: %v\n", err)
