@@ -26,19 +26,19 @@ func NewJSONWriter(w io.Writer, raw bool) *JSONWriter {
 // jsonFrame is one frame. Every key is present on every frame; unknown
 // values are null (docs/report.schema.json).
 type jsonFrame struct {
-	PC       string  `json:"pc"`
-	Addr     string  `json:"addr"`
-	Module   *string `json:"module"`
-	Offset   string  `json:"offset"`
-	Symbol   *string `json:"symbol"`
-	Mangled  *string `json:"mangled"`
-	SymOff   uint64  `json:"symoff"`
-	File     *string `json:"file"`
-	Line     *int    `json:"line"`
-	Inlined  bool    `json:"inlined"`
-	Kernel   bool    `json:"kernel"`
-	How      string  `json:"how"`
-	Signal   bool    `json:"signal_trampoline"`
+	PC      string  `json:"pc"`
+	Addr    string  `json:"addr"`
+	Module  *string `json:"module"`
+	Offset  string  `json:"offset"`
+	Symbol  *string `json:"symbol"`
+	Mangled *string `json:"mangled"`
+	SymOff  uint64  `json:"symoff"`
+	File    *string `json:"file"`
+	Line    *int    `json:"line"`
+	Inlined bool    `json:"inlined"`
+	Kernel  bool    `json:"kernel"`
+	How     string  `json:"how"`
+	Signal  bool    `json:"signal_trampoline"`
 }
 
 type jsonSample struct {

@@ -187,6 +187,11 @@ func sameScriptFrames(p, u []scriptFrame) (same, aliased bool) {
 func sameName(p, u scriptFrame) bool {
 	pn, poff, ok1 := strings.Cut(p.sym, "+0x")
 	un, uoff, ok2 := strings.Cut(u.sym, "+0x")
+	if ok1 && ok2 && pn == "_init" && strings.HasSuffix(un, "@plt") {
+		// perf names a PLT stub after the symbol before .plt, _init;
+		// ustack names the stub (docs/PERF_DIFFERENCES.md).
+		return true
+	}
 	if !ok1 || !ok2 || poff != uoff {
 		return false
 	}

@@ -600,4 +600,3 @@ func (s *Summary) StackSizeFix() string {
 	}
 	return fmt.Sprintf("record more with perf record --call-graph dwarf,%d (this recording copied %d bytes)", next, size)
 }
-
