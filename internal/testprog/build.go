@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -27,25 +26,47 @@ var compilers = map[string]string{".c": "gcc", ".cc": "g++", ".cpp": "g++", ".cx
 // output, when the source does not compile.
 func Build(t testing.TB, dir, file, src string, flags ...string) string {
 	t.Helper()
-	ext := filepath.Ext(file)
-	cc, ok := compilers[ext]
+	return Compile(t, compilerFor(t, file), dir, file, src, flags...)
+}
+
+// compilerFor returns the compiler of file's language, failing t for an
+// extension it does not know.
+func compilerFor(t testing.TB, file string) string {
+	t.Helper()
+	cc, ok := compilers[filepath.Ext(file)]
 	if !ok {
-		t.Fatalf("testprog.Build %s: no compiler for %q files", file, ext)
+		t.Fatalf("testprog: %s: no compiler for %q files", file, filepath.Ext(file))
 	}
-	return Compile(t, cc, dir, file, src, flags...)
+	return cc
 }
 
 // Compile is Build with the compiler named (clang, clang++,
 // aarch64-linux-gnu-gcc...).
 func Compile(t testing.TB, cc, dir, file, src string, flags ...string) string {
 	t.Helper()
-	path := filepath.Join(dir, file)
-	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+	need(t, cc)
+	out, err := compile(cc, filepath.Join(dir, file), src, flags)
+	if err != nil {
 		t.Fatal(err)
 	}
-	out := strings.TrimSuffix(path, filepath.Ext(path))
-	Tool(t, "", cc, append(append([]string{}, flags...), "-o", out, path)...)
 	return out
+}
+
+// compile writes src to path and compiles it with cc and flags, under
+// Timeout and the C locale, into path without its extension.
+func compile(cc, path, src string, flags []string) (string, error) {
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		return "", err
+	}
+	out := strings.TrimSuffix(path, filepath.Ext(path))
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, cc, append(append([]string{}, flags...), "-o", out, path)...)
+	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("%s %s: %v\n%s", cc, strings.Join(cmd.Args[1:], " "), err, msg)
+	}
+	return out, nil
 }
 
 // Tool runs name with args in dir ("" for the test's working directory)
@@ -78,56 +99,4 @@ func need(t testing.TB, name string) string {
 		t.Skipf("%s not installed: this test needs it", name)
 	}
 	return path
-}
-
-// shared holds the programs Shared built in this test binary run, by
-// compiler flags and source.
-var shared sync.Map // key string -> *sharedBuild
-
-type sharedBuild struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// Shared is Build done once per test binary run for each file, source and
-// flags: every test asking for the same program gets the same path, in a
-// directory of its own under os.TempDir that outlives the tests (no test
-// may modify or delete the program; copy it first). A missing compiler
-// skips every caller; a compiler error fails every caller.
-func Shared(t testing.TB, file, src string, flags ...string) string {
-	t.Helper()
-	cc, ok := compilers[filepath.Ext(file)]
-	if !ok {
-		t.Fatalf("testprog.Shared %s: no compiler for %q files", file, filepath.Ext(file))
-	}
-	need(t, cc)
-	key := fmt.Sprintf("%s\x00%q\x00%s", file, flags, src)
-	v, _ := shared.LoadOrStore(key, new(sharedBuild))
-	b := v.(*sharedBuild)
-	b.once.Do(func() {
-		dir, err := os.MkdirTemp("", "ustack-testprog-")
-		if err != nil {
-			b.err = err
-			return
-		}
-		path := filepath.Join(dir, file)
-		if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
-			b.err = err
-			return
-		}
-		out := strings.TrimSuffix(path, filepath.Ext(path))
-		ctx, cancel := context.WithTimeout(context.Background(), Timeout)
-		defer cancel()
-		msg, err := exec.CommandContext(ctx, cc, append(append([]string{}, flags...), "-o", out, path)...).CombinedOutput()
-		if err != nil {
-			b.err = fmt.Errorf("%s %s: %v\n%s", cc, path, err, msg)
-			return
-		}
-		b.path = out
-	})
-	if b.err != nil {
-		t.Fatalf("building the test program: %v", b.err)
-	}
-	return b.path
 }
