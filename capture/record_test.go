@@ -23,6 +23,7 @@ import (
 	"github.com/ustack/ustack/elfcache"
 	"github.com/ustack/ustack/internal/testprog"
 	"github.com/ustack/ustack/perfdata"
+	"github.com/ustack/ustack/procmaps"
 )
 
 // progPid returns the pid of the recorded test program (its exec COMM).
@@ -173,7 +174,7 @@ func TestRecordCommand(t *testing.T) {
 	}
 	objs := map[string]bool{}
 	for _, m := range fc.mmaps {
-		if m.Pid == pid && m.Prot&4 != 0 && strings.HasPrefix(m.Filename, "/") {
+		if m.Pid == pid && m.Prot&procmaps.ProtExec != 0 && strings.HasPrefix(m.Filename, "/") {
 			objs[m.Filename] = true
 		}
 	}
@@ -374,7 +375,7 @@ func TestRecordPID(t *testing.T) {
 	}
 	synth := false
 	for _, m := range fc.mmaps {
-		if m.Pid == pid && m.Filename == prog && m.Prot&4 != 0 {
+		if m.Pid == pid && m.Filename == prog && m.Prot&procmaps.ProtExec != 0 {
 			synth = true
 		}
 	}
