@@ -7,9 +7,9 @@
 // It is the bottom of ustack's dependency graph: it imports nothing of ustack
 // and knows nothing of files or formats.
 //
-// Data flows through it as register files: perfdata hands a sample's
-// user registers in sample_regs_user order, Arch.FromPerf (and the core
-// dump reader's NT_PRSTATUS decoding) turns them into a Regs indexed by
-// DWARF number with a known-bit per register, and the unwinder reads and
-// writes that Regs frame by frame.
+// Data flows through it as register files: a perf sample carries its user
+// registers in sample_regs_user order (PerfMask says which), Arch.LoadPerf
+// turns them into a Regs indexed by DWARF number with a known-bit per
+// register (package coredump fills a Regs from NT_PRSTATUS likewise), and
+// the unwinder reads and writes that Regs frame by frame.
 package arch
