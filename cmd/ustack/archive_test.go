@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/ustack/ustack/elfcache"
-	"github.com/ustack/ustack/internal/testprog"
 )
 
 // TestReportDamagedArchive records a program, deletes it, and reports the
@@ -25,16 +24,8 @@ func TestReportDamagedArchive(t *testing.T) {
 	if testing.Short() {
 		t.Skip("records with perf_event_open")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("recording tracepoints needs root")
-	}
-	dir := t.TempDir()
-	bin := testprog.Build(t, dir, "prog.c", progSrc, "-O2", "-g")
-	data := filepath.Join(dir, "rec.data")
-	var stdout, stderr bytes.Buffer
-	if rc := run([]string{"record", "-q", "-e", "syscalls:sys_enter_close", "-o", data, "--", bin}, &stdout, &stderr); rc != 0 {
-		t.Skipf("ustack record cannot record here (status %d): %s", rc, stderr.String())
-	}
+	bin, data := recordClose(t, "-O2", "-g")
+	dir := filepath.Dir(data)
 	os.Remove(bin)
 	good, err := os.ReadFile(data + ".ustack")
 	require.NoError(t, err)

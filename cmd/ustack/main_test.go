@@ -29,16 +29,7 @@ func TestRecordReportPortable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("records with perf_event_open")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("recording tracepoints needs root")
-	}
-	dir := t.TempDir()
-	bin := testprog.Build(t, dir, "prog.c", progSrc, "-O2", "-g")
-	data := filepath.Join(dir, "rec.data")
-	var stdout, stderr bytes.Buffer
-	if rc := run([]string{"record", "-q", "-e", "syscalls:sys_enter_close", "-o", data, "--", bin}, &stdout, &stderr); rc != 0 {
-		t.Skipf("ustack record cannot record here (status %d): %s", rc, stderr.String())
-	}
+	bin, data := recordClose(t, "-O2", "-g")
 	for _, f := range []string{data, data + ".ustack"} {
 		st, err := os.Stat(f)
 		if err != nil {
@@ -89,6 +80,25 @@ func TestRecordReportPortable(t *testing.T) {
 	if n != 20 {
 		t.Errorf("%d close samples from leaf; want 20", n)
 	}
+}
+
+// recordClose builds progSrc with gcc and flags into a fresh directory and
+// records it with ustack record at syscalls:sys_enter_close, returning the
+// program and the recording (in the same directory). It skips where ustack
+// cannot record tracepoints (not root, no tracefs).
+func recordClose(t *testing.T, flags ...string) (bin, data string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("recording tracepoints needs root")
+	}
+	dir := t.TempDir()
+	bin = testprog.Build(t, dir, "prog.c", progSrc, flags...)
+	data = filepath.Join(dir, "rec.data")
+	var stdout, stderr bytes.Buffer
+	if rc := run([]string{"record", "-q", "-e", "syscalls:sys_enter_close", "-o", data, "--", bin}, &stdout, &stderr); rc != 0 {
+		t.Skipf("ustack record cannot record here (status %d): %s", rc, stderr.String())
+	}
+	return bin, data
 }
 
 func head(s string) string {

@@ -13,19 +13,11 @@ import (
 	"github.com/ustack/ustack/internal/testprog"
 )
 
-// buildTestProg compiles progSrc (leaf <- mid <- top <- main) into dir,
-// with frame pointers.
-func buildTestProg(t *testing.T, dir string) string {
-	return buildTestSource(t, dir, progSrc)
-}
+// frameFlags build progSrc with frame pointers.
+var frameFlags = []string{"-O2", "-g", "-fno-omit-frame-pointer"}
 
 // burnSrc is progSrc with leaf burning CPU long enough for cpu-clock.
 var burnSrc = strings.Replace(progSrc, "i < 100000", "i < 20000000", 1)
-
-func buildTestSource(t *testing.T, dir, source string) string {
-	t.Helper()
-	return testprog.Build(t, dir, "prog.c", source, "-O2", "-g", "-fno-omit-frame-pointer")
-}
 
 // chainCount counts the samples of perf script or ustack report text
 // output whose stack holds leaf, mid, top and main in this order.
@@ -38,18 +30,9 @@ func chainCount(out string) int {
 // only the unpacked tarball: perf must name the program's functions from
 // the exported objects.
 func TestArchiveForPerf(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("recording tracepoints needs root")
-	}
 	testprog.Perf(t)
-	dir := t.TempDir()
-	bin := buildTestProg(t, dir)
-	data := filepath.Join(dir, "rec.data")
+	bin, data := recordClose(t, frameFlags...)
 	var stdout, stderr bytes.Buffer
-	if rc := run([]string{"record", "-q", "-e", "syscalls:sys_enter_close", "-o", data, "--", bin}, &stdout, &stderr); rc != 0 {
-		t.Skipf("ustack record cannot record here (status %d): %s", rc, stderr.String())
-	}
-	stderr.Reset()
 	require.Equal(t, 0, run([]string{"archive", data}, &stdout, &stderr), stderr.String())
 	tarball := data + ".tar.gz"
 	st, err := os.Stat(tarball)
@@ -92,7 +75,7 @@ func TestReportPerfArchive(t *testing.T) {
 		t.Skip("perf archive needs bzip2")
 	}
 	dir := t.TempDir()
-	bin := buildTestSource(t, dir, burnSrc)
+	bin := testprog.Build(t, dir, "prog.c", burnSrc, frameFlags...)
 	home := t.TempDir() // perf keeps its build-id cache in $HOME/.debug
 	env := append(os.Environ(), "HOME="+home)
 	data := filepath.Join(dir, "perf.data")
