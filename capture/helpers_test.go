@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"os/exec"
 	"testing"
 
 	"github.com/ustack/ustack/internal/testprog"
@@ -66,6 +67,18 @@ int main(int argc, char **argv) {
 func buildProg(t *testing.T) string {
 	t.Helper()
 	return testprog.Shared(t, "prog.c", "#include <stdlib.h>\n"+testProg, "-O2", "-g", "-Wl,--build-id")
+}
+
+// startProg starts prog running long (100000 rounds) for a test to
+// attach to; the process is killed when the test ends.
+func startProg(t *testing.T, prog string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(prog, "100000")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd
 }
 
 // fileContents is what readPerfData found in a perf.data file: its

@@ -347,11 +347,7 @@ func TestTruncatedRecording(t *testing.T) {
 func TestRecordPID(t *testing.T) {
 	testprog.NeedPerfEvents(t)
 	prog := buildProg(t)
-	cmd := exec.Command(prog, "100000")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	cmd := startProg(t, prog)
 	time.Sleep(100 * time.Millisecond)
 	out := filepath.Join(t.TempDir(), "perf.data")
 	st, err := Record(context.Background(), Options{Events: []string{"cpu-clock", "syscalls:sys_enter_close"},
@@ -398,11 +394,7 @@ func TestRecordPID(t *testing.T) {
 func TestRecordAll(t *testing.T) {
 	testprog.NeedPerfEvents(t)
 	prog := buildProg(t)
-	cmd := exec.Command(prog, "100000")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	cmd := startProg(t, prog)
 	out := filepath.Join(t.TempDir(), "perf.data")
 	if _, err := Record(context.Background(), Options{Events: []string{"cpu-clock"}, AllCPUs: true, Freq: 500,
 		Duration: 500 * time.Millisecond, Output: out, NoArchive: true}); err != nil {
@@ -444,11 +436,7 @@ func TestRecordWatchpoint(t *testing.T) {
 			sinkAddr = s.Value
 		}
 	}
-	cmd := exec.Command(prog, "100000")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	cmd := startProg(t, prog)
 	time.Sleep(50 * time.Millisecond)
 	maps, err := ReadProcMaps(cmd.Process.Pid)
 	if err != nil {
