@@ -8,12 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
-
-// Timeout bounds every command this package runs (a compiler or perf): a
-// hung tool fails the test instead of hanging the test binary.
-const Timeout = 2 * time.Minute
 
 // compilers maps a source file's extension to the compiler Build uses.
 var compilers = map[string]string{".c": "gcc", ".cc": "g++", ".cpp": "g++", ".cxx": "g++"}
@@ -67,36 +62,4 @@ func compile(cc, path, src string, flags []string) (string, error) {
 		return "", fmt.Errorf("%s %s: %v\n%s", cc, strings.Join(cmd.Args[1:], " "), err, msg)
 	}
 	return out, nil
-}
-
-// Tool runs name with args in dir ("" for the test's working directory)
-// under Timeout and the C locale, and returns its standard output. It skips
-// t when name is not installed and fails it, with the tool's standard
-// error, when the tool fails.
-func Tool(t testing.TB, dir, name string, args ...string) string {
-	t.Helper()
-	path := need(t, name)
-	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, path, args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "LC_ALL=C")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s%s", name, strings.Join(args, " "), err, stderr.String(), out)
-	}
-	return string(out)
-}
-
-// need returns the path of the command name, skipping t when it is not
-// installed.
-func need(t testing.TB, name string) string {
-	t.Helper()
-	path, err := exec.LookPath(name)
-	if err != nil {
-		t.Skipf("%s not installed: this test needs it", name)
-	}
-	return path
 }
