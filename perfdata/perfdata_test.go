@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -116,18 +115,9 @@ func TestLiveDwarf(t *testing.T) {
 	}
 }
 
-func tracefs(t *testing.T) {
-	if _, err := os.Stat("/sys/kernel/tracing/events/syscalls/sys_enter_close"); err != nil {
-		exec.Command("mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing").Run()
-		if _, err := os.Stat("/sys/kernel/tracing/events/syscalls/sys_enter_close"); err != nil {
-			t.Skip("tracefs with syscall tracepoints not available")
-		}
-	}
-}
-
 func TestLiveTracepoint(t *testing.T) {
 	testprog.Perf(t)
-	tracefs(t)
+	testprog.NeedTracefs(t, "syscalls/sys_enter_close")
 	p := record(t, false, "-e", "syscalls:sys_enter_close", "--call-graph", "dwarf,1024", "--", "sh", "-c", "cat /etc/hostname; cat /etc/hostname")
 	s := checkLive(t, p)
 	if s.Attrs[0].Name != "syscalls:sys_enter_close" {
@@ -191,7 +181,7 @@ func TestLiveTwoEvents(t *testing.T) {
 
 func TestLivePipe(t *testing.T) {
 	testprog.Perf(t)
-	tracefs(t)
+	testprog.NeedTracefs(t, "syscalls/sys_enter_close")
 	p := record(t, true, "-e", "syscalls:sys_enter_close", "-e", "cpu-clock", "-c", "100000", "--call-graph", "dwarf,1024", "--", "sh", "-c", busy+"; cat /etc/hostname")
 	s := checkLive(t, p)
 	if !s.Pipe || len(s.Attrs) != 2 {

@@ -14,13 +14,17 @@
 //
 // Nothing here passes silently where a tool is missing: [Build] skips the
 // test naming the compiler, [Perf] and [PerfCommand] skip naming perf,
-// [NeedPerfEvents] skips when the kernel refuses perf_event_open, and
-// [Record] skips with perf's own message when perf cannot record here.
+// [NeedPerfEvents] skips when the kernel refuses perf_event_open,
+// [NeedTracefs] when a tracepoint is not to be found, and [Record] skips with perf's own message when perf cannot record here.
 // A compiler error or a failing perf script is a test failure, with the
 // tool's output.
 //
-// Users: the tests of capture, elfcache, perfdata and cmd/ustack (main,
-// archive and perfarchive tests). Still on their own copies, to be moved
-// here: report (parity, pprof, nostack, browser), debuginfod (server),
-// cmd/ustack (perfscript, input), unwinder, coredump and tracefmt.
+// [Tool] runs any other tool (objcopy, readelf, a cross compiler) the
+// same way.
+//
+// Users: the tests of capture, elfcache, perfdata, tracefmt and
+// cmd/ustack (main, archive and perfarchive tests). Still on their own
+// copies of these helpers, to be moved here: report's tests (parity,
+// pprof, nostack, browser), debuginfod's server test and cmd/ustack's
+// perfscript and input tests.
 package testprog

@@ -103,3 +103,18 @@ func Script(t testing.TB, path string, args ...string) string {
 	t.Helper()
 	return Output(t, PerfCommand(t, append([]string{"script", "-i", path}, args...)...))
 }
+
+// NeedTracefs skips t unless tracefs, at /sys/kernel/tracing, holds the
+// tracepoint event ("syscalls/sys_enter_close"). Where tracefs is not
+// mounted it tries to mount it first (which root may).
+func NeedTracefs(t testing.TB, event string) {
+	t.Helper()
+	dir := "/sys/kernel/tracing/events/" + event
+	if _, err := os.Stat(dir); err == nil {
+		return
+	}
+	exec.Command("mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing").Run()
+	if _, err := os.Stat(dir); err != nil {
+		t.Skipf("tracefs with the %s tracepoint is not available here: %v", event, err)
+	}
+}
