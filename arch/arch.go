@@ -1,11 +1,3 @@
-// Package arch describes the user register sets that ustack unwinds: the DWARF
-// register numbers that CFI refers to, the order in which perf's
-// sample_regs_user delivers them, which registers hold the program counter,
-// stack pointer, frame pointer and return address, and how arm64 pointer
-// authentication codes are removed from return addresses.
-//
-// It is the bottom of ustack's dependency graph: it imports nothing of ustack
-// and knows nothing of files or formats.
 package arch
 
 import "fmt"

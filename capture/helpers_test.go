@@ -3,18 +3,13 @@ package capture
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
-	"time"
 
+	"github.com/ustack/ustack/internal/testprog"
 	"github.com/ustack/ustack/perfdata"
-	"golang.org/x/sys/unix"
 )
 
 // The test binary doubles as a recorder process for the SIGKILL test: with
@@ -38,25 +33,6 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(m.Run())
 }
-
-// needPerf skips the test when perf_event_open cannot be used here.
-func needPerf(t *testing.T) {
-	t.Helper()
-	attr := unix.PerfEventAttr{Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_CPU_CLOCK, Sample: 1000}
-	attr.Size = uint32(perfdata.AttrSizeVer7)
-	attr.Bits = unix.PerfBitDisabled
-	fd, err := unix.PerfEventOpen(&attr, 0, -1, -1, unix.PERF_FLAG_FD_CLOEXEC)
-	if err != nil {
-		t.Skipf("perf_event_open is unavailable here (%v): live recording tests need root or CAP_PERFMON", err)
-	}
-	unix.Close(fd)
-}
-
-var (
-	progOnce sync.Once
-	progPath string
-	progErr  error
-)
 
 // testProg is the program the live tests record: main -> top -> mid ->
 // leaf, where leaf calls close(-1), nanosleep (the syscall itself) and
@@ -86,34 +62,28 @@ int main(int argc, char **argv) {
 }
 `
 
-// buildProg compiles testProg once per test binary run.
+// buildProg compiles testProg once per test binary run (tests that
+// change the program copy it first).
 func buildProg(t *testing.T) string {
 	t.Helper()
-	if _, err := exec.LookPath("gcc"); err != nil {
-		t.Skip("gcc not found")
-	}
-	progOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "ustack-capture-prog")
-		if err != nil {
-			progErr = err
-			return
-		}
-		src := filepath.Join(dir, "prog.c")
-		os.WriteFile(src, []byte("#include <stdlib.h>\n"+testProg), 0o644)
-		progPath = filepath.Join(dir, "prog")
-		out, err := exec.Command("gcc", "-O2", "-g", "-Wl,--build-id", "-o", progPath, src).CombinedOutput()
-		if err != nil {
-			progErr = errors.New(string(out))
-		}
-	})
-	if progErr != nil {
-		t.Fatalf("building the test program: %v", progErr)
-	}
-	return progPath
+	return testprog.Shared(t, "prog.c", "#include <stdlib.h>\n"+testProg, "-O2", "-g", "-Wl,--build-id")
 }
 
-// readAll reads a perf.data file, returning its samples (detached), the
-// pid of the first exec'd COMM of comm, and the reader's final error.
+// startProg starts prog running long (100000 rounds) for a test to
+// attach to; the process is killed when the test ends.
+func startProg(t *testing.T, prog string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(prog, "100000")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd
+}
+
+// fileContents is what readPerfData found in a perf.data file: its
+// samples (detached), COMM and MMAP records, the number of records and the
+// reader's final error.
 type fileContents struct {
 	session *perfdata.Session
 	samples []*perfdata.Sample
@@ -123,6 +93,7 @@ type fileContents struct {
 	err     error
 }
 
+// readPerfData reads every record of the perf.data file at path.
 func readPerfData(t *testing.T, path string) *fileContents {
 	t.Helper()
 	r, err := perfdata.Open(path)
@@ -150,71 +121,4 @@ func readPerfData(t *testing.T, path string) *fileContents {
 		}
 	}
 	return fc
-}
-
-// perfScript runs perf script on a file and returns its output, skipping
-// when perf is not installed.
-func perfScript(t *testing.T, path string, args ...string) string {
-	t.Helper()
-	perf, err := exec.LookPath("perf")
-	if err != nil {
-		t.Skip("perf not installed: cannot cross-check with perf script")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, perf, append([]string{"script", "-i", path}, args...)...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("perf script -i %s: %v\n%s", path, err, stderr.String())
-	}
-	return string(out)
-}
-
-// perfScriptSamples splits perf script output into samples: a header line
-// and its frames (symbol names).
-type scriptSample struct {
-	header string
-	syms   []string
-}
-
-func parseScript(out string) []scriptSample {
-	var res []scriptSample
-	for _, block := range strings.Split(out, "\n\n") {
-		lines := strings.Split(strings.Trim(block, "\n"), "\n")
-		if len(lines) == 0 || lines[0] == "" {
-			continue
-		}
-		s := scriptSample{header: lines[0]}
-		for _, l := range lines[1:] {
-			f := strings.Fields(l)
-			if len(f) >= 2 {
-				sym := f[1]
-				if i := strings.LastIndex(sym, "+0x"); i > 0 {
-					sym = sym[:i]
-				}
-				s.syms = append(s.syms, sym)
-			}
-		}
-		res = append(res, s)
-	}
-	return res
-}
-
-// hasChain reports whether syms holds want as consecutive frames.
-func hasChain(syms, want []string) bool {
-	for i := 0; i+len(want) <= len(syms); i++ {
-		ok := true
-		for j, w := range want {
-			if syms[i+j] != w {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			return true
-		}
-	}
-	return false
 }

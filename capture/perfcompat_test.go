@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/ustack/ustack/internal/testprog"
 	"github.com/ustack/ustack/perfdata"
 	"github.com/ustack/ustack/report"
 )
@@ -28,7 +29,7 @@ import (
 // exclude_kernel as perf record does, and the stacks perf script unwinds
 // from the file must hold the program's call chain.
 func TestRecordUnprivileged(t *testing.T) {
-	needPerf(t)
+	testprog.NeedPerfEvents(t)
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run the recorder as the user nobody")
 	}
@@ -83,8 +84,8 @@ func TestRecordUnprivileged(t *testing.T) {
 
 	// perf's own DWARF unwind of the file is the truth for the chain.
 	var chains int
-	for _, s := range parseScript(perfScript(t, out, "-f")) {
-		if strings.HasPrefix(s.header, "prog ") && hasChain(s.syms, []string{"leaf", "mid", "top", "main"}) {
+	for _, s := range testprog.ParseScript(testprog.Script(t, out, "-f")) {
+		if strings.HasPrefix(s.Header, "prog ") && testprog.HasChain(s.Syms, []string{"leaf", "mid", "top", "main"}) {
 			chains++
 		}
 	}
@@ -116,7 +117,7 @@ func copyExec(t *testing.T, from, to string) {
 // TestRecordKeepsOld records twice to one name: the first recording and
 // its archive survive as FILE.old and FILE.old.ustack, byte for byte.
 func TestRecordKeepsOld(t *testing.T) {
-	needPerf(t)
+	testprog.NeedPerfEvents(t)
 	prog := buildProg(t)
 	out := filepath.Join(t.TempDir(), "rec.data")
 	record := func() {
@@ -146,10 +147,8 @@ func TestRecordKeepsOld(t *testing.T) {
 // ustack recording as ustack report does (perf needs the kernel text
 // mapping record to find them).
 func TestPerfScriptKernelFrames(t *testing.T) {
-	needPerf(t)
-	if _, err := exec.LookPath("perf"); err != nil {
-		t.Skip("perf not installed")
-	}
+	testprog.NeedPerfEvents(t)
+	testprog.Perf(t)
 	if _, _, ok := kernelText("/proc/kallsyms"); !ok {
 		t.Skip("kernel addresses are hidden in /proc/kallsyms")
 	}
@@ -161,14 +160,10 @@ func TestPerfScriptKernelFrames(t *testing.T) {
 
 	// perf script: one line per sample with the time, then the kernel
 	// frames as "sym+off" (user frames are left out).
-	cmd := exec.Command("perf", "script", "-i", out, "-F", "time,ip,sym,symoff,dso")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	script, err := cmd.Output()
-	require.NoError(t, err, stderr.String())
+	script := testprog.Script(t, out, "-F", "time,ip,sym,symoff,dso")
 	perfK := map[string][]string{}
 	var cur string
-	for _, l := range strings.Split(string(script), "\n") {
+	for _, l := range strings.Split(script, "\n") {
 		f := strings.Fields(l)
 		switch {
 		case len(f) == 1 && strings.HasSuffix(f[0], ":"):

@@ -19,6 +19,7 @@ import (
 
 	"github.com/ustack/ustack/arch"
 	"github.com/ustack/ustack/perfdata"
+	"github.com/ustack/ustack/procmaps"
 	"golang.org/x/sys/unix"
 )
 
@@ -1178,7 +1179,7 @@ func cString(b []byte) string {
 // noteMmap records an executable mapping: its object goes to the archive
 // and the BUILD_ID feature, and to the live unwinder.
 func (r *Recorder) noteMmap(pid uint32, start, ln, pgoff uint64, prot uint32, name string) {
-	if prot&unix.PROT_EXEC == 0 {
+	if prot&procmaps.ProtExec == 0 {
 		return
 	}
 	if r.objs != nil {

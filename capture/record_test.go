@@ -21,7 +21,9 @@ import (
 	"github.com/ustack/ustack/arch"
 	"github.com/ustack/ustack/archive"
 	"github.com/ustack/ustack/elfcache"
+	"github.com/ustack/ustack/internal/testprog"
 	"github.com/ustack/ustack/perfdata"
+	"github.com/ustack/ustack/procmaps"
 )
 
 // progPid returns the pid of the recorded test program (its exec COMM).
@@ -51,7 +53,7 @@ func checkMode(t *testing.T, path string) {
 // tracepoints, a uprobe on leaf and cpu-clock, reads the file back, has
 // perf script unwind it, and checks the archive.
 func TestRecordCommand(t *testing.T) {
-	needPerf(t)
+	testprog.NeedPerfEvents(t)
 	prog := buildProg(t)
 	dir := t.TempDir()
 	out := filepath.Join(dir, "perf.data")
@@ -127,7 +129,7 @@ func TestRecordCommand(t *testing.T) {
 
 	// perf unwinds the file with its own unwinder: an independent check
 	// that registers, stacks and maps are right.
-	ss := parseScript(perfScript(t, out))
+	ss := testprog.ParseScript(testprog.Script(t, out))
 	want := map[string][]string{
 		"syscalls:sys_enter_close: fd: 0xffffffff": {"leaf", "mid", "top", "main"},
 		"syscalls:sys_enter_nanosleep":             {"leaf", "mid", "top", "main"},
@@ -137,14 +139,14 @@ func TestRecordCommand(t *testing.T) {
 	for key, chain := range want {
 		n, good := 0, 0
 		for _, s := range ss {
-			if !strings.Contains(s.header, key) || !strings.HasPrefix(s.header, "prog ") {
+			if !strings.Contains(s.Header, key) || !strings.HasPrefix(s.Header, "prog ") {
 				continue
 			}
-			if key == "cpu-clock" && (len(s.syms) == 0 || s.syms[0] != "burn") {
+			if key == "cpu-clock" && (len(s.Syms) == 0 || s.Syms[0] != "burn") {
 				continue // ticks elsewhere (startup, syscalls)
 			}
 			n++
-			if hasChain(s.syms, chain) {
+			if testprog.HasChain(s.Syms, chain) {
 				good++
 			}
 		}
@@ -155,8 +157,8 @@ func TestRecordCommand(t *testing.T) {
 		}
 	}
 	for _, s := range ss {
-		if strings.Contains(s.header, upName) && (len(s.syms) == 0 || s.syms[0] != "leaf") {
-			t.Errorf("uprobe sample's first frame is %v, want leaf", s.syms)
+		if strings.Contains(s.Header, upName) && (len(s.Syms) == 0 || s.Syms[0] != "leaf") {
+			t.Errorf("uprobe sample's first frame is %v, want leaf", s.Syms)
 			break
 		}
 	}
@@ -172,7 +174,7 @@ func TestRecordCommand(t *testing.T) {
 	}
 	objs := map[string]bool{}
 	for _, m := range fc.mmaps {
-		if m.Pid == pid && m.Prot&4 != 0 && strings.HasPrefix(m.Filename, "/") {
+		if m.Pid == pid && m.Prot&procmaps.ProtExec != 0 && strings.HasPrefix(m.Filename, "/") {
 			objs[m.Filename] = true
 		}
 	}
@@ -218,7 +220,7 @@ func TestRecordCommand(t *testing.T) {
 // TestRecordInterrupt ends a recording from outside (Ctrl-C) and checks
 // the file is complete and finalized.
 func TestRecordInterrupt(t *testing.T) {
-	needPerf(t)
+	testprog.NeedPerfEvents(t)
 	prog := buildProg(t)
 	out := filepath.Join(t.TempDir(), "perf.data")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -269,7 +271,7 @@ func countComplete(t *testing.T, path string) (n int) {
 // TestRecordKilled kills the recorder with SIGKILL in the middle of a
 // recording: every complete record must still be read back.
 func TestRecordKilled(t *testing.T) {
-	needPerf(t)
+	testprog.NeedPerfEvents(t)
 	prog := buildProg(t)
 	out := filepath.Join(t.TempDir(), "perf.data")
 	js, _ := json.Marshal(Options{Events: []string{"cpu-clock", "syscalls:sys_enter_close"}, Freq: 1000,
@@ -304,7 +306,7 @@ func TestRecordKilled(t *testing.T) {
 // TestTruncatedRecording cuts a finished recording at many points inside
 // its records and checks the reader returns every record before the cut.
 func TestTruncatedRecording(t *testing.T) {
-	needPerf(t)
+	testprog.NeedPerfEvents(t)
 	prog := buildProg(t)
 	dir := t.TempDir()
 	out := filepath.Join(dir, "perf.data")
@@ -343,13 +345,9 @@ func TestTruncatedRecording(t *testing.T) {
 
 // TestRecordPID attaches to a running process.
 func TestRecordPID(t *testing.T) {
-	needPerf(t)
+	testprog.NeedPerfEvents(t)
 	prog := buildProg(t)
-	cmd := exec.Command(prog, "100000")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	cmd := startProg(t, prog)
 	time.Sleep(100 * time.Millisecond)
 	out := filepath.Join(t.TempDir(), "perf.data")
 	st, err := Record(context.Background(), Options{Events: []string{"cpu-clock", "syscalls:sys_enter_close"},
@@ -373,17 +371,17 @@ func TestRecordPID(t *testing.T) {
 	}
 	synth := false
 	for _, m := range fc.mmaps {
-		if m.Pid == pid && m.Filename == prog && m.Prot&4 != 0 {
+		if m.Pid == pid && m.Filename == prog && m.Prot&procmaps.ProtExec != 0 {
 			synth = true
 		}
 	}
 	if n == 0 || !synth || st.Samples == 0 {
 		t.Fatalf("-p: %d samples of the target, synthesized exec map of %s: %v", n, prog, synth)
 	}
-	ss := parseScript(perfScript(t, out))
+	ss := testprog.ParseScript(testprog.Script(t, out))
 	good := 0
 	for _, s := range ss {
-		if strings.Contains(s.header, "cpu-clock") && hasChain(s.syms, []string{"burn", "leaf", "mid", "top", "main"}) {
+		if strings.Contains(s.Header, "cpu-clock") && testprog.HasChain(s.Syms, []string{"burn", "leaf", "mid", "top", "main"}) {
 			good++
 		}
 	}
@@ -394,13 +392,9 @@ func TestRecordPID(t *testing.T) {
 
 // TestRecordAll records every CPU for a moment.
 func TestRecordAll(t *testing.T) {
-	needPerf(t)
+	testprog.NeedPerfEvents(t)
 	prog := buildProg(t)
-	cmd := exec.Command(prog, "100000")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	cmd := startProg(t, prog)
 	out := filepath.Join(t.TempDir(), "perf.data")
 	if _, err := Record(context.Background(), Options{Events: []string{"cpu-clock"}, AllCPUs: true, Freq: 500,
 		Duration: 500 * time.Millisecond, Output: out, NoArchive: true}); err != nil {
@@ -428,7 +422,7 @@ func TestRecordAll(t *testing.T) {
 
 // TestRecordWatchpoint watches writes to the program's sink variable.
 func TestRecordWatchpoint(t *testing.T) {
-	needPerf(t)
+	testprog.NeedPerfEvents(t)
 	prog := buildProg(t)
 	f, err := elf.Open(prog)
 	if err != nil {
@@ -442,11 +436,7 @@ func TestRecordWatchpoint(t *testing.T) {
 			sinkAddr = s.Value
 		}
 	}
-	cmd := exec.Command(prog, "100000")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	cmd := startProg(t, prog)
 	time.Sleep(50 * time.Millisecond)
 	maps, err := ReadProcMaps(cmd.Process.Pid)
 	if err != nil {
@@ -475,10 +465,10 @@ func TestRecordWatchpoint(t *testing.T) {
 		// exceptions (perf record -e mem:... records nothing there either).
 		t.Skip("the watchpoint was armed but never fired: this machine does not deliver hardware breakpoints")
 	}
-	ss := parseScript(perfScript(t, out))
+	ss := testprog.ParseScript(testprog.Script(t, out))
 	good := 0
 	for _, s := range ss {
-		if hasChain(s.syms, []string{"burn", "leaf", "mid", "top", "main"}) {
+		if testprog.HasChain(s.Syms, []string{"burn", "leaf", "mid", "top", "main"}) {
 			good++
 		}
 	}
@@ -489,7 +479,7 @@ func TestRecordWatchpoint(t *testing.T) {
 
 // TestRecordUnwind unwinds at capture time: the file holds frames only.
 func TestRecordUnwind(t *testing.T) {
-	needPerf(t)
+	testprog.NeedPerfEvents(t)
 	prog := buildProg(t)
 	out := filepath.Join(t.TempDir(), "perf.data")
 	st, err := Record(context.Background(), Options{Events: []string{"syscalls:sys_enter_close", "cpu-clock"},
@@ -519,12 +509,12 @@ func TestRecordUnwind(t *testing.T) {
 	if withUser == 0 {
 		t.Fatal("no sample has user frames")
 	}
-	ss := parseScript(perfScript(t, out))
+	ss := testprog.ParseScript(testprog.Script(t, out))
 	good, n := 0, 0
 	for _, s := range ss {
-		if strings.Contains(s.header, "fd: 0xffffffff") {
+		if strings.Contains(s.Header, "fd: 0xffffffff") {
 			n++
-			if hasChain(s.syms, []string{"leaf", "mid", "top", "main"}) {
+			if testprog.HasChain(s.Syms, []string{"leaf", "mid", "top", "main"}) {
 				good++
 			}
 		}
@@ -565,7 +555,7 @@ func TestErrors(t *testing.T) {
 	if _, err := NewRecorder(Options{}); err == nil {
 		t.Error("no target accepted")
 	}
-	needPerf(t)
+	testprog.NeedPerfEvents(t)
 	if _, err := os.Stat("/sys/bus/event_source/devices/cpu"); err != nil {
 		_, err := Record(context.Background(), Options{Events: []string{"cycles"}, Command: []string{"true"},
 			Output: filepath.Join(t.TempDir(), "x.data"), NoArchive: true})

@@ -49,10 +49,6 @@ func newRing(fd, cpu, pages int) (*ring, error) {
 	return r, nil
 }
 
-// drain calls fn for every complete record between data_tail and
-// data_head, then releases them to the kernel. rec is the whole record
-// (header included); it is valid only during the call. It returns the
-// number of records read.
 // drainSpans is drain for recorders that copy the ring to the file as it
 // is: fn sees each whole record (for bookkeeping), then span receives the
 // ring's bytes of every whole record, in at most two contiguous pieces (the
@@ -80,6 +76,10 @@ func (r *ring) drainSpans(fn func(rec []byte), span func(b []byte)) int {
 	return n
 }
 
+// drain calls fn for every complete record between data_tail and
+// data_head, then releases them to the kernel. rec is the whole record
+// (header included); it is valid only during the call. It returns the
+// number of records read.
 func (r *ring) drain(fn func(rec []byte)) int {
 	n := r.consume(func(rec []byte, _ uint64) { fn(rec) })
 	atomic.StoreUint64(&r.meta.Data_tail, r.pendingTail)

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/ustack/ustack/perfdata"
+	"github.com/ustack/ustack/procmaps"
 )
 
 // ProcMap is one line of /proc/PID/maps.
@@ -29,13 +30,13 @@ func (m *ProcMap) Prot() uint32 {
 	var p uint32
 	if len(m.Perms) >= 3 {
 		if m.Perms[0] == 'r' {
-			p |= 1
+			p |= procmaps.ProtRead
 		}
 		if m.Perms[1] == 'w' {
-			p |= 2
+			p |= procmaps.ProtWrite
 		}
 		if m.Perms[2] == 'x' {
-			p |= 4
+			p |= procmaps.ProtExec
 		}
 	}
 	return p

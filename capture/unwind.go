@@ -55,7 +55,7 @@ func newLiveUnwinder(a arch.Arch) *liveUnwinder {
 func (lu *liveUnwinder) close() { lu.res.Close() }
 
 func (lu *liveUnwinder) mmap(pid uint32, start, ln, pgoff uint64, prot uint32, name string) {
-	lu.tr.Mmap(pid, procmaps.Map{Start: start, End: start + ln, PgOff: pgoff, Path: name, Prot: prot, Exec: prot&4 != 0})
+	lu.tr.Mmap(pid, procmaps.Map{Start: start, End: start + ln, PgOff: pgoff, Path: name, Prot: prot, Exec: prot&procmaps.ProtExec != 0})
 }
 
 func (lu *liveUnwinder) exec(pid uint32)       { lu.tr.Exec(pid); delete(lu.spaces, pid) }

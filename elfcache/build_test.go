@@ -13,6 +13,7 @@ import (
 
 	"github.com/ustack/ustack/arch"
 	"github.com/ustack/ustack/cfi"
+	"github.com/ustack/ustack/internal/testprog"
 )
 
 func mustCopy(t *testing.T, src, dst string) {
@@ -35,7 +36,7 @@ func mustCopy(t *testing.T, src, dst string) {
 func splitDebug(t *testing.T, dir string, flags ...string) (full, stripped, debug string) {
 	build := filepath.Join(dir, "build")
 	os.MkdirAll(build, 0o755)
-	full = buildC(t, build, "prog", cProgram, flags...)
+	full = testprog.Build(t, build, "prog.c", cProgram, flags...)
 	debug = filepath.Join(build, "prog.debug")
 	run(t, "objcopy", "--only-keep-debug", full, debug)
 	stripped = filepath.Join(dir, "bin", "prog")
@@ -97,7 +98,7 @@ func TestDebugFileSearch(t *testing.T) {
 		}
 	})
 	t.Run("wrong build-id", func(t *testing.T) {
-		other := buildC(t, t.TempDir(), "other", cProgram+"int extra(void){return 7;}\n", "-O1", "-g")
+		other := testprog.Build(t, t.TempDir(), "other.c", cProgram+"int extra(void){return 7;}\n", "-O1", "-g")
 		otherDbg := other + ".debug"
 		run(t, "objcopy", "--only-keep-debug", other, otherDbg)
 		for _, where := range []string{cases[0].where, cases[1].where} {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ustack/ustack/cfi"
+	"github.com/ustack/ustack/internal/testprog"
 )
 
 // TestCacheConcurrent opens one library from many goroutines at once and
@@ -75,7 +76,7 @@ func TestCacheKeys(t *testing.T) {
 	}
 
 	// Without a build-id.
-	bin := buildC(t, dir, "nobid", cProgram, "-O1", "-Wl,--build-id=none")
+	bin := testprog.Build(t, dir, "nobid.c", cProgram, "-O1", "-Wl,--build-id=none")
 	bin2 := filepath.Join(dir, "nobid2")
 	mustCopy(t, bin, bin2)
 	x, err := c.Open(bin)

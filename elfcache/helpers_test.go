@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/ustack/ustack/arch"
 	"github.com/ustack/ustack/cfi"
+	"github.com/ustack/ustack/internal/testprog"
 )
 
 const (
@@ -37,21 +37,11 @@ func needTool(t testing.TB, name string) {
 	}
 }
 
-// run runs a command and returns its standard output, failing on error.
+// run runs a command in the test's directory and returns its standard
+// output, skipping when it is not installed and failing on error.
 func run(t testing.TB, name string, args ...string) string {
 	t.Helper()
-	needTool(t, name)
-	cmd := exec.Command(name, args...)
-	cmd.Env = append(os.Environ(), "LC_ALL=C")
-	out, err := cmd.Output()
-	if err != nil {
-		msg := ""
-		if ee, ok := err.(*exec.ExitError); ok {
-			msg = string(ee.Stderr)
-		}
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, msg)
-	}
-	return string(out)
+	return testprog.Tool(t, "", name, args...)
 }
 
 func hexU(t testing.TB, s string) uint64 {
@@ -203,19 +193,6 @@ func requireCFI(t testing.TB) {
 	if !cfiReady {
 		t.Skip("package cfi is not implemented yet")
 	}
-}
-
-// buildC compiles src with gcc and the given flags into dir/name.
-func buildC(t testing.TB, dir, name, src string, flags ...string) string {
-	t.Helper()
-	needTool(t, "gcc")
-	cfile := filepath.Join(dir, name+".c")
-	if err := os.WriteFile(cfile, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, name)
-	run(t, "gcc", append(append([]string{}, flags...), "-o", out, cfile)...)
-	return out
 }
 
 const cProgram = `

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/ustack/ustack/internal/testprog"
 )
 
 // cInline is a C program whose static inline functions are inlined two and
@@ -388,19 +390,6 @@ func fmtA2L(fs []a2lFrame) string {
 	return b.String()
 }
 
-// writeBuild writes src to dir/name.ext and compiles it with cc and flags.
-func writeBuild(t *testing.T, dir, cc, name, ext, src string, flags ...string) string {
-	t.Helper()
-	needTool(t, cc)
-	file := filepath.Join(dir, name+"."+ext)
-	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, name)
-	run(t, cc, append(append([]string{}, flags...), "-o", out, file)...)
-	return out
-}
-
 // maxInlineDepth returns the largest number of frames at any address.
 func maxInlineDepth(o *Object, addrs []uint64) int {
 	m := 0
@@ -414,7 +403,7 @@ func maxInlineDepth(o *Object, addrs []uint64) int {
 
 func TestSourceFramesGCC(t *testing.T) {
 	dir := t.TempDir()
-	bin := writeBuild(t, dir, "gcc", "inl", "c", cInline, "-O2", "-g")
+	bin := testprog.Compile(t, "gcc", dir, "inl.c", cInline, "-O2", "-g")
 	o := mustOpen(t, bin, Options{NoDebugFile: true})
 	addrs := sampleAddrs(o, 400, nil)
 	compareA2L(t, o, bin, addrs)
@@ -428,7 +417,7 @@ func TestSourceFramesGCC(t *testing.T) {
 
 func TestSourceFramesGCCSplitDebug(t *testing.T) {
 	dir := t.TempDir()
-	full := writeBuild(t, dir, "gcc", "inl", "c", cInline, "-O2", "-g", "-gz=zlib")
+	full := testprog.Compile(t, "gcc", dir, "inl.c", cInline, "-O2", "-g", "-gz=zlib")
 	debug := full + ".debug"
 	run(t, "objcopy", "--only-keep-debug", full, debug)
 	stripped := filepath.Join(dir, "stripped")
@@ -442,17 +431,17 @@ func TestSourceFramesGCCSplitDebug(t *testing.T) {
 
 func TestSourceFramesGXX(t *testing.T) {
 	dir := t.TempDir()
-	bin := writeBuild(t, dir, "g++", "inl", "cc", cxxInline, "-O2", "-g")
+	bin := testprog.Compile(t, "g++", dir, "inl.cc", cxxInline, "-O2", "-g")
 	o := mustOpen(t, bin, Options{NoDebugFile: true})
 	compareA2L(t, o, bin, sampleAddrs(o, 600, nil))
 }
 
 func TestSourceFramesClang(t *testing.T) {
 	dir := t.TempDir()
-	bin := writeBuild(t, dir, "clang", "inl", "c", cInline, "-O2", "-g", "-gdwarf-5")
+	bin := testprog.Compile(t, "clang", dir, "inl.c", cInline, "-O2", "-g", "-gdwarf-5")
 	o := mustOpen(t, bin, Options{NoDebugFile: true})
 	compareA2L(t, o, bin, sampleAddrs(o, 400, nil))
-	binxx := writeBuild(t, dir, "clang++", "inlxx", "cc", cxxInline, "-O2", "-g", "-gdwarf-5")
+	binxx := testprog.Compile(t, "clang++", dir, "inlxx.cc", cxxInline, "-O2", "-g", "-gdwarf-5")
 	oxx := mustOpen(t, binxx, Options{NoDebugFile: true})
 	compareA2L(t, oxx, binxx, sampleAddrs(oxx, 400, nil))
 }

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/ustack/ustack/internal/testprog"
 )
 
 const cMiniProgram = `
@@ -57,7 +59,7 @@ func makeMiniDebugInfo(t *testing.T, dir, full string) string {
 // unstripped binary.
 func TestMiniDebugInfo(t *testing.T) {
 	dir := t.TempDir()
-	full := buildC(t, dir, "prog", cMiniProgram, "-O1", "-g")
+	full := testprog.Build(t, dir, "prog.c", cMiniProgram, "-O1", "-g")
 	stripped := makeMiniDebugInfo(t, dir, full)
 	o := mustOpen(t, stripped, Options{NoDebugFile: true})
 	if o.section(".symtab") != nil {
@@ -102,7 +104,7 @@ func TestMiniDebugInfo(t *testing.T) {
 // reported, not fatal.
 func TestMiniDebugInfoCorrupt(t *testing.T) {
 	dir := t.TempDir()
-	full := buildC(t, dir, "prog", cMiniProgram, "-O1")
+	full := testprog.Build(t, dir, "prog.c", cMiniProgram, "-O1")
 	junk := filepath.Join(dir, "junk.xz")
 	os.WriteFile(junk, []byte("\xfd7zXZ\x00garbage garbage garbage"), 0o644)
 	stripped := filepath.Join(dir, "stripped")

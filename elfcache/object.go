@@ -563,5 +563,6 @@ func readAllLimit(r io.Reader, size uint64, path, section string) ([]byte, error
 	return buf, nil
 }
 
-// checkFile reports whether the file at path is the same as fi.
+// sameFile reports whether a and b, both known, describe the same file
+// (device and inode).
 func sameFile(a, b os.FileInfo) bool { return a != nil && b != nil && os.SameFile(a, b) }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/ustack/ustack/internal/testprog"
 )
 
 // TestSplitDWARF checks gcc -gsplit-dwarf (DWARF 5 skeleton units and .dwo
@@ -35,10 +36,7 @@ func TestSplitDWARF(t *testing.T) {
 		if split {
 			args = append(args, "-gsplit-dwarf")
 		}
-		cmd := exec.Command("gcc", args...)
-		cmd.Dir = dir
-		msg, err := cmd.CombinedOutput()
-		require.NoError(t, err, "gcc: %s", msg)
+		testprog.Tool(t, dir, "gcc", args...)
 		run(t, "gcc", "-o", filepath.Join(sub, "a"), filepath.Join(sub, "a.o"))
 		return filepath.Join(sub, "a")
 	}
@@ -118,10 +116,7 @@ func TestSplitDWARF4Reported(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "common.h"), []byte(dwzHeader), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "a.c"), []byte(dwzProgs["a"]), 0o644))
-	cmd := exec.Command("gcc", "-g", "-O2", "-gdwarf-4", "-gsplit-dwarf", "-o", "a", "a.c")
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "gcc: %s", out)
+	testprog.Tool(t, dir, "gcc", "-g", "-O2", "-gdwarf-4", "-gsplit-dwarf", "-o", "a", "a.c")
 	o := mustOpen(t, filepath.Join(dir, "a"), Options{NoDebugFile: true})
 	var a uint64
 	for _, s := range o.Symbols() {
@@ -145,11 +140,7 @@ func FuzzSplitDWARF(f *testing.F) {
 	dir := f.TempDir()
 	require.NoError(f, os.WriteFile(filepath.Join(dir, "common.h"), []byte(dwzHeader), 0o644))
 	require.NoError(f, os.WriteFile(filepath.Join(dir, "a.c"), []byte(dwzProgs["a"]), 0o644))
-	cmd := exec.Command("gcc", "-g", "-O2", "-gsplit-dwarf", "-o", "a", "a.c")
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		f.Fatalf("gcc: %v %s", err, out)
-	}
+	testprog.Tool(f, dir, "gcc", "-g", "-O2", "-gsplit-dwarf", "-o", "a", "a.c")
 	dwoPath := ""
 	for _, p := range []string{"a-a.dwo", "a.dwo"} {
 		if _, err := os.Stat(filepath.Join(dir, p)); err == nil {

@@ -1,6 +1,3 @@
-// Package kallsyms symbolizes kernel addresses from a kallsyms table (the
-// format of /proc/kallsyms: "ADDRESS TYPE NAME [MODULE]" per line), as perf
-// does for the kernel part of a sample's call chain.
 package kallsyms
 
 import (

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -17,6 +16,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/ustack/ustack/internal/testprog"
 )
 
 // zstdFiles are the committed perf record -z recordings (see
@@ -120,10 +120,9 @@ func samplesOf(t *testing.T, r *Reader) []string {
 
 // scriptSamples runs perf script -F tid,time,ip on path.
 func scriptSamples(t *testing.T, path string) []string {
-	out, err := exec.Command(havePerf(t), "script", "--ns", "-G", "-F", "tid,time,ip", "-i", path).Output()
-	require.NoError(t, err)
+	out := testprog.Script(t, path, "--ns", "-G", "-F", "tid,time,ip")
 	var s []string
-	for _, l := range strings.Split(string(out), "\n") {
+	for _, l := range strings.Split(out, "\n") {
 		f := strings.Fields(strings.ReplaceAll(l, ":", ""))
 		if len(f) == 3 {
 			s = append(s, strings.Join(f, " "))

@@ -71,7 +71,7 @@ func (d *dec) u64s(n uint64, buf []uint64) []uint64 {
 	return buf
 }
 
-// rest returns the remaining bytes as a C string.
+// str returns the remaining bytes as a C string and consumes them.
 func (d *dec) str() string {
 	s := cstring(d.b[d.p:])
 	d.p = len(d.b)

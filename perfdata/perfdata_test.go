@@ -6,12 +6,12 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/ustack/ustack/arch"
+	"github.com/ustack/ustack/internal/testprog"
 )
 
 var testFiles = []string{"dwarf", "pipe"}
@@ -65,50 +65,23 @@ func TestTestdata(t *testing.T) {
 	}
 }
 
-func havePerf(t *testing.T) string {
-	p, err := exec.LookPath("perf")
-	if err != nil {
-		t.Skip("perf not installed: live perf comparisons skipped")
-	}
-	return p
-}
-
-// record runs perf record with args writing to a file in a temp dir, and
-// skips the test if perf cannot record here.
+// record runs perf record with args writing to a file in a temp dir (in
+// perf's pipe mode when pipe is set), and skips the test if perf cannot
+// record here.
 func record(t *testing.T, pipe bool, args ...string) string {
-	perf := havePerf(t)
 	out := filepath.Join(t.TempDir(), "perf.data")
-	var cmd *exec.Cmd
 	if pipe {
-		cmd = exec.Command(perf, append([]string{"record", "-q", "-o", "-"}, args...)...)
-		f, err := os.Create(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		cmd.Stdout = f
-	} else {
-		cmd = exec.Command(perf, append([]string{"record", "-q", "-o", out}, args...)...)
+		return testprog.RecordPipe(t, out, args...)
 	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		t.Skipf("perf record %v failed (no permission or no support here?): %v: %s", args, err, stderr.String())
-	}
-	return out
+	return testprog.Record(t, out, args...)
 }
 
+// perfDump returns perf script -D's records of path and perf report
+// --header-only's header.
 func perfDump(t *testing.T, path string) ([]*dumpRec, string) {
-	perf := havePerf(t)
-	out, err := exec.Command(perf, "script", "-D", "-i", path).Output()
-	if err != nil {
-		t.Fatalf("perf script -D: %v", err)
-	}
-	hdr, err := exec.Command(perf, "report", "--header-only", "-i", path).Output()
-	if err != nil {
-		t.Fatalf("perf report --header-only: %v", err)
-	}
-	return parseDump(t, bytes.NewReader(out)), string(hdr)
+	out := testprog.Script(t, path, "-D")
+	hdr := testprog.Output(t, testprog.PerfCommand(t, "report", "--header-only", "-i", path))
+	return parseDump(t, strings.NewReader(out)), hdr
 }
 
 const busy = `i=0; while [ $i -lt 5000 ]; do i=$((i+1)); done`
@@ -142,18 +115,9 @@ func TestLiveDwarf(t *testing.T) {
 	}
 }
 
-func tracefs(t *testing.T) {
-	if _, err := os.Stat("/sys/kernel/tracing/events/syscalls/sys_enter_close"); err != nil {
-		exec.Command("mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing").Run()
-		if _, err := os.Stat("/sys/kernel/tracing/events/syscalls/sys_enter_close"); err != nil {
-			t.Skip("tracefs with syscall tracepoints not available")
-		}
-	}
-}
-
 func TestLiveTracepoint(t *testing.T) {
-	havePerf(t)
-	tracefs(t)
+	testprog.Perf(t)
+	testprog.NeedTracefs(t, "syscalls/sys_enter_close")
 	p := record(t, false, "-e", "syscalls:sys_enter_close", "--call-graph", "dwarf,1024", "--", "sh", "-c", "cat /etc/hostname; cat /etc/hostname")
 	s := checkLive(t, p)
 	if s.Attrs[0].Name != "syscalls:sys_enter_close" {
@@ -203,12 +167,9 @@ func TestLiveTwoEvents(t *testing.T) {
 		t.Errorf("samples per event %v", per)
 	}
 	// perf's own attribution.
-	out, err := exec.Command("perf", "script", "-F", "event", "-i", p).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := testprog.Script(t, p, "-F", "event")
 	want := map[string]int{}
-	for _, l := range strings.Split(string(out), "\n") {
+	for _, l := range strings.Split(out, "\n") {
 		if l = strings.TrimSuffix(strings.TrimSpace(l), ":"); l != "" {
 			want[l]++
 		}
@@ -219,8 +180,8 @@ func TestLiveTwoEvents(t *testing.T) {
 }
 
 func TestLivePipe(t *testing.T) {
-	havePerf(t)
-	tracefs(t)
+	testprog.Perf(t)
+	testprog.NeedTracefs(t, "syscalls/sys_enter_close")
 	p := record(t, true, "-e", "syscalls:sys_enter_close", "-e", "cpu-clock", "-c", "100000", "--call-graph", "dwarf,1024", "--", "sh", "-c", busy+"; cat /etc/hostname")
 	s := checkLive(t, p)
 	if !s.Pipe || len(s.Attrs) != 2 {

@@ -10,6 +10,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/ustack/ustack/internal/testprog"
 )
 
 // copyFile reads src and writes every record to a new file with the typed
@@ -125,17 +127,12 @@ func TestWriterRoundTrip(t *testing.T) {
 	}
 
 	// perf itself accepts the file and sees the same records and header.
-	perf, err := exec.LookPath("perf")
-	if err != nil {
-		t.Skip("perf not installed: perf's view of the written file not checked")
-	}
+	testprog.Perf(t)
 	dump, hdr := perfDump(t, dst)
 	n, ns := compareWithDump(t, dst, dump)
 	t.Logf("written file: %d records, %d samples match perf script -D", n, ns)
 	compareHeader(t, dst, s2, hdr)
-	if out, err := exec.Command(perf, "report", "--stdio", "-i", dst).CombinedOutput(); err != nil {
-		t.Fatalf("perf report: %v\n%s", err, out)
-	}
+	testprog.Output(t, testprog.PerfCommand(t, "report", "--stdio", "-i", dst))
 }
 
 // TestWriterSynthetic writes records from scratch, with a sample_type

@@ -1,16 +1,14 @@
-// Package procmaps follows the memory maps of the processes in a recording
-// over time, from the mmap, fork, exec and exit events that perf records,
-// so that every sample's addresses resolve against the maps in force when it
-// was taken.
-//
-// Feed events in time order with Mmap, Fork, Exec and Exit; ask for a
-// process's maps with Maps. Each change produces a new immutable Snapshot,
-// so a snapshot handed to a worker goroutine stays valid while later events
-// are applied; unchanged processes keep their snapshot and its Version,
-// which callers use to cache what they derive from it.
 package procmaps
 
 import "sort"
+
+// The bits of Map.Prot: mmap(2)'s PROT_READ, PROT_WRITE and PROT_EXEC, as
+// perf's MMAP2 records carry them and /proc/PID/maps spells them "rwx".
+const (
+	ProtRead  = 1
+	ProtWrite = 2
+	ProtExec  = 4
+)
 
 // Map is one mapping of a process.
 type Map struct {
@@ -23,7 +21,7 @@ type Map struct {
 	Path string
 	// BuildID is the file's build-id when the recording carried it.
 	BuildID []byte
-	// Prot holds PROT_READ (1), PROT_WRITE (2), PROT_EXEC (4) when known.
+	// Prot holds ProtRead, ProtWrite and ProtExec when known.
 	Prot uint32
 	// Exec is true for executable mappings.
 	Exec bool

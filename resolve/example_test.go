@@ -55,7 +55,7 @@ func Example() {
 		switch rec := rec.(type) {
 		case *perfdata.Mmap:
 			maps.Mmap(rec.Pid, procmaps.Map{Start: rec.Start, End: rec.Start + rec.Len, PgOff: rec.PgOff,
-				Path: rec.Filename, BuildID: buildIDs[rec.Filename], Prot: rec.Prot, Exec: rec.Prot&4 != 0})
+				Path: rec.Filename, BuildID: buildIDs[rec.Filename], Prot: rec.Prot, Exec: rec.Prot&procmaps.ProtExec != 0})
 		case *perfdata.Sample:
 			space := res.NewSpace(rec.Pid, resolve.FromProcmaps(nil, maps.Maps(rec.Pid).Maps))
 			var regs arch.Regs

@@ -44,7 +44,7 @@ func exampleMaps(t testing.TB) ([]procmaps.Map, []byte) {
 		}
 		if m, ok := rec.(*perfdata.Mmap); ok && m.Filename == examplePath {
 			maps = append(maps, procmaps.Map{Start: m.Start, End: m.Start + m.Len, PgOff: m.PgOff, Path: m.Filename,
-				BuildID: id, Prot: m.Prot, Exec: m.Prot&4 != 0})
+				BuildID: id, Prot: m.Prot, Exec: m.Prot&procmaps.ProtExec != 0})
 		}
 	}
 	require.NotEmpty(t, maps)

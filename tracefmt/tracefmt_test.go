@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -15,7 +14,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
+	"github.com/ustack/ustack/internal/testprog"
 	"github.com/ustack/ustack/perfdata"
 )
 
@@ -100,20 +99,6 @@ func TestTestdata(t *testing.T) {
 	checkFields(t, ev, samples, scriptTraces(t, string(out), samples))
 }
 
-func havePerf(t *testing.T) string {
-	p, err := exec.LookPath("perf")
-	if err != nil {
-		t.Skip("perf not installed: live comparisons skipped")
-	}
-	if _, err := os.Stat("/sys/kernel/tracing/events/sched/sched_switch"); err != nil {
-		exec.Command("mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing").Run()
-		if _, err := os.Stat("/sys/kernel/tracing/events/sched/sched_switch"); err != nil {
-			t.Skip("tracefs with sched tracepoints not available")
-		}
-	}
-	return p
-}
-
 // liveEvents are the tracepoints the live test records: syscall entry and
 // exit, sched (char arrays, __print_flags, __get_str), raw_syscalls
 // (array indexing), signal, task, timer (__print_symbolic of enum names,
@@ -131,33 +116,24 @@ var liveEvents = []string{
 // perf script's, byte for byte. %ps names come from /proc/kallsyms in
 // file mode, as perf resolves them there (in pipe mode perf prints hex).
 func TestLivePerfScript(t *testing.T) {
-	perf := havePerf(t)
+	testprog.Perf(t)
+	testprog.NeedTracefs(t, "sched/sched_switch")
 	for _, c := range []struct{ pipe, zstd bool }{{false, false}, {true, false}, {true, true}} {
 		pipe := c.pipe
 		t.Run(fmt.Sprintf("pipe=%v,z=%v", c.pipe, c.zstd), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "perf.data")
-			args := []string{"record", "-q"}
+			var args []string
 			if c.zstd {
 				args = append(args, "-z")
 			}
 			for _, e := range liveEvents {
 				args = append(args, "-e", e)
 			}
-			workload := []string{"--", "sh", "-c", "cat /etc/hostname; sleep 0.01; ls / >/dev/null; kill -0 $$"}
-			var cmd *exec.Cmd
+			args = append(args, "--", "sh", "-c", "cat /etc/hostname; sleep 0.01; ls / >/dev/null; kill -0 $$")
 			if pipe {
-				cmd = exec.Command(perf, append(append(args, "-o", "-"), workload...)...)
-				f, err := os.Create(path)
-				require.NoError(t, err)
-				defer f.Close()
-				cmd.Stdout = f
+				testprog.RecordPipe(t, path, args...)
 			} else {
-				cmd = exec.Command(perf, append(append(args, "-o", path), workload...)...)
-			}
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			if err := cmd.Run(); err != nil {
-				t.Skipf("perf record failed (no permission here?): %v\n%s", err, stderr.String())
+				testprog.Record(t, path, args...)
 			}
 			ev, samples := readRecording(t, path)
 			require.NotEmpty(t, samples)
@@ -166,9 +142,7 @@ func TestLivePerfScript(t *testing.T) {
 				// a file-mode recording; in pipe mode it prints hex.
 				ev.Resolve = kallsymsResolver(t)
 			}
-			out, err := exec.Command(perf, "script", "-i", path).Output()
-			require.NoError(t, err)
-			script := scriptTraces(t, string(out), samples)
+			script := scriptTraces(t, testprog.Script(t, path), samples)
 			per := compareWithScript(t, ev, samples, script)
 			t.Logf("%d samples equal to perf script: %v", len(samples), per)
 			for _, e := range []string{"syscalls:sys_enter_openat", "sched:sched_switch", "sched:sched_process_exec", "raw_syscalls:sys_enter"} {

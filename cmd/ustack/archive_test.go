@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -25,21 +24,8 @@ func TestReportDamagedArchive(t *testing.T) {
 	if testing.Short() {
 		t.Skip("records with perf_event_open")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("recording tracepoints needs root")
-	}
-	dir := t.TempDir()
-	src := filepath.Join(dir, "prog.c")
-	require.NoError(t, os.WriteFile(src, []byte(progSrc), 0o644))
-	bin := filepath.Join(dir, "prog")
-	if out, err := exec.Command("gcc", "-O2", "-g", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Skipf("gcc: %v\n%s", err, out)
-	}
-	data := filepath.Join(dir, "rec.data")
-	var stdout, stderr bytes.Buffer
-	if rc := run([]string{"record", "-q", "-e", "syscalls:sys_enter_close", "-o", data, "--", bin}, &stdout, &stderr); rc != 0 {
-		t.Skipf("ustack record cannot record here (status %d): %s", rc, stderr.String())
-	}
+	bin, data := recordClose(t, "-O2", "-g")
+	dir := filepath.Dir(data)
 	os.Remove(bin)
 	good, err := os.ReadFile(data + ".ustack")
 	require.NoError(t, err)
@@ -49,16 +35,6 @@ func TestReportDamagedArchive(t *testing.T) {
 		rc := run([]string{"report", "-i", data, "--archive", archive, "--symfs", empty, "--debug-dir", empty,
 			"--buildid-dir", empty}, &out, &errb)
 		return rc, out.String(), errb.String()
-	}
-	chains := func(out string) int {
-		n := 0
-		for _, block := range strings.Split(out, "\n\n") {
-			idx := func(s string) int { return strings.Index(block, s) }
-			if idx(" leaf+") >= 0 && idx(" leaf+") < idx(" mid+") && idx(" mid+") < idx(" top+") && idx(" top+") < idx(" main+") {
-				n++
-			}
-		}
-		return n
 	}
 
 	rc, out, errs := report(filepath.Join(dir, "nonexistent.ustack"))
@@ -93,7 +69,7 @@ func TestReportDamagedArchive(t *testing.T) {
 			regexp.QuoteMeta(ldso)+` \(object /\S*ld-linux\S*, \d+ bytes\)\n`), errs)
 	}
 	assert.Equal(t, 2, strings.Count(errs, "warning: archive"), errs)
-	assert.Equal(t, 20, chains(out), "the report from the damaged archive lost the program's frames:\n%s", head(out))
+	assert.Equal(t, 20, chainCount(out), "the report from the damaged archive lost the program's frames:\n%s", head(out))
 
 	// Truncated: the program and libc come first in the archive; cut in
 	// the last quarter.

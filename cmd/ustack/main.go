@@ -1,11 +1,3 @@
-// Command ustack recovers complete user-space call stacks from captures taken
-// at kernel events, by replaying DWARF CFI offline.
-//
-// Usage:
-//
-//	ustack record [flags] -- COMMAND ARGS   record stacks at kernel events
-//	ustack report [flags] [FILE]             unwind and print a recording (default perf.data)
-//	ustack unwind [-json] FIXTURE.json...   unwind bundled gdb-checked captures
 package main
 
 import (

@@ -10,38 +10,19 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/ustack/ustack/internal/testprog"
 )
 
-// buildTestProg compiles progSrc (leaf <- mid <- top <- main) into dir.
-func buildTestProg(t *testing.T, dir string) string {
-	return buildTestSource(t, dir, progSrc)
-}
+// frameFlags build progSrc with frame pointers.
+var frameFlags = []string{"-O2", "-g", "-fno-omit-frame-pointer"}
 
 // burnSrc is progSrc with leaf burning CPU long enough for cpu-clock.
 var burnSrc = strings.Replace(progSrc, "i < 100000", "i < 20000000", 1)
 
-func buildTestSource(t *testing.T, dir, source string) string {
-	t.Helper()
-	src := filepath.Join(dir, "prog.c")
-	require.NoError(t, os.WriteFile(src, []byte(source), 0o644))
-	bin := filepath.Join(dir, "prog")
-	if out, err := exec.Command("gcc", "-O2", "-g", "-fno-omit-frame-pointer", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Skipf("gcc: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // chainCount counts the samples of perf script or ustack report text
 // output whose stack holds leaf, mid, top and main in this order.
 func chainCount(out string) int {
-	n := 0
-	for _, block := range strings.Split(out, "\n\n") {
-		idx := func(s string) int { return strings.Index(block, s) }
-		if l := idx(" leaf+"); l >= 0 && l < idx(" mid+") && idx(" mid+") < idx(" top+") && idx(" top+") < idx(" main+") {
-			n++
-		}
-	}
-	return n
+	return testprog.ChainCount(out, "leaf", "mid", "top", "main")
 }
 
 // TestArchiveForPerf: ustack record, then ustack archive; the program is
@@ -49,21 +30,9 @@ func chainCount(out string) int {
 // only the unpacked tarball: perf must name the program's functions from
 // the exported objects.
 func TestArchiveForPerf(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("recording tracepoints needs root")
-	}
-	perf, err := exec.LookPath("perf")
-	if err != nil {
-		t.Skip("perf not installed")
-	}
-	dir := t.TempDir()
-	bin := buildTestProg(t, dir)
-	data := filepath.Join(dir, "rec.data")
+	testprog.Perf(t)
+	bin, data := recordClose(t, frameFlags...)
 	var stdout, stderr bytes.Buffer
-	if rc := run([]string{"record", "-q", "-e", "syscalls:sys_enter_close", "-o", data, "--", bin}, &stdout, &stderr); rc != 0 {
-		t.Skipf("ustack record cannot record here (status %d): %s", rc, stderr.String())
-	}
-	stderr.Reset()
 	require.Equal(t, 0, run([]string{"archive", data}, &stdout, &stderr), stderr.String())
 	tarball := data + ".tar.gz"
 	st, err := os.Stat(tarball)
@@ -77,23 +46,19 @@ func TestArchiveForPerf(t *testing.T) {
 	if out, err := exec.Command("tar", "xf", tarball, "-C", cache).CombinedOutput(); err != nil {
 		t.Fatalf("tar xf %s: %v\n%s", tarball, err, out)
 	}
-	cmd := exec.Command(perf, "script", "-i", data)
+	cmd := testprog.PerfCommand(t, "script", "-i", data)
 	cmd.Env = append(os.Environ(), "HOME="+home)
-	var perr bytes.Buffer
-	cmd.Stderr = &perr
-	out, err := cmd.Output()
-	require.NoError(t, err, perr.String())
-	assert.Equal(t, 20, chainCount(string(out)), "perf script with the exported cache names leaf <- mid <- top <- main in every close sample:\n%s", head(string(out)))
+	out := testprog.Output(t, cmd)
+	assert.Equal(t, 20, chainCount(out), "perf script with the exported cache names leaf <- mid <- top <- main in every close sample:\n%s", head(out))
 
 	// The same through --buildid-dir.
 	cache2 := filepath.Join(t.TempDir(), ".debug")
 	stderr.Reset()
 	require.Equal(t, 0, run([]string{"archive", "--buildid-dir", cache2, data}, &stdout, &stderr), stderr.String())
-	cmd = exec.Command(perf, "--buildid-dir", cache2, "script", "-i", data)
+	cmd = testprog.PerfCommand(t, "--buildid-dir", cache2, "script", "-i", data)
 	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
-	out, err = cmd.Output()
-	require.NoError(t, err)
-	assert.Equal(t, 20, chainCount(string(out)), "perf --buildid-dir with the exported cache")
+	out = testprog.Output(t, cmd)
+	assert.Equal(t, 20, chainCount(out), "perf --buildid-dir with the exported cache")
 }
 
 // TestReportPerfArchive: perf record, then perf archive; the program and
@@ -105,24 +70,21 @@ func TestReportPerfArchive(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("recording tracepoints needs root")
 	}
-	perf, err := exec.LookPath("perf")
-	if err != nil {
-		t.Skip("perf not installed")
-	}
+	testprog.Perf(t)
 	if _, err := exec.LookPath("bzip2"); err != nil {
 		t.Skip("perf archive needs bzip2")
 	}
 	dir := t.TempDir()
-	bin := buildTestSource(t, dir, burnSrc)
+	bin := testprog.Build(t, dir, "prog.c", burnSrc, frameFlags...)
 	home := t.TempDir() // perf keeps its build-id cache in $HOME/.debug
 	env := append(os.Environ(), "HOME="+home)
 	data := filepath.Join(dir, "perf.data")
-	rec := exec.Command(perf, "record", "-q", "-e", "cpu-clock", "-F", "2000", "--call-graph", "dwarf", "-o", data, "--", bin)
+	rec := testprog.PerfCommand(t, "record", "-q", "-e", "cpu-clock", "-F", "2000", "--call-graph", "dwarf", "-o", data, "--", bin)
 	rec.Env = env
 	if out, err := rec.CombinedOutput(); err != nil {
 		t.Skipf("perf record: %v\n%s", err, out)
 	}
-	arc := exec.Command(perf, "archive", data)
+	arc := testprog.PerfCommand(t, "archive", data)
 	arc.Env = env
 	arc.Dir = dir
 	out, err := arc.CombinedOutput()

@@ -1,5 +1,3 @@
-// Package layering checks that the packages import one another as
-// docs/ARCHITECTURE.md says: each only packages listed above it.
 package layering
 
 import (

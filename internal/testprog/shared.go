@@ -1,0 +1,45 @@
+package testprog
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+// shared holds the programs Shared built in this test binary run, by
+// compiler flags and source.
+var shared sync.Map // key string -> *sharedBuild
+
+type sharedBuild struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// Shared is Build done once per test binary run for each file, source and
+// flags: every test asking for the same program gets the same path, in a
+// directory of its own under os.TempDir that outlives the tests (no test
+// may modify or delete the program; copy it first). A missing compiler
+// skips every caller; a compiler error fails every caller.
+func Shared(t testing.TB, file, src string, flags ...string) string {
+	t.Helper()
+	cc := compilerFor(t, file)
+	need(t, cc)
+	key := fmt.Sprintf("%s\x00%q\x00%s", file, flags, src)
+	v, _ := shared.LoadOrStore(key, new(sharedBuild))
+	b := v.(*sharedBuild)
+	b.once.Do(func() {
+		dir, err := os.MkdirTemp("", "ustack-testprog-")
+		if err != nil {
+			b.err = err
+			return
+		}
+		b.path, b.err = compile(cc, filepath.Join(dir, file), src, flags)
+	})
+	if b.err != nil {
+		t.Fatalf("building the test program: %v", b.err)
+	}
+	return b.path
+}

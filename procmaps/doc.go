@@ -1,0 +1,11 @@
+// Package procmaps follows the memory maps of the processes in a recording
+// over time, from the mmap, fork, exec and exit events that perf records,
+// so that every sample's addresses resolve against the maps in force when it
+// was taken.
+//
+// Feed events in time order with Mmap, Fork, Exec and Exit; ask for a
+// process's maps with Maps. Each change produces a new immutable Snapshot,
+// so a snapshot handed to a worker goroutine stays valid while later events
+// are applied; unchanged processes keep their snapshot and its Version,
+// which callers use to cache what they derive from it.
+package procmaps
