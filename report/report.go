@@ -30,6 +30,7 @@ import (
 	"sync"
 
 	"github.com/ustack/ustack/arch"
+	"github.com/ustack/ustack/elfcache"
 	"github.com/ustack/ustack/kallsyms"
 	"github.com/ustack/ustack/perfdata"
 	"github.com/ustack/ustack/procmaps"
@@ -46,6 +47,11 @@ type Options struct {
 	// DebugDirs are searched for separate debug files (default
 	// /usr/lib/debug).
 	DebugDirs []string
+	// SectionCache, when set, keeps decompressed debug sections (glibc's
+	// line tables, for inline frames) on disk between reports, keyed by
+	// build-id; nil decompresses them on every run. The output is the same
+	// either way. ustack report uses elfcache.DefaultSectionCacheDir.
+	SectionCache *elfcache.SectionCache
 	// BuildIDDir is perf's build-id cache (default $HOME/.debug), used for
 	// the vdso and for objects whose file on disk changed.
 	BuildIDDir string
@@ -154,27 +160,26 @@ func Run(r *perfdata.Reader, opts Options, emit func(*Sample) error) (*Summary, 
 	if err != nil {
 		return nil, err
 	}
-	// What Run opens it closes: the objects (and the cache holding them)
-	// and, by waiting for it, the kernel symbol table's file.
+	// What Run opens it closes: the objects and the cache holding them.
 	p.resolver = newResolver(&p.opts, func(msg string) { p.warn("%s", msg) })
-	defer func() {
-		<-p.ksymsReady
-		p.resolver.Close()
-	}()
+	defer p.resolver.Close()
 	return p.run(r, emit)
 }
 
 type processor struct {
-	opts       Options
-	arch       arch.Arch
-	session    *perfdata.Session
-	resolver   *resolve.Resolver
-	ksyms      *kallsyms.Table // valid once ksymsReady is closed
-	ksymsReady chan struct{}
-	unw        *unwinder.Unwinder
-	tracker    *procmaps.Tracker
-	comms      map[uint32]string // tid -> comm
-	buildID    map[string][]byte // path -> build-id from the recording
+	opts     Options
+	arch     arch.Arch
+	session  *perfdata.Session
+	resolver *resolve.Resolver
+	// ksyms is the kernel symbol table, loaded by kernelSyms at the first
+	// kernel frame (ksymsPath; "" for none or when given in ksyms).
+	ksyms     *kallsyms.Table
+	ksymsPath string
+	ksymsOnce sync.Once
+	unw       *unwinder.Unwinder
+	tracker   *procmaps.Tracker
+	comms     map[uint32]string // tid -> comm
+	buildID   map[string][]byte // path -> build-id from the recording
 
 	spaces map[uint64]*resolve.Space // snapshot version -> address space
 	mapBuf []resolve.Mapping
@@ -214,18 +219,15 @@ func newProcessor(s *perfdata.Session, opts Options) (*processor, error) {
 			p.buildID[b.Filename] = b.BuildID
 		}
 	}
-	p.ksymsReady = make(chan struct{})
 	if opts.KallsymsData != nil {
 		t, err := kallsyms.Parse(opts.KallsymsData)
 		if err != nil {
 			return nil, fmt.Errorf("kallsyms from the recording: %w", err)
 		}
 		p.ksyms = t
-		close(p.ksymsReady)
 		return p, nil
 	}
 	if opts.Kallsyms == "-" {
-		close(p.ksymsReady)
 		return p, nil
 	}
 	path := opts.Kallsyms
@@ -237,17 +239,28 @@ func newProcessor(s *perfdata.Session, opts Options) (*processor, error) {
 			return nil, fmt.Errorf("kallsyms: %w", err)
 		}
 	}
-	// Parsing kallsyms takes a while; do it while the first records are
-	// read. Workers wait for it at their first kernel frame.
-	go func() {
-		defer close(p.ksymsReady)
-		if t, err := kallsyms.Load(path); err == nil {
+	// Parsing kallsyms takes a while (20-30 ms for /proc/kallsyms): it is
+	// done at the first kernel frame, so that a recording of user stacks
+	// only (perf record --user-callchains, ustack record) never pays.
+	p.ksymsPath = path
+	return p, nil
+}
+
+// kernelSyms returns the kernel symbol table, loading it on first use; nil
+// when there is none. Safe for concurrent use: the workers that meet their
+// first kernel frame while it loads wait for it.
+func (p *processor) kernelSyms() *kallsyms.Table {
+	p.ksymsOnce.Do(func() {
+		if p.ksymsPath == "" {
+			return
+		}
+		if t, err := kallsyms.Load(p.ksymsPath); err == nil {
 			p.ksyms = t
 		} else {
 			p.warn("kernel frames will not be symbolized: %v", err)
 		}
-	}()
-	return p, nil
+	})
+	return p.ksyms
 }
 
 func (p *processor) warn(format string, args ...any) {
@@ -578,4 +591,3 @@ func (s *Summary) StackSizeFix() string {
 	}
 	return fmt.Sprintf("record more with perf record --call-graph dwarf,%d (this recording copied %d bytes)", next, size)
 }
-

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"github.com/ustack/ustack/kallsyms"
 	"github.com/ustack/ustack/perfdata"
 	"github.com/ustack/ustack/resolve"
 	"github.com/ustack/ustack/unwinder"
@@ -13,8 +14,8 @@ type worker struct {
 	cache  unwinder.Cache
 	sym    *resolve.Symbolizer
 	frames []unwinder.Frame
-	// ksymsReady caches that the kernel symbol table has been loaded.
-	ksymsReady bool
+	// ksyms is the processor's kernel symbol table once loaded.
+	ksyms *kallsyms.Table
 }
 
 func newWorker(p *processor) *worker {
@@ -53,11 +54,12 @@ func (w *worker) process(j *job) {
 
 func (w *worker) kernelFrame(ip uint64) Frame {
 	f := Frame{Addr: ip, PC: ip, Offset: ip, Module: "[kernel.kallsyms]", Kernel: true, How: "kernel"}
-	if !w.ksymsReady {
-		<-w.p.ksymsReady
-		w.ksymsReady = true
+	if w.ksyms == nil {
+		if w.ksyms = w.p.kernelSyms(); w.ksyms == nil {
+			return f
+		}
 	}
-	if sym, off, ok := w.p.ksyms.Lookup(ip); ok {
+	if sym, off, ok := w.ksyms.Lookup(ip); ok {
 		f.Symbol, f.SymOff = sym.Name, off
 		if sym.Module != "" {
 			f.Module = "[" + sym.Module + "]"
