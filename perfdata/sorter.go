@@ -24,7 +24,8 @@ const DefaultSorterLimit = 64 << 20
 //   - At the end of the input (or at an input error) every queued record is
 //     delivered, then io.EOF (or the error).
 //
-// Queued records are clones and stay valid; records delivered at once are
+// Queued records are clones and stay valid (with a mapped Reader, see
+// OpenMapped, until the Reader is closed); records delivered at once are
 // the Reader's and valid until the next call to Next.
 type Sorter struct {
 	r         *Reader
@@ -120,7 +121,7 @@ func (s *Sorter) Next() (Record, error) {
 			return rec, nil
 		}
 		sz := int64(h.Size) + 256
-		heap.Push(&s.q, queued{t: h.Time, seq: s.seq, rec: rec.Clone(), size: sz})
+		heap.Push(&s.q, queued{t: h.Time, seq: s.seq, rec: s.keep(rec), size: sz})
 		s.seq++
 		s.bytes += sz
 		s.maxTime = max(s.maxTime, h.Time)
@@ -129,4 +130,14 @@ func (s *Sorter) Next() (Record, error) {
 			s.flush(first + (s.maxTime-first)/2)
 		}
 	}
+}
+
+// keep returns a copy of a record to queue. A sample that lies in a mapped
+// file keeps its byte slices (the stack copy, raw data) in the mapping: only
+// what the Reader decodes into its own buffers is copied.
+func (s *Sorter) keep(rec Record) Record {
+	if smp, ok := rec.(*Sample); ok && s.r.inMap {
+		return smp.detachInPlace()
+	}
+	return rec.Clone()
 }

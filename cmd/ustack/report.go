@@ -119,7 +119,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	if *input == "-" {
 		r, err = perfdata.NewReader(os.Stdin)
 	} else {
-		r, err = perfdata.Open(*input)
+		r, err = perfdata.OpenMapped(*input)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "ustack report: %v%s\n", err, notPerfData(*input))
