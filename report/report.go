@@ -162,7 +162,12 @@ func Run(r *perfdata.Reader, opts Options, emit func(*Sample) error) (*Summary, 
 	}
 	// What Run opens it closes: the objects and the cache holding them.
 	p.resolver = newResolver(&p.opts, func(msg string) { p.warn("%s", msg) })
-	defer p.resolver.Close()
+	defer func() {
+		if p.ksymsStarted {
+			p.kernelSyms() // waits for the loading goroutine
+		}
+		p.resolver.Close()
+	}()
 	return p.run(r, emit)
 }
 
@@ -171,18 +176,21 @@ type processor struct {
 	arch     arch.Arch
 	session  *perfdata.Session
 	resolver *resolve.Resolver
-	// ksyms is the kernel symbol table, loaded by kernelSyms at the first
-	// kernel frame (ksymsPath; "" for none or when given in ksyms).
-	ksyms     *kallsyms.Table
-	ksymsPath string
-	ksymsOnce sync.Once
-	unw       *unwinder.Unwinder
-	tracker   *procmaps.Tracker
-	comms     map[uint32]string // tid -> comm
-	buildID   map[string][]byte // path -> build-id from the recording
+	unw      *unwinder.Unwinder
+	tracker  *procmaps.Tracker
+	comms    map[uint32]string // tid -> comm
+	buildID  map[string][]byte // path -> build-id from the recording
 
 	spaces map[uint64]*resolve.Space // snapshot version -> address space
 	mapBuf []resolve.Mapping
+
+	// ksyms is the kernel symbol table, loaded by kernelSyms (from
+	// ksymsPath; "" when there is none or ksyms came with the options)
+	// once the reader meets a kernel frame (ksymsStarted).
+	ksyms        *kallsyms.Table
+	ksymsPath    string
+	ksymsOnce    sync.Once
+	ksymsStarted bool
 }
 
 func newProcessor(s *perfdata.Session, opts Options) (*processor, error) {
@@ -239,9 +247,11 @@ func newProcessor(s *perfdata.Session, opts Options) (*processor, error) {
 			return nil, fmt.Errorf("kallsyms: %w", err)
 		}
 	}
-	// Parsing kallsyms takes a while (20-30 ms for /proc/kallsyms): it is
-	// done at the first kernel frame, so that a recording of user stacks
-	// only (perf record --user-callchains, ustack record) never pays.
+	// /proc/kallsyms costs 50-60 ms of CPU (the kernel formats it, then it
+	// is parsed): it is loaded only once the reader meets a sample with
+	// kernel frames, on a goroutine of its own, so that a recording of user
+	// stacks only (perf record --user-callchains, ustack record) never
+	// pays and others pay while reading goes on.
 	p.ksymsPath = path
 	return p, nil
 }
@@ -423,6 +433,12 @@ func (p *processor) newJob(s *perfdata.Sample, index int) *job {
 		Period: s.Period, Event: s.EventName, IP: s.IP, Frames: j.out.Frames[:0]}
 	j.out.Comm = p.commOf(s.Tid)
 	kernel, user := perfdata.SplitCallchain(s.Callchain)
+	if len(kernel) > 0 && !p.ksymsStarted {
+		// Load the kernel symbols while the reader goes on: the workers
+		// will need them (this one's sample first).
+		p.ksymsStarted = true
+		go p.kernelSyms()
+	}
 	j.kernel = append(j.kernel[:0], kernel...)
 	j.user = append(j.user[:0], user...)
 	j.hasReg = false
