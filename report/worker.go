@@ -14,6 +14,7 @@ type worker struct {
 	cache  unwinder.Cache
 	sym    *resolve.Symbolizer
 	frames []unwinder.Frame
+	stack  unwinder.Stack
 	// ksyms is the processor's kernel symbol table once loaded.
 	ksyms *kallsyms.Table
 }
@@ -69,11 +70,15 @@ func (w *worker) kernelFrame(ip uint64) Frame {
 }
 
 func (w *worker) unwind(j *job) {
-	st := unwinder.Stack{Addr: 0, Data: j.stack}
+	// The Stack lives in the worker: a local one escapes into Unwind, an
+	// allocation per sample.
+	st := &w.stack
+	*st = unwinder.Stack{Addr: 0, Data: j.stack}
 	if sp, ok := j.regs.Get(w.p.arch.SP()); ok {
 		st.Addr = sp
 	}
-	res := w.p.unw.Unwind(&w.cache, j.space.AddressSpace(), &j.regs, &st, w.frames)
+	res := w.p.unw.Unwind(&w.cache, j.space.AddressSpace(), &j.regs, st, w.frames)
+	st.Data = nil
 	j.out.Stop = res.Stop.String()
 	if res.Err != nil {
 		j.out.StopErr = res.Err.Error()
