@@ -163,7 +163,7 @@ func Run(r *perfdata.Reader, opts Options, emit func(*Sample) error) (*Summary, 
 	// What Run opens it closes: the objects and the cache holding them.
 	p.resolver = newResolver(&p.opts, func(msg string) { p.warn("%s", msg) })
 	defer func() {
-		if p.ksymsStarted {
+		if p.ksymsStart {
 			p.kernelSyms() // waits for the loading goroutine
 		}
 		p.resolver.Close()
@@ -172,25 +172,21 @@ func Run(r *perfdata.Reader, opts Options, emit func(*Sample) error) (*Summary, 
 }
 
 type processor struct {
-	opts     Options
-	arch     arch.Arch
-	session  *perfdata.Session
-	resolver *resolve.Resolver
-	unw      *unwinder.Unwinder
-	tracker  *procmaps.Tracker
-	comms    map[uint32]string // tid -> comm
-	buildID  map[string][]byte // path -> build-id from the recording
+	opts       Options
+	arch       arch.Arch
+	session    *perfdata.Session
+	resolver   *resolve.Resolver
+	ksyms      *kallsyms.Table // loaded by kernelSyms, once (ksymsOnce)
+	ksymsPath  string          // where from; "" for none or when given
+	ksymsOnce  sync.Once
+	ksymsStart bool // the reader met a kernel frame and started loading
+	unw        *unwinder.Unwinder
+	tracker    *procmaps.Tracker
+	comms      map[uint32]string // tid -> comm
+	buildID    map[string][]byte // path -> build-id from the recording
 
 	spaces map[uint64]*resolve.Space // snapshot version -> address space
 	mapBuf []resolve.Mapping
-
-	// ksyms is the kernel symbol table, loaded by kernelSyms (from
-	// ksymsPath; "" when there is none or ksyms came with the options)
-	// once the reader meets a kernel frame (ksymsStarted).
-	ksyms        *kallsyms.Table
-	ksymsPath    string
-	ksymsOnce    sync.Once
-	ksymsStarted bool
 }
 
 func newProcessor(s *perfdata.Session, opts Options) (*processor, error) {
@@ -433,10 +429,10 @@ func (p *processor) newJob(s *perfdata.Sample, index int) *job {
 		Period: s.Period, Event: s.EventName, IP: s.IP, Frames: j.out.Frames[:0]}
 	j.out.Comm = p.commOf(s.Tid)
 	kernel, user := perfdata.SplitCallchain(s.Callchain)
-	if len(kernel) > 0 && !p.ksymsStarted {
+	if len(kernel) > 0 && !p.ksymsStart {
 		// Load the kernel symbols while the reader goes on: the workers
 		// will need them (this one's sample first).
-		p.ksymsStarted = true
+		p.ksymsStart = true
 		go p.kernelSyms()
 	}
 	j.kernel = append(j.kernel[:0], kernel...)
