@@ -10,6 +10,10 @@
 //	  header -> attrs section (perf_file_attr: attr + ids section)
 //	         -> feature sections after the data (bitmap adds_features)
 //	         -> data section, streamed record by record
+//	OpenMapped                the same, the file mapped: records decoded in
+//	                          place, no read or copy; pages behind the reader
+//	                          dropped (MADV_DONTNEED) so the resident set
+//	                          stays small; queued samples alias the mapping
 //	NewReader                 pipe mode (perf record -o -, 16-byte header)
 //	  HEADER_ATTR, HEADER_FEATURE, EVENT_UPDATE, HEADER_BUILD_ID ... records
 //	  fill the Session as they stream by; the TRACING_DATA payload is kept

@@ -130,7 +130,15 @@ func parseDump(t testing.TB, rd io.Reader) []*dumpRec {
 // the number of records and samples compared.
 func compareWithDump(t *testing.T, path string, dump []*dumpRec) (nrec, nsamp int) {
 	t.Helper()
-	r, err := Open(path)
+	nrec, nsamp = compareWithDumpUsing(t, Open, path, dump)
+	// The mapped reader decodes the same records in place.
+	compareWithDumpUsing(t, OpenMapped, path, dump)
+	return nrec, nsamp
+}
+
+func compareWithDumpUsing(t *testing.T, open func(string) (*Reader, error), path string, dump []*dumpRec) (nrec, nsamp int) {
+	t.Helper()
+	r, err := open(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,7 +51,26 @@ type Reader struct {
 	pendTrace bool
 	z         *zstdStream // the COMPRESSED records' stream, once one is met
 	zerr      error       // decompression error, returned once its records are out
+	// mm is the whole file when OpenMapped mapped it: records are then
+	// decoded in place, without a read or a copy. unmap releases it.
+	mm    []byte
+	unmap func() error
+	// inMap says that the record last returned by next lies in mm (not
+	// in decompressed data): its byte slices stay valid until Close.
+	inMap bool
+	// dropped is the offset up to which the pages of mm were dropped
+	// from memory (dropPages) after they were read.
+	dropped int64
 }
+
+// Pages of a mapped file are dropped from memory in steps of dropStep,
+// dropLag behind the record being read, so that the resident set stays
+// small however large the file: records still referenced (queued in a
+// Sorter) are read back from the file if needed.
+const (
+	dropStep = 16 << 20
+	dropLag  = 4 << 20
+)
 
 // recs are the reused record values Next returns.
 type recs struct {
@@ -100,6 +119,36 @@ func Open(path string) (*Reader, error) {
 	r.path = path
 	return r, nil
 }
+
+// OpenMapped is Open with the file mapped into memory: records are decoded
+// in place, with no read system calls or copies, and the byte slices of a
+// Sample (StackData, Raw, AuxData) that a Sorter queues alias the mapping
+// instead of being copied, so they are valid only until Close. A file that
+// cannot be mapped (a pipe, an empty file) is read as Open reads it. The
+// file must not shrink while it is read (perf.data being written is
+// appended to, not truncated).
+func OpenMapped(path string) (*Reader, error) {
+	r, err := Open(path)
+	if err != nil || r.s.Pipe {
+		return r, err
+	}
+	f, ok := r.closer.(*os.File)
+	if !ok {
+		return r, nil
+	}
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		return r, nil
+	}
+	if m, unmap, err := mmapFile(f, st.Size()); err == nil {
+		r.mm, r.unmap = m, unmap
+	}
+	return r, nil
+}
+
+// Mapped reports whether the Reader decodes records in place from a
+// mapping of the file (OpenMapped).
+func (r *Reader) Mapped() bool { return r.mm != nil }
 
 // NewFileReader reads perf.data held in ra, size bytes long. It reads the
 // header, the attrs and the feature sections, then streams the data section.
@@ -387,12 +436,19 @@ func (r *Reader) Close() error {
 	if r.z != nil {
 		r.z.close()
 	}
+	var err error
+	if r.unmap != nil {
+		err = r.unmap()
+		r.unmap, r.mm = nil, nil
+	}
 	if r.closer != nil {
 		c := r.closer
 		r.closer = nil
-		return c.Close()
+		if cerr := c.Close(); err == nil {
+			err = cerr
+		}
 	}
-	return nil
+	return err
 }
 
 // layout recomputes how ids are located after the attrs changed.
@@ -438,6 +494,10 @@ func (r *Reader) skip(n int64, what string) error {
 	if r.end >= 0 && (n > r.end-r.off) {
 		return truncErr(start, "%s of %d bytes runs past the end of the data section at %#x", what, n, r.end)
 	}
+	if r.mm != nil {
+		r.off += n
+		return nil
+	}
 	if r.ra != nil && r.end >= 0 && n > int64(r.br.Buffered()) {
 		// Seek instead of reading through.
 		r.off += n
@@ -472,6 +532,7 @@ func (r *Reader) Next() (Record, error) {
 		return nil, r.err
 	}
 	for {
+		r.inMap = false
 		if r.z != nil {
 			rec, err := r.nextDecompressed()
 			if rec != nil || err != nil {
@@ -506,6 +567,9 @@ func (r *Reader) next() (Record, error) {
 	if r.end >= 0 && r.off >= r.end {
 		return r.eof()
 	}
+	if r.mm != nil {
+		return r.nextMapped()
+	}
 	hb, err := r.br.Peek(8)
 	if err != nil {
 		if err == io.EOF && len(hb) == 0 && r.end < 0 {
@@ -532,9 +596,45 @@ func (r *Reader) next() (Record, error) {
 		}
 		return r.fail(err)
 	}
+	r.br.Discard(size)
+	return r.record(typ, misc, b)
+}
+
+// nextMapped is next for a mapped file: the record is decoded where it
+// lies, with the errors the buffered path gives.
+func (r *Reader) nextMapped() (Record, error) {
+	avail := max(0, min(r.end, int64(len(r.mm)))-r.off)
+	if avail < 8 {
+		return r.fail(truncErr(r.off, "input ends inside a record header (%d of 8 bytes)", avail))
+	}
+	hb := r.mm[r.off : r.off+8]
+	typ := RecordType(le.Uint32(hb))
+	misc := le.Uint16(hb[4:])
+	size := int(le.Uint16(hb[6:]))
+	if size < 8 {
+		return r.fail(formatErr(r.off, "record type %v: size %d is less than the 8-byte header", typ, size))
+	}
+	if int64(size) > r.end-r.off {
+		return r.fail(truncErr(r.off, "record type %v of %d bytes runs past the end of the data section at %#x", typ, size, r.end))
+	}
+	if int64(size) > avail {
+		return r.fail(truncErr(r.off, "record type %v: input ends after %d of its %d bytes", typ, avail, size))
+	}
+	r.inMap = true
+	if r.off-r.dropped > dropStep+dropLag {
+		end := (r.off - dropLag) &^ (1<<16 - 1)
+		dropPages(r.mm[r.dropped:end])
+		r.dropped = end
+	}
+	return r.record(typ, misc, r.mm[r.off:r.off+int64(size):r.off+int64(size)])
+}
+
+// record decodes the record b (header included) read at r.off, and moves
+// past it.
+func (r *Reader) record(typ RecordType, misc uint16, b []byte) (Record, error) {
+	size := len(b)
 	off := r.off
 	r.last = b
-	r.br.Discard(size)
 	r.off += int64(size)
 	h := RecordHeader{Type: typ, Misc: misc, Size: uint16(size), Offset: off}
 	if typ == RecordCompressed || typ == RecordCompressed2 {
@@ -567,8 +667,15 @@ func (r *Reader) readTracingData(n int64) error {
 	if r.end >= 0 && n > r.end-r.off {
 		return truncErr(start, "TRACING_DATA payload of %d bytes runs past the end of the data section at %#x", n, r.end)
 	}
-	// ReadAll grows with the data actually there, not with n.
-	b, err := io.ReadAll(io.LimitReader(r.br, n))
+	var b []byte
+	var err error
+	if r.mm != nil {
+		from := min(r.off, int64(len(r.mm)))
+		b = append([]byte(nil), r.mm[from:from+min(n, int64(len(r.mm))-from)]...)
+	} else {
+		// ReadAll grows with the data actually there, not with n.
+		b, err = io.ReadAll(io.LimitReader(r.br, n))
+	}
 	r.off += int64(len(b))
 	if err != nil {
 		return err

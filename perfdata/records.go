@@ -134,15 +134,23 @@ func (s *Sample) Clone() Record { return s.Detach() }
 // Detach returns a deep copy of the sample that stays valid after the next
 // Reader.Next.
 func (s *Sample) Detach() *Sample {
+	c := s.detachInPlace()
+	c.Raw = cloneBytes(s.Raw)
+	c.StackData = cloneBytes(s.StackData)
+	c.AuxData = cloneBytes(s.AuxData)
+	return c
+}
+
+// detachInPlace is Detach for a sample whose body stays in memory (a
+// mapped file): Raw, StackData and AuxData, which alias the body, are
+// shared, not copied.
+func (s *Sample) detachInPlace() *Sample {
 	c := *s
 	c.Read = s.Read.clone()
 	c.Callchain = cloneU64(s.Callchain)
-	c.Raw = cloneBytes(s.Raw)
 	c.Branches = append([]BranchEntry(nil), s.Branches...)
 	c.Regs = cloneU64(s.Regs)
-	c.StackData = cloneBytes(s.StackData)
 	c.IntrRegs = cloneU64(s.IntrRegs)
-	c.AuxData = cloneBytes(s.AuxData)
 	return &c
 }
 

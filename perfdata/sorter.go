@@ -1,9 +1,6 @@
 package perfdata
 
-import (
-	"container/heap"
-	"io"
-)
+import "io"
 
 // DefaultSorterLimit is the queue size (in record bytes) at which a Sorter
 // flushes the older half of its queue early, as perf's ordered_events does
@@ -24,7 +21,8 @@ const DefaultSorterLimit = 64 << 20
 //   - At the end of the input (or at an input error) every queued record is
 //     delivered, then io.EOF (or the error).
 //
-// Queued records are clones and stay valid; records delivered at once are
+// Queued records are clones and stay valid (with a mapped Reader, see
+// OpenMapped, until the Reader is closed); records delivered at once are
 // the Reader's and valid until the next call to Next.
 type Sorter struct {
 	r         *Reader
@@ -56,29 +54,61 @@ type queued struct {
 	size int64
 }
 
+// recHeap is a binary min-heap of queued records by (time, seq), typed
+// so that pushing and popping do not box each entry as container/heap's
+// interface does (an allocation per record).
 type recHeap []queued
 
-func (h recHeap) Len() int { return len(h) }
-func (h recHeap) Less(i, j int) bool {
+func (h recHeap) less(i, j int) bool {
 	if h[i].t != h[j].t {
 		return h[i].t < h[j].t
 	}
 	return h[i].seq < h[j].seq
 }
-func (h recHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *recHeap) Push(x any)   { *h = append(*h, x.(queued)) }
-func (h *recHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	old[len(old)-1] = queued{}
-	*h = old[:len(old)-1]
+
+func (h *recHeap) push(x queued) {
+	*h = append(*h, x)
+	q := *h
+	for i := len(q) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !q.less(i, p) {
+			break
+		}
+		q[i], q[p] = q[p], q[i]
+		i = p
+	}
+}
+
+func (h *recHeap) pop() queued {
+	q := *h
+	n := len(q) - 1
+	x := q[0]
+	q[0] = q[n]
+	q[n] = queued{}
+	q = q[:n]
+	for i := 0; ; {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && q.less(r, l) {
+			m = r
+		}
+		if !q.less(m, i) {
+			break
+		}
+		q[i], q[m] = q[m], q[i]
+		i = m
+	}
+	*h = q
 	return x
 }
 
 // flush moves queued records with time <= limit to the output.
 func (s *Sorter) flush(limit uint64) {
 	for len(s.q) > 0 && s.q[0].t <= limit {
-		x := heap.Pop(&s.q).(queued)
+		x := s.q.pop()
 		s.bytes -= x.size
 		s.out = append(s.out, x.rec)
 	}
@@ -120,7 +150,7 @@ func (s *Sorter) Next() (Record, error) {
 			return rec, nil
 		}
 		sz := int64(h.Size) + 256
-		heap.Push(&s.q, queued{t: h.Time, seq: s.seq, rec: rec.Clone(), size: sz})
+		s.q.push(queued{t: h.Time, seq: s.seq, rec: s.keep(rec), size: sz})
 		s.seq++
 		s.bytes += sz
 		s.maxTime = max(s.maxTime, h.Time)
@@ -129,4 +159,14 @@ func (s *Sorter) Next() (Record, error) {
 			s.flush(first + (s.maxTime-first)/2)
 		}
 	}
+}
+
+// keep returns a copy of a record to queue. A sample that lies in a mapped
+// file keeps its byte slices (the stack copy, raw data) in the mapping: only
+// what the Reader decodes into its own buffers is copied.
+func (s *Sorter) keep(rec Record) Record {
+	if smp, ok := rec.(*Sample); ok && s.r.inMap {
+		return smp.detachInPlace()
+	}
+	return rec.Clone()
 }

@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/ustack/ustack/arch"
+	"github.com/ustack/ustack/elfcache"
 	"github.com/ustack/ustack/kallsyms"
 	"github.com/ustack/ustack/perfdata"
 	"github.com/ustack/ustack/procmaps"
@@ -30,6 +31,11 @@ type Options struct {
 	// DebugDirs are searched for separate debug files (default
 	// /usr/lib/debug).
 	DebugDirs []string
+	// SectionCache, when set, keeps decompressed debug sections (glibc's
+	// line tables, for inline frames) on disk between reports, keyed by
+	// build-id; nil decompresses them on every run. The output is the same
+	// either way. ustack report uses elfcache.DefaultSectionCacheDir.
+	SectionCache *elfcache.SectionCache
 	// BuildIDDir is perf's build-id cache (default $HOME/.debug), used for
 	// the vdso and for objects whose file on disk changed.
 	BuildIDDir string
@@ -142,11 +148,12 @@ func Run(r *perfdata.Reader, opts Options, emit func(*Sample) error) (*Summary, 
 	if err != nil {
 		return nil, err
 	}
-	// What Run opens it closes: the objects (and the cache holding them)
-	// and, by waiting for it, the kernel symbol table's file.
+	// What Run opens it closes: the objects and the cache holding them.
 	p.resolver = newResolver(&p.opts, func(msg string) { p.warn("%s", msg) })
 	defer func() {
-		<-p.ksymsReady
+		if p.ksymsStart {
+			p.kernelSyms() // waits for the loading goroutine
+		}
 		p.resolver.Close()
 	}()
 	return p.run(r, emit)
@@ -157,8 +164,10 @@ type processor struct {
 	arch       arch.Arch
 	session    *perfdata.Session
 	resolver   *resolve.Resolver
-	ksyms      *kallsyms.Table // valid once ksymsReady is closed
-	ksymsReady chan struct{}
+	ksyms      *kallsyms.Table // loaded by kernelSyms, once (ksymsOnce)
+	ksymsPath  string          // where from; "" for none or when given
+	ksymsOnce  sync.Once
+	ksymsStart bool // the reader met a kernel frame and started loading
 	unw        *unwinder.Unwinder
 	tracker    *procmaps.Tracker
 	comms      map[uint32]string // tid -> comm
@@ -204,18 +213,15 @@ func newProcessor(s *perfdata.Session, opts Options) (*processor, error) {
 			p.buildID[b.Filename] = b.BuildID
 		}
 	}
-	p.ksymsReady = make(chan struct{})
 	if opts.KallsymsData != nil {
 		t, err := kallsyms.Parse(opts.KallsymsData)
 		if err != nil {
 			return nil, fmt.Errorf("kallsyms from the recording: %w", err)
 		}
 		p.ksyms = t
-		close(p.ksymsReady)
 		return p, nil
 	}
 	if opts.Kallsyms == "-" {
-		close(p.ksymsReady)
 		return p, nil
 	}
 	path := opts.Kallsyms
@@ -227,17 +233,30 @@ func newProcessor(s *perfdata.Session, opts Options) (*processor, error) {
 			return nil, fmt.Errorf("kallsyms: %w", err)
 		}
 	}
-	// Parsing kallsyms takes a while; do it while the first records are
-	// read. Workers wait for it at their first kernel frame.
-	go func() {
-		defer close(p.ksymsReady)
-		if t, err := kallsyms.Load(path); err == nil {
+	// /proc/kallsyms costs 50-60 ms of CPU (the kernel formats it, then it
+	// is parsed): it is loaded only once the reader meets a sample with
+	// kernel frames, on a goroutine of its own, so that a recording of user
+	// stacks only (perf record --user-callchains, ustack record) never
+	// pays and others pay while reading goes on.
+	p.ksymsPath = path
+	return p, nil
+}
+
+// kernelSyms returns the kernel symbol table, loading it on first use; nil
+// when there is none. Safe for concurrent use: the workers that meet their
+// first kernel frame while it loads wait for it.
+func (p *processor) kernelSyms() *kallsyms.Table {
+	p.ksymsOnce.Do(func() {
+		if p.ksymsPath == "" {
+			return
+		}
+		if t, err := kallsyms.Load(p.ksymsPath); err == nil {
 			p.ksyms = t
 		} else {
 			p.warn("kernel frames will not be symbolized: %v", err)
 		}
-	}()
-	return p, nil
+	})
+	return p.ksyms
 }
 
 func (p *processor) warn(format string, args ...any) {
@@ -412,6 +431,12 @@ func (p *processor) newJob(s *perfdata.Sample, index int) *job {
 	}
 	j.out.Comm = p.commOf(s.Tid)
 	kernel, user := perfdata.SplitCallchain(s.Callchain)
+	if len(kernel) > 0 && !p.ksymsStart {
+		// Load the kernel symbols while the reader goes on: the workers
+		// will need them (this one's sample first).
+		p.ksymsStart = true
+		go p.kernelSyms()
+	}
 	j.kernel = append(j.kernel[:0], kernel...)
 	j.user = append(j.user[:0], user...)
 	j.hasReg = false

@@ -19,6 +19,7 @@ func newResolver(opts *Options, warn func(string)) *resolve.Resolver {
 	return resolve.New(resolve.Options{
 		SymFS:           opts.SymFS,
 		DebugDirs:       opts.DebugDirs,
+		SectionCache:    opts.SectionCache,
 		DebugData:       opts.DebugData,
 		BuildIDDir:      opts.BuildIDDir,
 		MoreBuildIDDirs: opts.MoreBuildIDDirs,

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"github.com/ustack/ustack/kallsyms"
 	"github.com/ustack/ustack/perfdata"
 	"github.com/ustack/ustack/resolve"
 	"github.com/ustack/ustack/unwinder"
@@ -13,8 +14,9 @@ type worker struct {
 	cache  unwinder.Cache
 	sym    *resolve.Symbolizer
 	frames []unwinder.Frame
-	// ksymsReady caches that the kernel symbol table has been loaded.
-	ksymsReady bool
+	stack  unwinder.Stack
+	// ksyms is the processor's kernel symbol table once loaded.
+	ksyms *kallsyms.Table
 }
 
 func newWorker(p *processor) *worker {
@@ -54,11 +56,12 @@ func (w *worker) process(j *job) {
 
 func (w *worker) kernelFrame(ip uint64) Frame {
 	f := Frame{Addr: ip, PC: ip, Offset: ip, Module: "[kernel.kallsyms]", Kernel: true, How: "kernel"}
-	if !w.ksymsReady {
-		<-w.p.ksymsReady
-		w.ksymsReady = true
+	if w.ksyms == nil {
+		if w.ksyms = w.p.kernelSyms(); w.ksyms == nil {
+			return f
+		}
 	}
-	if sym, off, ok := w.p.ksyms.Lookup(ip); ok {
+	if sym, off, ok := w.ksyms.Lookup(ip); ok {
 		f.Symbol, f.SymOff = sym.Name, off
 		if sym.Module != "" {
 			f.Module = "[" + sym.Module + "]"
@@ -68,11 +71,15 @@ func (w *worker) kernelFrame(ip uint64) Frame {
 }
 
 func (w *worker) unwind(j *job) {
-	st := unwinder.Stack{Addr: 0, Data: j.stack}
+	// The Stack lives in the worker: a local one escapes into Unwind, an
+	// allocation per sample.
+	st := &w.stack
+	*st = unwinder.Stack{Addr: 0, Data: j.stack}
 	if sp, ok := j.regs.Get(w.p.arch.SP()); ok {
 		st.Addr = sp
 	}
-	res := w.p.unw.Unwind(&w.cache, j.space.AddressSpace(), &j.regs, &st, w.frames)
+	res := w.p.unw.Unwind(&w.cache, j.space.AddressSpace(), &j.regs, st, w.frames)
+	st.Data = nil
 	j.out.Stop = res.Stop.String()
 	if res.Err != nil {
 		j.out.StopErr = res.Err.Error()

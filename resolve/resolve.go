@@ -37,6 +37,11 @@ type Options struct {
 	// DebugDirs are searched for separate debug files (default
 	// /usr/lib/debug).
 	DebugDirs []string
+	// SectionCache, when set, keeps the objects' decompressed debug
+	// sections on disk between runs (elfcache.SectionCache); used by the
+	// caches the Resolver makes and the objects it opens from bytes, not
+	// by a Cache supplied in Cache. nil decompresses every time.
+	SectionCache *elfcache.SectionCache
 	// DebugData, when set, supplies separate debug files by build-id (a
 	// recording's archive) for objects made from archive bytes.
 	DebugData func(buildID []byte) ([]byte, bool)
@@ -105,12 +110,12 @@ func New(opts Options) *Resolver {
 	r := &Resolver{opts: opts, cache: opts.Cache, objects: map[objectKey]*elfcache.Object{},
 		jit: map[uint32]*perfMap{}, missing: map[string]string{}, warned: map[string]bool{}}
 	if r.cache == nil {
-		r.cache = elfcache.NewCache(elfcache.Options{DebugDirs: opts.DebugDirs, SymFS: opts.SymFS})
+		r.cache = elfcache.NewCache(elfcache.Options{DebugDirs: opts.DebugDirs, SymFS: opts.SymFS, SectionCache: opts.SectionCache})
 		r.ownsCache = true
 	}
 	r.local = r.cache
 	if opts.SymFS != "" && (opts.BuildIDDir != "" || len(opts.MoreBuildIDDirs) > 0) {
-		r.local = elfcache.NewCache(elfcache.Options{DebugDirs: opts.DebugDirs})
+		r.local = elfcache.NewCache(elfcache.Options{DebugDirs: opts.DebugDirs, SectionCache: opts.SectionCache})
 	}
 	return r
 }
@@ -422,7 +427,8 @@ func (r *Resolver) openChecked(c *elfcache.Cache, file string, buildID []byte, k
 // fromBytes makes an object of an image (archive copy, vdso), owned by the
 // Resolver.
 func (r *Resolver) fromBytes(name string, data, buildID []byte, keep func(string)) *elfcache.Object {
-	opts := elfcache.Options{DebugDirs: r.opts.DebugDirs, SymFS: r.opts.SymFS, DebugData: r.opts.DebugData}
+	opts := elfcache.Options{DebugDirs: r.opts.DebugDirs, SymFS: r.opts.SymFS, DebugData: r.opts.DebugData,
+		SectionCache: r.opts.SectionCache}
 	if name == "[vdso]" && r.opts.DebugData == nil {
 		opts.NoDebugFile = true
 	}

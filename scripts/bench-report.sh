@@ -7,7 +7,8 @@
 #   large:  gcc's cc1 compiling a generated C file, cpu-clock
 #
 # For each recording it runs, RUNS times each, and prints the median wall
-# time and peak RSS:
+# time, the CPU time (user+system, all threads and children) of the same
+# run, and peak RSS:
 #   ustack-cold     ustack report with an empty cache directory (nothing
 #                   decompressed or indexed yet: a first run on this machine)
 #   ustack-warm     ustack report again (the section cache is filled)
@@ -25,7 +26,9 @@
 #   inline frames on the large recording (tens of seconds a run);
 #   FREQ=2000 FUNCS=3000 for the large workload; SKIP_PERF_INLINE=1 skips
 #   perf script with inline frames on the large recording.
-# Run it on a quiet machine: the figures are wall times.
+# Run it on a quiet machine: the figures are wall times. On a shared one the
+# CPU times say more (ustack spreads over every core; perf script's
+# addr2line children are counted in its CPU time).
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 work="${1:-$(mktemp -d /tmp/ustack-bench.XXXXXX)}"
@@ -74,10 +77,11 @@ echo "== recording"
 [ -s large.data ] || perf record -q -e cpu-clock -F "$freq" --call-graph dwarf -o large.data -- gcc -O2 -c gen.c -o gen.o
 ls -la small.data medium.data large.data
 
-# once NAME OUTFILE command...: one run; prints "secs kb".
+# once NAME OUTFILE command...: one run; prints "secs kb cpusecs".
 once() {
 	local out=$1; shift
-	/usr/bin/time -f '%e %M' -o "$out.time" "$@" > "$out" 2> "$out.err" || true
+	/usr/bin/time -f '%e %M %U %S' -o "$out.time" "$@" > "$out" 2> "$out.err" || true
+	tail -n 1 "$out.time" | awk '{ printf "%s %s %.2f\n", $1, $2, $3 + $4 }' > "$out.time2" && mv "$out.time2" "$out.time"
 	cat "$out.time"
 }
 
@@ -91,7 +95,9 @@ measure() {
 	done
 	local med
 	med=$(printf '%s\n' "${t[@]}" | sort -n | awk -v n="$n" 'NR == int((n + 1) / 2)')
-	printf '  %-15s %8.3f s %7d MB   (%d runs)\n' "$label" "${med%% *}" "$(( ${med##* } / 1024 ))" "$n"
+	local rss cpu
+	read -r _ rss cpu <<< "$med"
+	printf '  %-15s %8.3f s %7.2f s cpu %7d MB   (%d runs)\n' "$label" "${med%% *}" "$cpu" "$(( rss / 1024 ))" "$n"
 	echo "$label ${med%% *}" >> results.txt
 }
 

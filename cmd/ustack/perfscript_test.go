@@ -38,15 +38,7 @@ var (
 // sys.data (perf record -a -e cpu-clock).
 func perfRecordings(t *testing.T) string {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("records with perf")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("recording tracepoints needs root")
-	}
-	if _, err := exec.LookPath("perf"); err != nil {
-		t.Skip("perf is not installed (Debian package linux-perf)")
-	}
+	requirePerfRecord(t)
 	recOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "ustack-perfscript")
 		if err != nil {
@@ -88,11 +80,34 @@ func perfRecordings(t *testing.T) string {
 	return recDir
 }
 
-// TestMain removes the recordings perfRecordings made.
+// requirePerfRecord skips the test, saying why, unless perf can record
+// tracepoints here.
+func requirePerfRecord(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("records with perf")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("recording tracepoints needs root")
+	}
+	if _, err := exec.LookPath("perf"); err != nil {
+		t.Skip("perf is not installed (Debian package linux-perf)")
+	}
+}
+
+// TestMain removes the recordings perfRecordings made, and keeps the
+// reports' section cache out of the user's cache directory.
 func TestMain(m *testing.M) {
+	cache, err := os.MkdirTemp("", "ustack-test-cache")
+	if err == nil {
+		os.Setenv("XDG_CACHE_HOME", cache)
+	}
 	code := m.Run()
 	if recDir != "" {
 		os.RemoveAll(recDir)
+	}
+	if cache != "" {
+		os.RemoveAll(cache)
 	}
 	os.Exit(code)
 }

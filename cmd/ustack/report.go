@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ustack/ustack/archive"
+	"github.com/ustack/ustack/elfcache"
 	"github.com/ustack/ustack/perfdata"
 	"github.com/ustack/ustack/report"
 )
@@ -40,6 +41,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	buildIDDir := fs.String("buildid-dir", "", "perf's build-id cache `dir` (default ~/.debug)")
 	noInline := fs.Bool("no-inline", false, "do not show inlined functions")
 	noDemangle := fs.Bool("no-demangle", false, "do not demangle C++ and Rust names")
+	noCache := fs.Bool("no-cache", false, "do not keep decompressed debug sections in ~/.cache/ustack/sections ($XDG_CACHE_HOME; also USTACK_NO_CACHE=1)")
 	srcline := fs.Bool("srcline", false, "text format: print each frame's source file and line, like perf script -F +srcline")
 	jobs := fs.Int("j", 0, "unwinding workers (default: one per CPU)")
 	pacMask := fs.String("pac-mask", "", "arm64 pointer authentication `mask` (hex), or va:BITS (default va:48)")
@@ -75,6 +77,9 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		Warn: func(msg string) { fmt.Fprintf(stderr, "ustack: warning: %s\n", msg) }}
 	if *debugDir != "" {
 		opts.DebugDirs = strings.Split(*debugDir, ":")
+	}
+	if !*noCache && !envSet("USTACK_NO_CACHE") {
+		opts.SectionCache = openSectionCache(opts.Warn)
 	}
 	filter, err := filt.parse()
 	if err != nil {
@@ -115,7 +120,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	if *input == "-" {
 		r, err = perfdata.NewReader(os.Stdin)
 	} else {
-		r, err = perfdata.Open(*input)
+		r, err = perfdata.OpenMapped(*input)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "ustack report: %v%s\n", err, notPerfData(*input))
@@ -239,6 +244,28 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		return exitPartial
 	}
 	return checkInput(*input, sum, stderr)
+}
+
+// openSectionCache returns the section cache in the user's cache directory,
+// or nil with a warning when it cannot be made: the report goes on
+// decompressing.
+func openSectionCache(warn func(string)) *elfcache.SectionCache {
+	dir, err := elfcache.DefaultSectionCacheDir()
+	if err == nil {
+		var c *elfcache.SectionCache
+		if c, err = elfcache.NewSectionCache(dir, 0); err == nil {
+			return c
+		}
+	}
+	warn(fmt.Sprintf("%v; decompressing debug sections without a cache (--no-cache silences this)", err))
+	return nil
+}
+
+// envSet reports whether the environment variable is set to something
+// other than "", "0" or "false".
+func envSet(name string) bool {
+	v := os.Getenv(name)
+	return v != "" && v != "0" && v != "false"
 }
 
 // checkInput says what a report could not show: a recording without
