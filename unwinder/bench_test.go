@@ -11,7 +11,11 @@ import (
 // benchFixture unwinds one committed capture repeatedly with a warm cache and
 // reports the cost per frame: wall clock (ns/frame) and, where known, the
 // process's CPU time (cpu-ns/frame), which a loaded machine inflates less.
-func benchFixture(b *testing.B, archName, name string) {
+func benchFixture(b *testing.B, archName, name string) { benchFixtureMemory(b, archName, name, false) }
+
+// benchFixtureMemory is benchFixture, reading the captured memory as
+// core-dump Segments when segments is true.
+func benchFixtureMemory(b *testing.B, archName, name string, segments bool) {
 	f, err := fixture.Load(filepath.Join(fixture.Dir(), "fixtures", archName, name+".json"))
 	if err != nil {
 		b.Skip(err)
@@ -25,7 +29,11 @@ func benchFixture(b *testing.B, archName, name string) {
 	u := unwinder.New(p.Arch, unwinder.Options{})
 	frames := make([]unwinder.Frame, 256)
 	var c unwinder.Cache
-	res := u.Unwind(&c, p.Space, &p.Regs, &p.Stack, frames) // warm up
+	var mem unwinder.Memory = &p.Stack
+	if segments {
+		mem = stackSegments(b, &p.Stack)
+	}
+	res := u.Unwind(&c, p.Space, &p.Regs, mem, frames) // warm up
 	if res.Frames < 2 {
 		b.Fatalf("only %d frames (%v)", res.Frames, res.Stop)
 	}
@@ -34,7 +42,7 @@ func benchFixture(b *testing.B, archName, name string) {
 	cpu0, cpuOK := processCPU()
 	total := 0
 	for i := 0; i < b.N; i++ {
-		total += u.Unwind(&c, p.Space, &p.Regs, &p.Stack, frames).Frames
+		total += u.Unwind(&c, p.Space, &p.Regs, mem, frames).Frames
 	}
 	cpu1, _ := processCPU()
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(total), "ns/frame")
@@ -51,4 +59,12 @@ func BenchmarkUnwindARM64Syscall(b *testing.B)  { benchFixture(b, "aarch64", "a6
 func BenchmarkUnwindARM64PAC(b *testing.B)      { benchFixture(b, "aarch64", "a64_pac") }
 func BenchmarkUnwindARM64Recursion(b *testing.B) {
 	benchFixture(b, "aarch64", "a64_recursion_truncated")
+}
+
+// The same captures read as a core dump's memory (Segments).
+func BenchmarkUnwindSegmentsX86Signal(b *testing.B) {
+	benchFixtureMemory(b, "x86_64", "signal_handler", true)
+}
+func BenchmarkUnwindSegmentsX86SyscallGCC(b *testing.B) {
+	benchFixtureMemory(b, "x86_64", "syscall_gcc_O2", true)
 }

@@ -130,7 +130,7 @@ func (m opaqueMemory) ReadUint64(addr uint64) (uint64, unwinder.MemStatus) {
 // with the same meaning as the Stack: above the snapshot's start, memory
 // exists up to the top of the address space but only the regions have data
 // (a read without data is truncated); below it, only the regions exist.
-func stackSegments(t *testing.T, s *unwinder.Stack) *unwinder.Segments {
+func stackSegments(t testing.TB, s *unwinder.Stack) *unwinder.Segments {
 	regions := append([]unwinder.Region{{Addr: s.Addr, Data: s.Data}}, s.Extra...)
 	sort.Slice(regions, func(i, j int) bool { return regions[i].Addr < regions[j].Addr })
 	var segs []unwinder.Segment
