@@ -104,30 +104,52 @@ func opName(op byte) string {
 
 // Bounds of Eval.
 const (
-	// DefaultMaxSteps is the number of operations Eval runs when maxSteps is 0.
+	// DefaultMaxSteps is the number of operations Eval runs when
+	// ExprContext.MaxSteps is 0.
 	DefaultMaxSteps = 1000
 	// StackSize is the depth of Eval's value stack.
 	StackSize = 64
 )
 
-// Eval evaluates a DWARF expression as CFI uses it, with regs giving the
-// values for DW_OP_breg*, mem serving DW_OP_deref, and initial pushed first
-// when push is true (the CFA, for DW_CFA_expression rules). It returns the
-// value on top of the stack. At most maxSteps operations run (0: default 1000).
+// ExprContext is what Eval reads besides the expression's bytes. The zero
+// value (with Arch set) evaluates an expression that needs no registers or
+// memory.
+type ExprContext struct {
+	// Arch gives the address size (DW_OP_addr, DW_OP_deref) and the
+	// register names in errors.
+	Arch arch.Arch
+	// Regs holds the frame's registers for DW_OP_breg*, DW_OP_bregx,
+	// DW_OP_reg* and DW_OP_regx; nil when none is known.
+	Regs *arch.Regs
+	// Mem serves DW_OP_deref and DW_OP_deref_size; nil when there is no
+	// memory to read.
+	Mem Memory
+	// CFA is pushed before the first operation when PushCFA is true, as
+	// for DW_CFA_expression and DW_CFA_val_expression rules (not for
+	// DW_CFA_def_cfa_expression).
+	CFA     uint64
+	PushCFA bool
+	// MaxSteps bounds the operations run (0: DefaultMaxSteps).
+	MaxSteps int
+}
+
+// Eval evaluates a DWARF expression as CFI uses it, in the context ctx, and
+// returns the value on top of the stack.
 //
 // DW_OP_reg* and DW_OP_regx yield the value of the register. Operations that
 // have no meaning in CFI (DW_OP_fbreg, DW_OP_call_frame_cfa, DW_OP_piece,
 // DW_OP_stack_value, calls, TLS and typed operations) are errors. An error is
 // an *ExprError naming the operation and its byte offset. Eval allocates
 // nothing unless it fails.
-func Eval(a arch.Arch, expr []byte, regs *arch.Regs, mem Memory, initial uint64, push bool, maxSteps int) (uint64, error) {
+func Eval(expr []byte, ctx *ExprContext) (uint64, error) {
+	a, regs, mem, maxSteps := ctx.Arch, ctx.Regs, ctx.Mem, ctx.MaxSteps
 	if maxSteps <= 0 {
 		maxSteps = DefaultMaxSteps
 	}
 	var stack [StackSize]uint64
 	sp := 0 // number of values on the stack
-	if push {
-		stack[0] = initial
+	if ctx.PushCFA {
+		stack[0] = ctx.CFA
 		sp = 1
 	}
 	ptrSize := a.PtrSize()
@@ -425,4 +447,39 @@ func readMem(mem Memory, addr uint64, n int) (uint64, bool) {
 		binary.LittleEndian.PutUint64(buf[8:], hi)
 	}
 	return binary.LittleEndian.Uint64(buf[shift/8:]) & mask, true
+}
+
+// RegOffset recognises the expressions that CFI most often holds, "register
+// plus offset" and "the word at register plus offset": expr is exactly one
+// DW_OP_breg<n> or DW_OP_bregx operation, optionally followed by
+// DW_OP_deref. It returns the register, the offset and whether the value is
+// dereferenced; Eval of such an expression yields reg+off, or the
+// pointer-sized word at reg+off. (Pushed CFA or not, the result is the same:
+// the operation's value ends on top of the stack.) Unwinders use it to turn
+// expressions into plain rules once per row.
+func RegOffset(expr []byte) (reg uint64, off int64, deref bool, ok bool) {
+	if len(expr) == 0 {
+		return 0, 0, false, false
+	}
+	r := reader{data: expr, off: 1}
+	switch op := expr[0]; {
+	case op >= opBreg0 && op <= opBreg31:
+		reg = uint64(op - opBreg0)
+	case op == opBregx:
+		if reg, ok = r.uleb(); !ok {
+			return 0, 0, false, false
+		}
+	default:
+		return 0, 0, false, false
+	}
+	if off, ok = r.sleb(); !ok {
+		return 0, 0, false, false
+	}
+	switch {
+	case r.off == len(expr):
+		return reg, off, false, true
+	case r.off+1 == len(expr) && expr[r.off] == opDeref:
+		return reg, off, true, true
+	}
+	return 0, 0, false, false
 }

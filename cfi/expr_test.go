@@ -116,7 +116,7 @@ func TestEval(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := Eval(arch.AMD64, c.expr, &regs, mem, c.initial, c.push, 0)
+			got, err := Eval(c.expr, &ExprContext{Arch: arch.AMD64, Regs: &regs, Mem: mem, CFA: c.initial, PushCFA: c.push})
 			if c.wantErr != "" {
 				var ee *ExprError
 				if err == nil || !strings.Contains(err.Error(), c.wantErr) || !errors.As(err, &ee) {
@@ -132,12 +132,12 @@ func TestEval(t *testing.T) {
 }
 
 func TestEvalErrorOffset(t *testing.T) {
-	_, err := Eval(arch.AMD64, []byte{0x30, 0x30, 0x1b}, nil, nil, 0, false, 0)
+	_, err := Eval([]byte{0x30, 0x30, 0x1b}, &ExprContext{Arch: arch.AMD64})
 	var ee *ExprError
 	if !errors.As(err, &ee) || ee.Offset != 2 || ee.Op != 0x1b || !strings.Contains(err.Error(), "DW_OP_div") {
 		t.Fatalf("err = %v", err)
 	}
-	_, err = Eval(arch.AMD64, []byte{0x31, 0x28, 0xfc, 0xff}, nil, nil, 0, false, 50)
+	_, err = Eval([]byte{0x31, 0x28, 0xfc, 0xff}, &ExprContext{Arch: arch.AMD64, MaxSteps: 50})
 	if !errors.As(err, &ee) || !strings.Contains(err.Error(), "step limit 50") {
 		t.Fatalf("err = %v", err)
 	}
@@ -147,12 +147,75 @@ func TestEvalAllocs(t *testing.T) {
 	var regs arch.Regs
 	regs.Set(7, 0x1000)
 	expr := []byte{0x77, 8, 0x30, 0x22, 0x31, 0x28, 0x01, 0x00, 0x96, 0x96}
+	ctx := &ExprContext{Arch: arch.AMD64, Regs: &regs}
 	n := testing.AllocsPerRun(100, func() {
-		if _, err := Eval(arch.AMD64, expr, &regs, nil, 0, false, 0); err != nil {
+		if _, err := Eval(expr, ctx); err != nil {
 			t.Fatal(err)
 		}
 	})
 	if n != 0 {
 		t.Fatalf("Eval allocates %v times", n)
+	}
+}
+
+// TestRegOffset checks RegOffset against Eval: for each expression it
+// recognises, Eval must compute register + offset (or the word there), and
+// the expressions it refuses must be ones that compute something else.
+func TestRegOffset(t *testing.T) {
+	var regs arch.Regs
+	for r := 0; r < arch.MaxRegs; r++ {
+		regs.Set(r, 0x10000+uint64(r)*0x100)
+	}
+	mem := mapMem{}
+	for a := uint64(0xf000); a < 0x14000; a += 8 {
+		mem[a] = a ^ 0xabcdef
+	}
+	cases := []struct {
+		name  string
+		expr  []byte
+		ok    bool
+		reg   uint64
+		off   int64
+		deref bool
+	}{
+		{"breg7", cat([]byte{0x77}, sleb(160)), true, 7, 160, false},
+		{"breg7_negative", cat([]byte{0x77}, sleb(-8)), true, 7, -8, false},
+		{"breg7_deref", cat([]byte{0x77}, sleb(160), []byte{0x06}), true, 7, 160, true},
+		{"breg0_large", cat([]byte{0x70}, sleb(0x12345)), true, 0, 0x12345, false},
+		{"bregx", cat([]byte{0x92}, uleb(16), sleb(24)), true, 16, 24, false},
+		{"bregx_deref", cat([]byte{0x92}, uleb(6), sleb(-16), []byte{0x06}), true, 6, -16, true},
+		{"empty", nil, false, 0, 0, false},
+		{"reg7_not_breg", []byte{0x57}, false, 0, 0, false},
+		{"breg_plus_uconst", cat([]byte{0x77}, sleb(8), []byte{0x23, 8}), false, 0, 0, false},
+		{"double_deref", cat([]byte{0x77}, sleb(8), []byte{0x06, 0x06}), false, 0, 0, false},
+		{"deref_size", cat([]byte{0x77}, sleb(8), []byte{0x94, 4}), false, 0, 0, false},
+		{"truncated_sleb", []byte{0x77, 0x80}, false, 0, 0, false},
+		{"truncated_bregx", []byte{0x92, 0x07}, false, 0, 0, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			reg, off, deref, ok := RegOffset(c.expr)
+			if ok != c.ok || reg != c.reg || off != c.off || deref != c.deref {
+				t.Fatalf("RegOffset = %d, %d, %v, %v; want %d, %d, %v, %v", reg, off, deref, ok, c.reg, c.off, c.deref, c.ok)
+			}
+			if !ok {
+				return
+			}
+			// Eval agrees, with the CFA pushed first or not.
+			for _, push := range []bool{false, true} {
+				got, err := Eval(c.expr, &ExprContext{Arch: arch.AMD64, Regs: &regs, Mem: mem, CFA: 0x999, PushCFA: push})
+				if err != nil {
+					t.Fatal(err)
+				}
+				v, _ := regs.Get(int(reg))
+				want := v + uint64(off)
+				if deref {
+					want = mem[want]
+				}
+				if got != want {
+					t.Fatalf("Eval = %#x; RegOffset's reading gives %#x", got, want)
+				}
+			}
+		})
 	}
 }

@@ -84,6 +84,38 @@ func FuzzEval(f *testing.F) {
 		for i := 0; i < 17; i++ {
 			regs.Set(i, uint64(i)*0x1000)
 		}
-		Eval(arch.AMD64, expr, &regs, fuzzMem{}, initial, push, 200)
+		Eval(expr, &ExprContext{Arch: arch.AMD64, Regs: &regs, Mem: fuzzMem{}, CFA: initial, PushCFA: push, MaxSteps: 200})
+	})
+}
+
+// FuzzRegOffset checks that RegOffset never fails on any input and that
+// whatever it recognises, Eval computes the same way.
+func FuzzRegOffset(f *testing.F) {
+	f.Add([]byte{0x77, 0xa0, 0x01, 0x06})
+	f.Add([]byte{0x77, 0x08})
+	f.Add([]byte{0x92, 0x07, 0x10})
+	f.Add([]byte{0x92, 0x07, 0x10, 0x06})
+	f.Add([]byte{0x77, 0x08, 0x23, 0x08})
+	f.Fuzz(func(t *testing.T, expr []byte) {
+		reg, off, deref, ok := RegOffset(expr)
+		if !ok || reg >= arch.MaxRegs {
+			return
+		}
+		var regs arch.Regs
+		for i := 0; i < arch.MaxRegs; i++ {
+			regs.Set(i, uint64(i)*0x1000)
+		}
+		got, err := Eval(expr, &ExprContext{Arch: arch.AMD64, Regs: &regs, Mem: fuzzMem{}})
+		v, _ := regs.Get(int(reg))
+		want := v + uint64(off)
+		if deref {
+			var ok bool
+			if want, ok = (fuzzMem{}).ReadUint64(want); !ok {
+				return // Eval may still read the word from its aligned halves
+			}
+		}
+		if err != nil || got != want {
+			t.Fatalf("%x: Eval = %#x, %v; RegOffset's reading gives %#x", expr, got, err, want)
+		}
 	})
 }

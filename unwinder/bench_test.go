@@ -9,8 +9,13 @@ import (
 )
 
 // benchFixture unwinds one committed capture repeatedly with a warm cache and
-// reports the cost per frame.
-func benchFixture(b *testing.B, archName, name string) {
+// reports the cost per frame: wall clock (ns/frame) and, where known, the
+// process's CPU time (cpu-ns/frame), which a loaded machine inflates less.
+func benchFixture(b *testing.B, archName, name string) { benchFixtureMemory(b, archName, name, false) }
+
+// benchFixtureMemory is benchFixture, reading the captured memory as
+// core-dump Segments when segments is true.
+func benchFixtureMemory(b *testing.B, archName, name string, segments bool) {
 	f, err := fixture.Load(filepath.Join(fixture.Dir(), "fixtures", archName, name+".json"))
 	if err != nil {
 		b.Skip(err)
@@ -24,17 +29,26 @@ func benchFixture(b *testing.B, archName, name string) {
 	u := unwinder.New(p.Arch, unwinder.Options{})
 	frames := make([]unwinder.Frame, 256)
 	var c unwinder.Cache
-	res := u.Unwind(&c, p.Space, &p.Regs, &p.Stack, frames) // warm up
+	var mem unwinder.Memory = &p.Stack
+	if segments {
+		mem = stackSegments(b, &p.Stack)
+	}
+	res := u.Unwind(&c, p.Space, &p.Regs, mem, frames) // warm up
 	if res.Frames < 2 {
 		b.Fatalf("only %d frames (%v)", res.Frames, res.Stop)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0, cpuOK := processCPU()
 	total := 0
 	for i := 0; i < b.N; i++ {
-		total += u.Unwind(&c, p.Space, &p.Regs, &p.Stack, frames).Frames
+		total += u.Unwind(&c, p.Space, &p.Regs, mem, frames).Frames
 	}
+	cpu1, _ := processCPU()
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(total), "ns/frame")
+	if cpuOK {
+		b.ReportMetric(float64(cpu1-cpu0)/float64(total), "cpu-ns/frame")
+	}
 }
 
 func BenchmarkUnwindX86SyscallGCC(b *testing.B) { benchFixture(b, "x86_64", "syscall_gcc_O2") }
@@ -45,4 +59,12 @@ func BenchmarkUnwindARM64Syscall(b *testing.B)  { benchFixture(b, "aarch64", "a6
 func BenchmarkUnwindARM64PAC(b *testing.B)      { benchFixture(b, "aarch64", "a64_pac") }
 func BenchmarkUnwindARM64Recursion(b *testing.B) {
 	benchFixture(b, "aarch64", "a64_recursion_truncated")
+}
+
+// The same captures read as a core dump's memory (Segments).
+func BenchmarkUnwindSegmentsX86Signal(b *testing.B) {
+	benchFixtureMemory(b, "x86_64", "signal_handler", true)
+}
+func BenchmarkUnwindSegmentsX86SyscallGCC(b *testing.B) {
+	benchFixtureMemory(b, "x86_64", "syscall_gcc_O2", true)
 }

@@ -5,12 +5,14 @@
 // A sample flows through it like this. The caller describes the process with
 // an AddressSpace (its mappings, each with the Object that supplies unwind
 // rows and code bytes for it), passes the captured registers (arch.Regs) and
-// the captured memory (Stack), and owns the []Frame buffer that Unwind fills.
+// the captured memory (a Memory: the Stack snapshot of a perf sample,
+// Segments for a core dump, or its own), and owns the []Frame buffer that
+// Unwind fills.
 // Frame 0 comes from the registers. For every further frame Unwind finds the
 // mapping of the PC, asks the Object for the CFI row that covers it (looking
 // up PC-1 for return addresses, the PC itself after a signal frame), computes
-// the CFA and the caller's registers, reading memory only from the snapshot,
-// and checks that the step made sense. Where an object has no CFI for a PC,
+// the CFA and the caller's registers, reading memory only through the
+// Memory, and checks that the step made sense. Where an object has no CFI for a PC,
 // a signal trampoline is recognised by its instruction bytes, and otherwise
 // the frame-pointer chain (or, for arm64's first frame, the link register) is
 // followed; every Frame records which of these recovered it, and the Result
@@ -19,7 +21,18 @@
 // The package knows nothing of file formats: ELF lookup lives in package
 // elfcache, CFI decoding in package cfi, register conventions in package arch.
 //
+// Rows are applied in one of two ways. When a row enters the Cache it is
+// compiled into a compact form (fast.go): the CFA as register plus offset
+// (or the word at register plus offset) and plain offset, value and
+// register rules, with DWARF expressions of the form "register plus
+// offset" (glibc's signal trampolines) turned into such rules once. The
+// loop applies that form with direct loads from a *Stack's snapshot. Rows
+// with other expressions, and addresses without CFI, take the general step
+// (step.go), which evaluates expressions with cfi.Eval and runs the
+// fallbacks (fallback.go).
+//
 // An Unwinder holds only configuration and may be shared. A Cache holds the
-// per-worker state (a direct-mapped cache of unwind rows); give each goroutine
-// its own. With a warm Cache, Unwind allocates nothing.
+// per-worker state (cache.go: a 2-way set-associative cache of compact rows,
+// 128 KiB, and a small side cache of full rows for the general step); give
+// each goroutine its own. With a warm Cache, Unwind allocates nothing.
 package unwinder

@@ -62,8 +62,8 @@ func (u *Unwinder) restoreSignal(c *Cache, cur, next *arch.Regs, st *stepResult)
 	if u.arch == arch.ARM64 {
 		base := sp + arm64SigcontextOff
 		for r := 0; r <= arch.ARM64_PC; r++ {
-			v, ms := c.mem.stack.read8(base + uint64(8*r))
-			if ms != memOK {
+			v, ms := c.win.read8(base + uint64(8*r))
+			if ms != MemOK {
 				st.stop = memStop(ms)
 				return
 			}
@@ -73,8 +73,8 @@ func (u *Unwinder) restoreSignal(c *Cache, cur, next *arch.Regs, st *stepResult)
 	}
 	base := sp + amd64SigcontextOff
 	for i, r := range amd64SigRegs {
-		v, ms := c.mem.stack.read8(base + uint64(8*i))
-		if ms != memOK {
+		v, ms := c.win.read8(base + uint64(8*i))
+		if ms != MemOK {
 			st.stop = memStop(ms)
 			return
 		}
@@ -118,13 +118,13 @@ func (u *Unwinder) framePointer(c *Cache, cur, next *arch.Regs, st *stepResult) 
 		st.err = errNoFramePointer
 		return
 	}
-	callerFP, ms := c.mem.stack.read8(fp)
-	if ms != memOK {
+	callerFP, ms := c.win.read8(fp)
+	if ms != MemOK {
 		st.stop = memStop(ms)
 		return
 	}
-	ra, ms := c.mem.stack.read8(fp + 8)
-	if ms != memOK {
+	ra, ms := c.win.read8(fp + 8)
+	if ms != MemOK {
 		st.stop = memStop(ms)
 		return
 	}

@@ -44,7 +44,8 @@ const fuzzFrameBuf = 64
 // return, write no more frames than its buffer and depth limit allow, report
 // frame 0 at the given PC and every further PC from memory it was given (the
 // snapshot) or from a register it was given, and give the same answer with a
-// cold row cache as with a warm one.
+// cold row cache as with a warm one, and from the same memory as Segments or
+// behind an opaque Memory as from the Stack.
 func FuzzUnwind(f *testing.F) {
 	var cases []fuzzCase
 	for _, name := range fuzzFixtures {
@@ -156,6 +157,21 @@ func FuzzUnwind(f *testing.F) {
 		for i := range res.Frames {
 			if frames[i] != frames2[i] {
 				t.Fatalf("%s: frame %d cold %+v warm %+v", fc.name, i, frames2[i], frames[i])
+			}
+		}
+
+		// So must the same memory read as core-dump segments and through
+		// a Memory that Unwind can only call.
+		for _, mem := range []unwinder.Memory{stackSegments(t, &stack), opaqueMemory{&stack}} {
+			clear(frames2)
+			res3 := u.Unwind(fc.c, p.Space, &regs, mem, frames2)
+			if res3.Frames != res.Frames || res3.Stop != res.Stop || errString(res3.Err) != errString(res.Err) {
+				t.Fatalf("%s: %T: %d frames %v (%v); Stack %d frames %v (%v)", fc.name, mem, res3.Frames, res3.Stop, res3.Err, res.Frames, res.Stop, res.Err)
+			}
+			for i := range res.Frames {
+				if frames[i] != frames2[i] {
+					t.Fatalf("%s: %T: frame %d %+v; Stack %+v", fc.name, mem, i, frames2[i], frames[i])
+				}
 			}
 		}
 	})

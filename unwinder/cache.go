@@ -1,0 +1,183 @@
+package unwinder
+
+import (
+	"unsafe"
+
+	"github.com/ustack/ustack/arch"
+	"github.com/ustack/ustack/cfi"
+)
+
+// The row cache has two levels. The hot level, read on every frame, holds
+// only the compact form of each row (fastRow, 256 bytes an entry with its
+// key): 2 ways of 256 sets, 128 KiB. The full cfi.Row (some 600 bytes) is
+// needed only by the general step, for the rare rows that have no compact
+// form and for addresses without CFI; a small direct-mapped side cache holds
+// those, refilled from the Object on a miss.
+const (
+	cacheWays = 2
+	cacheSets = 256 // a power of two
+	cacheBits = 8   // log2(cacheSets)
+
+	rowSets = 32 // the side cache of full rows; a power of two
+	rowBits = 5  // log2(rowSets)
+)
+
+// cacheEntry is a cacheEntryData padded to a power-of-two size, so that
+// indexing the cache is a shift rather than a multiplication on the path from
+// one frame's PC to the next. (The array length goes negative, failing the
+// build, if cacheEntryData outgrows the size.)
+type cacheEntry struct {
+	cacheEntryData
+	_ [cacheEntrySize - unsafe.Sizeof(cacheEntryData{})]byte
+}
+
+const cacheEntrySize = 256
+
+type cacheEntryData struct {
+	obj  Object
+	addr uint64 // the looked-up link-time address (exact key)
+	fastRow
+}
+
+// rowEntry is an entry of the side cache: the full row at a link-time
+// address of an object, for the general step.
+type rowEntry struct {
+	obj      Object
+	addr     uint64
+	err      error  // nil, cfi.ErrNoFDE or a CFI error
+	explicit uint64 // bit r set when row.Regs[r] is not unspecified or same value
+	row      cfi.Row
+}
+
+// Cache holds per-worker unwinding state: a set-associative cache of CFI rows
+// keyed by object and address, and the registers of the frames being
+// stepped. It is not safe for concurrent use; give each goroutine its own.
+// The zero Cache is ready to use. Objects used as cache keys must be
+// comparable (pointer types).
+type Cache struct {
+	entries [cacheSets * cacheWays]cacheEntry
+	recent  [cacheSets]uint8 // the way of each set used last
+	rows    [rowSets]rowEntry
+	none    cacheEntry   // the entry of mappings without an Object: no row
+	win     window       // the memory of the unwind in progress
+	mem     exprMemory   // win as cfi.Memory
+	regs    [2]arch.Regs // the current frame's and the caller's registers
+	last    [2]int       // indexes of the mappings found last
+}
+
+// Reset empties the cache; call it when an Object may have changed.
+func (c *Cache) Reset() {
+	for i := range c.entries {
+		c.entries[i] = cacheEntry{}
+	}
+	c.recent = [cacheSets]uint8{}
+	for i := range c.rows {
+		c.rows[i] = rowEntry{}
+	}
+}
+
+// iface is the layout of a non-empty interface value.
+type iface struct {
+	tab, data unsafe.Pointer
+}
+
+// sameObject reports whether a and b hold the same dynamic type and the same
+// data word: for the pointer types that implement Object this is a == b,
+// without the call to the runtime that comparing interfaces costs. (For other
+// types equal words still imply equal values; unequal words only cost a
+// cache miss.)
+func sameObject(a, b *Object) bool {
+	x := (*iface)(unsafe.Pointer(a))
+	y := (*iface)(unsafe.Pointer(b))
+	return x.tab == y.tab && x.data == y.data
+}
+
+func cacheSet(addr uint64) uint64 { return (addr * 0x9E3779B97F4A7C15) >> (64 - cacheBits) }
+
+// row returns the compact row for link-time address addr in obj, from the
+// cache or by asking the object. obj is not nil; a is the architecture to
+// prepare the compact form for. (Unwind has this inlined by hand.)
+func (c *Cache) row(a arch.Arch, obj Object, addr uint64) *cacheEntry {
+	set := cacheSet(addr)
+	ways := (*[cacheWays]cacheEntry)(c.entries[set*cacheWays:])
+	if e := &ways[0]; e.addr == addr && sameObject(&e.obj, &obj) {
+		if c.recent[set] != 0 {
+			c.recent[set] = 0
+		}
+		return e
+	}
+	if e := &ways[1]; e.addr == addr && sameObject(&e.obj, &obj) {
+		if c.recent[set] != 1 {
+			c.recent[set] = 1
+		}
+		return e
+	}
+	return c.rowMiss(a, obj, addr, set)
+}
+
+// rowMiss fills the way of set not used last with the row at addr.
+//
+//go:noinline
+func (c *Cache) rowMiss(a arch.Arch, obj Object, addr, set uint64) *cacheEntry {
+	w := c.recent[set] ^ 1 // replace the way not used last
+	c.recent[set] = w
+	e := &c.entries[set*cacheWays+uint64(w&1)]
+	e.obj = obj
+	e.addr = addr
+	r := c.fullRow(obj, addr)
+	if r.err != nil {
+		e.fastRow = fastRow{}
+		return e
+	}
+	e.compile(a, &r.row, r.explicit)
+	return e
+}
+
+// fullRow returns the full row at link-time address addr in obj, from the
+// side cache or by asking the object.
+func (c *Cache) fullRow(obj Object, addr uint64) *rowEntry {
+	r := &c.rows[(addr*0x9E3779B97F4A7C15)>>(64-rowBits)]
+	if r.addr == addr && sameObject(&r.obj, &obj) {
+		return r
+	}
+	r.fill(obj, addr)
+	return r
+}
+
+// fill asks obj for the row at addr.
+//
+//go:noinline
+func (r *rowEntry) fill(obj Object, addr uint64) {
+	r.obj = obj
+	r.addr = addr
+	r.err = obj.FindRow(addr, &r.row)
+	r.explicit = 0
+	if r.err != nil {
+		return
+	}
+	r.explicit = explicitRules(&r.row)
+}
+
+// explicitRules returns the mask of the columns of row whose rule is neither
+// unspecified nor same value: the rules that change a register.
+func explicitRules(row *cfi.Row) uint64 {
+	var m uint64
+	for r := range row.Regs {
+		if k := row.Regs[r].Kind; k != cfi.RuleUnspecified && k != cfi.RuleSameValue {
+			m |= 1 << uint(r)
+		}
+	}
+	return m
+}
+
+// findMiss returns the index of the mapping containing addr when neither of
+// the two mappings found last (c.last) holds it. Unwind tries those inline.
+//
+//go:noinline
+func (c *Cache) findMiss(space *AddressSpace, addr uint64) int {
+	i := space.Find(addr)
+	if i >= 0 {
+		c.last[0], c.last[1] = i, c.last[0]
+	}
+	return i
+}

@@ -1,0 +1,302 @@
+package unwinder
+
+import (
+	"errors"
+	"math/bits"
+
+	"github.com/ustack/ustack/arch"
+	"github.com/ustack/ustack/cfi"
+)
+
+// exprMemory adapts the unwind's memory to cfi.Memory and remembers why the
+// last failed read failed.
+type exprMemory struct {
+	win    *window
+	status MemStatus
+}
+
+func (m *exprMemory) ReadUint64(addr uint64) (uint64, bool) {
+	v, st := m.win.read8(addr)
+	if st != MemOK {
+		m.status = st
+	}
+	return v, st == MemOK
+}
+
+type stepResult struct {
+	stop           StopReason
+	err            error
+	cfa            uint64
+	method         Method // how the caller's registers were recovered
+	signal         bool   // the frame was a signal trampoline
+	raFromRegister bool   // the return address came from a register, not memory
+
+	// Set by slowStep: where the caller's registers are, and its PC and SP.
+	out        *arch.Regs
+	pc, sp     uint64
+	pcOK, spOK bool
+}
+
+// setStop records a stop reason that applyFast returned.
+func (st *stepResult) setStop(stop StopReason) {
+	st.stop, st.err = stop, nil
+	if stop == StopUnknownRegister {
+		st.err = errCFARegUnknown
+	}
+}
+
+// slowStep steps from the frame whose registers are cur to its caller where
+// the loop's fast path did not: fastStop is what applyFast returned
+// (stopGeneral when it did not run). It applies the compact rows the loop
+// leaves to it (signal trampolines', looked up again at the exact PC, and
+// CFAs loaded from memory), and otherwise the general step, writing the
+// caller's registers into cur or next and the outcome into st.
+//
+//go:noinline
+func (u *Unwinder) slowStep(c *Cache, m *Mapping, e *cacheEntry, cur, next *arch.Regs, w *window, lookup, pc uint64, first bool, pacMask uint64, fastStop StopReason, st *stepResult) {
+	a := u.arch
+	pcReg, spReg := a.PC(), a.SP()
+	if fastStop != stopGeneral {
+		st.setStop(fastStop)
+		return
+	}
+	if e.flags&fastOK != 0 && e.arch == a {
+		// A compact row the loop leaves here: a signal trampoline's,
+		// whose PC is exact (look the row up again at the PC itself),
+		// or one whose CFA is loaded from memory.
+		if e.flags&fastSignal != 0 && lookup != pc {
+			e = c.row(a, m.Object, pc-m.Bias)
+		}
+		if e.flags&fastOK != 0 && e.arch == a {
+			cfa, newPC, newSP, known, stop := applyCompact(&e.fastRow, cur, w, pacMask)
+			if stop == stopNone {
+				st.stop, st.cfa, st.out = stopNone, cfa, cur
+				st.pc, st.pcOK = newPC, known&(1<<uint(pcReg)) != 0
+				st.sp, st.spOK = newSP, known&(1<<uint(spReg)) != 0
+				st.raFromRegister = e.flags&fastRAFromReg != 0
+				st.signal = e.flags&fastSignal != 0
+				st.method = MethodCFI
+				if st.signal {
+					st.method = MethodSignal
+				}
+				return
+			}
+			if stop != stopGeneral {
+				st.setStop(stop)
+				return
+			}
+		}
+	}
+	st.stop = stopNone
+	c.win = *w
+	u.step(c, m, cur, next, lookup, pc, first, st)
+	c.win = window{} // keep no reference to the caller's memory
+	if st.stop != stopNone {
+		return
+	}
+	st.out = next
+	st.pc, st.pcOK = next.Get(pcReg)
+	if st.pcOK && a == arch.ARM64 {
+		st.pc = a.StripPAC(st.pc, u.opts.PACMask)
+		next.Set(pcReg, st.pc)
+	}
+	st.sp, st.spOK = next.Get(spReg)
+}
+
+// step computes the caller's registers from the frame whose registers are
+// cur, in mapping m, into next, for the rows applyFast cannot handle and
+// the frames without CFI. lookup is the address to look CFI up at (PC-1 for
+// return addresses) and pc the frame's PC.
+func (u *Unwinder) step(c *Cache, m *Mapping, cur, next *arch.Regs, lookup, pc uint64, first bool, st *stepResult) {
+	st.stop = stopNone
+	var err error = cfi.ErrNoFDE
+	var e *rowEntry
+	if m.Object != nil {
+		e = c.fullRow(m.Object, lookup-m.Bias)
+		err = e.err
+		if err == nil && e.row.Signal && lookup != pc {
+			// An 'S' FDE describes a trampoline whose PC is exact:
+			// look it up again at the PC itself.
+			e = c.fullRow(m.Object, pc-m.Bias)
+			err = e.err
+		}
+	}
+	if err == nil {
+		st.signal = e.row.Signal
+		st.method = MethodCFI
+		if e.row.Signal {
+			st.method = MethodSignal
+		}
+		u.applyRow(c, e, cur, next, st)
+		return
+	}
+	if err != cfi.ErrNoFDE && !errors.Is(err, cfi.ErrNoFDE) {
+		st.stop = StopBadCFI
+		st.err = err
+		return
+	}
+
+	// No CFI. A sigreturn trampoline is recognised by its code.
+	if m.Object != nil && u.isSigreturn(m.Object, pc-m.Bias) {
+		st.signal = true
+		st.method = MethodSignal
+		u.restoreSignal(c, cur, next, st)
+		return
+	}
+	if u.opts.NoFramePointer {
+		st.stop = StopNoUnwindInfo
+		return
+	}
+	if first && u.arch.HasLinkRegister() {
+		u.linkRegister(cur, next, st)
+		return
+	}
+	u.framePointer(c, cur, next, st)
+}
+
+// applyRow computes the caller's registers from a cached CFI row.
+func (u *Unwinder) applyRow(c *Cache, e *rowEntry, cur, next *arch.Regs, st *stepResult) {
+	a := u.arch
+	row := &e.row
+	// The CFA.
+	var cfa uint64
+	switch row.CFA.Kind {
+	case cfi.RuleCFAOffset:
+		v, ok := cur.Get(int(row.CFA.Reg))
+		if !ok {
+			st.stop = StopUnknownRegister
+			st.err = errCFARegUnknown
+			return
+		}
+		cfa = v + uint64(row.CFA.Offset)
+	case cfi.RuleCFAExpression:
+		v, ok := u.eval(c, row.Expr(row.CFA), cur, 0, false, st)
+		if !ok {
+			return
+		}
+		cfa = v
+	default:
+		st.stop = StopBadCFI
+		st.err = errBadCFARule
+		return
+	}
+	st.cfa = cfa
+
+	pcReg, spReg := a.PC(), a.SP()
+	ra := int(row.RA)
+	// Registers without a rule keep their values ("same value"); then
+	// each explicit rule is applied.
+	*next = *cur
+	w := &c.win
+	for m := e.explicit; m != 0; m &= m - 1 {
+		r := bits.TrailingZeros64(m)
+		rule := row.Regs[r]
+		vital := r == ra || r == spReg || r == pcReg
+		switch rule.Kind {
+		case cfi.RuleUndefined:
+			next.Unset(r)
+		case cfi.RuleOffset:
+			addr := cfa + uint64(rule.Offset)
+			v, ms := w.read8(addr)
+			if ms != MemOK {
+				if vital {
+					st.stop = memStop(ms)
+					return
+				}
+				next.Unset(r) // an unreadable callee-saved register is unknown
+				continue
+			}
+			next.Set(r, v)
+		case cfi.RuleValOffset:
+			next.Set(r, cfa+uint64(rule.Offset))
+		case cfi.RuleRegister:
+			if v, ok := cur.Get(int(rule.Reg)); ok {
+				next.Set(r, v)
+			} else {
+				next.Unset(r)
+			}
+			if r == ra {
+				st.raFromRegister = true
+			}
+		case cfi.RuleExpression, cfi.RuleValExpression:
+			v, ok := u.eval(c, row.Expr(rule), cur, cfa, true, st)
+			if ok && rule.Kind == cfi.RuleExpression {
+				var ms MemStatus
+				if v, ms = w.read8(v); ms != MemOK {
+					ok = false
+					st.stop = memStop(ms)
+				}
+			}
+			if !ok {
+				if vital {
+					return
+				}
+				st.stop, st.err = stopNone, nil
+				next.Unset(r)
+				continue
+			}
+			next.Set(r, v)
+		default:
+			next.Unset(r)
+		}
+	}
+	raKind := row.Regs[ra].Kind
+	if ra != pcReg {
+		// arm64: the return address column is the link register. With
+		// no rule it still holds the return address (a leaf, or a
+		// prologue before the save).
+		if raKind == cfi.RuleUnspecified || raKind == cfi.RuleSameValue {
+			st.raFromRegister = true
+		}
+		// The caller's PC is the return address column, unless a
+		// signal frame's row says where the PC itself was saved.
+		if pk := row.Regs[pcReg].Kind; !row.Signal || pk == cfi.RuleUnspecified || pk == cfi.RuleSameValue {
+			if v, ok := next.Get(ra); ok {
+				next.Set(pcReg, v)
+			} else {
+				next.Unset(pcReg)
+			}
+		}
+	} else if raKind == cfi.RuleUnspecified || raKind == cfi.RuleSameValue {
+		// x86_64: a return address "the same as" the PC would loop.
+		st.stop = StopBadCFI
+		st.err = errNoRARule
+		return
+	}
+	if raKind == cfi.RuleUndefined {
+		next.Unset(pcReg) // the outermost frame
+	}
+	// The caller's SP is the CFA unless the row says otherwise.
+	if k := row.Regs[spReg].Kind; k == cfi.RuleUnspecified || k == cfi.RuleSameValue {
+		next.Set(spReg, cfa)
+	}
+}
+
+func memStop(ms MemStatus) StopReason {
+	if ms == MemTruncated {
+		return StopTruncated
+	}
+	return StopBadMemory
+}
+
+// eval runs a CFI expression, with cfa pushed first when pushCFA is true; on
+// failure it sets st.stop and st.err.
+func (u *Unwinder) eval(c *Cache, expr []byte, cur *arch.Regs, cfa uint64, pushCFA bool, st *stepResult) (uint64, bool) {
+	c.mem.win = &c.win
+	c.mem.status = MemOK
+	ctx := cfi.ExprContext{Arch: u.arch, Regs: cur, Mem: &c.mem, CFA: cfa, PushCFA: pushCFA, MaxSteps: u.opts.MaxExprSteps}
+	v, err := cfi.Eval(expr, &ctx)
+	if err != nil {
+		switch c.mem.status {
+		case MemTruncated:
+			st.stop = StopTruncated
+		case MemOutside:
+			st.stop = StopBadMemory
+		default:
+			st.stop = StopBadCFI
+			st.err = err
+		}
+		return 0, false
+	}
+	return v, true
+}
