@@ -39,6 +39,7 @@ type jsonFrame struct {
 	Kernel   bool    `json:"kernel"`
 	How      string  `json:"how"`
 	Signal   bool    `json:"signal_trampoline"`
+	Restored bool    `json:"restored_registers"`
 }
 
 type jsonSample struct {
@@ -74,7 +75,7 @@ func (j *JSONWriter) Write(s *Sample) error {
 		f := &s.Frames[i]
 		jf := jsonFrame{PC: hexString(f.PC), Addr: hexString(f.Addr), Module: orNull(f.Module),
 			Offset: hexString(f.Offset), Symbol: orNull(j.names.Full(f.Symbol)), SymOff: f.SymOff,
-			File: orNull(f.File), Inlined: f.Inlined, Kernel: f.Kernel, How: f.How, Signal: f.Signal}
+			File: orNull(f.File), Inlined: f.Inlined, Kernel: f.Kernel, How: f.How, Signal: f.Signal, Restored: f.Restored}
 		if f.Line > 0 {
 			line := f.Line
 			jf.Line = &line

@@ -123,6 +123,12 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, regs *arch.Regs, w *win
 				mi = c.findMiss(space, pc)
 			}
 		}
+		if flags&FrameReturnAddress != 0 && (mi < 0 || !space.maps[mi].Exec) {
+			// A return address must point into executable code; one
+			// that does not is where the walk went wrong (or the maps
+			// are incomplete), not a frame.
+			return Result{Frames: n, Stop: StopNoMapping, Err: &NoMappingError{PC: pc, Mapped: mi >= 0}}
+		}
 		// Field by field: a composite literal is built on the stack and
 		// copied, which stalls on store forwarding.
 		fr := &frames[n]
@@ -130,7 +136,10 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, regs *arch.Regs, w *win
 		fr.Mapping, fr.Method, fr.Flags = int32(mi), method, flags
 		n++
 		if mi < 0 {
-			return Result{Frames: n, Stop: StopNoMapping}
+			// An exact PC (the first frame's, or one a signal
+			// interrupted) is where the thread was, even in no mapping,
+			// but nothing says how to unwind from it.
+			return Result{Frames: n, Stop: StopNoMapping, Err: &NoMappingError{PC: pc}}
 		}
 		if n >= limit {
 			return Result{Frames: n, Stop: StopDepth}
@@ -155,6 +164,7 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, regs *arch.Regs, w *win
 			stepMethod     Method
 			signal         bool
 			raFromRegister bool
+			restored       bool
 		)
 		e := &c.none
 		if m.Object != nil {
@@ -196,6 +206,10 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, regs *arch.Regs, w *win
 				prevSameSP = newSP == sp
 				pc, sp, spOK = newPC, newSP, true
 				method, flags = MethodCFI, FrameReturnAddress
+				if w.restored {
+					flags |= FrameRestoredRegister
+					w.restored = false
+				}
 				continue
 			}
 		}
@@ -205,7 +219,7 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, regs *arch.Regs, w *win
 			if st.stop != stopNone {
 				return Result{Frames: n, Stop: st.stop, Err: st.err}
 			}
-			out, cfa, stepMethod, signal, raFromRegister = st.out, st.cfa, st.method, st.signal, st.raFromRegister
+			out, cfa, stepMethod, signal, raFromRegister, restored = st.out, st.cfa, st.method, st.signal, st.raFromRegister, st.restored
 			newPC, newSP, newPCOK, newSPOK = st.pc, st.sp, st.pcOK, st.spOK
 		}
 		fr.CFA = cfa
@@ -238,10 +252,10 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, regs *arch.Regs, w *win
 			return Result{Frames: n, Stop: StopLoop}
 		}
 
-		// The return address must point into executable code. A frame
-		// recovered from CFI is reported even when its PC is unmapped
-		// (the maps may be incomplete); one from the frame-pointer
-		// heuristics is dropped, since its PC is more likely garbage.
+		// The return address must point into executable code (the
+		// loop's next turn ends with StopNoMapping otherwise); one from
+		// the frame-pointer heuristics that does not is the heuristic's
+		// failure, not the stack's end.
 		if stepMethod == MethodFramePointer || stepMethod == MethodLinkRegister {
 			if j := space.Find(newPC); j < 0 || !space.Mapping(j).Exec {
 				return Result{Frames: n, Stop: StopNoUnwindInfo, Err: errFPLeftCode}
@@ -258,6 +272,9 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, regs *arch.Regs, w *win
 			flags = 0 // the interrupted PC is exact
 		} else {
 			flags = FrameReturnAddress
+		}
+		if restored {
+			flags |= FrameRestoredRegister
 		}
 	}
 }
