@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/ianlancetaylor/demangle"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/ustack/ustack/internal/fixture"
 	"github.com/ustack/ustack/unwinder"
 )
@@ -151,4 +153,38 @@ func elfSymbols(path string) []elf.Symbol {
 	}
 	symCache[path] = all
 	return all
+}
+
+// TestEpilogueRestoredRegister checks, on the gdb fixtures swept over gcc
+// -O0's "leave; ret" and "pop %rbp; ret" epilogues, that exactly the stops at
+// the ret (where the CFI still puts rbp at CFA-16, below the SP) take the
+// callee's rbp as already restored, and say so on the caller's frame.
+func TestEpilogueRestoredRegister(t *testing.T) {
+	paths, err := fixture.Glob("x86_64")
+	require.NoError(t, err)
+	rets := 0
+	for _, path := range paths {
+		base := filepath.Base(path)
+		if !strings.HasPrefix(base, "epilogue_") {
+			continue
+		}
+		f, err := fixture.Load(path)
+		require.NoError(t, err)
+		cache := f.NewCache()
+		p, err := f.Prepare(cache)
+		require.NoError(t, err)
+		frames := make([]unwinder.Frame, 64)
+		res := unwinder.New(p.Arch, unwinder.Options{}).Unwind(new(unwinder.Cache), p.Space, &p.Regs, &p.Stack, frames)
+		cache.Close()
+		require.Equal(t, unwinder.StopOutermost, res.Stop, "%s: %v", base, res.Err)
+		atRet := strings.HasSuffix(f.Description, ": ret")
+		if atRet {
+			rets++
+		}
+		for i, fr := range frames[:res.Frames] {
+			want := atRet && i == 1
+			assert.Equal(t, want, fr.Flags&unwinder.FrameRestoredRegister != 0, "%s: frame %d FrameRestoredRegister", base, i)
+		}
+	}
+	require.Equal(t, 2, rets, "fixtures stopped at an epilogue's ret (epilogue_leave_*, epilogue_pop_*)")
 }
