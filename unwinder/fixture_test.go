@@ -69,6 +69,8 @@ func checkFixture(t *testing.T, path string) {
 			t.Errorf("frame %d: signal trampoline %v; gdb %v", i, isTramp, w.Signal)
 		case w.Function != "" && gotName != w.Function && !sameFunction(p, g, w.Function):
 			t.Errorf("frame %d: pc %#x function %q; gdb %q", i, g.PC, gotName, w.Function)
+		case w.HasSP && !w.Signal && g.SP != w.SP:
+			t.Errorf("frame %d: pc %#x (%s) sp %#x; gdb %#x", i, g.PC, gotName, g.SP, w.SP)
 		}
 		if bad {
 			break

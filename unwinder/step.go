@@ -150,6 +150,10 @@ func (u *Unwinder) step(c *Cache, m *Mapping, cur, next *arch.Regs, lookup, pc u
 		return
 	}
 	if first && u.arch.HasLinkRegister() {
+		if u.arch == arch.ARM64 && m.Object != nil && inPLT0AfterPush(m.Object, pc-m.Bias) {
+			u.plt0(cur, next, st)
+			return
+		}
 		u.linkRegister(cur, next, st)
 		return
 	}
@@ -284,8 +288,13 @@ func (u *Unwinder) applyRow(c *Cache, e *rowEntry, cur, next *arch.Regs, st *ste
 	if raKind == cfi.RuleUndefined {
 		next.Unset(pcReg) // the outermost frame
 	}
-	// The caller's SP is the CFA unless the row says otherwise.
+	// The caller's SP is the CFA unless the row says otherwise; above
+	// the pair PLT0 pushed when the CFA leaves it out (plt.go).
 	if k := row.Regs[spReg].Kind; k == cfi.RuleUnspecified || k == cfi.RuleSameValue {
+		if e.pltEntered {
+			cfa += 16
+			st.cfa = cfa
+		}
 		next.Set(spReg, cfa)
 	}
 }
