@@ -276,8 +276,8 @@ const stopGeneral StopReason = 254
 // those rows.
 //
 // A save slot below curSP means the frame is in its epilogue and has
-// restored the register already: the register keeps its value and
-// w.restored is set (FrameRestoredRegister).
+// restored the register already: the register keeps its value and its bit
+// is set in w.restored (FrameRestoredRegister).
 //
 // It works on r's values and a local copy of its known mask, written back
 // once, so that the registers do not make a round trip through memory for
@@ -327,7 +327,7 @@ func applyFast(f *fastRow, r *arch.Regs, w *window, curSP, pacMask uint64) (cfa,
 			if addr < curSP && col != f.pcReg && col != f.spReg {
 				// A save slot below the SP: already restored (see
 				// FrameRestoredRegister); the register keeps its value.
-				w.restored = true
+				w.restored |= 1 << col
 				continue
 			}
 			if off := addr - w.addr; off < uint64(len(data)) && uint64(len(data))-off >= 8 {

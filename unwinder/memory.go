@@ -224,10 +224,10 @@ type window struct {
 	addr uint64
 	data []byte
 	more Memory
-	// restored is set by applyFast when it kept a register's value
-	// because the row put its save slot below the frame's SP (see
+	// restored has bit r set by applyFast when it kept register r's
+	// value because the row put its save slot below the frame's SP (see
 	// FrameRestoredRegister); the unwind loop clears it.
-	restored bool
+	restored uint64
 }
 
 // set makes w read mem, directly where it can; sp is the first frame's stack

@@ -74,8 +74,8 @@ func (u *Unwinder) slowStep(c *Cache, m *Mapping, e *cacheEntry, cur, next *arch
 				st.stop, st.cfa, st.out = stopNone, cfa, cur
 				st.pc, st.pcOK = newPC, known&(1<<uint(pcReg)) != 0
 				st.sp, st.spOK = newSP, known&(1<<uint(spReg)) != 0
-				st.raFromRegister = e.flags&fastRAFromReg != 0
-				st.restored, w.restored = w.restored, false
+				st.raFromRegister = e.flags&fastRAFromReg != 0 || w.restored>>e.raReg&1 != 0
+				st.restored, w.restored = w.restored != 0, 0
 				st.signal = e.flags&fastSignal != 0
 				st.method = MethodCFI
 				if st.signal {
@@ -150,10 +150,6 @@ func (u *Unwinder) step(c *Cache, m *Mapping, cur, next *arch.Regs, lookup, pc u
 		return
 	}
 	if first && u.arch.HasLinkRegister() {
-		if u.arch == arch.ARM64 && m.Object != nil && inPLT0AfterPush(m.Object, pc-m.Bias) {
-			u.plt0(cur, next, st)
-			return
-		}
 		u.linkRegister(cur, next, st)
 		return
 	}
@@ -213,6 +209,7 @@ func (u *Unwinder) applyRow(c *Cache, e *rowEntry, cur, next *arch.Regs, st *ste
 			addr := cfa + uint64(rule.Offset)
 			if belowSP(r, addr) {
 				st.restored = true
+				st.raFromRegister = st.raFromRegister || r == ra
 				continue // next holds cur's value
 			}
 			v, ms := w.read8(addr)
@@ -240,6 +237,7 @@ func (u *Unwinder) applyRow(c *Cache, e *rowEntry, cur, next *arch.Regs, st *ste
 			v, ok := u.eval(c, row.Expr(rule), cur, cfa, true, st)
 			if ok && rule.Kind == cfi.RuleExpression && belowSP(r, v) {
 				st.restored = true
+				st.raFromRegister = st.raFromRegister || r == ra
 				continue
 			}
 			if ok && rule.Kind == cfi.RuleExpression {

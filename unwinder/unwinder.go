@@ -200,15 +200,22 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, regs *arch.Regs, w *win
 				if known&(1<<uint(spReg)) == 0 {
 					return Result{Frames: n, Stop: StopUnknownRegister, Err: errCallerSP}
 				}
-				if !callerSane(newSP, sp, newPC, pc, e.flags&fastRAFromReg != 0, prevSameSP) {
+				raFromReg := e.flags&fastRAFromReg != 0
+				restored := w.restored
+				if restored != 0 {
+					// An arm64 epilogue restored x30: the
+					// return address is in the register.
+					raFromReg = raFromReg || restored>>e.raReg&1 != 0
+					w.restored = 0
+				}
+				if !callerSane(newSP, sp, newPC, pc, raFromReg, prevSameSP) {
 					return Result{Frames: n, Stop: StopLoop}
 				}
 				prevSameSP = newSP == sp
 				pc, sp, spOK = newPC, newSP, true
 				method, flags = MethodCFI, FrameReturnAddress
-				if w.restored {
+				if restored != 0 {
 					flags |= FrameRestoredRegister
-					w.restored = false
 				}
 				continue
 			}
