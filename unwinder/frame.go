@@ -43,9 +43,11 @@ const (
 	// StopTruncated: a value needed for the next frame lies beyond the end
 	// of the captured stack snapshot.
 	StopTruncated
-	// StopNoMapping: a return address is in no executable mapping (or the
-	// first frame's PC is in no mapping at all). That address is not
-	// reported as a frame; Result.Err is a *NoMappingError holding it.
+	// StopNoMapping: a return address is in no mapping, or in one that is
+	// neither executable nor an object file's (the stack, the heap), or
+	// the first frame's PC is in no mapping at all. Such a return address
+	// is not reported as a frame; Result.Err is a *NoMappingError holding
+	// it.
 	StopNoMapping
 	// StopNoUnwindInfo: no CFI covers the PC and no fallback applied.
 	StopNoUnwindInfo
@@ -154,7 +156,8 @@ type Result struct {
 type NoMappingError struct {
 	// PC is the return address (or, for the first frame, the PC).
 	PC uint64
-	// Mapped is true when PC lies in a mapping that is not executable.
+	// Mapped is true when PC lies in a mapping that is not executable
+	// (and maps no object file).
 	Mapped bool
 }
 

@@ -123,10 +123,13 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, regs *arch.Regs, w *win
 				mi = c.findMiss(space, pc)
 			}
 		}
-		if flags&FrameReturnAddress != 0 && (mi < 0 || !space.maps[mi].Exec) {
-			// A return address must point into executable code; one
-			// that does not is where the walk went wrong (or the maps
-			// are incomplete), not a frame.
+		if flags&FrameReturnAddress != 0 && (mi < 0 || !space.maps[mi].Exec && space.maps[mi].Object == nil) {
+			// A return address must point into code; one that does not
+			// is where the walk went wrong (or the maps are incomplete),
+			// not a frame. A mapping of an object file counts as code
+			// even when not marked executable: core dumps written by
+			// gdb's gcore leave the text segments out, so their
+			// permissions are unknown.
 			return Result{Frames: n, Stop: StopNoMapping, Err: &NoMappingError{PC: pc, Mapped: mi >= 0}}
 		}
 		// Field by field: a composite literal is built on the stack and
