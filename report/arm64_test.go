@@ -401,12 +401,15 @@ func TestARM64PACMask52BitVAHighCodeNeedsVA52(t *testing.T) {
 	if stop == "outermost" && len(got) == len(f.GDB) {
 		t.Fatalf("the 48-bit mask unwound code above 2^48 completely; it should clear address bit 48")
 	}
+	// The over-stripped return address ends the walk and is no frame.
+	if stop != "no_mapping" {
+		t.Errorf("stop %s after %d frames; want no_mapping at the over-stripped return address", stop, len(got))
+	}
 	for i, g := range got {
 		if g.PC < delta && i > 0 {
-			return // the over-stripped return address, as expected
+			t.Errorf("frame %d: the over-stripped return address %#x printed as a frame", i, g.PC)
 		}
 	}
-	t.Errorf("no frame with a return address stripped below 2^48 (stop %s, %d frames)", stop, len(got))
 }
 
 // TestARM64PACMask52BitVALowCodeEitherMask covers the default layout on a

@@ -26,19 +26,20 @@ func NewJSONWriter(w io.Writer, raw bool) *JSONWriter {
 // jsonFrame is one frame. Every key is present on every frame; unknown
 // values are null (docs/report.schema.json).
 type jsonFrame struct {
-	PC      string  `json:"pc"`
-	Addr    string  `json:"addr"`
-	Module  *string `json:"module"`
-	Offset  string  `json:"offset"`
-	Symbol  *string `json:"symbol"`
-	Mangled *string `json:"mangled"`
-	SymOff  uint64  `json:"symoff"`
-	File    *string `json:"file"`
-	Line    *int    `json:"line"`
-	Inlined bool    `json:"inlined"`
-	Kernel  bool    `json:"kernel"`
-	How     string  `json:"how"`
-	Signal  bool    `json:"signal_trampoline"`
+	PC       string  `json:"pc"`
+	Addr     string  `json:"addr"`
+	Module   *string `json:"module"`
+	Offset   string  `json:"offset"`
+	Symbol   *string `json:"symbol"`
+	Mangled  *string `json:"mangled"`
+	SymOff   uint64  `json:"symoff"`
+	File     *string `json:"file"`
+	Line     *int    `json:"line"`
+	Inlined  bool    `json:"inlined"`
+	Kernel   bool    `json:"kernel"`
+	How      string  `json:"how"`
+	Signal   bool    `json:"signal_trampoline"`
+	Restored bool    `json:"restored_registers"`
 }
 
 type jsonSample struct {
@@ -74,7 +75,7 @@ func (j *JSONWriter) Write(s *Sample) error {
 		f := &s.Frames[i]
 		jf := jsonFrame{PC: hexString(f.PC), Addr: hexString(f.Addr), Module: orNull(f.Module),
 			Offset: hexString(f.Offset), Symbol: orNull(j.names.Full(f.Symbol)), SymOff: f.SymOff,
-			File: orNull(f.File), Inlined: f.Inlined, Kernel: f.Kernel, How: f.How, Signal: f.Signal}
+			File: orNull(f.File), Inlined: f.Inlined, Kernel: f.Kernel, How: f.How, Signal: f.Signal, Restored: f.Restored}
 		if f.Line > 0 {
 			line := f.Line
 			jf.Line = &line

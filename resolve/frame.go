@@ -51,6 +51,10 @@ type Frame struct {
 	How string
 	// Signal is true for a sigreturn trampoline frame.
 	Signal bool
+	// Restored is true when some of the frame's registers were taken as
+	// its callee's values because the callee, in its epilogue, had
+	// restored them already (unwinder.FrameRestoredRegister).
+	Restored bool
 }
 
 // Symbolizer turns unwound frames into symbolized frames. It keeps scratch
@@ -71,7 +75,8 @@ func NewSymbolizer() *Symbolizer {
 // Symbolizer's buffers have grown, Append does not allocate.
 func (z *Symbolizer) Append(out []Frame, s *Space, fr *unwinder.Frame, how string) []Frame {
 	addr := fr.LookupPC()
-	f := Frame{Addr: addr, PC: fr.PC, Offset: addr, How: how, Signal: fr.Flags&unwinder.FrameSignalTrampoline != 0}
+	f := Frame{Addr: addr, PC: fr.PC, Offset: addr, How: how, Signal: fr.Flags&unwinder.FrameSignalTrampoline != 0,
+		Restored: fr.Flags&unwinder.FrameRestoredRegister != 0}
 	m := s.mapOf(int(fr.Mapping))
 	if m == nil {
 		return append(out, f)

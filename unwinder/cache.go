@@ -46,7 +46,11 @@ type rowEntry struct {
 	addr     uint64
 	err      error  // nil, cfi.ErrNoFDE or a CFI error
 	explicit uint64 // bit r set when row.Regs[r] is not unspecified or same value
-	row      cfi.Row
+	// pltEntered: the row's function was entered from arm64 PLT0 and its
+	// CFA leaves out the pair PLT0 pushed (plt.go); the caller's SP is
+	// CFA+16. Such rows have no compact form.
+	pltEntered bool
+	row        cfi.Row
 }
 
 // Cache holds per-worker unwinding state: a set-associative cache of CFI rows
@@ -125,7 +129,7 @@ func (c *Cache) rowMiss(a arch.Arch, obj Object, addr, set uint64) *cacheEntry {
 	e.obj = obj
 	e.addr = addr
 	r := c.fullRow(obj, addr)
-	if r.err != nil {
+	if r.err != nil || r.pltEntered {
 		e.fastRow = fastRow{}
 		return e
 	}
@@ -152,10 +156,12 @@ func (r *rowEntry) fill(obj Object, addr uint64) {
 	r.addr = addr
 	r.err = obj.FindRow(addr, &r.row)
 	r.explicit = 0
+	r.pltEntered = false
 	if r.err != nil {
 		return
 	}
 	r.explicit = explicitRules(&r.row)
+	r.pltEntered = pltEntered(obj, &r.row)
 }
 
 // explicitRules returns the mask of the columns of row whose rule is neither

@@ -18,6 +18,15 @@
 // followed; every Frame records which of these recovered it, and the Result
 // says why the walk ended.
 //
+// Two rules correct what CFI says. A save slot below the frame's SP (gcc's
+// rows at the ret of "leave; ret" and "pop %rbp; ret" epilogues still name
+// CFA-16 for rbp) means the epilogue restored the register already: it keeps
+// its value and the caller's frame gets FrameRestoredRegister. And on arm64
+// the 16 bytes PLT0 pushes for lazy binding belong to neither frame, which
+// glibc's CFI for the resolver leaves out of its CFA (plt.go). A return
+// address in no mapping, or in one that is neither executable nor an
+// object file's, ends the walk (StopNoMapping) without becoming a frame.
+//
 // The package knows nothing of file formats: ELF lookup lives in package
 // elfcache, CFI decoding in package cfi, register conventions in package arch.
 //

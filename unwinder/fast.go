@@ -275,6 +275,10 @@ const stopGeneral StopReason = 254
 // register cannot be read. It ignores fastCFADeref: applyCompact handles
 // those rows.
 //
+// A save slot below curSP means the frame is in its epilogue and has
+// restored the register already: the register keeps its value and its bit
+// is set in w.restored (FrameRestoredRegister).
+//
 // It works on r's values and a local copy of its known mask, written back
 // once, so that the registers do not make a round trip through memory for
 // each rule.
@@ -303,7 +307,8 @@ func applyFast(f *fastRow, r *arch.Regs, w *window, curSP, pacMask uint64) (cfa,
 	// one check covers them all.
 	lo := base + uint64(int64(f.minOff)) - w.addr
 	hi := base + uint64(int64(f.maxOff)) - w.addr
-	if noff > 0 && lo <= hi && hi < uint64(len(data)) && uint64(len(data))-hi >= 8 && base+uint64(int64(f.minOff)) >= w.addr {
+	if noff > 0 && lo <= hi && hi < uint64(len(data)) && uint64(len(data))-hi >= 8 && base+uint64(int64(f.minOff)) >= w.addr &&
+		base+uint64(int64(f.minOff)) >= curSP {
 		// Checked above: no further bounds checks on data.
 		p := unsafe.Pointer(unsafe.SliceData(data))
 		off0 := base - w.addr
@@ -319,6 +324,12 @@ func applyFast(f *fastRow, r *arch.Regs, w *window, curSP, pacMask uint64) (cfa,
 			fr := &f.rules[i]
 			col := fr.col
 			addr := base + uint64(int64(fr.off))
+			if addr < curSP && col != f.pcReg && col != f.spReg {
+				// A save slot below the SP: already restored (see
+				// FrameRestoredRegister); the register keeps its value.
+				w.restored |= 1 << col
+				continue
+			}
 			if off := addr - w.addr; off < uint64(len(data)) && uint64(len(data))-off >= 8 {
 				vals[col] = binary.LittleEndian.Uint64(data[off:])
 				known |= 1 << col

@@ -68,7 +68,7 @@ func forEachRow(t *testing.T, obj *elfcache.Object, fn func(row *cfi.Row)) {
 // agree applies the compact form f of row e.row and the general step to each
 // state and checks that they agree; it returns whether the fast path
 // deferred to the general step for any of them.
-func agree(t *testing.T, c *Cache, u *Unwinder, e *rowEntry, f *fastRow, states []agreementState, path string) (deferred bool) {
+func agree(t *testing.T, c *Cache, u *Unwinder, e *rowEntry, f *fastRow, states []agreementState, path string) (deferred bool, restored int) {
 	t.Helper()
 	a := u.arch
 	row := &e.row
@@ -81,6 +81,7 @@ func agree(t *testing.T, c *Cache, u *Unwinder, e *rowEntry, f *fastRow, states 
 		fastRegs := s.regs
 		c.win.set(&s.stack, 0)
 		cfa, pc, newSP, known, stop := applyCompact(f, &fastRegs, &c.win, pacMask)
+		fastRestored := c.win.restored
 		var st stepResult
 		st.stop = stopNone
 		cur := s.regs
@@ -119,9 +120,13 @@ func agree(t *testing.T, c *Cache, u *Unwinder, e *rowEntry, f *fastRow, states 
 				require.Equal(t, want, got, "%s: register %s", where(), a.RegName(r))
 			}
 		}
-		require.Equal(t, st.raFromRegister, f.flags&fastRAFromReg != 0, "%s: return address from a register", where())
+		require.Equal(t, st.raFromRegister, f.flags&fastRAFromReg != 0 || fastRestored>>f.raReg&1 != 0, "%s: return address from a register", where())
+		require.Equal(t, st.restored, fastRestored != 0, "%s: registers kept as restored (save slot below SP)", where())
+		if st.restored {
+			restored++
+		}
 	}
-	return deferred
+	return deferred, restored
 }
 
 // hasCFI reports whether obj has code and a CFI section with contents (the
@@ -198,7 +203,7 @@ func TestFastPathAgreesWithGeneralPath(t *testing.T) {
 	cache := elfcache.NewCache(elfcache.Options{NoDebugFile: true})
 	defer cache.Close()
 	var c Cache
-	total, compiled, compiledExpr, signalRows, fell := 0, 0, 0, 0, 0
+	total, compiled, compiledExpr, signalRows, fell, restoredRows, pltRows := 0, 0, 0, 0, 0, 0, 0
 	for _, path := range committedObjects(t) {
 		obj, err := cache.Open(path)
 		require.NoError(t, err)
@@ -212,6 +217,10 @@ func TestFastPathAgreesWithGeneralPath(t *testing.T) {
 		forEachRow(t, obj, func(row *cfi.Row) {
 			rows++
 			e := rowEntry{obj: obj, row: *row, explicit: explicitRules(row)}
+			if pltEntered(obj, row) {
+				pltRows++ // rowMiss gives these no compact form
+				return
+			}
 			var f fastRow
 			f.compile(a, row, e.explicit)
 			if f.flags == 0 {
@@ -224,9 +233,11 @@ func TestFastPathAgreesWithGeneralPath(t *testing.T) {
 			if row.Signal {
 				signalRows++
 			}
-			if agree(t, &c, u, &e, &f, states, path) {
+			d, r := agree(t, &c, u, &e, &f, states, path)
+			if d {
 				fell++
 			}
+			restoredRows += min(r, 1)
 		})
 		compiled += objCompiled
 		total += rows
@@ -235,8 +246,14 @@ func TestFastPathAgreesWithGeneralPath(t *testing.T) {
 		}
 		t.Logf("%s: %d rows, %d with a compact form", path, rows, objCompiled)
 	}
-	t.Logf("%d rows, %d compact (%d with compiled expressions, %d signal frames); %d deferred to the general step", total, compiled, compiledExpr, signalRows, fell)
+	t.Logf("%d rows, %d compact (%d with compiled expressions, %d signal frames); %d deferred to the general step; %d with a save slot below SP in some state", total, compiled, compiledExpr, signalRows, fell, restoredRows)
 	require.NotZero(t, signalRows, "no signal trampoline row compiled: glibc's __restore_rt should")
+	// The arm64 ld.so's _dl_runtime_resolve: its entry row (bti c) and the
+	// rows that save x30 at CFA+8.
+	require.NotZero(t, pltRows, "no row of a function entered from arm64 PLT0: ld-linux-aarch64.so.1's resolver has them")
+	t.Logf("%d rows of functions entered from arm64 PLT0 (general step only)", pltRows)
+	// gcc -O0's "leave; ret" keeps rbp at CFA-16 at the ret, below SP.
+	require.NotZero(t, restoredRows, "no row with a save slot below SP: chain_gcc_O0's epilogues have them")
 }
 
 // TestRestoreRTCompiles checks that the row of glibc's x86_64 signal
@@ -402,7 +419,7 @@ func TestCompiledExpressionForms(t *testing.T) {
 			}
 			states = append(states, agreementState{"pc_sp_known", pcsp, states[0].stack})
 			var c Cache
-			deferred := agree(t, &c, New(tc.a, Options{}), &e, &f, states, tc.name)
+			deferred, _ := agree(t, &c, New(tc.a, Options{}), &e, &f, states, tc.name)
 			// Only an expression CFA defers: with its base register
 			// unknown, or the word holding it unreadable.
 			if tc.name == "cfa_loaded_through_rbp" {

@@ -2,11 +2,15 @@ package unwinder_test
 
 import (
 	"debug/elf"
+	"encoding/binary"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/ianlancetaylor/demangle"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/ustack/ustack/internal/fixture"
 	"github.com/ustack/ustack/unwinder"
 )
@@ -67,6 +71,8 @@ func checkFixture(t *testing.T, path string) {
 			t.Errorf("frame %d: signal trampoline %v; gdb %v", i, isTramp, w.Signal)
 		case w.Function != "" && gotName != w.Function && !sameFunction(p, g, w.Function):
 			t.Errorf("frame %d: pc %#x function %q; gdb %q", i, g.PC, gotName, w.Function)
+		case w.HasSP && !w.Signal && g.SP != w.SP:
+			t.Errorf("frame %d: pc %#x (%s) sp %#x; gdb %#x", i, g.PC, gotName, g.SP, w.SP)
 		}
 		if bad {
 			break
@@ -151,4 +157,90 @@ func elfSymbols(path string) []elf.Symbol {
 	}
 	symCache[path] = all
 	return all
+}
+
+// TestEpilogueRestoredRegister checks, on the gdb fixtures swept over gcc
+// -O0's "leave; ret" and "pop %rbp; ret" epilogues, that exactly the stops at
+// the ret (where the CFI still puts rbp at CFA-16, below the SP) take the
+// callee's rbp as already restored, and say so on the caller's frame.
+func TestEpilogueRestoredRegister(t *testing.T) {
+	paths, err := fixture.Glob("x86_64")
+	require.NoError(t, err)
+	rets := 0
+	for _, path := range paths {
+		base := filepath.Base(path)
+		if !strings.HasPrefix(base, "epilogue_") {
+			continue
+		}
+		f, err := fixture.Load(path)
+		require.NoError(t, err)
+		cache := f.NewCache()
+		p, err := f.Prepare(cache)
+		require.NoError(t, err)
+		frames := make([]unwinder.Frame, 64)
+		res := unwinder.New(p.Arch, unwinder.Options{}).Unwind(new(unwinder.Cache), p.Space, &p.Regs, &p.Stack, frames)
+		cache.Close()
+		require.Equal(t, unwinder.StopOutermost, res.Stop, "%s: %v", base, res.Err)
+		atRet := strings.HasSuffix(f.Description, ": ret")
+		if atRet {
+			rets++
+		}
+		for i, fr := range frames[:res.Frames] {
+			want := atRet && i == 1
+			assert.Equal(t, want, fr.Flags&unwinder.FrameRestoredRegister != 0, "%s: frame %d FrameRestoredRegister", base, i)
+		}
+	}
+	require.Equal(t, 2, rets, "fixtures stopped at an epilogue's ret (epilogue_leave_*, epilogue_pop_*)")
+}
+
+// TestReturnAddressOutsideCode replaces the saved return address into top
+// in the arm64 frame-pointer fixture (gdb: close, leaf, mid, top, ...) by an
+// address in no mapping, then by one in the [stack] mapping (neither
+// executable nor an object's): either way the walk ends after close, leaf
+// and mid with StopNoMapping naming the address, which is no frame.
+func TestReturnAddressOutsideCode(t *testing.T) {
+	f, err := fixture.Load(filepath.Join(fixture.Dir(), "fixtures", "aarch64", "a64_syscall_O2_fp.json"))
+	if err != nil {
+		t.Skip(err)
+	}
+	require.Equal(t, "top", f.GDB[3].Function)
+	cache := f.NewCache()
+	defer cache.Close()
+	p, err := f.Prepare(cache)
+	require.NoError(t, err)
+	data := p.Stack.Data
+	slot := -1
+	for off := int(f.GDB[2].SP - p.Stack.Addr); off+8 <= len(data); off += 8 {
+		if binary.LittleEndian.Uint64(data[off:]) == f.GDB[3].PC {
+			slot = off
+			break
+		}
+	}
+	require.GreaterOrEqual(t, slot, 0, "top's return address is not in the snapshot")
+	for _, tc := range []struct {
+		name   string
+		ra     uint64
+		mapped bool
+	}{
+		{"unmapped", 0xdead0000, false},
+		{"stack", p.Stack.Addr + 64, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stack := p.Stack
+			stack.Data = append([]byte(nil), data...)
+			binary.LittleEndian.PutUint64(stack.Data[slot:], tc.ra)
+			frames := make([]unwinder.Frame, 64)
+			res := unwinder.New(p.Arch, unwinder.Options{}).Unwind(new(unwinder.Cache), p.Space, &p.Regs, &stack, frames)
+			require.Equal(t, unwinder.StopNoMapping, res.Stop, "%v", res.Err)
+			require.Equal(t, 3, res.Frames)
+			for i, fr := range frames[:res.Frames] {
+				require.Equal(t, f.GDB[i].PC, fr.PC, "frame %d", i)
+			}
+			var nm *unwinder.NoMappingError
+			require.ErrorAs(t, res.Err, &nm)
+			require.Equal(t, tc.ra, nm.PC)
+			require.Equal(t, tc.mapped, nm.Mapped)
+			require.Contains(t, res.Err.Error(), fmt.Sprintf("%#x", tc.ra))
+		})
+	}
 }

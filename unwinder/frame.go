@@ -43,7 +43,11 @@ const (
 	// StopTruncated: a value needed for the next frame lies beyond the end
 	// of the captured stack snapshot.
 	StopTruncated
-	// StopNoMapping: the PC is not in any executable mapping.
+	// StopNoMapping: a return address is in no mapping, or in one that is
+	// neither executable nor an object file's (the stack, the heap), or
+	// the first frame's PC is in no mapping at all. Such a return address
+	// is not reported as a frame; Result.Err is a *NoMappingError holding
+	// it.
 	StopNoMapping
 	// StopNoUnwindInfo: no CFI covers the PC and no fallback applied.
 	StopNoUnwindInfo
@@ -101,7 +105,8 @@ type Frame struct {
 	Mapping int32
 	// Method says how this frame's registers were recovered.
 	Method Method
-	// Flags holds FrameReturnAddress and FrameSignalTrampoline.
+	// Flags holds FrameReturnAddress, FrameSignalTrampoline and
+	// FrameRestoredRegister.
 	Flags FrameFlags
 }
 
@@ -116,6 +121,13 @@ const (
 	// sigreturn trampoline (gdb's "<signal handler called>"); the next frame
 	// was interrupted by a signal.
 	FrameSignalTrampoline
+	// FrameRestoredRegister: some of the frame's registers are the values
+	// its callee held, not words read from the callee's save slots: the
+	// callee's CFI placed those slots below its stack pointer, so the
+	// callee was in its epilogue (after "leave" or "pop %rbp", before
+	// "ret") and had already restored them. The slots lie outside the
+	// live stack, and so outside any snapshot that starts at SP.
+	FrameRestoredRegister
 )
 
 // LookupPC returns the address to symbolize: PC-1 for return addresses, so
@@ -134,6 +146,24 @@ type Result struct {
 	Frames int
 	// Stop says why the unwind ended.
 	Stop StopReason
-	// Err gives detail for StopBadCFI and StopNoUnwindInfo, or nil.
+	// Err gives detail for StopBadCFI, StopNoUnwindInfo and StopNoMapping
+	// (a *NoMappingError), or nil.
 	Err error
+}
+
+// NoMappingError is the Err of a Result that ended with StopNoMapping: the
+// address that lies in no executable mapping.
+type NoMappingError struct {
+	// PC is the return address (or, for the first frame, the PC).
+	PC uint64
+	// Mapped is true when PC lies in a mapping that is not executable
+	// (and maps no object file).
+	Mapped bool
+}
+
+func (e *NoMappingError) Error() string {
+	if e.Mapped {
+		return fmt.Sprintf("pc %#x is in a mapping that is not executable", e.PC)
+	}
+	return fmt.Sprintf("pc %#x is in no mapping", e.PC)
 }

@@ -133,8 +133,12 @@ func FuzzUnwind(f *testing.F) {
 			case fr.Mapping < 0 || int(fr.Mapping) >= p.Space.Len():
 				t.Fatalf("%s: frame %d mapping %d of %d", fc.name, i, fr.Mapping, p.Space.Len())
 			default:
-				if m := p.Space.Mapping(int(fr.Mapping)); fr.PC < m.Start || fr.PC >= m.End {
+				m := p.Space.Mapping(int(fr.Mapping))
+				if fr.PC < m.Start || fr.PC >= m.End {
 					t.Fatalf("%s: frame %d pc %#x outside its mapping [%#x, %#x)", fc.name, i, fr.PC, m.Start, m.End)
+				}
+				if fr.Flags&unwinder.FrameReturnAddress != 0 && !m.Exec && m.Object == nil {
+					t.Fatalf("%s: frame %d: return address %#x in a mapping that is neither executable nor an object's", fc.name, i, fr.PC)
 				}
 			}
 			if i == 0 {

@@ -224,6 +224,10 @@ type window struct {
 	addr uint64
 	data []byte
 	more Memory
+	// restored has bit r set by applyFast when it kept register r's
+	// value because the row put its save slot below the frame's SP (see
+	// FrameRestoredRegister); the unwind loop clears it.
+	restored uint64
 }
 
 // set makes w read mem, directly where it can; sp is the first frame's stack

@@ -30,6 +30,7 @@ type stepResult struct {
 	method         Method // how the caller's registers were recovered
 	signal         bool   // the frame was a signal trampoline
 	raFromRegister bool   // the return address came from a register, not memory
+	restored       bool   // a register kept its value: its save slot was below SP
 
 	// Set by slowStep: where the caller's registers are, and its PC and SP.
 	out        *arch.Regs
@@ -73,7 +74,8 @@ func (u *Unwinder) slowStep(c *Cache, m *Mapping, e *cacheEntry, cur, next *arch
 				st.stop, st.cfa, st.out = stopNone, cfa, cur
 				st.pc, st.pcOK = newPC, known&(1<<uint(pcReg)) != 0
 				st.sp, st.spOK = newSP, known&(1<<uint(spReg)) != 0
-				st.raFromRegister = e.flags&fastRAFromReg != 0
+				st.raFromRegister = e.flags&fastRAFromReg != 0 || w.restored>>e.raReg&1 != 0
+				st.restored, w.restored = w.restored != 0, 0
 				st.signal = e.flags&fastSignal != 0
 				st.method = MethodCFI
 				if st.signal {
@@ -184,6 +186,14 @@ func (u *Unwinder) applyRow(c *Cache, e *rowEntry, cur, next *arch.Regs, st *ste
 
 	pcReg, spReg := a.PC(), a.SP()
 	ra := int(row.RA)
+	curSP, spOK := cur.Get(spReg)
+	// belowSP reports whether a save slot of register r lies below the
+	// frame's SP: the epilogue restored r already, so it keeps its value
+	// (FrameRestoredRegister). The caller's PC and SP are never restored
+	// before the return.
+	belowSP := func(r int, addr uint64) bool {
+		return spOK && addr < curSP && r != pcReg && r != spReg
+	}
 	// Registers without a rule keep their values ("same value"); then
 	// each explicit rule is applied.
 	*next = *cur
@@ -197,6 +207,11 @@ func (u *Unwinder) applyRow(c *Cache, e *rowEntry, cur, next *arch.Regs, st *ste
 			next.Unset(r)
 		case cfi.RuleOffset:
 			addr := cfa + uint64(rule.Offset)
+			if belowSP(r, addr) {
+				st.restored = true
+				st.raFromRegister = st.raFromRegister || r == ra
+				continue // next holds cur's value
+			}
 			v, ms := w.read8(addr)
 			if ms != MemOK {
 				if vital {
@@ -220,6 +235,11 @@ func (u *Unwinder) applyRow(c *Cache, e *rowEntry, cur, next *arch.Regs, st *ste
 			}
 		case cfi.RuleExpression, cfi.RuleValExpression:
 			v, ok := u.eval(c, row.Expr(rule), cur, cfa, true, st)
+			if ok && rule.Kind == cfi.RuleExpression && belowSP(r, v) {
+				st.restored = true
+				st.raFromRegister = st.raFromRegister || r == ra
+				continue
+			}
 			if ok && rule.Kind == cfi.RuleExpression {
 				var ms MemStatus
 				if v, ms = w.read8(v); ms != MemOK {
@@ -266,8 +286,13 @@ func (u *Unwinder) applyRow(c *Cache, e *rowEntry, cur, next *arch.Regs, st *ste
 	if raKind == cfi.RuleUndefined {
 		next.Unset(pcReg) // the outermost frame
 	}
-	// The caller's SP is the CFA unless the row says otherwise.
+	// The caller's SP is the CFA unless the row says otherwise; above
+	// the pair PLT0 pushed when the CFA leaves it out (plt.go).
 	if k := row.Regs[spReg].Kind; k == cfi.RuleUnspecified || k == cfi.RuleSameValue {
+		if e.pltEntered {
+			cfa += 16
+			st.cfa = cfa
+		}
 		next.Set(spReg, cfa)
 	}
 }

@@ -123,6 +123,15 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, regs *arch.Regs, w *win
 				mi = c.findMiss(space, pc)
 			}
 		}
+		if flags&FrameReturnAddress != 0 && (mi < 0 || !space.maps[mi].Exec && space.maps[mi].Object == nil) {
+			// A return address must point into code; one that does not
+			// is where the walk went wrong (or the maps are incomplete),
+			// not a frame. A mapping of an object file counts as code
+			// even when not marked executable: core dumps written by
+			// gdb's gcore leave the text segments out, so their
+			// permissions are unknown.
+			return Result{Frames: n, Stop: StopNoMapping, Err: &NoMappingError{PC: pc, Mapped: mi >= 0}}
+		}
 		// Field by field: a composite literal is built on the stack and
 		// copied, which stalls on store forwarding.
 		fr := &frames[n]
@@ -130,7 +139,10 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, regs *arch.Regs, w *win
 		fr.Mapping, fr.Method, fr.Flags = int32(mi), method, flags
 		n++
 		if mi < 0 {
-			return Result{Frames: n, Stop: StopNoMapping}
+			// An exact PC (the first frame's, or one a signal
+			// interrupted) is where the thread was, even in no mapping,
+			// but nothing says how to unwind from it.
+			return Result{Frames: n, Stop: StopNoMapping, Err: &NoMappingError{PC: pc}}
 		}
 		if n >= limit {
 			return Result{Frames: n, Stop: StopDepth}
@@ -155,6 +167,7 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, regs *arch.Regs, w *win
 			stepMethod     Method
 			signal         bool
 			raFromRegister bool
+			restored       bool
 		)
 		e := &c.none
 		if m.Object != nil {
@@ -190,12 +203,23 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, regs *arch.Regs, w *win
 				if known&(1<<uint(spReg)) == 0 {
 					return Result{Frames: n, Stop: StopUnknownRegister, Err: errCallerSP}
 				}
-				if !callerSane(newSP, sp, newPC, pc, e.flags&fastRAFromReg != 0, prevSameSP) {
+				raFromReg := e.flags&fastRAFromReg != 0
+				restored := w.restored
+				if restored != 0 {
+					// An arm64 epilogue restored x30: the
+					// return address is in the register.
+					raFromReg = raFromReg || restored>>e.raReg&1 != 0
+					w.restored = 0
+				}
+				if !callerSane(newSP, sp, newPC, pc, raFromReg, prevSameSP) {
 					return Result{Frames: n, Stop: StopLoop}
 				}
 				prevSameSP = newSP == sp
 				pc, sp, spOK = newPC, newSP, true
 				method, flags = MethodCFI, FrameReturnAddress
+				if restored != 0 {
+					flags |= FrameRestoredRegister
+				}
 				continue
 			}
 		}
@@ -205,7 +229,7 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, regs *arch.Regs, w *win
 			if st.stop != stopNone {
 				return Result{Frames: n, Stop: st.stop, Err: st.err}
 			}
-			out, cfa, stepMethod, signal, raFromRegister = st.out, st.cfa, st.method, st.signal, st.raFromRegister
+			out, cfa, stepMethod, signal, raFromRegister, restored = st.out, st.cfa, st.method, st.signal, st.raFromRegister, st.restored
 			newPC, newSP, newPCOK, newSPOK = st.pc, st.sp, st.pcOK, st.spOK
 		}
 		fr.CFA = cfa
@@ -238,10 +262,10 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, regs *arch.Regs, w *win
 			return Result{Frames: n, Stop: StopLoop}
 		}
 
-		// The return address must point into executable code. A frame
-		// recovered from CFI is reported even when its PC is unmapped
-		// (the maps may be incomplete); one from the frame-pointer
-		// heuristics is dropped, since its PC is more likely garbage.
+		// The return address must point into executable code (the
+		// loop's next turn ends with StopNoMapping otherwise); one from
+		// the frame-pointer heuristics that does not is the heuristic's
+		// failure, not the stack's end.
 		if stepMethod == MethodFramePointer || stepMethod == MethodLinkRegister {
 			if j := space.Find(newPC); j < 0 || !space.Mapping(j).Exec {
 				return Result{Frames: n, Stop: StopNoUnwindInfo, Err: errFPLeftCode}
@@ -258,6 +282,9 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, regs *arch.Regs, w *win
 			flags = 0 // the interrupted PC is exact
 		} else {
 			flags = FrameReturnAddress
+		}
+		if restored {
+			flags |= FrameRestoredRegister
 		}
 	}
 }

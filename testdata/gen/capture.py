@@ -187,9 +187,52 @@ def run_fixture(name):
         spec["post_py"]()
     if not all(w in bt_names() or any(n.startswith(w + "(") for n in bt_names()) for w in spec.get("want_after", [])):
         raise gdb.GdbError("%s: after post, backtrace lacks %s" % (name, spec.get("want_after")))
-    gdb.execute("bt")
-    capture(name, spec)
+    if "sweep" in spec:
+        sweep(name, spec)
+    else:
+        gdb.execute("bt")
+        capture(name, spec)
     gdb.execute("kill")
+
+
+def sweep(name, spec):
+    """Captures one fixture per instruction, <name>_00, <name>_01, ..., from
+    the instruction after the last one that names spec["sweep"]["after"] in
+    spec["sweep"]["function"] through its ret, stepping with stepi."""
+    sw = spec["sweep"]
+    fn = sw["function"]
+    start_fn = int(gdb.parse_and_eval("(long)&%s" % fn))
+    arch = gdb.selected_frame().architecture()
+    insns = []
+    pc = start_fn
+    while len(insns) < 200 and not (insns and insns[-1]["asm"].startswith("ret")):
+        ins = arch.disassemble(pc)[0]
+        insns.append(ins)
+        pc += ins["length"]
+    marks = [i for i, ins in enumerate(insns) if sw["after"] in ins["asm"]]
+    if not marks or not insns[-1]["asm"].startswith("ret"):
+        raise gdb.GdbError("%s: %s has no %r before a final ret" % (name, fn, sw["after"]))
+    todo = insns[marks[-1] + 1:]
+    gdb.execute("break *0x%x" % todo[0]["addr"])
+    for _ in range(20):
+        if gdb.selected_frame().pc() == todo[0]["addr"]:
+            break
+        gdb.execute("continue")
+    else:
+        raise gdb.GdbError("%s: never reached 0x%x" % (name, todo[0]["addr"]))
+    gdb.execute("delete")
+    for i, ins in enumerate(todo):
+        pc = gdb.selected_frame().pc()
+        if pc != ins["addr"]:
+            raise gdb.GdbError("%s: stepi reached 0x%x, not 0x%x" % (name, pc, ins["addr"]))
+        off = pc - start_fn
+        one = dict(spec)
+        one["description"] = "%s; stopped at %s+%d: %s" % (spec["description"], fn, off, ins["asm"])
+        one["stop_point"] = "%s, stepi %d" % (spec["stop_point"], i)
+        gdb.execute("bt")
+        capture("%s_%02d" % (name, i), one)
+        if i + 1 < len(todo):
+            gdb.execute("stepi")
 
 
 def capture(name, spec):

@@ -9,6 +9,8 @@
 # want_after names that must be in the backtrace at the final stop
 # cap        stack snapshot cap in bytes (64 KiB default)
 # stop       expect.stop (default: "outermost" when the chain ends at _start/clone3)
+# sweep      {"function", "after"}: capture <name>_00, <name>_01, ... at every instruction of
+#            function from the one after the last that mentions "after" through its ret
 # corrections extra expect.corrections
 
 import gdb
@@ -85,6 +87,20 @@ def ibt_lazy(push):
         "want": ["close@plt", "caller", "main"],
         "post_py": (lambda: ibt_lazy_entry(0)) if push else (lambda: ibt_lazy_entry(1)),
         "want_after": ["caller", "main"],
+    }
+
+
+def epilogue(function, shape):
+    return {
+        "binary": "epilogue",
+        "description": "gcc -O0; main -> outer -> with_leave -> leaf_pop; the instructions of %s's epilogue "
+                       "(%s), one fixture each, from the one after its store to sink through the ret. At the ret "
+                       "gcc's CFI still has rbp saved at CFA-16, below the SP and outside the snapshot: rbp was "
+                       "restored already" % (function, shape),
+        "stop_point": "break *%s's first epilogue instruction" % function,
+        "setup": ["break %s" % function, "run"],
+        "want": [function, "outer", "main"],
+        "sweep": {"function": function, "after": "<sink>"},
     }
 
 
@@ -246,6 +262,9 @@ SPECS = {
         "setup": ["break main", "run", "delete", CLOSE],
         "want": ["term_leaf", "on_terminate", "main"],
     },
+    # epilogue_leave_00 .. and epilogue_pop_00 ..: one fixture per instruction.
+    "epilogue_leave": epilogue("with_leave", "leave; ret"),
+    "epilogue_pop": epilogue("leaf_pop", "pop %rbp; ret"),
     "musl_signal": {
         "binary": "musl_signal",
         "description": "musl-gcc -O2 -static; SIGALRM interrupts busy(); handler -> handler_leaf -> raw close "

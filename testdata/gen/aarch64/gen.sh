@@ -24,6 +24,10 @@ cc a64_leaflr         -O2                         "$S/leaflr.c"
 cc a64_signal         -O2                         "$S/signal.c"
 cc a64_recurse        -O2                         "$S/recurse.c"
 cc a64_thread         -O2 -pthread                "$S/thread.c"
+# Lazy binding (the x86_64 generator's plt.c): close@plt -> PLT0 -> ld.so's
+# _dl_runtime_resolve on the first call (qemu runs it with env -i: no
+# LD_BIND_NOW). 4 KiB segment alignment keeps the committed copy small.
+cc a64_plt_lazy       -O2 -Wl,-z,lazy -Wl,-z,max-page-size=4096 "$HERE/../src/plt.c"
 # C++ (the x86_64 generator's program): libstdc++ and libgcc (the unwinder,
 # personality routine) linked in, so only glibc is shared; debug info stripped,
 # .symtab and .eh_frame kept.
@@ -35,7 +39,8 @@ aarch64-linux-gnu-strip --strip-debug "$B/a64_cxx_exception"
 PORT=23451
 fixture() {
 	# fixture NAME BIN BREAK SVCFN STEPS CAP STOP TRUNC DESC
-	# (environment: CPU = qemu -cpu value, ARGS = program arguments)
+	# (environment: CPU = qemu -cpu value, ARGS = program arguments,
+	# SWEEP=plt: one fixture NAME_NN per instruction through lazy binding)
 	if [ -n "$ONLY" ] && ! echo " $ONLY " | grep -q " $1 "; then return; fi
 	PORT=$((PORT + 1))
 	bin=$B/$2
@@ -43,7 +48,7 @@ fixture() {
 	qpid=$!
 	sleep 0.3
 	FX_NAME=$1 FX_BIN=$bin FX_BREAK=$3 FX_SVCFN=$4 FX_STEPS=$5 FX_CAP=$6 \
-	FX_STOP=$7 FX_TRUNC=$8 FX_DESC=$9 FX_PORT=$PORT QPID=$qpid \
+	FX_STOP=$7 FX_TRUNC=$8 FX_DESC=$9 FX_PORT=$PORT QPID=$qpid FX_SWEEP=${SWEEP:-} \
 	FX_TESTDATA=$TESTDATA FX_REF=${REF:-} FX_REFONLY=${REFONLY:-} \
 		timeout 120 gdb-multiarch -nx -batch -x "$HERE/capture.py" "$bin" \
 		>"$B/$1.log" 2>&1 || { cat "$B/$1.log"; kill $qpid 2>/dev/null; exit 1; }
@@ -87,3 +92,7 @@ fixture a64_debug_frame_only a64_chain_dbgframe leaf close 0 65536 outermost 0 \
 ARGS=terminate \
 fixture a64_cxx_exception a64_cxx_exception term_leaf close 0 65536 outermost 0 \
 "aarch64 g++ -O2 -static-libstdc++ -static-libgcc (debug info stripped; .symtab and .eh_frame kept), PIE, glibc 2.36 under qemu-aarch64 7.2, program argument terminate: main -> nothrow_caller (noexcept) -> middle -> thrower throws std::runtime_error; the Guard cleanup in thrower runs and resumes unwinding with _Unwind_Resume, whose phase 2 calls the personality routine, which finds the noexcept barrier in nothrow_caller and calls __cxa_call_terminate -> std::terminate's __terminate -> the handler on_terminate -> term_leaf -> close(-3), stopped just after the svc in libc's close. The stack holds the frames of libgcc's unwinder (_Unwind_RaiseException_Phase2 with its large context structures, _Unwind_Resume) and of __gxx_personality_v0 between the handler and the throwing code. Ends at _start."
+
+SWEEP=plt \
+fixture a64_plt_lazy a64_plt_lazy caller "" 0 65536 outermost 0 \
+"aarch64 gcc -O2 -Wl,-z,lazy, PIE, glibc 2.36 under qemu-aarch64 7.2 (LD_BIND_NOW unset): main -> caller -> close@plt on the first call, so the PLT entry (adrp x16; ldr x17; add x16; br x17) jumps to PLT0 (stp x16, x30, [sp, #-16]!; adrp; ldr x17; add x16; br x17) and PLT0 to ld.so's _dl_runtime_resolve, which saves the argument registers, calls _dl_fixup and jumps to close. One fixture per instruction from the PLT entry to the resolver's br x16 (and one at _dl_fixup's entry). The 16 bytes PLT0 pushes belong to neither frame: the caller's SP is above them. Ends at _start."
