@@ -194,3 +194,118 @@ func TestReportProcessedDebugInfoTwins(t *testing.T) {
 		assert.NotZero(t, n, "no frame of the program")
 	})
 }
+
+// goBurnSrc is a Go program whose time goes to main.leaf, called through
+// main.mid and main.top, none of them inlined.
+const goBurnSrc = `package main
+
+var sink int
+
+//go:noinline
+func leaf(n int) int {
+	s := 0
+	for i := 0; i < n; i++ {
+		s += i ^ sink
+	}
+	return s
+}
+
+//go:noinline
+func mid(n int) int { return leaf(n) + 1 }
+
+//go:noinline
+func top(n int) int { return mid(n) * 2 }
+
+func main() {
+	for i := 0; i < 2000; i++ {
+		sink += top(200000)
+	}
+}
+`
+
+// TestReportStrippedGoTwin records a Go program built plainly, then
+// reports the recording with the binary replaced by its twin built with
+// -ldflags='-s -w' (the same machine code and GNU build-id; no .symtab, no
+// DWARF, only .gopclntab): every sample must have the same physical
+// frames, addresses and function names as with the plain build, the
+// callers recovered from pclntab's pcsp rows rather than frame pointers.
+// Source lines are not compared: ustack reads no lines from .gopclntab.
+func TestReportStrippedGoTwin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("records with perf")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("perf record needs root here")
+	}
+	for _, tool := range []string{"perf", "go", "objcopy"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed", tool)
+		}
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "burn.go")
+	require.NoError(t, os.WriteFile(src, []byte(goBurnSrc), 0o644))
+	build := func(name, ldflags string) string {
+		out := filepath.Join(dir, name)
+		cmd := exec.Command("go", "build", "-o", out, "-ldflags", ldflags+" -B "+twinProgID, src)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GO111MODULE=off", "CGO_ENABLED=0", "GOFLAGS=")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Skipf("go build: %v\n%s", err, b)
+		}
+		return out
+	}
+	full, stripped := build("full", ""), build("stripped", "-s -w")
+	sameText(t, full, stripped)
+	runDir := filepath.Join(dir, "run")
+	require.NoError(t, os.MkdirAll(runDir, 0o755))
+	bin := filepath.Join(runDir, "burn")
+	copyFile(t, full, bin)
+	data := filepath.Join(dir, "perf.data")
+	if out, err := exec.Command("perf", "record", "-q", "-N", "-e", "cpu-clock", "-F", "500", "--call-graph", "dwarf",
+		"-o", data, "--", bin).CombinedOutput(); err != nil {
+		t.Skipf("cannot record with perf here: %v\n%s", err, out)
+	}
+	empty := t.TempDir()
+	report := func() ([][]string, map[string]any) {
+		t.Helper()
+		rc, out, errs := run3([]string{"report", "-kallsyms", "-", "-archive", "-", "-perf-archive", "-", "-buildid-dir", empty,
+			"-debug-dir", empty, "-no-debuginfod", "-format", "json", "-verbose", "-i", data})
+		require.Equal(t, exitOK, rc, errs)
+		return jsonSamples(t, out)
+	}
+	// physical keeps each frame's address, name, method and object: the
+	// frames that are not inlined, without their source lines.
+	physical := func(samples [][]string) [][]string {
+		out := make([][]string, len(samples))
+		for i, s := range samples {
+			for _, f := range s {
+				if strings.Contains(f, " inlined=true ") {
+					continue
+				}
+				fs := strings.Fields(f) // addr symbol file:line inlined how module
+				// .symtab names assembly functions with an .abi0 suffix
+				// that the pclntab lacks.
+				out[i] = append(out[i], strings.Join([]string{fs[0], strings.TrimSuffix(fs[1], ".abi0"), fs[4], fs[5]}, " "))
+			}
+		}
+		return out
+	}
+	want, _ := report()
+	require.NotEmpty(t, want)
+	require.True(t, hasChain(physical(want), "main.mid cfi", "main.top cfi", "main.main cfi", "runtime.main cfi"),
+		"the plain build's report lacks main.mid < main.top < main.main < runtime.main: %v", physical(want)[:min(3, len(want))])
+
+	copyFile(t, stripped, bin)
+	got, sum := report()
+	assert.Equal(t, physical(want), physical(got))
+	var obj map[string]any
+	for _, o := range sum["summary"].(map[string]any)["objects"].([]any) {
+		if m := o.(map[string]any); m["path"] == bin {
+			obj = m
+		}
+	}
+	require.NotNil(t, obj, "the Go binary is not among the summary's objects")
+	assert.Equal(t, "pclntab", obj["unwind"])
+	assert.Equal(t, "pclntab", obj["symbols"])
+}
