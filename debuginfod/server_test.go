@@ -3,19 +3,12 @@
 package debuginfod_test
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,11 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/ustack/ustack/debuginfod"
 	"github.com/ustack/ustack/elfcache"
+	"github.com/ustack/ustack/internal/debuginfodtest"
 )
-
-// netnsEnv marks the copy of the test binary that runs inside a private
-// network namespace.
-const netnsEnv = "USTACK_DEBUGINFOD_NETNS"
 
 // progSource has inlined calls two deep, so that lines and inline chains
 // come from the debug file.
@@ -47,17 +37,8 @@ int main(int argc, char **argv) { return top(argc); }
 // missing build-id is cached as elfutils' negative entry; the server
 // stopped halfway costs a warning, not the object.
 func TestRealServer(t *testing.T) {
-	if os.Getenv(netnsEnv) == "" {
-		reexecInNetns(t)
+	if !debuginfodtest.InNetns(t, "gcc", "objcopy", "strip") {
 		return
-	}
-	for _, tool := range []string{"debuginfod", "gcc", "objcopy", "strip", "ip"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed (Debian packages debuginfod, gcc, binutils, iproute2)", tool)
-		}
-	}
-	if out, err := exec.Command("ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
-		t.Skipf("cannot bring up loopback in the namespace: %v %s", err, out)
 	}
 	dir := t.TempDir()
 	srvDir := filepath.Join(dir, "server")
@@ -88,10 +69,9 @@ func TestRealServer(t *testing.T) {
 		t.Log("dwz not installed: supplementary files from the server not tested")
 	}
 
-	port := freePort(t)
-	base := "http://127.0.0.1:" + strconv.Itoa(port)
-	srv := startServer(t, srvDir, filepath.Join(dir, "db.sqlite"), port)
-	waitScanned(t, base, scanned)
+	srv := debuginfodtest.Start(t, srvDir, dir)
+	base := srv.Base
+	srv.WaitScanned(t, scanned)
 
 	cacheDir := filepath.Join(dir, "cache")
 	var warnMu sync.Mutex
@@ -113,7 +93,7 @@ func TestRealServer(t *testing.T) {
 		assert.Equal(t, elfcache.OriginDebuginfod, got.sources.Lines)
 		assert.Equal(t, elfcache.OriginDebuginfod, got.sources.Symbols)
 		assert.Equal(t, 1, c.Requests())
-		assert.Equal(t, 1, metric(t, base, `http_requests_total{type="debuginfo"}`))
+		assert.Equal(t, 1, srv.Metric(t, `http_requests_total{type="debuginfo"}`))
 		fi, err := os.Stat(c.CachePath(p.buildID, debuginfod.Debuginfo))
 		require.NoError(t, err)
 		assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
@@ -132,7 +112,7 @@ func TestRealServer(t *testing.T) {
 		got := sourceFrames(t, p.stripped, elfcache.Options{DebugDirs: []string{}, Fetcher: c}, p)
 		assert.Equal(t, want.frames, got.frames)
 		assert.Zero(t, c.Requests())
-		assert.Equal(t, 1, metric(t, base, `http_requests_total{type="debuginfo"}`))
+		assert.Equal(t, 1, srv.Metric(t, `http_requests_total{type="debuginfo"}`))
 	})
 	t.Run("executable by build-id", func(t *testing.T) {
 		c := newClient()
@@ -141,16 +121,16 @@ func TestRealServer(t *testing.T) {
 		o, err := cache.OpenBuildID("/usr/bin/prog-on-the-profiled-machine", p.buildID)
 		require.NoError(t, err)
 		assert.Equal(t, p.buildID, o.BuildID())
-		assert.Equal(t, 1, metric(t, base, `http_requests_total{type="executable"}`))
+		assert.Equal(t, 1, srv.Metric(t, `http_requests_total{type="executable"}`))
 		// Its debug file comes from the cache filled above.
 		assert.NotEmpty(t, o.SourceFrames(want.addrs[0], nil))
-		assert.Zero(t, metric(t, base, `http_requests_total{type="debuginfo"}`)-1)
+		assert.Zero(t, srv.Metric(t, `http_requests_total{type="debuginfo"}`)-1)
 	})
 	t.Run("dwz supplementary file from the server", func(t *testing.T) {
 		if len(dwzProgs) == 0 {
 			t.Skip("dwz not installed")
 		}
-		before := metric(t, base, `http_requests_total{type="debuginfo"}`)
+		before := srv.Metric(t, `http_requests_total{type="debuginfo"}`)
 		c := newClient()
 		q := dwzProgs[0]
 		want := sourceFrames(t, q.full, elfcache.Options{NoDebugFile: true}, q)
@@ -159,10 +139,10 @@ func TestRealServer(t *testing.T) {
 		assert.Equal(t, want.frames, got.frames)
 		assert.NotEmpty(t, got.sources.Supplementary)
 		// The debug file and the supplementary file.
-		assert.Equal(t, before+2, metric(t, base, `http_requests_total{type="debuginfo"}`))
+		assert.Equal(t, before+2, srv.Metric(t, `http_requests_total{type="debuginfo"}`))
 	})
 	t.Run("not found is cached", func(t *testing.T) {
-		before := metric(t, base, `http_requests_total{type="debuginfo"}`)
+		before := srv.Metric(t, `http_requests_total{type="debuginfo"}`)
 		c := newClient()
 		missing := []byte{0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4}
 		_, err := c.Fetch(context.Background(), missing, debuginfod.Debuginfo)
@@ -172,7 +152,7 @@ func TestRealServer(t *testing.T) {
 		assert.Zero(t, fi.Size())
 		_, err = newClient().Fetch(context.Background(), missing, debuginfod.Debuginfo)
 		require.ErrorIs(t, err, debuginfod.ErrNotFound)
-		assert.Equal(t, before+1, metric(t, base, `http_requests_total{type="debuginfo"}`))
+		assert.Equal(t, before+1, srv.Metric(t, `http_requests_total{type="debuginfo"}`))
 	})
 	warnMu.Lock()
 	require.Empty(t, warnings, "warnings while the server was up")
@@ -180,7 +160,7 @@ func TestRealServer(t *testing.T) {
 
 	t.Run("server stopped halfway", func(t *testing.T) {
 		c := newClient()
-		stopServer(t, srv)
+		srv.Stop()
 		q := progs[1]
 		start := time.Now()
 		o, err := elfcache.Open(q.stripped, elfcache.Options{DebugDirs: []string{}, Fetcher: c})
@@ -199,29 +179,6 @@ func TestRealServer(t *testing.T) {
 		_, err = c.Fetch(context.Background(), p.buildID, debuginfod.Debuginfo)
 		assert.NoError(t, err)
 	})
-}
-
-// reexecInNetns runs TestRealServer again in a copy of the test binary
-// inside `unshare -n`, and reports its outcome.
-func reexecInNetns(t *testing.T) {
-	if _, err := exec.LookPath("unshare"); err != nil {
-		t.Skip("unshare (util-linux) not installed: cannot make a private network namespace")
-	}
-	if out, err := exec.Command("unshare", "-n", "true").CombinedOutput(); err != nil {
-		t.Skipf("unshare -n not permitted here (%v: %s): the server must not listen outside a private network namespace", err, strings.TrimSpace(string(out)))
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "unshare", "-n", "--", os.Args[0], "-test.run=^TestRealServer$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), netnsEnv+"=1")
-	out, err := cmd.CombinedOutput()
-	t.Logf("in the network namespace:\n%s", out)
-	if err != nil {
-		t.Fatalf("TestRealServer in the namespace: %v", err)
-	}
-	if strings.Contains(string(out), "--- SKIP: TestRealServer") {
-		t.Skip("skipped in the namespace (see the log)")
-	}
 }
 
 type testProg struct {
@@ -293,90 +250,4 @@ func run(t *testing.T, name string, args ...string) {
 	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
 		t.Fatalf("%s %v: %v\n%s", name, args, err, out)
 	}
-}
-
-func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// startServer starts debuginfod and makes sure it is stopped, by the
-// process id started here, when the test ends.
-func startServer(t *testing.T, dir, db string, port int) *exec.Cmd {
-	log, err := os.Create(filepath.Join(filepath.Dir(db), "debuginfod.log"))
-	require.NoError(t, err)
-	cmd := exec.Command("debuginfod", "-F", dir, "-p", strconv.Itoa(port), "-d", db, "-t", "0", "-g", "0")
-	cmd.Stdout, cmd.Stderr = log, log
-	// Should this test process die before its cleanup, so does the server.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
-		stopServer(t, cmd)
-		log.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(log.Name())
-			t.Logf("debuginfod log:\n%s", b)
-		}
-	})
-	return cmd
-}
-
-func stopServer(t *testing.T, cmd *exec.Cmd) {
-	if cmd.ProcessState != nil {
-		return
-	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		cmd.Process.Kill()
-		<-done
-	}
-}
-
-// waitScanned waits until the server has scanned n files.
-func waitScanned(t *testing.T, base string, n int) {
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if m, err := metrics(base); err == nil && m[`scanned_files_total{source="file"}`] >= n &&
-			m[`thread_work_pending{role="scan"}`] == 0 {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("debuginfod did not scan %d files within 30s", n)
-}
-
-func metric(t *testing.T, base, name string) int {
-	m, err := metrics(base)
-	require.NoError(t, err)
-	return m[name]
-}
-
-// metrics reads the server's Prometheus counters.
-func metrics(base string) (map[string]int, error) {
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, errors.New(resp.Status)
-	}
-	m := map[string]int{}
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		name, val, ok := strings.Cut(sc.Text(), " ")
-		if !ok || strings.HasPrefix(name, "#") {
-			continue
-		}
-		if f, err := strconv.ParseFloat(val, 64); err == nil {
-			m[name] = int(f)
-		}
-	}
-	return m, sc.Err()
 }

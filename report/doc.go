@@ -11,10 +11,13 @@
 // symbolize jobs with their own unwinder.Cache; the results are handed to
 // the caller's Emit function strictly in the order of the samples in the
 // file. The maps are resolved into address spaces and the unwound frames
-// symbolized by one resolve.Resolver per Run, which Run closes. A
-// tracepoint sample's job carries its raw data and its event's format
-// (tracefmt, from the recording's tracing data, parsed at the first such
-// sample), and the worker formats its fields (Sample.TraceFields). Writers
+// symbolized by one resolve.Resolver per Run, which Run closes. With
+// Options.Debuginfod the objects and debug files missing locally come by
+// build-id from debuginfod servers or elfutils' client cache; when the
+// client has servers, Run first opens every object of the recording's
+// build-id list at once so that the downloads overlap, and a server that
+// fails costs a warning, never the report. Summary.Objects says where each
+// object's information came from (Options.ObjectSources). Writers
 // (NewWriter) print the samples as perf script does (text, with its -F
 // fields), JSON (docs/report.schema.json), folded stacks, pprof, a flame
 // graph or a speedscope file.

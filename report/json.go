@@ -2,8 +2,10 @@ package report
 
 import (
 	"bufio"
+	"encoding/hex"
 	"encoding/json"
 	"io"
+	"sort"
 )
 
 // JSONWriter prints one JSON object per sample and line, with every frame's
@@ -138,4 +140,56 @@ func hexString(v uint64) string {
 	i -= 2
 	b[i], b[i+1] = '0', 'x'
 	return string(b[i:])
+}
+
+// jsonSummaryRecord is the line a JSON report ends with when its summary
+// is asked for (WriteSummary): {"summary": {...}}.
+type jsonSummaryRecord struct {
+	Summary jsonSummary `json:"summary"`
+}
+
+type jsonSummary struct {
+	Samples  int           `json:"samples"`
+	Filtered int           `json:"filtered"`
+	Lost     uint64        `json:"lost"`
+	Objects  []jsonObject  `json:"objects"`
+	Missing  []jsonMissing `json:"missing"`
+}
+
+type jsonObject struct {
+	Path          string  `json:"path"`
+	BuildID       *string `json:"build_id"`
+	Object        string  `json:"object"`
+	Unwind        string  `json:"unwind"`
+	Symbols       string  `json:"symbols"`
+	Lines         string  `json:"lines"`
+	DebugFile     *string `json:"debug_file"`
+	Supplementary *string `json:"supplementary"`
+}
+
+type jsonMissing struct {
+	Path string `json:"path"`
+	Why  string `json:"why"`
+}
+
+// WriteSummary prints the summary record: the sample counts, where each
+// object's information came from (Summary.Objects, filled with
+// Options.ObjectSources) and the objects that could not be used.
+func (j *JSONWriter) WriteSummary(s *Summary) error {
+	out := jsonSummary{Samples: s.Samples, Filtered: s.Filtered, Lost: s.Lost,
+		Objects: make([]jsonObject, 0, len(s.Objects)), Missing: make([]jsonMissing, 0, len(s.Missing))}
+	for _, o := range s.Objects {
+		jo := jsonObject{Path: o.Path, Object: o.FoundIn, Unwind: o.Sources.Unwind.String(),
+			Symbols: o.Sources.Symbols.String(), Lines: o.Sources.Lines.String(),
+			DebugFile: orNull(o.Sources.DebugFile), Supplementary: orNull(o.Sources.Supplementary)}
+		if len(o.BuildID) > 0 {
+			jo.BuildID = orNull(hex.EncodeToString(o.BuildID))
+		}
+		out.Objects = append(out.Objects, jo)
+	}
+	for path, why := range s.Missing {
+		out.Missing = append(out.Missing, jsonMissing{Path: path, Why: why})
+	}
+	sort.Slice(out.Missing, func(a, b int) bool { return out.Missing[a].Path < out.Missing[b].Path })
+	return j.enc.Encode(jsonSummaryRecord{out})
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ustack/ustack/arch"
 	"github.com/ustack/ustack/elfcache"
+	"github.com/ustack/ustack/debuginfod"
 	"github.com/ustack/ustack/kallsyms"
 	"github.com/ustack/ustack/perfdata"
 	"github.com/ustack/ustack/procmaps"
@@ -81,6 +82,15 @@ type Options struct {
 	// TraceValues fills Sample.TraceFields.List (JSON's "fields") as well
 	// as its Text; off, tracepoint samples cost no allocation for it.
 	TraceValues bool
+	// Debuginfod, when set, gets by build-id the objects and debug files
+	// missing locally (and reuses the files elfutils' client cache holds);
+	// when it has servers, Run first prepares every object of the
+	// recording's build-id list at once, so that downloads run in
+	// parallel. Nil fetches nothing.
+	Debuginfod *debuginfod.Client
+	// ObjectSources fills Summary.Objects: where each object's
+	// information came from (ustack report --verbose).
+	ObjectSources bool
 }
 
 // Sample is one recorded sample with its symbolized stack, innermost frame
@@ -138,6 +148,9 @@ type Summary struct {
 	Stops       map[string]int
 	Missing     map[string]string // object path -> why it could not be used
 	DecodeError error             // a damaged recording: where reading stopped
+	// Objects says where each object's information came from; filled
+	// with Options.ObjectSources.
+	Objects []resolve.ObjectInfo
 }
 
 // Run reads the recording and calls emit for every sample, in file order.
@@ -156,6 +169,9 @@ func Run(r *perfdata.Reader, opts Options, emit func(*Sample) error) (*Summary, 
 		}
 		p.resolver.Close()
 	}()
+	if opts.Debuginfod.Enabled() {
+		p.prepareObjects()
+	}
 	return p.run(r, emit)
 }
 
@@ -390,6 +406,9 @@ func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary,
 	wg.Wait()
 	err := <-emitErr
 	sum.Missing = p.resolver.Missing()
+	if p.opts.ObjectSources {
+		sum.Objects = p.resolver.Objects()
+	}
 	// In pipe mode the events and features arrive with the records.
 	sum.Attrs, sum.Cmdline = p.session.Attrs, p.session.Features.Cmdline
 	if readErr != nil {
@@ -558,6 +577,7 @@ func (s *Summary) WriteSummary(w io.Writer) {
 	if fix := s.StackSizeFix(); fix != "" {
 		fmt.Fprintf(w, "ustack: %d of %d stacks were cut short by the size of the stack snapshot; %s\n", s.Stops["truncated"], s.Samples, fix)
 	}
+	s.writeObjects(w)
 	if len(s.Missing) > 0 {
 		keys := make([]string, 0, len(s.Missing))
 		for k := range s.Missing {
@@ -571,6 +591,29 @@ func (s *Summary) WriteSummary(w io.Writer) {
 	}
 	if s.DecodeError != nil {
 		fmt.Fprintf(w, "ustack: the recording is damaged; reading stopped: %v\n", s.DecodeError)
+	}
+}
+
+// writeObjects prints, when Summary.Objects was filled, where each
+// object's information came from, "none" where it has none.
+func (s *Summary) writeObjects(w io.Writer) {
+	if len(s.Objects) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "ustack: where the information of %d objects came from:\n", len(s.Objects))
+	for _, o := range s.Objects {
+		fmt.Fprintf(w, "  %s: object %s, unwind %s, symbols %s, lines %s", o.Path, o.FoundIn,
+			o.Sources.Unwind, o.Sources.Symbols, o.Sources.Lines)
+		if o.Sources.DebugFile != "" {
+			fmt.Fprintf(w, "; debug file %s", o.Sources.DebugFile)
+		}
+		if o.Sources.Supplementary != "" {
+			fmt.Fprintf(w, "; supplementary %s", o.Sources.Supplementary)
+		}
+		if len(o.BuildID) > 0 {
+			fmt.Fprintf(w, "; build-id %x", o.BuildID)
+		}
+		fmt.Fprintln(w)
 	}
 }
 

@@ -1,6 +1,12 @@
 package report
 
 import (
+	"strings"
+	"sync"
+
+	"github.com/ustack/ustack/debuginfod"
+	"github.com/ustack/ustack/elfcache"
+	"github.com/ustack/ustack/perfdata"
 	"github.com/ustack/ustack/procmaps"
 	"github.com/ustack/ustack/resolve"
 )
@@ -27,7 +33,44 @@ func newResolver(opts *Options, warn func(string)) *resolve.Resolver {
 		PerfMapDir:      opts.PerfMapDir,
 		NoInline:        opts.NoInline,
 		Warn:            warn,
+		Fetcher:         fetcher(opts.Debuginfod),
 	})
+}
+
+// fetcher returns the client as an elfcache.Fetcher: nil (not a nil
+// pointer in an interface) when there is none.
+func fetcher(c *debuginfod.Client) elfcache.Fetcher {
+	if c == nil {
+		return nil
+	}
+	return c
+}
+
+// prepareParallel bounds the objects prepareObjects opens at once; the
+// client bounds the downloads among them.
+const prepareParallel = 8
+
+// prepareObjects opens every user-space object of the recording's build-id
+// list, and its debug file, several at once (resolve.Resolver.Prepare), so
+// that what debuginfod must fetch is fetched in parallel before the first
+// sample rather than one object at a time as samples need them.
+func (p *processor) prepareObjects() {
+	sem := make(chan struct{}, prepareParallel)
+	var wg sync.WaitGroup
+	for _, b := range p.session.Features.BuildIDs {
+		mode := b.Misc & perfdata.MiscCPUModeMask
+		if len(b.BuildID) == 0 || mode == perfdata.MiscKernel || mode == perfdata.MiscGuestKernel ||
+			b.Filename == "" || strings.HasPrefix(b.Filename, "[") {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			p.resolver.Prepare(b.Filename, b.BuildID)
+		}()
+	}
+	wg.Wait()
 }
 
 // spaceFor returns the address space of a maps snapshot, building it on

@@ -137,10 +137,20 @@ type textWriter struct{ t *TextWriter }
 func (t textWriter) Write(s *Sample) error { return t.t.Write(s) }
 func (t textWriter) Close() error          { return t.t.Flush() }
 
+// SummaryWriter is a Writer whose output can end with the report's
+// summary: JSON's summary record (ustack report --verbose).
+type SummaryWriter interface {
+	Writer
+	// WriteSummary writes the summary; call it after the last Write and
+	// before Close.
+	WriteSummary(s *Summary) error
+}
+
 type jsonWriter struct{ j *JSONWriter }
 
-func (j jsonWriter) Write(s *Sample) error { return j.j.Write(s) }
-func (j jsonWriter) Close() error          { return j.j.Flush() }
+func (j jsonWriter) Write(s *Sample) error         { return j.j.Write(s) }
+func (j jsonWriter) WriteSummary(s *Summary) error { return j.j.WriteSummary(s) }
+func (j jsonWriter) Close() error                  { return j.j.Flush() }
 
 type foldedWriter struct {
 	f *Folder

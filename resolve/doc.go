@@ -18,11 +18,15 @@
 // Objects are chosen as perf does, never silently wrong: the file itself
 // (under Options.SymFS) when its build-id matches the one the recording gave;
 // else the recording's archive copy (Options.Objects); else perf's build-id
-// cache (Options.BuildIDDir, including [vdso]/ID/vdso). A file whose build-id
-// differs is refused with a warning naming both ids. Objects that could not
-// be used are collected for the report's summary (Missing); each warning is
-// given once per path. JIT code in anonymous memory is named from the JIT's
-// /tmp/perf-PID.map.
+// cache (Options.BuildIDDir, including [vdso]/ID/vdso); else, with
+// Options.Fetcher (debuginfod), the object fetched by its build-id. Debug
+// files no local search finds come through the Fetcher too. A file whose
+// build-id differs is refused with a warning naming both ids. Objects that
+// could not be used are collected for the report's summary (Missing), and
+// where each object found got its information (Objects); each warning is
+// given once per path. Prepare opens an object ahead of its first sample,
+// so that a front end can fetch a recording's objects in parallel. JIT code
+// in anonymous memory is named from the JIT's /tmp/perf-PID.map.
 //
 // A Resolver owns what it opens: Close releases its object cache (unless the
 // caller supplied one), the objects it made from archive or vdso bytes, and

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,6 +69,10 @@ type Options struct {
 	// Warn receives warnings (build-id mismatches, damaged objects), once
 	// per path; nil discards them.
 	Warn func(msg string)
+	// Fetcher, when set, gets by build-id the objects that no local source
+	// has (elfcache.Cache.OpenBuildID) and the debug files that no local
+	// search found (a *debuginfod.Client); nil fetches nothing.
+	Fetcher elfcache.Fetcher
 }
 
 // Mapping is one mapping handed to NewSpace: the mapping as the process had
@@ -98,7 +103,24 @@ type Resolver struct {
 	missing map[string]string
 	warned  map[string]bool
 	closed  bool
+	// found says where each object was found, for Objects.
+	found map[*elfcache.Object]foundAt
 }
+
+// foundAt is where Resolver.find found an object.
+type foundAt struct {
+	path  string // the mapping's path
+	where string // a FoundIn value
+}
+
+// Where an object was found, in ObjectInfo.FoundIn.
+const (
+	FoundFile         = "file"           // its path (under SymFS, or the process's root)
+	FoundArchive      = "archive"        // the recording's archive
+	FoundBuildIDCache = "build-id cache" // perf's build-id cache
+	FoundDebuginfod   = "debuginfod"     // fetched by build-id through Options.Fetcher
+	FoundVDSO         = "vdso"           // Options.VDSO
+)
 
 type objectKey struct {
 	path, buildID string
@@ -108,14 +130,17 @@ type objectKey struct {
 // New returns a Resolver.
 func New(opts Options) *Resolver {
 	r := &Resolver{opts: opts, cache: opts.Cache, objects: map[objectKey]*elfcache.Object{},
-		jit: map[uint32]*perfMap{}, missing: map[string]string{}, warned: map[string]bool{}}
+		jit: map[uint32]*perfMap{}, missing: map[string]string{}, warned: map[string]bool{},
+		found: map[*elfcache.Object]foundAt{}}
 	if r.cache == nil {
-		r.cache = elfcache.NewCache(elfcache.Options{DebugDirs: opts.DebugDirs, SymFS: opts.SymFS, SectionCache: opts.SectionCache})
+		r.cache = elfcache.NewCache(elfcache.Options{DebugDirs: opts.DebugDirs, SymFS: opts.SymFS,
+			SectionCache: opts.SectionCache, Fetcher: opts.Fetcher})
 		r.ownsCache = true
 	}
 	r.local = r.cache
 	if opts.SymFS != "" && (opts.BuildIDDir != "" || len(opts.MoreBuildIDDirs) > 0) {
-		r.local = elfcache.NewCache(elfcache.Options{DebugDirs: opts.DebugDirs, SectionCache: opts.SectionCache})
+		r.local = elfcache.NewCache(elfcache.Options{DebugDirs: opts.DebugDirs,
+			SectionCache: opts.SectionCache, Fetcher: opts.Fetcher})
 	}
 	return r
 }
@@ -136,7 +161,7 @@ func (r *Resolver) Close() error {
 			first = err
 		}
 	}
-	r.owned, r.objects, r.jit = nil, nil, nil
+	r.owned, r.objects, r.jit, r.found = nil, nil, nil, nil
 	if r.ownsCache {
 		if err := r.cache.Close(); err != nil && first == nil {
 			first = err
@@ -159,6 +184,55 @@ func (r *Resolver) Missing() map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// ObjectInfo says where one object a Resolver used came from, for a
+// report's summary.
+type ObjectInfo struct {
+	// Path is the path of the mapping the object was opened for.
+	Path    string
+	BuildID []byte
+	// FoundIn says where the object file was found: FoundFile,
+	// FoundArchive, FoundBuildIDCache, FoundDebuginfod or FoundVDSO.
+	FoundIn string
+	// Sources says where its unwind rows, names and lines come from.
+	Sources elfcache.Sources
+}
+
+// Objects describes the objects the Resolver found, sorted by path. It
+// builds what the objects have not built yet (elfcache.Object.Sources), so
+// call it once, for a summary.
+func (r *Resolver) Objects() []ObjectInfo {
+	r.mu.Lock()
+	out := make([]ObjectInfo, 0, len(r.found))
+	objs := make([]*elfcache.Object, 0, len(r.found))
+	for o, f := range r.found {
+		out = append(out, ObjectInfo{Path: f.path, BuildID: o.BuildID(), FoundIn: f.where})
+		objs = append(objs, o)
+	}
+	r.mu.Unlock()
+	for i, o := range objs {
+		out[i].Sources = o.Sources()
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Path != out[j].Path {
+			return out[i].Path < out[j].Path
+		}
+		return bytes.Compare(out[i].BuildID, out[j].BuildID) < 0
+	})
+	return out
+}
+
+// Prepare opens the object of path with the build-id the recording gives,
+// and its separate debug file, ahead of the first sample that needs them:
+// run for every object of a recording at once, it fetches what
+// Options.Fetcher must fetch in parallel rather than one object at a time
+// as samples come. Its outcome is what NewSpace would find.
+func (r *Resolver) Prepare(path string, buildID []byte) {
+	m := Mapping{Map: procmaps.Map{Path: path, BuildID: buildID, Exec: true}}
+	if obj := r.object(0, &m); obj != nil {
+		obj.DebugFile()
+	}
 }
 
 // Space is the unwinder's view of one process's maps, with what
@@ -329,11 +403,14 @@ func (r *Resolver) object(pid uint32, m *Mapping) *elfcache.Object {
 	if seen {
 		return obj
 	}
-	obj, why := r.find(pid, path, m.BuildID)
+	obj, where, why := r.find(pid, path, m.BuildID)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		return nil
+	}
+	if _, ok := r.found[obj]; obj != nil && !ok {
+		r.found[obj] = foundAt{path: path, where: where}
 	}
 	if obj == nil || r.opts.ProcRoot && strings.HasPrefix(obj.Path(), "/proc/") {
 		key = own
@@ -352,8 +429,9 @@ func (r *Resolver) object(pid uint32, m *Mapping) *elfcache.Object {
 }
 
 // find tries the sources of an object in the order of the build-id
-// policy. It returns why none could be used.
-func (r *Resolver) find(pid uint32, path string, buildID []byte) (*elfcache.Object, string) {
+// policy. It returns where it found the object (a FoundIn value), or why
+// none could be used.
+func (r *Resolver) find(pid uint32, path string, buildID []byte) (*elfcache.Object, string, string) {
 	var why string
 	keep := func(msg string) {
 		if why == "" || strings.HasPrefix(msg, "build-id mismatch") && !strings.HasPrefix(why, "build-id mismatch") {
@@ -362,37 +440,51 @@ func (r *Resolver) find(pid uint32, path string, buildID []byte) (*elfcache.Obje
 	}
 	if path == "[vdso]" && len(r.opts.VDSO) > 0 {
 		if obj := r.fromBytes("[vdso]", r.opts.VDSO, nil, keep); obj != nil {
-			return obj, ""
+			return obj, FoundVDSO, ""
 		}
 	}
 	// A file is trusted first only when the recording says which build
 	// it wants; else the recording's own copy comes first.
 	if path != "[vdso]" && len(buildID) > 0 {
 		if obj := r.openFile(pid, path, buildID, keep); obj != nil {
-			return obj, ""
+			return obj, FoundFile, ""
 		}
 	}
 	if r.opts.Objects != nil {
 		if data, name, ok := r.opts.Objects.Object(buildID, path); ok {
 			if obj := r.fromBytes(name, data, buildID, keep); obj != nil {
-				return obj, ""
+				return obj, FoundArchive, ""
 			}
 		}
 	}
 	if path != "[vdso]" && len(buildID) == 0 {
 		if obj := r.openFile(pid, path, nil, keep); obj != nil {
-			return obj, ""
+			return obj, FoundFile, ""
 		}
 	}
 	for _, c := range r.buildIDPaths(path, buildID) {
 		if obj := r.openChecked(r.local, c, buildID, keep); obj != nil {
-			return obj, ""
+			return obj, FoundBuildIDCache, ""
+		}
+	}
+	fetchWhy := ""
+	if r.opts.Fetcher != nil && path != "[vdso]" && len(buildID) > 0 {
+		obj, err := r.cache.OpenBuildID(path, buildID)
+		if err == nil {
+			return obj, FoundDebuginfod, ""
+		}
+		fetchWhy = err.Error()
+		if e := (*elfcache.Error)(nil); errors.As(err, &e) && e.Path == path && e.Err != nil {
+			fetchWhy = e.Err.Error() // the summary names the path
 		}
 	}
 	if why == "" {
 		why = "not found"
+		if fetchWhy != "" {
+			why += "; " + fetchWhy
+		}
 	}
-	return nil, why
+	return nil, "", why
 }
 
 // openFile opens the mapped file (under SymFS), or with ProcRoot the same
@@ -428,7 +520,7 @@ func (r *Resolver) openChecked(c *elfcache.Cache, file string, buildID []byte, k
 // Resolver.
 func (r *Resolver) fromBytes(name string, data, buildID []byte, keep func(string)) *elfcache.Object {
 	opts := elfcache.Options{DebugDirs: r.opts.DebugDirs, SymFS: r.opts.SymFS, DebugData: r.opts.DebugData,
-		SectionCache: r.opts.SectionCache}
+		SectionCache: r.opts.SectionCache, Fetcher: r.opts.Fetcher}
 	if name == "[vdso]" && r.opts.DebugData == nil {
 		opts.NoDebugFile = true
 	}

@@ -53,6 +53,8 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	groupBy := fs.String("group-by", "", "flamegraph: the boxes under \"all\": comm (default), process (comm-PID), thread (comm-PID/TID) or none")
 	perfArchive := fs.String("perf-archive", "", "a tarball from perf archive (default: INPUT.tar.bz2 or INPUT.tar.gz when it exists; - for none): its objects are used like perf's build-id cache")
 	archiveFile := fs.String("archive", "", "objects archive `file` written by ustack record (default: INPUT.ustack when it exists; - for none)")
+	noDebuginfod := fs.Bool("no-debuginfod", false, "fetch nothing from the debuginfod servers of DEBUGINFOD_URLS and use nothing of their client cache (unset or empty DEBUGINFOD_URLS: nothing is fetched, the cache is used)")
+	verbose := fs.Bool("verbose", false, "say in the summary where each object's unwind, symbol and line information came from (JSON: a last summary record)")
 	fields := fs.String("F", "", "text format: perf script's -F `fields` (comm,pid,tid,cpu,time,period,event,trace,ip,sym,symoff,dso,srcline, or +field,-field to change the defaults)")
 	var filt filterFlags
 	fs.StringVar(&filt.pid, "pid", "", "only samples of these comma-separated process `ids`, like perf script --pid")
@@ -207,6 +209,17 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		out = f
 	}
 
+	// Objects and debug files missing here come by build-id from
+	// debuginfod, the progress of downloads on the terminal.
+	var fetch *fetchLine
+	if !*noDebuginfod {
+		fetch = newFetchLine(stderr, showProgress(stdout, stderr, toFile))
+		opts.Warn = fetch.around(opts.Warn)
+		opts.Debuginfod = newDebuginfod(opts.Warn, fetch)
+		defer opts.Debuginfod.Close()
+	}
+	opts.ObjectSources = *verbose
+
 	var names []string
 	for _, a := range r.Session().Attrs {
 		names = append(names, a.Name)
@@ -232,6 +245,10 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	}
 	sum, err := report.Run(r, opts, sink.Write)
 	prog.finish()
+	fetch.finish()
+	if sw, ok := sink.(report.SummaryWriter); ok && *verbose && err == nil {
+		err = sw.WriteSummary(sum)
+	}
 	if ferr := sink.Close(); err == nil {
 		err = ferr
 	}
