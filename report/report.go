@@ -13,8 +13,8 @@ import (
 	"sync"
 
 	"github.com/ustack/ustack/arch"
-	"github.com/ustack/ustack/elfcache"
 	"github.com/ustack/ustack/debuginfod"
+	"github.com/ustack/ustack/elfcache"
 	"github.com/ustack/ustack/kallsyms"
 	"github.com/ustack/ustack/perfdata"
 	"github.com/ustack/ustack/procmaps"
