@@ -26,19 +26,19 @@ func NewJSONWriter(w io.Writer, raw bool) *JSONWriter {
 // jsonFrame is one frame. Every key is present on every frame; unknown
 // values are null (docs/report.schema.json).
 type jsonFrame struct {
-	PC       string  `json:"pc"`
-	Addr     string  `json:"addr"`
-	Module   *string `json:"module"`
-	Offset   string  `json:"offset"`
-	Symbol   *string `json:"symbol"`
-	Mangled  *string `json:"mangled"`
-	SymOff   uint64  `json:"symoff"`
-	File     *string `json:"file"`
-	Line     *int    `json:"line"`
-	Inlined  bool    `json:"inlined"`
-	Kernel   bool    `json:"kernel"`
-	How      string  `json:"how"`
-	Signal   bool    `json:"signal_trampoline"`
+	PC      string  `json:"pc"`
+	Addr    string  `json:"addr"`
+	Module  *string `json:"module"`
+	Offset  string  `json:"offset"`
+	Symbol  *string `json:"symbol"`
+	Mangled *string `json:"mangled"`
+	SymOff  uint64  `json:"symoff"`
+	File    *string `json:"file"`
+	Line    *int    `json:"line"`
+	Inlined bool    `json:"inlined"`
+	Kernel  bool    `json:"kernel"`
+	How     string  `json:"how"`
+	Signal  bool    `json:"signal_trampoline"`
 }
 
 type jsonSample struct {
@@ -50,6 +50,7 @@ type jsonSample struct {
 	Period  uint64          `json:"period"`
 	Comm    string          `json:"comm"`
 	Event   string          `json:"event"`
+	Signal  *string         `json:"signal"`
 	IP      string          `json:"ip"`
 	Fields  json.RawMessage `json:"fields"`
 	Frames  []jsonFrame     `json:"frames"`
@@ -68,7 +69,7 @@ func orNull(s string) *string {
 // Write prints one sample.
 func (j *JSONWriter) Write(s *Sample) error {
 	out := jsonSample{Index: s.Index, Pid: s.Pid, Tid: s.Tid, CPU: s.CPU, Time: s.Time,
-		Period: s.Period, Comm: s.Comm, Event: s.Event, IP: hexString(s.IP), Stop: orNull(s.Stop), StopErr: orNull(s.StopErr),
+		Period: s.Period, Comm: s.Comm, Event: s.Event, Signal: orNull(s.Signal), IP: hexString(s.IP), Stop: orNull(s.Stop), StopErr: orNull(s.StopErr),
 		Fields: traceFieldsJSON(s.TraceFields.List), Frames: make([]jsonFrame, 0, len(s.Frames))}
 	for i := range s.Frames {
 		f := &s.Frames[i]

@@ -103,6 +103,9 @@ type Sample struct {
 	Event    string
 	// IP is the sampled instruction pointer.
 	IP uint64
+	// Signal names the signal a core dump's thread received ("SIGSEGV");
+	// "" for the other threads and for recordings.
+	Signal string
 	// TraceFields are a tracepoint sample's fields; empty for other
 	// events and until the event's format is decoded.
 	TraceFields TraceFields
@@ -578,4 +581,3 @@ func (s *Summary) StackSizeFix() string {
 	}
 	return fmt.Sprintf("record more with perf record --call-graph dwarf,%d (this recording copied %d bytes)", next, size)
 }
-

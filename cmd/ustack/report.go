@@ -52,6 +52,8 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	perfArchive := fs.String("perf-archive", "", "a tarball from perf archive (default: INPUT.tar.bz2 or INPUT.tar.gz when it exists; - for none): its objects are used like perf's build-id cache")
 	archiveFile := fs.String("archive", "", "objects archive `file` written by ustack record (default: INPUT.ustack when it exists; - for none)")
 	fields := fs.String("F", "", "text format: perf script's -F `fields` (comm,pid,tid,cpu,time,period,event,trace,ip,sym,symoff,dso,srcline, or +field,-field to change the defaults)")
+	exe := fs.String("exe", "", "core dumps: the main executable `file`, instead of the path the core records")
+	coreInfo := fs.Bool("core-info", false, "core dumps: list the threads, the signal, the mappings and which objects were found, instead of the stacks")
 	var filt filterFlags
 	fs.StringVar(&filt.pid, "pid", "", "only samples of these comma-separated process `ids`, like perf script --pid")
 	fs.StringVar(&filt.tid, "tid", "", "only samples of these comma-separated thread `ids`")
@@ -59,7 +61,8 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&filt.cpu, "cpu", "", "only samples taken on these `cpus` (0-2,5)")
 	fs.StringVar(&filt.time, "time", "", "only samples in this time `range`: start,stop in seconds (start, or ,stop for open ranges; several separated by spaces)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: ustack report [flags] [FILE]\n\nUnwinds and symbolizes every sample of a recording (FILE or -i, default perf.data) and prints its stack.\n"+
+		fmt.Fprintf(fs.Output(), "usage: ustack report [flags] [FILE]\n\nUnwinds and symbolizes every sample of a recording (FILE or -i, default perf.data) and prints its stack;\n"+
+			"of an ELF core dump (x86_64 or aarch64, also compressed with zstd, xz or lz4), every thread's stack.\n"+
 			"Exit status: 0 ok, 1 error, 2 usage, 3 damaged recording (intact samples reported), 4 no samples in the recording.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
@@ -109,6 +112,16 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		defer f.Close()
 		pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
+	}
+	if *input != "-" && isCore(*input) {
+		return reportCore(*input, coreFlags{opts: opts, exe: *exe, info: *coreInfo, output: *output, format: *format,
+			fields: *fields, time: filt.time, cpu: filt.cpu,
+			wo: report.WriterOptions{Events: []string{report.CoreEvent}, Raw: *noDemangle, Srcline: *srcline,
+				Title: *title, Inverted: *inverted, Width: *width, MinWidth: *minWidth, GroupBy: *groupBy}}, stdout, stderr)
+	}
+	if *exe != "" || *coreInfo {
+		fmt.Fprintf(stderr, "ustack report: %s is not a core dump: --exe and --core-info are for core dumps\n", *input)
+		return exitUsage
 	}
 	var r *perfdata.Reader
 	if *input == "-" {

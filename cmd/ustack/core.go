@@ -1,0 +1,103 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/ustack/ustack/coredump"
+	"github.com/ustack/ustack/report"
+)
+
+// isCore reports whether the file at path is an ELF core dump, or
+// compressed with zstd, xz or lz4 (as systemd-coredump stores cores):
+// ustack report reads no compressed recordings, so a compressed input is
+// given to the core reader, which says what it holds if no core.
+func isCore(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var head [64]byte
+	n, _ := io.ReadFull(f, head[:])
+	_, ok := coredump.Sniff(head[:n])
+	return ok
+}
+
+// coreFlags are the flags of ustack report that apply to a core dump.
+type coreFlags struct {
+	opts              report.Options
+	exe               string
+	info              bool
+	output, format    string
+	fields, time, cpu string
+	wo                report.WriterOptions
+}
+
+// reportCore reports every thread of the core dump at path, or describes
+// it (--core-info). A core that could be read only in part is reported as
+// far as it goes and exits with exitPartial.
+func reportCore(path string, f coreFlags, stdout, stderr io.Writer) int {
+	switch {
+	case f.fields != "":
+		fmt.Fprintf(stderr, "ustack report: %s is a core dump: -F selects the columns of a recording's events; a core's threads print comm, pid/tid, the signal and the stack\n", path)
+		return exitUsage
+	case f.time != "" || f.cpu != "":
+		fmt.Fprintf(stderr, "ustack report: %s is a core dump: its threads have no sample time or CPU; --time and --cpu cannot select them (use --tid, --pid or --comms)\n", path)
+		return exitUsage
+	}
+	copts := report.CoreOptions{Options: f.opts, Exe: f.exe}
+	c, err := report.OpenCore(path, copts)
+	if err != nil {
+		fmt.Fprintf(stderr, "ustack report: %v\n", err)
+		return exitError
+	}
+	defer c.Close()
+	out := stdout
+	if f.output != "" {
+		file, err := createKeepingOld(f.output, 0o644)
+		if err != nil {
+			fmt.Fprintf(stderr, "ustack report: %v\n", err)
+			return exitError
+		}
+		defer file.Close()
+		out = file
+	}
+	if f.info {
+		if err := report.WriteCoreInfo(out, c, copts); err != nil {
+			fmt.Fprintf(stderr, "ustack report: %v\n", err)
+			return exitError
+		}
+		return exitOK
+	}
+	if len(c.Threads) == 0 {
+		for _, w := range c.Warnings {
+			fmt.Fprintf(stderr, "ustack: warning: %v\n", w)
+		}
+		fmt.Fprintf(stderr, "ustack report: %s: the core holds no thread (no NT_PRSTATUS note could be read)\n", path)
+		return exitNoSamples
+	}
+	sink, err := report.NewWriter(f.format, out, f.wo)
+	if err != nil {
+		fmt.Fprintf(stderr, "ustack report: %s: %v\n", path, err)
+		return exitUsage
+	}
+	sum, err := report.RunCore(c, copts, sink.Write)
+	if ferr := sink.Close(); err == nil {
+		err = ferr
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "ustack report: %v\n", err)
+		return exitError
+	}
+	sum.WriteSummary(stderr)
+	if len(c.Warnings) > 0 {
+		fmt.Fprintf(stderr, "ustack report: %s is damaged: %d problems (above); every thread that could be read is reported\n", path, len(c.Warnings))
+		return exitPartial
+	}
+	if sum.Samples == 0 {
+		fmt.Fprintf(stderr, "ustack report: warning: %s: no thread matched the filters (%d threads dropped)\n", path, sum.Filtered)
+	}
+	return exitOK
+}

@@ -1,0 +1,318 @@
+package report
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// coreTruth is the part of a testdata/cores/<arch>/<name>.json truth file
+// (testdata/cores/README.md: gdb's and eu-stack's reading of the core)
+// these tests use.
+type coreTruth struct {
+	Name      string            `json:"name"`
+	Arch      string            `json:"arch"`
+	Core      string            `json:"core"`
+	Exe       string            `json:"exe"`
+	Files     map[string]string `json:"files"`
+	DebugDirs []string          `json:"debug_dirs"`
+	GDB       struct {
+		SelectedLWP int `json:"selected_lwp"`
+		Siginfo     *struct {
+			Signo int `json:"signo"`
+		} `json:"siginfo"`
+		Threads []struct {
+			LWP    int `json:"lwp"`
+			Frames []struct {
+				PC       string `json:"pc"`
+				Function string `json:"function"`
+				Kind     string `json:"kind"`
+			} `json:"frames"`
+		} `json:"threads"`
+	} `json:"gdb"`
+	EuStack struct {
+		Exit    int `json:"exit"`
+		Threads []struct {
+			TID    int `json:"tid"`
+			Frames []struct {
+				PC, Function, Module string
+			} `json:"frames"`
+		} `json:"threads"`
+	} `json:"eu_stack"`
+}
+
+var coresDir = filepath.Join("..", "testdata", "cores")
+
+func coreFixtures(t *testing.T) []*coreTruth {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(coresDir, "*", "*.json"))
+	require.NoError(t, err)
+	require.NotEmpty(t, paths, "no core fixtures under %s", coresDir)
+	sort.Strings(paths)
+	var out []*coreTruth
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		require.NoError(t, err)
+		tr := &coreTruth{}
+		require.NoError(t, json.Unmarshal(data, tr), p)
+		out = append(out, tr)
+	}
+	return out
+}
+
+func (tr *coreTruth) corePath() string { return filepath.Join("..", "testdata", tr.Core) }
+
+// symfs lays out the fixture's committed objects at their recorded paths
+// in a fresh directory, as a user would with --symfs, with the fixture's
+// debuglink files next to their programs and, when this machine has it,
+// glibc's separate debug file (libc6-dbg) under usr/lib/debug: gdb's names
+// for glibc's functions come from it. It reports whether that was found.
+func (tr *coreTruth) symfs(t *testing.T) (dir string, libcDebug bool) {
+	t.Helper()
+	dir = t.TempDir()
+	for rec, rel := range tr.Files {
+		linkOrCopy(t, filepath.Join("..", "testdata", rel), filepath.Join(dir, rec))
+	}
+	for _, d := range tr.DebugDirs {
+		dbg, _ := filepath.Glob(filepath.Join("..", "testdata", d, "*.debug"))
+		for _, f := range dbg {
+			linkOrCopy(t, f, filepath.Join(dir, filepath.Dir(tr.Exe), filepath.Base(f)))
+		}
+	}
+	c, err := OpenCore(tr.corePath(), CoreOptions{Options: Options{SymFS: dir}})
+	require.NoError(t, err)
+	defer c.Close()
+	libcDebug = true
+	for _, o := range c.Objects() {
+		if o.Path == "[vdso]" || len(o.BuildID) == 0 || tr.Files[o.Path] == "" || !strings.HasPrefix(tr.Files[o.Path], "objects/") {
+			continue
+		}
+		id := hex.EncodeToString(o.BuildID)
+		rel := filepath.Join("usr", "lib", "debug", ".build-id", id[:2], id[2:]+".debug")
+		if _, err := os.Stat(filepath.Join("/", rel)); err != nil {
+			libcDebug = false
+			continue
+		}
+		linkOrCopy(t, filepath.Join("/", rel), filepath.Join(dir, rel))
+	}
+	return dir, libcDebug
+}
+
+func linkOrCopy(t *testing.T, from, to string) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(filepath.Dir(to), 0o755))
+	if os.Link(from, to) == nil {
+		return
+	}
+	data, err := os.ReadFile(from)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(to, data, 0o644))
+}
+
+// coreReport runs the core at path through RunCore and the named writer.
+func coreReport(t *testing.T, path, format string, opts CoreOptions) ([]byte, *Summary) {
+	t.Helper()
+	c, err := OpenCore(path, opts)
+	require.NoError(t, err)
+	defer c.Close()
+	var b bytes.Buffer
+	w, err := NewWriter(format, &b, WriterOptions{Events: []string{CoreEvent}})
+	require.NoError(t, err)
+	sum, err := RunCore(c, opts, w.Write)
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+	return b.Bytes(), sum
+}
+
+type coreSample struct {
+	Pid, Tid int
+	Comm     string
+	Event    string
+	Signal   *string
+	Stop     *string
+	StopErr  *string `json:"stop_error"`
+	Frames   []struct {
+		PC      string
+		Module  *string
+		Symbol  *string
+		File    *string
+		Inlined bool
+		How     string
+	}
+}
+
+func decodeCoreJSON(t *testing.T, js []byte) []coreSample {
+	t.Helper()
+	var out []coreSample
+	sc := bufio.NewScanner(bytes.NewReader(js))
+	sc.Buffer(nil, 1<<24)
+	for sc.Scan() {
+		var s coreSample
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &s), sc.Text())
+		out = append(out, s)
+	}
+	return out
+}
+
+func hexAddr(t *testing.T, s string) uint64 {
+	t.Helper()
+	v, err := strconv.ParseUint(strings.TrimPrefix(s, "0x"), 16, 64)
+	require.NoError(t, err, "hex %q", s)
+	return v
+}
+
+func str(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// coreCorrections are the threads where the report rightly differs from
+// gdb, and why (the fixture's README tells the same).
+var coreCorrections = map[string]string{
+	"x86_64/go_abort": "gdb walks past the outermost Go frames (runtime.goexit, runtime.mstart, runtime.clone) into words that are no code (0, a Go heap address); the report stops at the outermost frame's CFI",
+}
+
+// TestCoreReportMatchesGDB reports every core fixture through RunCore and
+// the JSON writer and compares every thread with gdb's backtrace of the same
+// core: the threads in the order the core has them with the signalled one
+// first, each machine frame's pc (gdb's inline and tail-call frames have no
+// machine frame), the function each frame is in, the signal on the
+// signalled thread only, and why each stack ended.
+func TestCoreReportMatchesGDB(t *testing.T) {
+	sch := reportSchema(t)
+	for _, tr := range coreFixtures(t) {
+		t.Run(tr.Arch+"/"+tr.Name, func(t *testing.T) {
+			symfs, libcDebug := tr.symfs(t)
+			if !libcDebug {
+				t.Logf("glibc's debug file (libc6-dbg) is not on this machine: the names of glibc's frames are not compared")
+			}
+			js, sum := coreReport(t, tr.corePath(), "json", CoreOptions{Options: Options{SymFS: symfs, Kallsyms: "-"}})
+			validateLines(t, sch, js)
+			assert.Empty(t, sum.Missing, "every object of the fixture is in the symfs")
+			got := decodeCoreJSON(t, js)
+			require.Len(t, got, len(tr.GDB.Threads))
+			require.Equal(t, tr.GDB.SelectedLWP, got[0].Tid, "the signalled thread comes first")
+			byTid := map[int]*coreSample{}
+			for i := range got {
+				byTid[got[i].Tid] = &got[i]
+				assert.Equal(t, CoreEvent, got[i].Event)
+				if i == 0 && tr.GDB.Siginfo != nil {
+					assert.NotNil(t, got[i].Signal, "the signalled thread names its signal")
+				} else if i > 0 {
+					assert.Nil(t, got[i].Signal, "tid %d did not receive the signal", got[i].Tid)
+				}
+			}
+			for _, g := range tr.GDB.Threads {
+				s := byTid[g.LWP]
+				require.NotNil(t, s, "gdb's LWP %d is not in the report", g.LWP)
+				type frame struct {
+					pc   uint64
+					name string
+				}
+				var want []frame
+				for _, f := range g.Frames {
+					if f.Kind != "inline" && f.Kind != "tailcall" && f.PC != "" {
+						want = append(want, frame{hexAddr(t, f.PC), f.Function})
+					}
+				}
+				// Correction (go_abort): gdb walks past the outermost Go
+				// frame into words that are no code; the report follows
+				// it at most one word (no frame of its own there), which
+				// it says by stopping with no_mapping.
+				full := want
+				if _, ok := coreCorrections[tr.Arch+"/"+tr.Name]; ok {
+					for len(want) > 0 && !inCode(t, tr, want[len(want)-1].pc) {
+						want = want[:len(want)-1]
+					}
+				}
+				// The machine frames (each inline chain ends with one),
+				// with the names of their inline chains.
+				var pcs []uint64
+				var names [][]string
+				var chain []string
+				var modules []string
+				for _, f := range s.Frames {
+					chain = append(chain, str(f.Symbol))
+					if f.Inlined {
+						continue
+					}
+					pcs = append(pcs, hexAddr(t, f.PC))
+					names = append(names, chain)
+					modules = append(modules, str(f.Module))
+					chain = nil
+				}
+				wantStop := "outermost"
+				if len(pcs) == len(want)+1 && len(full) > len(want) && !inCode(t, tr, pcs[len(want)]) {
+					want, wantStop = full[:len(want)+1], "no_mapping"
+				}
+				var wantPCs []uint64
+				for _, f := range want {
+					wantPCs = append(wantPCs, f.pc)
+				}
+				assert.Equal(t, hexList(wantPCs), hexList(pcs), "LWP %d: pcs against gdb (stop %s %s)", g.LWP, str(s.Stop), str(s.StopErr))
+				assert.Equal(t, wantStop, str(s.Stop), "LWP %d: %s", g.LWP, str(s.StopErr))
+				for i, f := range want {
+					if i >= len(names) || f.name == "" {
+						continue // gdb knows no name either
+					}
+					system := !strings.HasPrefix(tr.Files[modules[i]], "cores/")
+					if system && !libcDebug {
+						continue
+					}
+					assert.Contains(t, unaliased(names[i]), strings.TrimLeft(f.name, "_"), "LWP %d frame %d (%#x in %s)", g.LWP, i, f.pc, modules[i])
+				}
+			}
+		})
+	}
+}
+
+// inCode reports whether addr is in an executable segment of the core or
+// in a mapped file where the core has no segment: where gdb's last frames
+// are words that are no code, they are not.
+func inCode(t *testing.T, tr *coreTruth, addr uint64) bool {
+	c, err := OpenCore(tr.corePath(), CoreOptions{})
+	require.NoError(t, err)
+	defer c.Close()
+	for _, s := range c.Memory().Segments() {
+		if addr >= s.Addr && addr < s.Addr+s.Size {
+			return s.Exec
+		}
+	}
+	for _, m := range c.Mappings {
+		if addr >= m.Start && addr < m.End {
+			return true
+		}
+	}
+	return false
+}
+
+// unaliased strips the leading underscores that tell glibc's aliases of
+// one function apart (gdb names clone3 what the symbol table calls
+// __clone3).
+func unaliased(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = strings.TrimLeft(n, "_")
+	}
+	return out
+}
+
+func hexList(v []uint64) []string {
+	out := make([]string, len(v))
+	for i, x := range v {
+		out[i] = "0x" + strconv.FormatUint(x, 16)
+	}
+	return out
+}
