@@ -11,6 +11,7 @@ import (
 	"github.com/ustack/ustack/cfi"
 	"github.com/ustack/ustack/coredump"
 	"github.com/ustack/ustack/elfcache"
+	"github.com/ustack/ustack/internal/coretruth"
 	"github.com/ustack/ustack/unwinder"
 )
 
@@ -48,14 +49,14 @@ func TestUnwindSmoke(t *testing.T) {
 				// (runtime.goexit, runtime.clone) into words that are no
 				// code (0, a Go heap address); those frames are dropped.
 				full := want
-				for len(want) > 0 && !inCode(c, want[len(want)-1]) {
+				for len(want) > 0 && !coretruth.InCode(c, want[len(want)-1]) {
 					want = want[:len(want)-1]
 				}
 				var got []uint64
 				for _, f := range frames[:res.Frames] {
 					got = append(got, f.PC)
 				}
-				if len(got) == len(want)+1 && len(full) > len(want) && !inCode(c, got[len(want)]) {
+				if len(got) == len(want)+1 && len(full) > len(want) && !coretruth.InCode(c, got[len(want)]) {
 					// The unwinder follows gdb one word past the
 					// outermost Go frame and says so.
 					assert.Equal(t, "no_mapping", res.Stop.String(), "LWP %d", g.LWP)
@@ -118,22 +119,6 @@ func addressSpace(t *testing.T, c *coredump.Core, tr *truth, cache *elfcache.Cac
 		}
 	}
 	return unwinder.NewAddressSpace(maps)
-}
-
-// inCode reports whether addr is in an executable segment of the core, or
-// in a mapped file where the core has no segment (gdb's gcore omits them).
-func inCode(c *coredump.Core, addr uint64) bool {
-	for _, s := range c.Memory().Segments() {
-		if addr >= s.Addr && addr < s.Addr+s.Size {
-			return s.Exec
-		}
-	}
-	for _, m := range c.Mappings {
-		if addr >= m.Start && addr < m.End {
-			return true
-		}
-	}
-	return false
 }
 
 // threadStack copies the dumped memory from the thread's SP to the end of

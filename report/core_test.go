@@ -3,120 +3,36 @@ package report
 import (
 	"bufio"
 	"bytes"
-	"encoding/hex"
 	"encoding/json"
-	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ustack/ustack/internal/coretruth"
 )
 
-// coreTruth is the part of a testdata/cores/<arch>/<name>.json truth file
-// (testdata/cores/README.md: gdb's and eu-stack's reading of the core)
-// these tests use.
-type coreTruth struct {
-	Name      string            `json:"name"`
-	Arch      string            `json:"arch"`
-	Core      string            `json:"core"`
-	Exe       string            `json:"exe"`
-	Files     map[string]string `json:"files"`
-	DebugDirs []string          `json:"debug_dirs"`
-	GDB       struct {
-		SelectedLWP int `json:"selected_lwp"`
-		Siginfo     *struct {
-			Signo int `json:"signo"`
-		} `json:"siginfo"`
-		Threads []struct {
-			LWP    int `json:"lwp"`
-			Frames []struct {
-				PC       string `json:"pc"`
-				Function string `json:"function"`
-				Kind     string `json:"kind"`
-			} `json:"frames"`
-		} `json:"threads"`
-	} `json:"gdb"`
-	EuStack struct {
-		Exit    int `json:"exit"`
-		Threads []struct {
-			TID    int `json:"tid"`
-			Frames []struct {
-				PC, Function, Module string
-			} `json:"frames"`
-		} `json:"threads"`
-	} `json:"eu_stack"`
-}
+var testdataDir = filepath.Join("..", "testdata")
 
-var coresDir = filepath.Join("..", "testdata", "cores")
-
-func coreFixtures(t *testing.T) []*coreTruth {
+func coreFixtures(t *testing.T) []*coretruth.Truth {
 	t.Helper()
-	paths, err := filepath.Glob(filepath.Join(coresDir, "*", "*.json"))
+	all, err := coretruth.Load(testdataDir)
 	require.NoError(t, err)
-	require.NotEmpty(t, paths, "no core fixtures under %s", coresDir)
-	sort.Strings(paths)
-	var out []*coreTruth
-	for _, p := range paths {
-		data, err := os.ReadFile(p)
-		require.NoError(t, err)
-		tr := &coreTruth{}
-		require.NoError(t, json.Unmarshal(data, tr), p)
-		out = append(out, tr)
-	}
-	return out
+	return all
 }
 
-func (tr *coreTruth) corePath() string { return filepath.Join("..", "testdata", tr.Core) }
+func corePath(tr *coretruth.Truth) string { return filepath.Join(testdataDir, tr.Core) }
 
-// symfs lays out the fixture's committed objects at their recorded paths
-// in a fresh directory, as a user would with --symfs, with the fixture's
-// debuglink files next to their programs and, when this machine has it,
-// glibc's separate debug file (libc6-dbg) under usr/lib/debug: gdb's names
-// for glibc's functions come from it. It reports whether that was found.
-func (tr *coreTruth) symfs(t *testing.T) (dir string, libcDebug bool) {
+// symfs lays out the fixture's objects for --symfs (coretruth.Truth.Symfs).
+func symfs(t *testing.T, tr *coretruth.Truth) (dir string, systemDebug bool) {
 	t.Helper()
 	dir = t.TempDir()
-	for rec, rel := range tr.Files {
-		linkOrCopy(t, filepath.Join("..", "testdata", rel), filepath.Join(dir, rec))
-	}
-	for _, d := range tr.DebugDirs {
-		dbg, _ := filepath.Glob(filepath.Join("..", "testdata", d, "*.debug"))
-		for _, f := range dbg {
-			linkOrCopy(t, f, filepath.Join(dir, filepath.Dir(tr.Exe), filepath.Base(f)))
-		}
-	}
-	c, err := OpenCore(tr.corePath(), CoreOptions{Options: Options{SymFS: dir}})
+	systemDebug, err := tr.Symfs(dir, testdataDir)
 	require.NoError(t, err)
-	defer c.Close()
-	libcDebug = true
-	for _, o := range c.Objects() {
-		if o.Path == "[vdso]" || len(o.BuildID) == 0 || tr.Files[o.Path] == "" || !strings.HasPrefix(tr.Files[o.Path], "objects/") {
-			continue
-		}
-		id := hex.EncodeToString(o.BuildID)
-		rel := filepath.Join("usr", "lib", "debug", ".build-id", id[:2], id[2:]+".debug")
-		if _, err := os.Stat(filepath.Join("/", rel)); err != nil {
-			libcDebug = false
-			continue
-		}
-		linkOrCopy(t, filepath.Join("/", rel), filepath.Join(dir, rel))
-	}
-	return dir, libcDebug
-}
-
-func linkOrCopy(t *testing.T, from, to string) {
-	t.Helper()
-	require.NoError(t, os.MkdirAll(filepath.Dir(to), 0o755))
-	if os.Link(from, to) == nil {
-		return
-	}
-	data, err := os.ReadFile(from)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(to, data, 0o644))
+	return dir, systemDebug
 }
 
 // coreReport runs the core at path through RunCore and the named writer.
@@ -194,11 +110,11 @@ func TestCoreReportMatchesGDB(t *testing.T) {
 	sch := reportSchema(t)
 	for _, tr := range coreFixtures(t) {
 		t.Run(tr.Arch+"/"+tr.Name, func(t *testing.T) {
-			symfs, libcDebug := tr.symfs(t)
+			symfs, libcDebug := symfs(t, tr)
 			if !libcDebug {
 				t.Logf("glibc's debug file (libc6-dbg) is not on this machine: the names of glibc's frames are not compared")
 			}
-			js, sum := coreReport(t, tr.corePath(), "json", CoreOptions{Options: Options{SymFS: symfs, Kallsyms: "-"}})
+			js, sum := coreReport(t, corePath(tr), "json", CoreOptions{Options: Options{SymFS: symfs, Kallsyms: "-"}})
 			validateLines(t, sch, js)
 			assert.Empty(t, sum.Missing, "every object of the fixture is in the symfs")
 			got := decodeCoreJSON(t, js)
@@ -267,8 +183,7 @@ func TestCoreReportMatchesGDB(t *testing.T) {
 					if i >= len(names) || f.name == "" {
 						continue // gdb knows no name either
 					}
-					system := !strings.HasPrefix(tr.Files[modules[i]], "cores/")
-					if system && !libcDebug {
+					if tr.IsSystem(modules[i]) && !libcDebug {
 						continue
 					}
 					assert.Contains(t, unaliased(names[i]), strings.TrimLeft(f.name, "_"), "LWP %d frame %d (%#x in %s)", g.LWP, i, f.pc, modules[i])
@@ -278,24 +193,12 @@ func TestCoreReportMatchesGDB(t *testing.T) {
 	}
 }
 
-// inCode reports whether addr is in an executable segment of the core or
-// in a mapped file where the core has no segment: where gdb's last frames
-// are words that are no code, they are not.
-func inCode(t *testing.T, tr *coreTruth, addr uint64) bool {
-	c, err := OpenCore(tr.corePath(), CoreOptions{})
+// inCode opens the fixture's core for coretruth.InCode.
+func inCode(t *testing.T, tr *coretruth.Truth, addr uint64) bool {
+	c, err := OpenCore(corePath(tr), CoreOptions{})
 	require.NoError(t, err)
 	defer c.Close()
-	for _, s := range c.Memory().Segments() {
-		if addr >= s.Addr && addr < s.Addr+s.Size {
-			return s.Exec
-		}
-	}
-	for _, m := range c.Mappings {
-		if addr >= m.Start && addr < m.End {
-			return true
-		}
-	}
-	return false
+	return coretruth.InCode(c.Core, addr)
 }
 
 // unaliased strips the leading underscores that tell glibc's aliases of
