@@ -219,3 +219,44 @@ func hexList(v []uint64) []string {
 	}
 	return out
 }
+
+// TestCoreReportMatchesEuStack compares every thread's machine frames with
+// eu-stack's (elfutils 0.188, `eu-stack -n 0 -m --core`, committed in the
+// truth files): the same pcs, in the same order. Where they differ, gdb
+// settles it:
+//   - go_abort: eu-stack exits 1 at runtime.sigreturn__sigaction, Go's
+//     signal return trampoline, which has no CFI ("no matching address
+//     range"); gdb, like the report, goes on through the signal frame into
+//     the interrupted code, so there only eu-stack's frames are compared,
+//     as a prefix (its last frame, the trampoline, is the report's too).
+//
+// Everywhere else eu-stack, gdb and the report agree frame for frame.
+func TestCoreReportMatchesEuStack(t *testing.T) {
+	for _, tr := range coreFixtures(t) {
+		t.Run(tr.Arch+"/"+tr.Name, func(t *testing.T) {
+			dir, _ := symfs(t, tr)
+			js, _ := coreReport(t, corePath(tr), "json", CoreOptions{Options: Options{SymFS: dir, Kallsyms: "-"}})
+			got := map[int][]string{}
+			for _, s := range decodeCoreJSON(t, js) {
+				for _, f := range s.Frames {
+					if !f.Inlined {
+						got[s.Tid] = append(got[s.Tid], f.PC)
+					}
+				}
+			}
+			require.NotEmpty(t, tr.EuStack.Threads, "eu-stack's truth")
+			for _, e := range tr.EuStack.Threads {
+				var eu []string
+				for _, f := range e.Frames {
+					eu = append(eu, "0x"+strconv.FormatUint(hexAddr(t, f.PC), 16))
+				}
+				g := got[e.TID]
+				if tr.EuStack.Exit != 0 && len(eu) < len(g) {
+					// eu-stack gave up (exit 1) where gdb went on.
+					g = g[:len(eu)]
+				}
+				assert.Equal(t, eu, g, "tid %d against eu-stack", e.TID)
+			}
+		})
+	}
+}
