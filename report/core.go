@@ -270,7 +270,7 @@ func RunCore(c *Core, opts CoreOptions, emit func(*Sample) error) (*Summary, err
 	s := newCoreSession(c, opts)
 	defer s.resolver.Close()
 	a := c.Arch
-	sum := &Summary{Stops: map[string]int{}, Skipped: map[string]int{}}
+	sum := &Summary{Stops: map[string]int{}, Skipped: map[string]int{}, core: true}
 	defaultMask := opts.PACMask
 	if a == arch.ARM64 {
 		sum.PACMask, sum.PACSource = opts.PACMask, "--pac-mask"

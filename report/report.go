@@ -147,6 +147,8 @@ type Summary struct {
 	Stops       map[string]int
 	Missing     map[string]string // object path -> why it could not be used
 	DecodeError error             // a damaged recording: where reading stopped
+
+	core bool // a core dump's threads: no stack snapshot to enlarge
 }
 
 // Run reads the recording and calls emit for every sample, in file order.
@@ -556,7 +558,7 @@ func (s *Summary) WriteSummary(w io.Writer) {
 // --call-graph dwarf,N. It returns "" otherwise.
 func (s *Summary) StackSizeFix() string {
 	cut := s.Stops["truncated"]
-	if s.Samples == 0 || cut*100 < s.Samples {
+	if s.core || s.Samples == 0 || cut*100 < s.Samples {
 		return ""
 	}
 	size := uint32(0)
