@@ -105,6 +105,7 @@ func (c coreMemory) status(addr uint64) unwinder.MemStatus {
 type coreSession struct {
 	core     *Core
 	opts     CoreOptions
+	cache    *elfcache.Cache // the resolver's, with the section cache
 	resolver *resolve.Resolver
 	space    *resolve.Space
 	maps     []resolve.Mapping
@@ -138,7 +139,17 @@ func newCoreSession(c *Core, opts CoreOptions) *coreSession {
 			ropts.Objects = src
 		}
 	}
-	s.resolver = resolve.New(resolve.Options{
+	// Decompressed debug sections (glibc's line tables) are kept on disk
+	// between reports: most of a core's report is spent inflating them
+	// otherwise.
+	eo := elfcache.Options{DebugDirs: ropts.DebugDirs, SymFS: ropts.SymFS}
+	if dir, err := elfcache.DefaultSectionCacheDir(); err == nil {
+		if sc, err := elfcache.NewSectionCache(dir, 0); err == nil {
+			eo.SectionCache = sc
+		}
+	}
+	s.cache = elfcache.NewCache(eo)
+	s.resolver = resolve.New(resolve.Options{Cache: s.cache,
 		SymFS: ropts.SymFS, DebugDirs: ropts.DebugDirs, BuildIDDir: ropts.BuildIDDir,
 		MoreBuildIDDirs: ropts.MoreBuildIDDirs, Objects: ropts.Objects, VDSO: vdso,
 		NoInline: ropts.NoInline, Warn: s.warn,
@@ -149,6 +160,11 @@ func newCoreSession(c *Core, opts CoreOptions) *coreSession {
 	}
 	s.space = s.resolver.NewSpace(pidOf(c.Core), s.maps)
 	return s
+}
+
+func (s *coreSession) close() {
+	s.resolver.Close()
+	s.cache.Close()
 }
 
 func (s *coreSession) warn(msg string) {
@@ -268,7 +284,7 @@ func coreMappings(c *coredump.Core) []resolve.Mapping {
 // the call.
 func RunCore(c *Core, opts CoreOptions, emit func(*Sample) error) (*Summary, error) {
 	s := newCoreSession(c, opts)
-	defer s.resolver.Close()
+	defer s.close()
 	a := c.Arch
 	sum := &Summary{Stops: map[string]int{}, Skipped: map[string]int{}, core: true}
 	defaultMask := opts.PACMask

@@ -15,7 +15,7 @@ import (
 // there is none).
 func WriteCoreInfo(w io.Writer, c *Core, opts CoreOptions) error {
 	s := newCoreSession(c, opts)
-	defer s.resolver.Close()
+	defer s.close()
 	bw := bufio.NewWriter(w)
 	a := c.Arch
 	fmt.Fprintf(bw, "core: %s (%s)\n", c.File, a)
