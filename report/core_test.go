@@ -4,14 +4,18 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"io"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ustack/ustack/coredump"
 	"github.com/ustack/ustack/internal/coretruth"
 )
 
@@ -258,5 +262,88 @@ func TestCoreReportMatchesEuStack(t *testing.T) {
 				assert.Equal(t, eu, g, "tid %d against eu-stack", e.TID)
 			}
 		})
+	}
+}
+
+// rawCore returns the fixture's core, decompressed.
+func rawCore(t testing.TB, tr *coretruth.Truth) []byte {
+	t.Helper()
+	f, err := os.Open(corePath(tr))
+	require.NoError(t, err)
+	defer f.Close()
+	d, err := zstd.NewReader(f)
+	require.NoError(t, err)
+	defer d.Close()
+	raw, err := io.ReadAll(d)
+	require.NoError(t, err)
+	return raw
+}
+
+// FuzzRunCore: no core crashes, hangs or exhausts memory in the report of
+// its threads (the unwinder reading the core's memory, the resolver its
+// mappings, the JSON writer), and every thread the reader found is
+// reported. Seeds: the x86_64 threads core cut to its headers and notes,
+// and to its first 128 KiB (small inputs fuzz fast; the unwinder then
+// reads truncated and absent memory; TestReportCoreDamaged in cmd/ustack
+// flips bits in the whole core). The objects are not at their recorded
+// paths: only the core's memory is read, as for a core from another
+// machine.
+func FuzzRunCore(f *testing.F) {
+	all, err := coretruth.Load(testdataDir)
+	require.NoError(f, err)
+	for _, tr := range all {
+		if tr.Arch+"/"+tr.Name == "x86_64/threads" {
+			raw := rawCore(f, tr)
+			f.Add(raw[:16<<10])
+			f.Add(raw[:128<<10])
+		}
+	}
+	empty := f.TempDir()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cd, err := coredump.Parse(data, "fuzz", &coredump.Options{NoMappedFiles: true})
+		if err != nil {
+			return
+		}
+		c := &Core{Core: cd, ExePath: mainExecutable(cd)}
+		var b bytes.Buffer
+		w := NewJSONWriter(&b, false)
+		opts := CoreOptions{Options: Options{SymFS: empty, BuildIDDir: "-", MaxFrames: 256}}
+		sum, err := RunCore(c, opts, w.Write)
+		require.NoError(t, err)
+		require.NoError(t, w.Flush())
+		require.Equal(t, len(cd.Threads), sum.Samples)
+		require.Len(t, decodeCoreJSON(t, b.Bytes()), sum.Samples)
+	})
+}
+
+// BenchmarkRunCore reports the six threads of x86_64/threads (objects from
+// a symfs, JSON to memory): a whole ustack report of a small core after the
+// first, which fills the object caches.
+func BenchmarkRunCore(b *testing.B) {
+	all, err := coretruth.Load(testdataDir)
+	require.NoError(b, err)
+	var tr *coretruth.Truth
+	for _, c := range all {
+		if c.Arch+"/"+c.Name == "x86_64/threads" {
+			tr = c
+		}
+	}
+	require.NotNil(b, tr)
+	dir := b.TempDir()
+	_, err = tr.Symfs(dir, testdataDir)
+	require.NoError(b, err)
+	opts := CoreOptions{Options: Options{SymFS: dir}}
+	c, err := OpenCore(corePath(tr), opts)
+	require.NoError(b, err)
+	defer c.Close()
+	var buf bytes.Buffer
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		buf.Reset()
+		w := NewJSONWriter(&buf, false)
+		if _, err := RunCore(c, opts, w.Write); err != nil {
+			b.Fatal(err)
+		}
+		w.Flush()
 	}
 }
