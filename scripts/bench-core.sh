@@ -12,7 +12,9 @@
 #   ustack-json   ustack report --format json (warm)
 #   eu-stack      eu-stack -m -i --core core -e PROG (modules, inline frames)
 #   gdb           gdb -batch -ex 'thread apply all bt' PROG core
-# and the ratios, and checks that every thread's frames are in ustack's
+# each with glibc's separate debug file (libc6-dbg, when installed) and
+# without it (an empty debug directory for all three), and the ratios, and
+# checks that every thread's frames are in ustack's
 # output (the 64 workers' chains).
 #
 # Needs root for core_pattern when it is a pipe; gcc, gdb, elfutils
@@ -104,32 +106,47 @@ measure() {
 	done
 	local med
 	med=$(printf '%s\n' "${t[@]}" | sort -n | awk -v n="$n" 'NR == int((n + 1) / 2)')
-	printf '  %-12s %8.3f s %7d MB   (%d runs)\n' "$label" "${med%% *}" "$(( ${med##* } / 1024 ))" "$n"
+	printf '  %-24s %8.3f s %7d MB   (%d runs)\n' "$label" "${med%% *}" "$(( ${med##* } / 1024 ))" "$n"
 	echo "$label ${med%% *}" >> results.txt
 }
 
 : > results.txt
-cache=$(mktemp -d "$work/cache.XXXXXX")
-cold() { local c; c=$(mktemp -d "$work/cold.XXXXXX"); XDG_CACHE_HOME="$c" ./ustack report -i core; rm -rf "$c"; }
-measure ustack-cold "$runs" bash -c "$(declare -f cold); work=$work; cold"
-XDG_CACHE_HOME="$cache" ./ustack report -i core > /dev/null 2>&1 || true
-measure ustack-warm "$runs" env XDG_CACHE_HOME="$cache" ./ustack report -i core
-measure ustack-json "$runs" env XDG_CACHE_HOME="$cache" ./ustack report --format json -i core
-measure eu-stack "$runs" eu-stack -m -i --core core -e ./threads64
-measure gdb "$runs" gdb -nx -batch -ex 'thread apply all bt' ./threads64 core
-
-echo "== ratios (median wall time)"
-awk '{t[$1]=$2} END {
-	printf "  gdb / ustack-warm      %6.1fx\n", t["gdb"] / t["ustack-warm"]
-	printf "  gdb / ustack-cold      %6.1fx\n", t["gdb"] / t["ustack-cold"]
-	printf "  eu-stack / ustack-warm %6.1fx\n", t["eu-stack"] / t["ustack-warm"]
-	printf "  eu-stack / ustack-cold %6.1fx\n", t["eu-stack"] / t["ustack-cold"]
-}' results.txt
+# scenario NAME DEBUGDIR: every tool, with glibc's separate debug file
+# (DEBUGDIR "", where libc6-dbg puts it) or without (a directory with none:
+# what most machines have).
+scenario() {
+	local name=$1 dbg=$2 uflags=() eflags=() gflags=()
+	if [ -n "$dbg" ]; then
+		uflags=(--debug-dir "$dbg")
+		eflags=(--debuginfo-path="$dbg")
+		gflags=(-iex "set debug-file-directory $dbg")
+	fi
+	echo "== $name"
+	local cache
+	cache=$(mktemp -d "$work/cache.XXXXXX")
+	cold() { local c; c=$(mktemp -d "$work/cold.XXXXXX"); XDG_CACHE_HOME="$c" ./ustack report "$@" -i core; rm -rf "$c"; }
+	measure "$name/ustack-cold" "$runs" bash -c "$(declare -f cold); work=$work; cold ${uflags[*]}"
+	XDG_CACHE_HOME="$cache" ./ustack report "${uflags[@]}" -i core > /dev/null 2>&1 || true
+	measure "$name/ustack-warm" "$runs" env XDG_CACHE_HOME="$cache" ./ustack report "${uflags[@]}" -i core
+	cp "$name/ustack-warm.txt" "ustack-$name.txt" 2>/dev/null || true
+	measure "$name/ustack-json" "$runs" env XDG_CACHE_HOME="$cache" ./ustack report "${uflags[@]}" --format json -i core
+	measure "$name/eu-stack" "$runs" eu-stack -m -i "${eflags[@]}" --core core -e ./threads64
+	measure "$name/gdb" "$runs" gdb -nx -batch "${gflags[@]}" -ex 'thread apply all bt' ./threads64 core
+	awk -v n="$name" '{t[$1]=$2} END {
+		printf "  gdb / ustack-warm      %6.1fx\n", t[n "/gdb"] / t[n "/ustack-warm"]
+		printf "  gdb / ustack-cold      %6.1fx\n", t[n "/gdb"] / t[n "/ustack-cold"]
+		printf "  eu-stack / ustack-warm %6.1fx\n", t[n "/eu-stack"] / t[n "/ustack-warm"]
+		printf "  eu-stack / ustack-cold %6.1fx\n", t[n "/eu-stack"] / t[n "/ustack-cold"]
+	}' results.txt
+}
+mkdir -p with-debug no-debug empty-debug-dir
+scenario with-debug ""
+scenario no-debug "$work/empty-debug-dir"
 
 echo "== checks"
-threads=$(grep -c ' core: ' ustack-warm.txt || true)
-chains=$(grep -c 'f8+' ustack-warm.txt || true)
-gdb_chains=$(grep -c ' f8 ' gdb.txt || true)
+threads=$(grep -c ' core: ' with-debug/ustack-warm.txt || true)
+chains=$(grep -c 'f8+' with-debug/ustack-warm.txt || true)
+gdb_chains=$(grep -c ' f8 ' with-debug/gdb.txt || true)
 echo "  ustack: $threads threads, $chains worker chains through f8; gdb: $gdb_chains"
 if [ "$threads" -ne 65 ] || [ "$chains" -ne 64 ]; then
 	echo "ustack's report is not the 65 threads with 64 worker chains" >&2
