@@ -118,7 +118,7 @@ func TestCoreReportMatchesGDB(t *testing.T) {
 			if !libcDebug {
 				t.Logf("glibc's debug file (libc6-dbg) is not on this machine: the names of glibc's frames are not compared")
 			}
-			js, sum := coreReport(t, corePath(tr), "json", CoreOptions{Options: Options{SymFS: symfs, Kallsyms: "-"}})
+			js, sum := coreReport(t, corePath(tr), "json", CoreOptions{Options: Options{SymFS: symfs, Kallsyms: "-", BuildIDDir: t.TempDir()}})
 			validateLines(t, sch, js)
 			assert.Empty(t, sum.Missing, "every object of the fixture is in the symfs")
 			got := decodeCoreJSON(t, js)
@@ -239,7 +239,7 @@ func TestCoreReportMatchesEuStack(t *testing.T) {
 	for _, tr := range coreFixtures(t) {
 		t.Run(tr.Arch+"/"+tr.Name, func(t *testing.T) {
 			dir, _ := symfs(t, tr)
-			js, _ := coreReport(t, corePath(tr), "json", CoreOptions{Options: Options{SymFS: dir, Kallsyms: "-"}})
+			js, _ := coreReport(t, corePath(tr), "json", CoreOptions{Options: Options{SymFS: dir, Kallsyms: "-", BuildIDDir: t.TempDir()}})
 			got := map[int][]string{}
 			for _, s := range decodeCoreJSON(t, js) {
 				for _, f := range s.Frames {
@@ -307,7 +307,7 @@ func FuzzRunCore(f *testing.F) {
 		c := &Core{Core: cd, ExePath: mainExecutable(cd)}
 		var b bytes.Buffer
 		w := NewJSONWriter(&b, false)
-		opts := CoreOptions{Options: Options{SymFS: empty, BuildIDDir: "-", MaxFrames: 256}}
+		opts := CoreOptions{Options: Options{SymFS: empty, BuildIDDir: empty, MaxFrames: 256}}
 		sum, err := RunCore(c, opts, w.Write)
 		require.NoError(t, err)
 		require.NoError(t, w.Flush())
@@ -332,7 +332,7 @@ func BenchmarkRunCore(b *testing.B) {
 	dir := b.TempDir()
 	_, err = tr.Symfs(dir, testdataDir)
 	require.NoError(b, err)
-	opts := CoreOptions{Options: Options{SymFS: dir}}
+	opts := CoreOptions{Options: Options{SymFS: dir, BuildIDDir: b.TempDir()}}
 	c, err := OpenCore(corePath(tr), opts)
 	require.NoError(b, err)
 	defer c.Close()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,15 +15,19 @@ import (
 // ustack report reads no compressed recordings, so a compressed input is
 // given to the core reader, which says what it holds if no core.
 func isCore(path string) bool {
+	_, ok := sniffCore(path)
+	return ok
+}
+
+func sniffCore(path string) (coredump.Compression, bool) {
 	f, err := os.Open(path)
 	if err != nil {
-		return false
+		return coredump.None, false
 	}
 	defer f.Close()
 	var head [64]byte
 	n, _ := io.ReadFull(f, head[:])
-	_, ok := coredump.Sniff(head[:n])
-	return ok
+	return coredump.Sniff(head[:n])
 }
 
 // coreFlags are the flags of ustack report that apply to a core dump.
@@ -50,7 +55,11 @@ func reportCore(path string, f coreFlags, stdout, stderr io.Writer) int {
 	copts := report.CoreOptions{Options: f.opts, Exe: f.exe}
 	c, err := report.OpenCore(path, copts)
 	if err != nil {
-		fmt.Fprintf(stderr, "ustack report: %v\n", err)
+		hint := ""
+		if comp, _ := sniffCore(path); comp != coredump.None && errors.Is(err, coredump.ErrNotCore) {
+			hint = fmt.Sprintf(" (the file is %s-compressed; ustack report reads compressed core dumps only: decompress a recording first)", comp)
+		}
+		fmt.Fprintf(stderr, "ustack report: %v%s\n", err, hint)
 		return exitError
 	}
 	defer c.Close()

@@ -56,7 +56,11 @@ func runCore(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	done := make(chan int, 1)
-	go func() { done <- run(append([]string{"report", "--kallsyms", "-"}, args...), &out, &errb) }()
+	// No build-id cache: the objects are the symfs's or none.
+	noCache := t.TempDir()
+	go func() {
+		done <- run(append([]string{"report", "--kallsyms", "-", "--buildid-dir", noCache}, args...), &out, &errb)
+	}()
 	select {
 	case code = <-done:
 	case <-time.After(time.Minute):
@@ -276,4 +280,63 @@ func TestReportCoreDamaged(t *testing.T) {
 		}
 		coreLines(t, out)
 	}
+}
+
+// TestReportCoreOptions: --tid selects threads of a core; a symfs object of
+// another build is refused with a warning naming the core's build-id
+// (eu-unstrip's) and the file's; -F and --time are usage errors for a core;
+// a compressed file that holds no core says so.
+func TestReportCoreOptions(t *testing.T) {
+	tr, symfs, _ := coreFixture(t, "x86_64/threads")
+	core := filepath.Join(coreTestdata, tr.Core)
+	tid := tr.GDB.Threads[len(tr.GDB.Threads)-1].LWP
+	code, out, errs := runCore(t, "--symfs", symfs, "--format", "json", "--tid", fmt.Sprint(tid), core)
+	require.Equal(t, exitOK, code, errs)
+	lines := coreLines(t, out)
+	require.Len(t, lines, 1)
+	assert.Equal(t, tid, lines[0].Tid)
+
+	// libc.so.6 replaced by ld.so: another build-id.
+	var libc, libcID, ldID string
+	for rec := range tr.Files {
+		if filepath.Base(rec) == "libc.so.6" {
+			libc = rec
+		}
+	}
+	for _, u := range tr.EuUnstrip {
+		switch u.Name {
+		case "libc.so.6":
+			libcID = u.BuildID
+		case "ld-linux-x86-64.so.2":
+			ldID = u.BuildID
+		}
+	}
+	require.NotEmpty(t, libc)
+	require.NotEmpty(t, libcID)
+	require.NotEmpty(t, ldID)
+	require.NoError(t, os.Remove(filepath.Join(symfs, libc)))
+	ld, err := os.ReadFile(filepath.Join(coreTestdata, "objects", "x86_64", "ld-linux-x86-64.so.2"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(symfs, libc), ld, 0o644))
+	code, _, errs = runCore(t, "--symfs", symfs, core)
+	require.Equal(t, exitOK, code, errs)
+	assert.Regexp(t, `warning: `+libc+`: build-id mismatch: .*`+libcID+`.*`+ldID, errs)
+
+	code, _, errs = runCore(t, "-F", "comm,tid", core)
+	assert.Equal(t, exitUsage, code, errs)
+	code, _, errs = runCore(t, "--time", "1,2", core)
+	assert.Equal(t, exitUsage, code, errs)
+
+	var zb bytes.Buffer
+	zw, err := zstd.NewWriter(&zb)
+	require.NoError(t, err)
+	_, err = zw.Write([]byte("PERFILE2 is no core"))
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	p := filepath.Join(t.TempDir(), "rec.data.zst")
+	require.NoError(t, os.WriteFile(p, zb.Bytes(), 0o600))
+	code, _, errs = runCore(t, p)
+	assert.Equal(t, exitError, code)
+	assert.Contains(t, errs, p+": not an ELF core dump")
+	assert.Contains(t, errs, "zstd-compressed")
 }

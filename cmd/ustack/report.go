@@ -384,7 +384,8 @@ func (f *filterFlags) parse() (*report.SampleFilter, error) {
 }
 
 // notPerfData says what an input that is not a perf.data file is, when its
-// first bytes tell: an ELF program or core dump, a compressed file.
+// first bytes tell: an ELF program, a compressed file. (Core dumps, also
+// compressed, never get here: reportCore reads them.)
 func notPerfData(path string) string {
 	if path == "-" {
 		return ""
@@ -399,7 +400,7 @@ func notPerfData(path string) string {
 	head := string(b[:n])
 	switch {
 	case strings.HasPrefix(head, "\x7fELF"):
-		return " (this is an ELF file: a program, library or core dump; ustack report reads recordings made by perf record or ustack record)"
+		return " (this is an ELF program or library, not a core dump; ustack report reads core dumps and recordings made by perf record or ustack record)"
 	case strings.HasPrefix(head, "\x1f\x8b"), strings.HasPrefix(head, "\x28\xb5\x2f\xfd"), strings.HasPrefix(head, "\xfd7zXZ"):
 		return " (this is a compressed file: decompress it first)"
 	case head == "2ELIFREP":
