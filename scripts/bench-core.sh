@@ -6,7 +6,8 @@
 # and crashes on the main thread; the kernel writes its core (ulimit -c
 # unlimited; /proc/sys/kernel/core_pattern is set to "core" for the run when
 # it is a pipe to systemd-coredump, and restored on exit). Then it runs,
-# RUNS times each, and prints the median wall time and peak RSS of:
+# RUNS times each, and prints the median wall time, its peak RSS and CPU
+# time (user+sys: steadier than wall time on a busy machine) of:
 #   ustack-cold   ustack report -i core with an empty cache directory
 #   ustack-warm   the same again (ustack's section cache is filled)
 #   ustack-json   ustack report --format json (warm)
@@ -95,8 +96,13 @@ ls -la core
 
 once() {
 	local out=$1; shift
-	/usr/bin/time -f '%e %M' -o "$out.time" "$@" > "$out" 2> "$out.err" || true
-	cat "$out.time"
+	# Wall time from the clock in nanoseconds (GNU time's is in 10 ms
+	# steps); peak RSS and CPU time from GNU time.
+	local t0 t1
+	t0=$(date +%s%N)
+	/usr/bin/time -f '%M %U %S' -o "$out.time" "$@" > "$out" 2> "$out.err" || true
+	t1=$(date +%s%N)
+	echo "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f", (b - a) / 1e9 }') $(cat "$out.time")"
 }
 measure() {
 	local label=$1 n=$2; shift 2
@@ -106,8 +112,12 @@ measure() {
 	done
 	local med
 	med=$(printf '%s\n' "${t[@]}" | sort -n | awk -v n="$n" 'NR == int((n + 1) / 2)')
-	printf '  %-24s %8.3f s %7d MB   (%d runs)\n' "$label" "${med%% *}" "$(( ${med##* } / 1024 ))" "$n"
-	echo "$label ${med%% *}" >> results.txt
+	# shellcheck disable=SC2086
+	set -- $med
+	local cpu
+	cpu=$(awk -v u="$3" -v s="$4" 'BEGIN { printf "%.2f", u + s }')
+	printf '  %-24s %8.4f s %7d MB  cpu %5.2f s  (%d runs)\n' "$label" "$1" "$(( $2 / 1024 ))" "$cpu" "$n"
+	echo "$label $1 $cpu" >> results.txt
 }
 
 : > results.txt
@@ -132,11 +142,12 @@ scenario() {
 	measure "$name/ustack-json" "$runs" env XDG_CACHE_HOME="$cache" ./ustack report "${uflags[@]}" --format json -i core
 	measure "$name/eu-stack" "$runs" eu-stack -m -i "${eflags[@]}" --core core -e ./threads64
 	measure "$name/gdb" "$runs" gdb -nx -batch "${gflags[@]}" -ex 'thread apply all bt' ./threads64 core
-	awk -v n="$name" '{t[$1]=$2} END {
-		printf "  gdb / ustack-warm      %6.1fx\n", t[n "/gdb"] / t[n "/ustack-warm"]
-		printf "  gdb / ustack-cold      %6.1fx\n", t[n "/gdb"] / t[n "/ustack-cold"]
-		printf "  eu-stack / ustack-warm %6.1fx\n", t[n "/eu-stack"] / t[n "/ustack-warm"]
-		printf "  eu-stack / ustack-cold %6.1fx\n", t[n "/eu-stack"] / t[n "/ustack-cold"]
+	awk -v n="$name" 'function r(a, b, x) { x = b > 0 ? a / b : 0; return x } {t[$1]=$2; c[$1]=$3} END {
+		print "  ratios (wall, cpu):"
+		printf "    gdb / ustack-warm      %6.1fx %6.1fx\n", r(t[n "/gdb"], t[n "/ustack-warm"]), r(c[n "/gdb"], c[n "/ustack-warm"])
+		printf "    gdb / ustack-cold      %6.1fx %6.1fx\n", r(t[n "/gdb"], t[n "/ustack-cold"]), r(c[n "/gdb"], c[n "/ustack-cold"])
+		printf "    eu-stack / ustack-warm %6.1fx %6.1fx\n", r(t[n "/eu-stack"], t[n "/ustack-warm"]), r(c[n "/eu-stack"], c[n "/ustack-warm"])
+		printf "    eu-stack / ustack-cold %6.1fx %6.1fx\n", r(t[n "/eu-stack"], t[n "/ustack-cold"]), r(c[n "/eu-stack"], c[n "/ustack-cold"])
 	}' results.txt
 }
 mkdir -p with-debug no-debug empty-debug-dir
