@@ -309,7 +309,9 @@ func RunCore(c *Core, opts CoreOptions, emit func(*Sample) error) (*Summary, err
 	frames := make([]unwinder.Frame, s.opts.MaxFrames)
 	mem := coreMemory{c.Memory()}
 	as := s.space.AddressSpace()
-	out := Sample{Event: CoreEvent, space: s.space}
+	// Each thread stands for one stack: period 1 (pprof's and the flame
+	// graph's weights).
+	out := Sample{Event: CoreEvent, Period: 1, space: s.space}
 	for i := range c.Threads {
 		th := &c.Threads[i]
 		comm := th.Name

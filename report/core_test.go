@@ -58,6 +58,7 @@ type coreSample struct {
 	Pid, Tid int
 	Comm     string
 	Event    string
+	Period   int
 	Signal   *string
 	Stop     *string
 	StopErr  *string `json:"stop_error"`
@@ -128,6 +129,7 @@ func TestCoreReportMatchesGDB(t *testing.T) {
 			for i := range got {
 				byTid[got[i].Tid] = &got[i]
 				assert.Equal(t, CoreEvent, got[i].Event)
+				assert.Equal(t, 1, got[i].Period, "a thread stands for one stack")
 				if i == 0 && tr.GDB.Siginfo != nil {
 					assert.NotNil(t, got[i].Signal, "the signalled thread names its signal")
 				} else if i > 0 {
