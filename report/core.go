@@ -152,7 +152,7 @@ func newCoreSession(c *Core, opts CoreOptions) *coreSession {
 	s.resolver = resolve.New(resolve.Options{Cache: s.cache,
 		SymFS: ropts.SymFS, DebugDirs: ropts.DebugDirs, BuildIDDir: ropts.BuildIDDir,
 		MoreBuildIDDirs: ropts.MoreBuildIDDirs, Objects: ropts.Objects, VDSO: vdso,
-		NoInline: ropts.NoInline, Warn: s.warn,
+		NoInline: ropts.NoInline, Warn: s.warn, Origin: "the core",
 	})
 	s.maps = coreMappings(c.Core)
 	if len(s.maps) == 0 {

@@ -63,6 +63,9 @@ type Options struct {
 	// Warn receives warnings (build-id mismatches, damaged objects), once
 	// per path; nil discards them.
 	Warn func(msg string)
+	// Origin names where the build-ids come from in warnings ("the core");
+	// "" is "the recording".
+	Origin string
 }
 
 // Mapping is one mapping handed to NewSpace: the mapping as the process had
@@ -413,7 +416,7 @@ func (r *Resolver) openChecked(c *elfcache.Cache, file string, buildID []byte, k
 		return nil
 	}
 	if mismatch(obj, buildID) {
-		keep(fmt.Sprintf("build-id mismatch: the recording has %x, %s has %x", buildID, obj.Path(), obj.BuildID()))
+		keep(fmt.Sprintf("build-id mismatch: %s has %x, %s has %x", r.origin(), buildID, obj.Path(), obj.BuildID()))
 		return nil
 	}
 	return obj
@@ -432,7 +435,7 @@ func (r *Resolver) fromBytes(name string, data, buildID []byte, keep func(string
 		return nil
 	}
 	if mismatch(obj, buildID) {
-		keep(fmt.Sprintf("build-id mismatch: the recording has %x, the archive's %s has %x", buildID, name, obj.BuildID()))
+		keep(fmt.Sprintf("build-id mismatch: %s has %x, the archive's %s has %x", r.origin(), buildID, name, obj.BuildID()))
 		obj.Close()
 		return nil
 	}
@@ -440,6 +443,13 @@ func (r *Resolver) fromBytes(name string, data, buildID []byte, keep func(string
 	r.owned = append(r.owned, obj)
 	r.mu.Unlock()
 	return obj
+}
+
+func (r *Resolver) origin() string {
+	if r.opts.Origin != "" {
+		return r.opts.Origin
+	}
+	return "the recording"
 }
 
 func mismatch(obj *elfcache.Object, buildID []byte) bool {

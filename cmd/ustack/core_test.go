@@ -320,7 +320,7 @@ func TestReportCoreOptions(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(symfs, libc), ld, 0o644))
 	code, _, errs = runCore(t, "--symfs", symfs, core)
 	require.Equal(t, exitOK, code, errs)
-	assert.Regexp(t, `warning: `+libc+`: build-id mismatch: .*`+libcID+`.*`+ldID, errs)
+	assert.Regexp(t, `warning: `+libc+`: build-id mismatch: the core has `+libcID+`, .*`+libc+` has `+ldID, errs)
 
 	code, _, errs = runCore(t, "-F", "comm,tid", core)
 	assert.Equal(t, exitUsage, code, errs)
