@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -44,6 +45,18 @@ type Core struct {
 // zstd, xz or lz4). Memory the core did not dump is read from the mapped
 // files under opts.SymFS, the main executable's from opts.Exe when set.
 func OpenCore(path string, opts CoreOptions) (*Core, error) {
+	return openCore(path, opts, func(copts *coredump.Options) (*coredump.Core, error) { return coredump.Open(path, copts) })
+}
+
+// OpenCoreReader is OpenCore for a core read from a stream (the pipe from
+// coredumpctl dump); name stands for it in messages.
+func OpenCoreReader(r io.Reader, name string, opts CoreOptions) (*Core, error) {
+	return openCore(name, opts, func(copts *coredump.Options) (*coredump.Core, error) {
+		return coredump.OpenReader(r, name, copts)
+	})
+}
+
+func openCore(name string, opts CoreOptions, open func(*coredump.Options) (*coredump.Core, error)) (*Core, error) {
 	cc := &Core{exe: opts.Exe}
 	copts := &coredump.Options{OpenMapped: func(p string) (coredump.ReaderAt, error) {
 		if cc.exe != "" && p == cc.ExePath {
@@ -51,7 +64,7 @@ func OpenCore(path string, opts CoreOptions) (*Core, error) {
 		}
 		return os.Open(filepath.Join(opts.SymFS, p))
 	}}
-	c, err := coredump.Open(path, copts)
+	c, err := open(copts)
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +72,7 @@ func OpenCore(path string, opts CoreOptions) (*Core, error) {
 	cc.ExePath = mainExecutable(c)
 	if opts.Exe != "" && cc.ExePath == "" {
 		c.Close()
-		return nil, fmt.Errorf("%s: --exe %s: the core names no main executable (no NT_FILE mapping holds AT_ENTRY)", path, opts.Exe)
+		return nil, fmt.Errorf("%s: --exe %s: the core names no main executable (no NT_FILE mapping holds AT_ENTRY)", name, opts.Exe)
 	}
 	return cc, nil
 }

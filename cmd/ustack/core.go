@@ -19,6 +19,22 @@ func isCore(path string) bool {
 	return ok
 }
 
+// coreHead is isCore for the first bytes of a stream.
+func coreHead(head []byte) bool {
+	_, ok := coredump.Sniff(head)
+	return ok
+}
+
+// stdinReader, when set (by tests), is what -i - reads instead of os.Stdin.
+var stdinReader io.Reader
+
+func standardInput() io.Reader {
+	if stdinReader != nil {
+		return stdinReader
+	}
+	return os.Stdin
+}
+
 func sniffCore(path string) (coredump.Compression, bool) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -40,10 +56,13 @@ type coreFlags struct {
 	wo                report.WriterOptions
 }
 
-// reportCore reports every thread of the core dump at path, or describes
-// it (--core-info). A core that could be read only in part is reported as
-// far as it goes and exits with exitPartial.
-func reportCore(path string, f coreFlags, stdout, stderr io.Writer) int {
+// reportCore reports every thread of the core dump at path (or, for "-",
+// read from in), or describes it (--core-info). A core that could be read
+// only in part is reported as far as it goes and exits with exitPartial.
+func reportCore(path string, in io.Reader, f coreFlags, stdout, stderr io.Writer) int {
+	if in != nil {
+		path = "standard input"
+	}
 	switch {
 	case f.fields != "":
 		fmt.Fprintf(stderr, "ustack report: %s is a core dump: -F selects the columns of a recording's events; a core's threads print comm, pid/tid, the signal and the stack\n", path)
@@ -53,10 +72,16 @@ func reportCore(path string, f coreFlags, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	copts := report.CoreOptions{Options: f.opts, Exe: f.exe}
-	c, err := report.OpenCore(path, copts)
+	var c *report.Core
+	var err error
+	if in != nil {
+		c, err = report.OpenCoreReader(in, "standard input", copts)
+	} else {
+		c, err = report.OpenCore(path, copts)
+	}
 	if err != nil {
 		hint := ""
-		if comp, _ := sniffCore(path); comp != coredump.None && errors.Is(err, coredump.ErrNotCore) {
+		if comp, _ := sniffCore(path); in == nil && comp != coredump.None && errors.Is(err, coredump.ErrNotCore) {
 			hint = fmt.Sprintf(" (the file is %s-compressed; ustack report reads compressed core dumps only: decompress a recording first)", comp)
 		}
 		fmt.Fprintf(stderr, "ustack report: %v%s\n", err, hint)

@@ -92,7 +92,7 @@ func coreLines(t *testing.T, js string) []coreLine {
 
 // TestReportCoreCompressed reports a core stored plain, with zstd (as
 // committed, as systemd-coredump does), xz and lz4, by -i and as the
-// argument: every format gives the same output for all four, and the text
+// argument, and from standard input: every format gives the same output for all four, and the text
 // and JSON name the threads gdb lists, the signalled one first with its
 // signal.
 func TestReportCoreCompressed(t *testing.T) {
@@ -115,6 +115,19 @@ func TestReportCoreCompressed(t *testing.T) {
 			inputs := []string{plain, filepath.Join(coreTestdata, tr.Core), plain + ".xz", plain + ".lz4"}
 			require.NoError(t, os.WriteFile(inputs[2], xzb.Bytes(), 0o600))
 			require.NoError(t, os.WriteFile(inputs[3], lz4b.Bytes(), 0o600))
+
+			// From a pipe (coredumpctl dump | ustack report -i -), zstd
+			// and plain.
+			for _, in := range []string{inputs[1], plain} {
+				data, err := os.ReadFile(in)
+				require.NoError(t, err)
+				stdinReader = bytes.NewReader(data)
+				code, fromPipe, errs := runCore(t, "--symfs", symfs, "--format", "json", "-i", "-")
+				stdinReader = nil
+				require.Equal(t, exitOK, code, errs)
+				_, fromFile, _ := runCore(t, "--symfs", symfs, "--format", "json", in)
+				assert.Equal(t, fromFile, fromPipe, "%s from standard input", in)
+			}
 
 			for _, format := range []string{"text", "json", "folded", "pprof", "flamegraph", "speedscope"} {
 				var first string

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"errors"
 	"flag"
 	"fmt"
@@ -113,11 +114,21 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
 	}
-	if *input != "-" && isCore(*input) {
-		return reportCore(*input, coreFlags{opts: opts, exe: *exe, info: *coreInfo, output: *output, format: *format,
-			fields: *fields, time: filt.time, cpu: filt.cpu,
-			wo: report.WriterOptions{Events: []string{report.CoreEvent}, Raw: *noDemangle, Srcline: *srcline,
-				Title: *title, Inverted: *inverted, Width: *width, MinWidth: *minWidth, GroupBy: *groupBy}}, stdout, stderr)
+	// A core dump is recognised by its first bytes, also on standard input
+	// (coredumpctl dump PID | ustack report -i -).
+	cf := coreFlags{opts: opts, exe: *exe, info: *coreInfo, output: *output, format: *format,
+		fields: *fields, time: filt.time, cpu: filt.cpu,
+		wo: report.WriterOptions{Events: []string{report.CoreEvent}, Raw: *noDemangle, Srcline: *srcline,
+			Title: *title, Inverted: *inverted, Width: *width, MinWidth: *minWidth, GroupBy: *groupBy}}
+	stdin := standardInput()
+	if *input == "-" {
+		br := bufio.NewReaderSize(stdin, 1<<16)
+		if head, _ := br.Peek(64); coreHead(head) {
+			return reportCore("-", br, cf, stdout, stderr)
+		}
+		stdin = br
+	} else if isCore(*input) {
+		return reportCore(*input, nil, cf, stdout, stderr)
 	}
 	if *exe != "" || *coreInfo {
 		fmt.Fprintf(stderr, "ustack report: %s is not a core dump: --exe and --core-info are for core dumps\n", *input)
@@ -125,7 +136,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	}
 	var r *perfdata.Reader
 	if *input == "-" {
-		r, err = perfdata.NewReader(os.Stdin)
+		r, err = perfdata.NewReader(stdin)
 	} else {
 		r, err = perfdata.Open(*input)
 	}
