@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"path"
 	"strings"
 	"testing"
@@ -441,4 +442,34 @@ func TestConcurrentReads(t *testing.T) {
 	for g := 0; g < 8; g++ {
 		assert.NoError(t, <-done)
 	}
+}
+
+// TestOpenReader reads each fixture's core from a stream (compressed, as
+// committed, and decompressed) and finds the threads, registers and memory
+// Open finds in the file; an empty stream and one that is no core are
+// errors naming the stream.
+func TestOpenReader(t *testing.T) {
+	for _, tr := range fixtures(t) {
+		t.Run(tr.Arch+"/"+tr.Name, func(t *testing.T) {
+			c := tr.open(t)
+			zst, err := os.ReadFile(tr.corePath())
+			require.NoError(t, err)
+			for _, data := range [][]byte{zst, rawCore(t, tr)} {
+				s, err := coredump.OpenReader(bytes.NewReader(data), "stream", tr.options())
+				require.NoError(t, err)
+				require.Len(t, s.Threads, len(c.Threads))
+				for i := range c.Threads {
+					assert.Equal(t, c.Threads[i].TID, s.Threads[i].TID)
+					assert.Equal(t, c.Threads[i].Regs, s.Threads[i].Regs)
+				}
+				assert.Equal(t, c.Memory().Segments(), s.Memory().Segments())
+				require.NoError(t, s.Close())
+			}
+		})
+	}
+	_, err := coredump.OpenReader(bytes.NewReader(nil), "empty stream", nil)
+	require.ErrorIs(t, err, coredump.ErrNotCore)
+	assert.Contains(t, err.Error(), "empty stream")
+	_, err = coredump.OpenReader(strings.NewReader("PERFILE2 and more bytes than an ELF header holds, to be sure of it"), "text", nil)
+	require.ErrorIs(t, err, coredump.ErrNotCore)
 }

@@ -6,7 +6,8 @@
 // Data flows in one direction. Open recognises a core by its content (ELF,
 // or an ELF core compressed with zstd, xz or lz4 as systemd-coredump stores
 // them), decompresses it with a size bound into an unlinked 0600 temporary
-// file, and maps it; Parse takes an uncompressed core already in memory. Both
+// file, and maps it; OpenReader does the same for a stream (a pipe from
+// coredumpctl dump); Parse takes an uncompressed core already in memory. All
 // decode the ELF header, the program headers and the PT_NOTE notes into a
 // Core:
 //

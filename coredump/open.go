@@ -57,41 +57,76 @@ func Open(path string, opts *Options) (*Core, error) {
 		return nil, err
 	}
 	defer f.Close()
-	var head [ehdrSize]byte
-	n, err := io.ReadFull(f, head[:])
-	if err != nil && err != io.ErrUnexpectedEOF {
-		if err == io.EOF {
-			return nil, fmt.Errorf("%s: %w (empty file)", path, ErrNotCore)
-		}
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	comp, ok := Sniff(head[:n])
-	if !ok {
-		if n >= 4 && string(head[:4]) == "\x7fELF" {
-			// Let Parse say what kind of ELF file it is.
-			return Parse(head[:n], path, opts)
-		}
-		return nil, fmt.Errorf("%s: %w (neither ELF nor zstd, xz or lz4)", path, ErrNotCore)
-	}
-	src := f
 	st, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if comp != None || !st.Mode().IsRegular() {
-		// Compressed, or a pipe that cannot be mapped: into a temporary
-		// file, the bytes already read first.
-		stream := io.MultiReader(bytes.NewReader(head[:n]), f)
-		if src, err = decompress(stream, path, comp, opts); err != nil {
-			return nil, err
-		}
-		defer src.Close()
+	head, comp, c, err := readHead(f, path, opts)
+	if c != nil || err != nil {
+		return c, err
 	}
-	data, unmap, err := mapFile(src, path)
+	if comp == None && st.Mode().IsRegular() {
+		return openMapped(f, path, opts)
+	}
+	return openStream(io.MultiReader(bytes.NewReader(head), f), path, comp, opts)
+}
+
+// OpenReader reads a core dump, compressed with zstd, xz or lz4 or not, from
+// a stream such as the pipe from `coredumpctl dump`; name stands for it in
+// errors. The stream is copied into a temporary file as Open does for a
+// pipe.
+func OpenReader(r io.Reader, name string, opts *Options) (*Core, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	head, comp, c, err := readHead(r, name, opts)
+	if c != nil || err != nil {
+		return c, err
+	}
+	return openStream(io.MultiReader(bytes.NewReader(head), r), name, comp, opts)
+}
+
+// readHead reads the first bytes of a core and says how it is compressed.
+// A short ELF file is parsed at once (c or err set): Parse says what kind
+// of ELF file it is.
+func readHead(r io.Reader, name string, opts *Options) (head []byte, comp Compression, c *Core, err error) {
+	var buf [ehdrSize]byte
+	n, err := io.ReadFull(r, buf[:])
+	if err != nil && err != io.ErrUnexpectedEOF {
+		if err == io.EOF {
+			return nil, None, nil, fmt.Errorf("%s: %w (empty file)", name, ErrNotCore)
+		}
+		return nil, None, nil, fmt.Errorf("%s: %w", name, err)
+	}
+	comp, ok := Sniff(buf[:n])
+	if !ok {
+		if n >= 4 && string(buf[:4]) == "\x7fELF" {
+			c, err := Parse(buf[:n], name, opts)
+			return nil, None, c, err
+		}
+		return nil, None, nil, fmt.Errorf("%s: %w (neither ELF nor zstd, xz or lz4)", name, ErrNotCore)
+	}
+	return buf[:n], comp, nil, nil
+}
+
+// openStream copies a core (decompressing it) into a temporary file and
+// maps that.
+func openStream(r io.Reader, name string, comp Compression, opts *Options) (*Core, error) {
+	src, err := decompress(r, name, comp, opts)
 	if err != nil {
 		return nil, err
 	}
-	c, err := Parse(data, path, opts)
+	defer src.Close()
+	return openMapped(src, name, opts)
+}
+
+// openMapped maps an uncompressed core file and parses it.
+func openMapped(f *os.File, name string, opts *Options) (*Core, error) {
+	data, unmap, err := mapFile(f, name)
+	if err != nil {
+		return nil, err
+	}
+	c, err := Parse(data, name, opts)
 	if err != nil {
 		unmap()
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"github.com/ustack/ustack/cfi"
 	"github.com/ustack/ustack/coredump"
 	"github.com/ustack/ustack/elfcache"
+	"github.com/ustack/ustack/internal/coretruth"
 	"github.com/ustack/ustack/unwinder"
 )
 
@@ -47,19 +48,19 @@ func TestUnwindSmoke(t *testing.T) {
 				// Correction: gdb walks past the outermost Go frames
 				// (runtime.goexit, runtime.clone) into words that are no
 				// code (0, a Go heap address); those frames are dropped.
-				for len(want) > 0 && !inCode(c, want[len(want)-1]) {
+				full := want
+				for len(want) > 0 && !coretruth.InCode(c, want[len(want)-1]) {
 					want = want[:len(want)-1]
 				}
 				var got []uint64
 				for _, f := range frames[:res.Frames] {
 					got = append(got, f.PC)
 				}
-				if reason, ok := knownShort[tr.Arch+"/"+tr.Name]; ok && g.LWP != tr.GDB.SelectedLWP && len(got) < len(want) {
-					// Known gap, kept visible: fails once the unwinder
-					// goes further, so that this entry is removed.
-					assert.Equal(t, "bad_memory", res.Stop.String(), "LWP %d: %s", g.LWP, reason)
-					t.Logf("LWP %d: %d of gdb's %d frames: %s", g.LWP, len(got), len(want), reason)
-					want = want[:len(got)]
+				if len(got) == len(want)+1 && len(full) > len(want) && !coretruth.InCode(c, got[len(want)]) {
+					// The unwinder follows gdb one word past the
+					// outermost Go frame and says so.
+					assert.Equal(t, "no_mapping", res.Stop.String(), "LWP %d", g.LWP)
+					want = full[:len(want)+1]
 				}
 				assert.Equal(t, want, got, "LWP %d against gdb: stop %v %v", g.LWP, res.Stop, res.Err)
 				for _, e := range tr.EuStack.Threads {
@@ -82,14 +83,6 @@ func TestUnwindSmoke(t *testing.T) {
 			}
 		})
 	}
-}
-
-// knownShort names fixtures whose non-signalled threads today's unwinder
-// does not finish from a Stack snapshot, and why.
-var knownShort = map[string]string{
-	"x86_64/go_abort": "the SIGQUIT handler ran on the M's gsignal stack; after the signal frame the " +
-		"interrupted runtime.futex is on the g0 stack in the Go heap (an Extra region), where the unwinder " +
-		"stops with bad_memory; gdb goes on to runtime.mstart/runtime.mcall",
 }
 
 // addressSpace builds the unwinder's mappings from NT_FILE and the vdso.
@@ -128,26 +121,12 @@ func addressSpace(t *testing.T, c *coredump.Core, tr *truth, cache *elfcache.Cac
 	return unwinder.NewAddressSpace(maps)
 }
 
-// inCode reports whether addr is in an executable segment of the core, or
-// in a mapped file where the core has no segment (gdb's gcore omits them).
-func inCode(c *coredump.Core, addr uint64) bool {
-	for _, s := range c.Memory().Segments() {
-		if addr >= s.Addr && addr < s.Addr+s.Size {
-			return s.Exec
-		}
-	}
-	for _, m := range c.Mappings {
-		if addr >= m.Start && addr < m.End {
-			return true
-		}
-	}
-	return false
-}
-
 // threadStack copies the dumped memory from the thread's SP to the end of
 // its segment, and every other dumped writable segment as an extra region
 // (a Go signal handler runs on its own stack, the interrupted code on
-// another). An SP below every byte of its stack (a stack overflow: the
+// another), the part of the SP's own segment below the SP included: a Go
+// M's gsignal stack and its g0 stack are both in the Go heap, the g0 stack
+// below, so the code a signal interrupted is below the handler's SP. An SP below every byte of its stack (a stack overflow: the
 // faulting instruction addressed the guard gap) starts the copy at the
 // segment just above.
 func threadStack(t *testing.T, c *coredump.Core, th *coredump.Thread) unwinder.Stack {
@@ -164,6 +143,12 @@ func threadStack(t *testing.T, c *coredump.Core, th *coredump.Thread) unwinder.S
 			_, err := c.Memory().ReadDumped(data, sp)
 			require.NoError(t, err)
 			st := unwinder.Stack{Addr: sp, Data: data}
+			if sp > s.Addr && s.Write {
+				below := make([]byte, sp-s.Addr)
+				_, err := c.Memory().ReadDumped(below, s.Addr)
+				require.NoError(t, err)
+				st.Extra = append(st.Extra, unwinder.Region{Addr: s.Addr, Data: below})
+			}
 			for j, o := range segs {
 				if j != i && o.Write && o.Present > 0 {
 					buf := make([]byte, o.Present)

@@ -21,4 +21,8 @@
 // (NewWriter) print the samples as perf script does (text, with its -F
 // fields), JSON (docs/report.schema.json), folded stacks, pprof, a flame
 // graph or a speedscope file.
+//
+// A core dump takes the same path from the resolver on (core.go): OpenCore
+// and RunCore make one sample per thread, unwound through the core's whole
+// memory, for the same writers.
 package report

@@ -53,6 +53,7 @@ type jsonSample struct {
 	Period  uint64          `json:"period"`
 	Comm    string          `json:"comm"`
 	Event   string          `json:"event"`
+	Signal  *string         `json:"signal"`
 	IP      string          `json:"ip"`
 	Fields  json.RawMessage `json:"fields"`
 	Frames  []jsonFrame     `json:"frames"`
@@ -71,7 +72,7 @@ func orNull(s string) *string {
 // Write prints one sample.
 func (j *JSONWriter) Write(s *Sample) error {
 	out := jsonSample{Index: s.Index, Pid: s.Pid, Tid: s.Tid, CPU: s.CPU, Time: s.Time,
-		Period: s.Period, Comm: s.Comm, Event: s.Event, IP: hexString(s.IP), Stop: orNull(s.Stop), StopErr: orNull(s.StopErr),
+		Period: s.Period, Comm: s.Comm, Event: s.Event, Signal: orNull(s.Signal), IP: hexString(s.IP), Stop: orNull(s.Stop), StopErr: orNull(s.StopErr),
 		Fields: traceFieldsJSON(s.TraceFields.List), Frames: make([]jsonFrame, 0, len(s.Frames))}
 	for i := range s.Frames {
 		f := &s.Frames[i]

@@ -106,6 +106,9 @@ type Sample struct {
 	Event    string
 	// IP is the sampled instruction pointer.
 	IP uint64
+	// Signal names the signal a core dump's thread received ("SIGSEGV");
+	// "" for the other threads and for recordings.
+	Signal string
 	// TraceFields are a tracepoint sample's fields; empty for other
 	// events and for events the recording's tracing data gives no format
 	// for (Run warns then).
@@ -151,6 +154,8 @@ type Summary struct {
 	// Objects says where each object's information came from; filled
 	// with Options.ObjectSources.
 	Objects []resolve.ObjectInfo
+
+	core bool // a core dump's threads: no stack snapshot to enlarge
 }
 
 // Run reads the recording and calls emit for every sample, in file order.
@@ -623,7 +628,7 @@ func (s *Summary) writeObjects(w io.Writer) {
 // --call-graph dwarf,N. It returns "" otherwise.
 func (s *Summary) StackSizeFix() string {
 	cut := s.Stops["truncated"]
-	if s.Samples == 0 || cut*100 < s.Samples {
+	if s.core || s.Samples == 0 || cut*100 < s.Samples {
 		return ""
 	}
 	size := uint32(0)

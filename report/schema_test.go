@@ -116,7 +116,7 @@ func TestJSONTraceFieldsAndNulls(t *testing.T) {
 	w := NewJSONWriter(&b, false)
 	require.NoError(t, w.Write(s))
 	require.NoError(t, w.Flush())
-	want := `{"index":3,"pid":7,"tid":8,"cpu":1,"time":1500,"period":1,"comm":"prog","event":"syscalls:sys_enter_openat","ip":"0x401000",` +
+	want := `{"index":3,"pid":7,"tid":8,"cpu":1,"time":1500,"period":1,"comm":"prog","event":"syscalls:sys_enter_openat","signal":null,"ip":"0x401000",` +
 		`"fields":{"dfd":-100,"filename":"/etc/hostname","flags":524288,"buf":[1,2]},` +
 		`"frames":[{"pc":"0x401000","addr":"0x401000","module":null,"offset":"0x401000","symbol":null,"mangled":null,"symoff":0,` +
 		`"file":null,"line":null,"inlined":false,"kernel":false,"how":"context","signal_trampoline":false,"restored_registers":false}],` +

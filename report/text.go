@@ -34,6 +34,10 @@ type TextWriter struct {
 // legacy is the layout of NewTextWriter.
 var legacy = eventLayout{fields: legacyFields, callchain: true}
 
+// coreLayout is the layout of a core dump's threads: comm, pid/tid, the
+// event and the signal, then the stack.
+var coreLayout = eventLayout{fields: FieldComm | FieldPid | FieldTid | FieldEvent | FieldIP | FieldSym | FieldSymOff | FieldDSO, callchain: true}
+
 // NewTextWriter returns a writer for samples whose event names are at most
 // eventWidth characters long (perf pads event names to the longest one in
 // the recording), printing the fields of perf script -F
@@ -69,6 +73,9 @@ func newTextWriterFor(w io.Writer, attrs []*perfdata.Attr, spec FieldSpec, raw, 
 
 // layout returns the layout of an event's samples.
 func (t *TextWriter) layout(event string) eventLayout {
+	if event == CoreEvent && (t.layouts == nil || t.layouts[event].fields == 0) {
+		return coreLayout
+	}
 	if t.layouts == nil || event == t.lastEvent && t.lastEvent != "" {
 		return t.last
 	}
@@ -163,6 +170,9 @@ func (t *TextWriter) appendHeader(b []byte, s *Sample, f Fields, callchain bool)
 		}
 		b = append(b, s.Event...)
 		b = append(b, ": "...)
+		if s.Signal != "" {
+			b = append(b, s.Signal...)
+		}
 	}
 	if f&FieldTrace != 0 {
 		b = append(b, s.TraceFields.Text...)
@@ -176,10 +186,11 @@ func (t *TextWriter) appendCallchain(b []byte, s *Sample, f Fields) []byte {
 	// nor without stack bytes (the kernel could not copy them), and
 	// prints no user frames then; JSON keeps what ustack found. A call
 	// chain or sampled IP (no unwind, no Stop) is printed as recorded.
+	// A core dump's threads are printed whole, as gdb does.
 	noUser := s.Stop != "" && s.StackSize == 0
 	for i := range s.Frames {
 		fr := &s.Frames[i]
-		if !fr.Kernel && s.Stop != "" && (noUser || fr.Module == "" && (i == 0 || s.Frames[i-1].Kernel)) {
+		if !fr.Kernel && s.Stop != "" && s.Event != CoreEvent && (noUser || fr.Module == "" && (i == 0 || s.Frames[i-1].Kernel)) {
 			noUser = true
 			continue
 		}

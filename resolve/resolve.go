@@ -73,6 +73,9 @@ type Options struct {
 	// has (elfcache.Cache.OpenBuildID) and the debug files that no local
 	// search found (a *debuginfod.Client); nil fetches nothing.
 	Fetcher elfcache.Fetcher
+	// Origin names where the build-ids come from in warnings ("the core");
+	// "" is "the recording".
+	Origin string
 }
 
 // Mapping is one mapping handed to NewSpace: the mapping as the process had
@@ -510,7 +513,7 @@ func (r *Resolver) openChecked(c *elfcache.Cache, file string, buildID []byte, k
 		return nil
 	}
 	if mismatch(obj, buildID) {
-		keep(fmt.Sprintf("build-id mismatch: the recording has %x, %s has %x", buildID, obj.Path(), obj.BuildID()))
+		keep(fmt.Sprintf("build-id mismatch: %s has %x, %s has %x", r.origin(), buildID, obj.Path(), obj.BuildID()))
 		return nil
 	}
 	return obj
@@ -530,7 +533,7 @@ func (r *Resolver) fromBytes(name string, data, buildID []byte, keep func(string
 		return nil
 	}
 	if mismatch(obj, buildID) {
-		keep(fmt.Sprintf("build-id mismatch: the recording has %x, the archive's %s has %x", buildID, name, obj.BuildID()))
+		keep(fmt.Sprintf("build-id mismatch: %s has %x, the archive's %s has %x", r.origin(), buildID, name, obj.BuildID()))
 		obj.Close()
 		return nil
 	}
@@ -538,6 +541,13 @@ func (r *Resolver) fromBytes(name string, data, buildID []byte, keep func(string
 	r.owned = append(r.owned, obj)
 	r.mu.Unlock()
 	return obj
+}
+
+func (r *Resolver) origin() string {
+	if r.opts.Origin != "" {
+		return r.opts.Origin
+	}
+	return "the recording"
 }
 
 func mismatch(obj *elfcache.Object, buildID []byte) bool {

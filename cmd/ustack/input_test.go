@@ -126,7 +126,7 @@ func TestReportUnknownFormat(t *testing.T) {
 	require.NoError(t, err)
 	for _, c := range []struct{ path, says string }{
 		{txt, "no perf.data header"},
-		{exe, "this is an ELF file"},
+		{exe, "this is an ELF program or library, not a core dump"},
 		{filepath.Join(dir, "missing.data"), "no such file"},
 	} {
 		rc, out, errs := runReport(c.path)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"errors"
 	"flag"
 	"fmt"
@@ -56,6 +57,8 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	noDebuginfod := fs.Bool("no-debuginfod", false, "fetch nothing from the debuginfod servers of DEBUGINFOD_URLS and use nothing of their client cache (unset or empty DEBUGINFOD_URLS: nothing is fetched, the cache is used)")
 	verbose := fs.Bool("verbose", false, "say in the summary where each object's unwind, symbol and line information came from (JSON: a last summary record)")
 	fields := fs.String("F", "", "text format: perf script's -F `fields` (comm,pid,tid,cpu,time,period,event,trace,ip,sym,symoff,dso,srcline, or +field,-field to change the defaults)")
+	exe := fs.String("exe", "", "core dumps: the main executable `file`, instead of the path the core records")
+	coreInfo := fs.Bool("core-info", false, "core dumps: list the threads, the signal, the mappings and which objects were found, instead of the stacks")
 	var filt filterFlags
 	fs.StringVar(&filt.pid, "pid", "", "only samples of these comma-separated process `ids`, like perf script --pid")
 	fs.StringVar(&filt.tid, "tid", "", "only samples of these comma-separated thread `ids`")
@@ -63,7 +66,8 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&filt.cpu, "cpu", "", "only samples taken on these `cpus` (0-2,5)")
 	fs.StringVar(&filt.time, "time", "", "only samples in this time `range`: start,stop in seconds (start, or ,stop for open ranges; several separated by spaces)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: ustack report [flags] [FILE]\n\nUnwinds and symbolizes every sample of a recording (FILE or -i, default perf.data) and prints its stack.\n"+
+		fmt.Fprintf(fs.Output(), "usage: ustack report [flags] [FILE]\n\nUnwinds and symbolizes every sample of a recording (FILE or -i, default perf.data) and prints its stack;\n"+
+			"of an ELF core dump (x86_64 or aarch64, also compressed with zstd, xz or lz4), every thread's stack.\n"+
 			"Exit status: 0 ok, 1 error, 2 usage, 3 damaged recording (intact samples reported), 4 no samples in the recording.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
@@ -118,9 +122,29 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
 	}
+	// A core dump is recognised by its first bytes, also on standard input
+	// (coredumpctl dump PID | ustack report -i -).
+	cf := coreFlags{opts: opts, exe: *exe, info: *coreInfo, output: *output, format: *format,
+		fields: *fields, time: filt.time, cpu: filt.cpu,
+		wo: report.WriterOptions{Events: []string{report.CoreEvent}, Raw: *noDemangle, Srcline: *srcline,
+			Title: *title, Inverted: *inverted, Width: *width, MinWidth: *minWidth, GroupBy: *groupBy}}
+	stdin := standardInput()
+	if *input == "-" {
+		br := bufio.NewReaderSize(stdin, 1<<16)
+		if head, _ := br.Peek(64); coreHead(head) {
+			return reportCore("-", br, cf, stdout, stderr)
+		}
+		stdin = br
+	} else if isCore(*input) {
+		return reportCore(*input, nil, cf, stdout, stderr)
+	}
+	if *exe != "" || *coreInfo {
+		fmt.Fprintf(stderr, "ustack report: %s is not a core dump: --exe and --core-info are for core dumps\n", *input)
+		return exitUsage
+	}
 	var r *perfdata.Reader
 	if *input == "-" {
-		r, err = perfdata.NewReader(os.Stdin)
+		r, err = perfdata.NewReader(stdin)
 	} else {
 		r, err = perfdata.OpenMapped(*input)
 	}
@@ -416,7 +440,8 @@ func (f *filterFlags) parse() (*report.SampleFilter, error) {
 }
 
 // notPerfData says what an input that is not a perf.data file is, when its
-// first bytes tell: an ELF program or core dump, a compressed file.
+// first bytes tell: an ELF program, a compressed file. (Core dumps, also
+// compressed, never get here: reportCore reads them.)
 func notPerfData(path string) string {
 	if path == "-" {
 		return ""
@@ -431,7 +456,7 @@ func notPerfData(path string) string {
 	head := string(b[:n])
 	switch {
 	case strings.HasPrefix(head, "\x7fELF"):
-		return " (this is an ELF file: a program, library or core dump; ustack report reads recordings made by perf record or ustack record)"
+		return " (this is an ELF program or library, not a core dump; ustack report reads core dumps and recordings made by perf record or ustack record)"
 	case strings.HasPrefix(head, "\x1f\x8b"), strings.HasPrefix(head, "\x28\xb5\x2f\xfd"), strings.HasPrefix(head, "\xfd7zXZ"):
 		return " (this is a compressed file: decompress it first)"
 	case head == "2ELIFREP":

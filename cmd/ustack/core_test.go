@@ -1,0 +1,355 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/ulikunitz/xz"
+
+	"github.com/ustack/ustack/internal/coretruth"
+)
+
+var coreTestdata = filepath.Join("..", "..", "testdata")
+
+// coreFixture returns the truth of testdata/cores/<name> ("x86_64/threads"),
+// a --symfs holding its objects, and the uncompressed core.
+func coreFixture(t *testing.T, name string) (tr *coretruth.Truth, symfs string, raw []byte) {
+	t.Helper()
+	all, err := coretruth.Load(coreTestdata)
+	require.NoError(t, err)
+	for _, c := range all {
+		if c.Arch+"/"+c.Name == name {
+			tr = c
+		}
+	}
+	require.NotNil(t, tr, "fixture %s", name)
+	symfs = t.TempDir()
+	_, err = tr.Symfs(symfs, coreTestdata)
+	require.NoError(t, err)
+	f, err := os.Open(filepath.Join(coreTestdata, tr.Core))
+	require.NoError(t, err)
+	defer f.Close()
+	d, err := zstd.NewReader(f)
+	require.NoError(t, err)
+	defer d.Close()
+	raw, err = io.ReadAll(d)
+	require.NoError(t, err)
+	return tr, symfs, raw
+}
+
+// runCore runs ustack report with args, failing the test when it takes
+// longer than a minute (a hang).
+func runCore(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	done := make(chan int, 1)
+	// No build-id cache: the objects are the symfs's or none.
+	noCache := t.TempDir()
+	go func() {
+		done <- run(append([]string{"report", "--kallsyms", "-", "--buildid-dir", noCache}, args...), &out, &errb)
+	}()
+	select {
+	case code = <-done:
+	case <-time.After(time.Minute):
+		t.Fatalf("ustack report %s did not finish in a minute", strings.Join(args, " "))
+	}
+	return code, out.String(), errb.String()
+}
+
+type coreLine struct {
+	Tid    int
+	Event  string
+	Signal *string
+	Stop   *string
+	Frames []struct{ PC string }
+}
+
+func coreLines(t *testing.T, js string) []coreLine {
+	t.Helper()
+	var out []coreLine
+	sc := bufio.NewScanner(strings.NewReader(js))
+	sc.Buffer(nil, 1<<24)
+	for sc.Scan() {
+		var l coreLine
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &l), sc.Text())
+		out = append(out, l)
+	}
+	return out
+}
+
+// TestReportCoreCompressed reports a core stored plain, with zstd (as
+// committed, as systemd-coredump does), xz and lz4, by -i and as the
+// argument, and from standard input: every format gives the same output for all four, and the text
+// and JSON name the threads gdb lists, the signalled one first with its
+// signal.
+func TestReportCoreCompressed(t *testing.T) {
+	for _, name := range []string{"x86_64/threads", "aarch64/threads"} {
+		t.Run(name, func(t *testing.T) {
+			tr, symfs, raw := coreFixture(t, name)
+			dir := t.TempDir()
+			plain := filepath.Join(dir, "core")
+			require.NoError(t, os.WriteFile(plain, raw, 0o600))
+			var xzb, lz4b bytes.Buffer
+			xw, err := xz.NewWriter(&xzb)
+			require.NoError(t, err)
+			_, err = xw.Write(raw)
+			require.NoError(t, err)
+			require.NoError(t, xw.Close())
+			lw := lz4.NewWriter(&lz4b)
+			_, err = lw.Write(raw)
+			require.NoError(t, err)
+			require.NoError(t, lw.Close())
+			inputs := []string{plain, filepath.Join(coreTestdata, tr.Core), plain + ".xz", plain + ".lz4"}
+			require.NoError(t, os.WriteFile(inputs[2], xzb.Bytes(), 0o600))
+			require.NoError(t, os.WriteFile(inputs[3], lz4b.Bytes(), 0o600))
+
+			// From a pipe (coredumpctl dump | ustack report -i -), zstd
+			// and plain.
+			for _, in := range []string{inputs[1], plain} {
+				data, err := os.ReadFile(in)
+				require.NoError(t, err)
+				stdinReader = bytes.NewReader(data)
+				code, fromPipe, errs := runCore(t, "--symfs", symfs, "--format", "json", "-i", "-")
+				stdinReader = nil
+				require.Equal(t, exitOK, code, errs)
+				_, fromFile, _ := runCore(t, "--symfs", symfs, "--format", "json", in)
+				assert.Equal(t, fromFile, fromPipe, "%s from standard input", in)
+			}
+
+			for _, format := range []string{"text", "json", "folded", "pprof", "flamegraph", "speedscope"} {
+				var first string
+				for i, in := range inputs {
+					args := []string{"--symfs", symfs, "--format", format, in}
+					if i%2 == 1 {
+						args = []string{"--symfs", symfs, "--format", format, "-i", in}
+					}
+					code, out, errs := runCore(t, args...)
+					require.Equal(t, exitOK, code, "%s %s: %s", format, in, errs)
+					require.NotEmpty(t, out, "%s %s", format, in)
+					if i == 0 {
+						first = out
+						continue
+					}
+					assert.Equal(t, first, out, "%s: %s differs from the plain core", format, in)
+				}
+				switch format {
+				case "json":
+					lines := coreLines(t, first)
+					require.Len(t, lines, len(tr.GDB.Threads))
+					assert.Equal(t, tr.GDB.SelectedLWP, lines[0].Tid)
+					require.NotNil(t, lines[0].Signal)
+					assert.Equal(t, "SIGSEGV", *lines[0].Signal)
+					for _, l := range lines[1:] {
+						assert.Nil(t, l.Signal, "tid %d", l.Tid)
+					}
+				case "text":
+					head := strings.SplitN(first, "\n", 2)[0]
+					assert.Equal(t, fmt.Sprintf("threads %d/%d core: SIGSEGV", tr.EuReadelf.PRPSInfo.PID, tr.GDB.SelectedLWP), strings.Join(strings.Fields(head), " "))
+					for _, g := range tr.GDB.Threads {
+						assert.Contains(t, first, fmt.Sprintf("/%d ", g.LWP))
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestReportCoreInfo checks --core-info against gdb's reading of the core:
+// the signal with its fault address, every thread, every mapping, and the
+// objects found with the build-ids eu-unstrip read from the core.
+func TestReportCoreInfo(t *testing.T) {
+	tr, symfs, _ := coreFixture(t, "x86_64/threads")
+	code, out, errs := runCore(t, "--symfs", symfs, "--core-info", filepath.Join(coreTestdata, tr.Core))
+	require.Equal(t, exitOK, code, errs)
+	assert.Contains(t, out, fmt.Sprintf("signal: SIGSEGV (SEGV_MAPERR) fault address %s\n", tr.GDB.Siginfo.Addr))
+	for _, g := range tr.GDB.Threads {
+		assert.Contains(t, out, fmt.Sprintf("  tid %d pc %s sp %s", g.LWP, g.Regs["rip"], g.Regs["rsp"]))
+	}
+	for _, m := range tr.GDB.Mappings {
+		assert.Regexp(t, fmt.Sprintf(`(?m)^  0*%s-0*%s 0*%s %s$`, strings.TrimPrefix(m.Start, "0x"), strings.TrimPrefix(m.End, "0x"),
+			strings.TrimPrefix(m.Offset, "0x"), m.Path), out)
+	}
+	for _, u := range tr.EuUnstrip {
+		assert.Regexp(t, fmt.Sprintf(`build-id %s: found `, u.BuildID), out, u.Name)
+	}
+}
+
+// TestReportCoreExe reports a core whose program is not where the core
+// says (an empty place in the symfs) with --exe: the same frames as with the
+// program in place; a different program given as --exe is refused with a
+// warning naming both build-ids (the core's, from eu-unstrip, and the
+// file's), and the report goes on without it.
+func TestReportCoreExe(t *testing.T) {
+	tr, symfs, _ := coreFixture(t, "x86_64/threads")
+	core := filepath.Join(coreTestdata, tr.Core)
+	code, want, errs := runCore(t, "--symfs", symfs, "--format", "json", core)
+	require.Equal(t, exitOK, code, errs)
+	exe := filepath.Join(t.TempDir(), "threads")
+	require.NoError(t, os.Rename(filepath.Join(symfs, tr.Exe), exe))
+
+	code, out, errs := runCore(t, "--symfs", symfs, "--format", "json", core)
+	require.Equal(t, exitOK, code, errs)
+	assert.NotEqual(t, want, out, "without the program its frames are not symbolized")
+	assert.Contains(t, errs, tr.Exe+": not found")
+
+	code, out, errs = runCore(t, "--symfs", symfs, "--format", "json", "--exe", exe, core)
+	require.Equal(t, exitOK, code, errs)
+	assert.Equal(t, want, out, "--exe gives the program's frames back")
+	assert.NotContains(t, errs, "warning")
+
+	var coreID string
+	for _, u := range tr.EuUnstrip {
+		if u.Name == filepath.Base(tr.Exe) {
+			coreID = u.BuildID
+		}
+	}
+	require.NotEmpty(t, coreID)
+	other := filepath.Join(coreTestdata, "cores", "x86_64", "bin", "crash_O2")
+	code, _, errs = runCore(t, "--symfs", symfs, "--format", "json", "--exe", other, core)
+	require.Equal(t, exitOK, code, errs)
+	assert.Regexp(t, `warning: --exe .*crash_O2: build-id mismatch: the core's `+tr.Exe+` has `+coreID+`, .*crash_O2 has [0-9a-f]{40}; not used`, errs)
+}
+
+// TestReportCoreDamaged feeds ustack report cores cut short, with zeroed
+// ranges and with flipped bits: it never crashes or hangs; a core whose
+// notes survive gives every thread (exit 3, naming the file and what is
+// missing); one it cannot read at all is a clear error naming the file.
+func TestReportCoreDamaged(t *testing.T) {
+	tr, symfs, raw := coreFixture(t, "x86_64/threads")
+	dir := t.TempDir()
+	write := func(name string, data []byte) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, data, 0o600))
+		return p
+	}
+	threads := len(tr.GDB.Threads)
+
+	// Cut in the memory, past the notes: every thread, exit 3.
+	p := write("cut", raw[:len(raw)*3/4])
+	code, out, errs := runCore(t, "--symfs", symfs, "--format", "json", p)
+	assert.Equal(t, exitPartial, code, errs)
+	assert.Len(t, coreLines(t, out), threads)
+	assert.Contains(t, errs, p)
+	assert.Contains(t, errs, "truncated")
+
+	// Cut inside the ELF header: not a core, a clear error.
+	p = write("header", raw[:40])
+	code, out, errs = runCore(t, p)
+	assert.Equal(t, exitError, code, errs)
+	assert.Empty(t, out)
+	assert.Contains(t, errs, p)
+
+	// The program headers zeroed: the reader finds no notes, no thread.
+	z := bytes.Clone(raw)
+	for i := 64; i < 64+56*4 && i < len(z); i++ {
+		z[i] = 0
+	}
+	p = write("zeroed-phdrs", z)
+	code, _, errs = runCore(t, "--format", "json", p)
+	assert.Contains(t, []int{exitNoSamples, exitPartial, exitError}, code, errs)
+	assert.Contains(t, errs, p)
+
+	// The stack of the signalled thread zeroed: every thread still
+	// reported; the zeroed one stops early.
+	z = bytes.Clone(raw)
+	for i := len(z) / 2; i < len(z)/2+1<<16 && i < len(z); i++ {
+		z[i] = 0
+	}
+	p = write("zeroed-memory", z)
+	code, out, errs = runCore(t, "--symfs", symfs, "--format", "json", p)
+	assert.Equal(t, exitOK, code, errs)
+	assert.Len(t, coreLines(t, out), threads)
+
+	// Flipped bits anywhere, in the notes most: no crash, no hang; what is
+	// printed is valid JSON.
+	rng := rand.New(rand.NewSource(15))
+	for i := 0; i < 40; i++ {
+		f := bytes.Clone(raw)
+		for k := 0; k < 1+rng.Intn(8); k++ {
+			at := rng.Intn(len(f))
+			if k%2 == 0 {
+				at = rng.Intn(min(len(f), 16<<10)) // headers and notes
+			}
+			f[at] ^= 1 << rng.Intn(8)
+		}
+		p := write(fmt.Sprintf("flip%d", i), f)
+		code, out, errs := runCore(t, "--symfs", symfs, "--format", "json", p)
+		assert.Contains(t, []int{exitOK, exitPartial, exitError, exitNoSamples}, code, errs)
+		if code != exitOK {
+			assert.Contains(t, errs, "ustack report: ", "flip %d: a non-zero exit says why", i)
+		}
+		coreLines(t, out)
+	}
+}
+
+// TestReportCoreOptions: --tid selects threads of a core; a symfs object of
+// another build is refused with a warning naming the core's build-id
+// (eu-unstrip's) and the file's; -F and --time are usage errors for a core;
+// a compressed file that holds no core says so.
+func TestReportCoreOptions(t *testing.T) {
+	tr, symfs, _ := coreFixture(t, "x86_64/threads")
+	core := filepath.Join(coreTestdata, tr.Core)
+	tid := tr.GDB.Threads[len(tr.GDB.Threads)-1].LWP
+	code, out, errs := runCore(t, "--symfs", symfs, "--format", "json", "--tid", fmt.Sprint(tid), core)
+	require.Equal(t, exitOK, code, errs)
+	lines := coreLines(t, out)
+	require.Len(t, lines, 1)
+	assert.Equal(t, tid, lines[0].Tid)
+
+	// libc.so.6 replaced by ld.so: another build-id.
+	var libc, libcID, ldID string
+	for rec := range tr.Files {
+		if filepath.Base(rec) == "libc.so.6" {
+			libc = rec
+		}
+	}
+	for _, u := range tr.EuUnstrip {
+		switch u.Name {
+		case "libc.so.6":
+			libcID = u.BuildID
+		case "ld-linux-x86-64.so.2":
+			ldID = u.BuildID
+		}
+	}
+	require.NotEmpty(t, libc)
+	require.NotEmpty(t, libcID)
+	require.NotEmpty(t, ldID)
+	require.NoError(t, os.Remove(filepath.Join(symfs, libc)))
+	ld, err := os.ReadFile(filepath.Join(coreTestdata, "objects", "x86_64", "ld-linux-x86-64.so.2"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(symfs, libc), ld, 0o644))
+	code, _, errs = runCore(t, "--symfs", symfs, core)
+	require.Equal(t, exitOK, code, errs)
+	assert.Regexp(t, `warning: `+libc+`: build-id mismatch: the core has `+libcID+`, .*`+libc+` has `+ldID, errs)
+
+	code, _, errs = runCore(t, "-F", "comm,tid", core)
+	assert.Equal(t, exitUsage, code, errs)
+	code, _, errs = runCore(t, "--time", "1,2", core)
+	assert.Equal(t, exitUsage, code, errs)
+
+	var zb bytes.Buffer
+	zw, err := zstd.NewWriter(&zb)
+	require.NoError(t, err)
+	_, err = zw.Write([]byte("PERFILE2 is no core"))
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	p := filepath.Join(t.TempDir(), "rec.data.zst")
+	require.NoError(t, os.WriteFile(p, zb.Bytes(), 0o600))
+	code, _, errs = runCore(t, p)
+	assert.Equal(t, exitError, code)
+	assert.Contains(t, errs, p+": not an ELF core dump")
+	assert.Contains(t, errs, "zstd-compressed")
+}

@@ -1,0 +1,385 @@
+package report
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/ustack/ustack/arch"
+	"github.com/ustack/ustack/coredump"
+	"github.com/ustack/ustack/elfcache"
+	"github.com/ustack/ustack/procmaps"
+	"github.com/ustack/ustack/resolve"
+	"github.com/ustack/ustack/unwinder"
+)
+
+// CoreEvent is the event name of the samples of a core dump: one per thread.
+const CoreEvent = "core"
+
+// CoreOptions configure the report of a core dump: the report's Options
+// (SymFS, DebugDirs, BuildIDDir, NoInline, MaxFrames, PACMask, Warn apply)
+// and what only a core needs.
+type CoreOptions struct {
+	Options
+	// Exe, when set, is the main executable's file, used instead of the
+	// path the core records (for cores whose program has moved or gone).
+	// Its build-id must be the one in the core's memory.
+	Exe string
+}
+
+// Core is an opened core dump with what its report needs: the core itself,
+// the main executable's recorded path and the --exe override.
+type Core struct {
+	*coredump.Core
+	// ExePath is the main executable's recorded path (the NT_FILE mapping
+	// holding AT_ENTRY); "" when the core does not say.
+	ExePath string
+	exe     string
+}
+
+// OpenCore opens the core dump at path (an ELF core, or one compressed with
+// zstd, xz or lz4). Memory the core did not dump is read from the mapped
+// files under opts.SymFS, the main executable's from opts.Exe when set.
+func OpenCore(path string, opts CoreOptions) (*Core, error) {
+	return openCore(path, opts, func(copts *coredump.Options) (*coredump.Core, error) { return coredump.Open(path, copts) })
+}
+
+// OpenCoreReader is OpenCore for a core read from a stream (the pipe from
+// coredumpctl dump); name stands for it in messages.
+func OpenCoreReader(r io.Reader, name string, opts CoreOptions) (*Core, error) {
+	return openCore(name, opts, func(copts *coredump.Options) (*coredump.Core, error) {
+		return coredump.OpenReader(r, name, copts)
+	})
+}
+
+func openCore(name string, opts CoreOptions, open func(*coredump.Options) (*coredump.Core, error)) (*Core, error) {
+	cc := &Core{exe: opts.Exe}
+	copts := &coredump.Options{OpenMapped: func(p string) (coredump.ReaderAt, error) {
+		if cc.exe != "" && p == cc.ExePath {
+			return os.Open(cc.exe)
+		}
+		return os.Open(filepath.Join(opts.SymFS, p))
+	}}
+	c, err := open(copts)
+	if err != nil {
+		return nil, err
+	}
+	cc.Core = c
+	cc.ExePath = mainExecutable(c)
+	if opts.Exe != "" && cc.ExePath == "" {
+		c.Close()
+		return nil, fmt.Errorf("%s: --exe %s: the core names no main executable (no NT_FILE mapping holds AT_ENTRY)", name, opts.Exe)
+	}
+	return cc, nil
+}
+
+// mainExecutable returns the recorded path of the mapping holding the
+// program's entry point.
+func mainExecutable(c *coredump.Core) string {
+	entry, ok := c.AuxvValue(coredump.AT_ENTRY)
+	if !ok {
+		entry, ok = c.AuxvValue(coredump.AT_PHDR)
+	}
+	for _, m := range c.Mappings {
+		if ok && entry >= m.Start && entry < m.End {
+			return m.Path
+		}
+	}
+	return ""
+}
+
+// coreMemory hands the core's memory to the unwinder: a word in no segment
+// is MemOutside (the unwind ends with bad_memory), one mapped but not in the
+// core (not dumped, or cut off by a truncated file) is MemTruncated.
+type coreMemory struct{ m *coredump.Memory }
+
+func (c coreMemory) ReadUint64(addr uint64) (uint64, unwinder.MemStatus) {
+	if v, ok := c.m.ReadUint64(addr); ok {
+		return v, unwinder.MemOK
+	}
+	return 0, c.status(addr)
+}
+
+//go:noinline
+func (c coreMemory) status(addr uint64) unwinder.MemStatus {
+	var b [8]byte
+	if _, err := c.m.ReadAt(b[:], addr); errors.Is(err, coredump.ErrUnmapped) {
+		return unwinder.MemOutside
+	}
+	return unwinder.MemTruncated
+}
+
+// coreSession is what RunCore and WriteCoreInfo share: the resolver and
+// the address space of the core's mappings.
+type coreSession struct {
+	core     *Core
+	opts     CoreOptions
+	cache    *elfcache.Cache // the resolver's, with the section cache
+	resolver *resolve.Resolver
+	space    *resolve.Space
+	maps     []resolve.Mapping
+	warnings []string
+}
+
+func newCoreSession(c *Core, opts CoreOptions) *coreSession {
+	s := &coreSession{core: c, opts: opts}
+	if opts.MaxFrames <= 0 {
+		s.opts.MaxFrames = 1024
+	}
+	if opts.BuildIDDir == "" {
+		if home, err := os.UserHomeDir(); err == nil {
+			s.opts.BuildIDDir = filepath.Join(home, ".debug")
+		}
+	}
+	for _, w := range c.Warnings {
+		s.warn(w.Error())
+	}
+	ropts := &s.opts.Options
+	var vdso []byte
+	if _, ok := c.VDSO(); ok {
+		img, err := c.VDSOImage()
+		if err != nil {
+			s.warn(fmt.Sprintf("[vdso]: not in the core, its frames will not be unwound: %v", err))
+		}
+		vdso = img
+	}
+	if opts.Exe != "" {
+		if src := s.exeSource(); src != nil {
+			ropts.Objects = src
+		}
+	}
+	// Decompressed debug sections (glibc's line tables) are kept on disk
+	// between reports: most of a core's report is spent inflating them
+	// otherwise.
+	eo := elfcache.Options{DebugDirs: ropts.DebugDirs, SymFS: ropts.SymFS}
+	if dir, err := elfcache.DefaultSectionCacheDir(); err == nil {
+		if sc, err := elfcache.NewSectionCache(dir, 0); err == nil {
+			eo.SectionCache = sc
+		}
+	}
+	s.cache = elfcache.NewCache(eo)
+	s.resolver = resolve.New(resolve.Options{Cache: s.cache,
+		SymFS: ropts.SymFS, DebugDirs: ropts.DebugDirs, BuildIDDir: ropts.BuildIDDir,
+		MoreBuildIDDirs: ropts.MoreBuildIDDirs, Objects: ropts.Objects, VDSO: vdso,
+		NoInline: ropts.NoInline, Warn: s.warn, Origin: "the core",
+	})
+	s.maps = coreMappings(c.Core)
+	if len(s.maps) == 0 {
+		s.warn(fmt.Sprintf("%s: the core lists no mapped files (no NT_FILE note): frames will not be symbolized", c.File))
+	}
+	s.space = s.resolver.NewSpace(pidOf(c.Core), s.maps)
+	return s
+}
+
+func (s *coreSession) close() {
+	s.resolver.Close()
+	s.cache.Close()
+}
+
+func (s *coreSession) warn(msg string) {
+	s.warnings = append(s.warnings, msg)
+	if s.opts.Warn != nil {
+		s.opts.Warn(msg)
+	}
+}
+
+// exeSource checks --exe against the build-id the core's memory holds for
+// the main executable and returns it as the object for that path, or nil
+// (with a warning naming both ids) when it is another build.
+func (s *coreSession) exeSource() resolve.ObjectSource {
+	c := s.core
+	data, err := os.ReadFile(c.exe)
+	if err != nil {
+		s.warn(fmt.Sprintf("--exe: %v", err))
+		return nil
+	}
+	obj, err := elfcache.OpenBytes(c.exe, data, elfcache.Options{NoDebugFile: true})
+	if err != nil {
+		s.warn(fmt.Sprintf("--exe %s: %v", c.exe, err))
+		return nil
+	}
+	got := obj.BuildID()
+	obj.Close()
+	var want []byte
+	for _, o := range c.Objects() {
+		if o.Path == c.ExePath {
+			want = o.BuildID
+		}
+	}
+	if len(want) > 0 && len(got) > 0 && !bytes.Equal(want, got) {
+		s.warn(fmt.Sprintf("--exe %s: build-id mismatch: the core's %s has %x, %s has %x; not used", c.exe, c.ExePath, want, c.exe, got))
+		c.exe = "" // nor for reading the program text
+		return nil
+	}
+	return exeSource{path: c.ExePath, file: c.exe, data: data, next: s.opts.Objects}
+}
+
+// exeSource supplies --exe for the main executable's recorded path.
+type exeSource struct {
+	path, file string
+	data       []byte
+	next       resolve.ObjectSource
+}
+
+func (e exeSource) Object(buildID []byte, path string) ([]byte, string, bool) {
+	if path == e.path {
+		return e.data, e.file, true
+	}
+	if e.next != nil {
+		return e.next.Object(buildID, path)
+	}
+	return nil, "", false
+}
+
+func pidOf(c *coredump.Core) uint32 {
+	if c.Process.Known {
+		return uint32(c.Process.PID)
+	}
+	if len(c.Threads) > 0 {
+		return uint32(c.Threads[0].PID)
+	}
+	return 0
+}
+
+// coreMappings turns the core's NT_FILE mappings and its vdso into the
+// resolver's mappings: a mapping is executable when its PT_LOAD segment
+// is, or, where the core has no segment for it (gdb's gcore leaves out
+// what it did not dump), when it is file-backed memory the core did not
+// write; each carries the build-id read from the core's memory.
+func coreMappings(c *coredump.Core) []resolve.Mapping {
+	segs := c.Memory().Segments()
+	ids := map[string][]byte{}
+	for _, o := range c.Objects() {
+		if o.BuildID != nil {
+			ids[o.Path] = o.BuildID
+		}
+	}
+	var out []resolve.Mapping
+	for _, m := range c.Mappings {
+		prot, exec := uint32(0), true
+		i := sort.Search(len(segs), func(i int) bool { return segs[i].Addr+segs[i].Size > m.Start })
+		if i < len(segs) && segs[i].Addr <= m.Start {
+			sg := segs[i]
+			exec = sg.Exec
+			if sg.Read {
+				prot |= 1
+			}
+			if sg.Write {
+				prot |= 2
+			}
+			if sg.Exec {
+				prot |= 4
+			}
+		}
+		out = append(out, resolve.Mapping{Map: procmaps.Map{Start: m.Start, End: m.End, PgOff: m.FileOffset,
+			Path: m.Path, BuildID: ids[m.Path], Prot: prot, Exec: exec}})
+	}
+	for _, o := range c.Objects() {
+		if o.Path == "[vdso]" && o.End > o.Start {
+			out = append(out, resolve.Mapping{Map: procmaps.Map{Start: o.Start, End: o.End, Path: "[vdso]",
+				BuildID: o.BuildID, Prot: 5, Exec: true}})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Start < out[j].Start })
+	return out
+}
+
+// RunCore reports every thread of a core dump as one sample of event
+// CoreEvent, the signalled thread first: it unwinds each thread's registers
+// through the core's whole memory (and the mapped files for what the core
+// did not dump), symbolizes the frames with the objects the core's mappings
+// name, and calls emit for each in turn. The signalled thread's sample
+// carries the signal's name in Signal. emit's Sample is valid only during
+// the call.
+func RunCore(c *Core, opts CoreOptions, emit func(*Sample) error) (*Summary, error) {
+	s := newCoreSession(c, opts)
+	defer s.close()
+	a := c.Arch
+	sum := &Summary{Stops: map[string]int{}, Skipped: map[string]int{}, core: true}
+	defaultMask := opts.PACMask
+	if a == arch.ARM64 {
+		sum.PACMask, sum.PACSource = opts.PACMask, "--pac-mask"
+		if opts.PACMask == 0 {
+			defaultMask = arch.PACMask(48)
+			sum.PACMask, sum.PACSource = defaultMask, "default: 48-bit virtual addresses"
+		}
+	}
+	unws := map[uint64]*unwinder.Unwinder{}
+	unwinderFor := func(mask uint64) *unwinder.Unwinder {
+		u := unws[mask]
+		if u == nil {
+			u = unwinder.New(a, unwinder.Options{PACMask: mask})
+			unws[mask] = u
+		}
+		return u
+	}
+	var cache unwinder.Cache
+	sym := resolve.NewSymbolizer()
+	frames := make([]unwinder.Frame, s.opts.MaxFrames)
+	mem := coreMemory{c.Memory()}
+	as := s.space.AddressSpace()
+	// Each thread stands for one stack: period 1 (pprof's and the flame
+	// graph's weights).
+	out := Sample{Event: CoreEvent, Period: 1, space: s.space}
+	for i := range c.Threads {
+		th := &c.Threads[i]
+		comm := th.Name
+		if comm == "" {
+			comm = c.Process.Comm
+		}
+		if f := opts.Filter; f != nil && !f.Keep(uint32(th.PID), uint32(th.TID), 0, 0, comm) {
+			sum.Filtered++
+			continue
+		}
+		mask := defaultMask
+		if a == arch.ARM64 && th.PAC.Known && opts.PACMask == 0 {
+			mask = th.PAC.Insn | th.PAC.Data
+			sum.PACMask, sum.PACSource = mask, "NT_ARM_PAC_MASK"
+		}
+		pc, _ := th.Regs.Get(a.PC())
+		out.Index, out.Pid, out.Tid, out.Comm, out.IP = i, uint32(th.PID), uint32(th.TID), comm, pc
+		out.Signal = ""
+		if i == 0 && c.Signal != nil && c.Signal.Signo != 0 {
+			out.Signal = c.Signal.Name()
+		}
+		out.StackSize = stackBytes(c.Core, th)
+		res := unwinderFor(mask).Unwind(&cache, as, &th.Regs, mem, frames)
+		out.Stop, out.StopErr = res.Stop.String(), ""
+		if res.Err != nil {
+			out.StopErr = res.Err.Error()
+		}
+		out.Frames = out.Frames[:0]
+		for k := 0; k < res.Frames; k++ {
+			out.Frames = sym.Append(out.Frames, s.space, &frames[k], frames[k].Method.String())
+		}
+		sum.Samples++
+		sum.Stops[out.Stop]++
+		if err := emit(&out); err != nil {
+			return sum, err
+		}
+	}
+	sum.Missing = s.resolver.Missing()
+	return sum, nil
+}
+
+// stackBytes returns how many bytes of the thread's stack the core holds
+// from its stack pointer on; at least 1, since the whole of the core's
+// memory was there to unwind from.
+func stackBytes(c *coredump.Core, th *coredump.Thread) int {
+	sp, _ := th.Regs.Get(c.Arch.SP())
+	for _, sg := range c.Memory().Segments() {
+		if sp >= sg.Addr && sp < sg.Addr+sg.Size {
+			if sp < sg.Addr+sg.Present {
+				return int(min(sg.Addr+sg.Present-sp, 1<<30))
+			}
+			return 1
+		}
+	}
+	// A stack overflow: the stack pointer is in the guard gap below the
+	// stack. The unwinder reads what it can.
+	return 1
+}
