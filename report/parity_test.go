@@ -225,7 +225,18 @@ func sameFunctionAlias(x, y, module string) bool {
 	if d := obj.DebugPath(); d != "" {
 		paths = append(paths, d)
 	}
-	addrOf := map[string]uint64{}
+	// .symtab spells versioned symbols with their version
+	// (pthread_create@GLIBC_2.2.5), and one name may have several
+	// versions at several addresses: the two names are aliases when any
+	// address carries both.
+	unversioned := func(n string) string {
+		if i := strings.IndexByte(n, '@'); i > 0 {
+			return n[:i]
+		}
+		return n
+	}
+	nx, ny = unversioned(nx), unversioned(ny)
+	addrsOf := map[string]map[uint64]bool{nx: {}, ny: {}}
 	for _, p := range paths {
 		f, err := elf.Open(p)
 		if err != nil {
@@ -233,15 +244,18 @@ func sameFunctionAlias(x, y, module string) bool {
 		}
 		syms, _ := f.Symbols()
 		for _, s := range syms {
-			if s.Name == nx || s.Name == ny {
-				addrOf[s.Name] = s.Value
+			if n := unversioned(s.Name); n == nx || n == ny {
+				addrsOf[n][s.Value] = true
 			}
 		}
 		f.Close()
 	}
-	ax, okx := addrOf[nx]
-	ay, oky := addrOf[ny]
-	return okx && oky && ax == ay
+	for a := range addrsOf[nx] {
+		if addrsOf[ny][a] {
+			return true
+		}
+	}
+	return false
 }
 
 // physicalInlined reports whether perf labelled a physical frame
