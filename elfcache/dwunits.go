@@ -496,35 +496,86 @@ func readForm(b *bufReader, form uint64, u unitSpan, implicit uint64) (uint64, i
 
 // walkAbbrevs calls fn with each declaration of the abbreviation table at
 // off (its code, tag, children flag and attribute specifications, which run
-// to the end of abbrev) until fn returns false or the table ends.
+// to the end of abbrev) until fn returns false or the table ends. It is
+// the index's inner loop (glibc's tables hold 1 MB), hence the plain
+// indexing.
 func walkAbbrevs(abbrev []byte, off uint64, fn func(code, tag uint64, children bool, specs []byte) bool) error {
 	if off >= uint64(len(abbrev)) {
 		return fmt.Errorf("abbreviation table offset %#x outside .debug_abbrev", off)
 	}
-	b := &bufReader{b: abbrev[off:]}
+	b := abbrev[off:]
+	bad := errAbbrevPastEnd
+	i := 0
 	for {
-		code := b.uleb()
-		if b.bad {
-			return fmt.Errorf("abbreviation table at %#x runs past the end of .debug_abbrev", off)
+		code, n := ulebAt(b, i)
+		if n < 0 {
+			return bad
 		}
 		if code == 0 {
 			return nil
 		}
-		tag := b.uleb()
-		children := b.u8() != 0
-		specs := b.b
+		tag, n := ulebAt(b, n)
+		if n < 0 || n >= len(b) {
+			return bad
+		}
+		children := b[n] != 0
+		i = n + 1
+		specs := b[i:]
 		for {
-			if _, _, _, more := b.spec(); !more {
+			// attr, form: both 0 ends the declaration.
+			if i+1 < len(b) && b[i] == 0 && b[i+1] == 0 {
+				i += 2
 				break
 			}
-		}
-		if b.bad {
-			return fmt.Errorf("abbreviation table at %#x runs past the end of .debug_abbrev", off)
+			var form uint64
+			if i = skipLEB(b, i); i < 0 {
+				return bad
+			}
+			if form, i = ulebAt(b, i); i < 0 {
+				return bad
+			}
+			if form == formImplicitCst {
+				if i = skipLEB(b, i); i < 0 {
+					return bad
+				}
+			}
 		}
 		if !fn(code, tag, children, specs) {
 			return nil
 		}
 	}
+}
+
+var errAbbrevPastEnd = errors.New("abbreviation table runs past the end of .debug_abbrev")
+
+// ulebAt reads the unsigned LEB128 number at b[i:] and returns it and the
+// index after it; the index is -1 when the number runs past the end.
+func ulebAt(b []byte, i int) (uint64, int) {
+	if i < len(b) && b[i] < 0x80 {
+		return uint64(b[i]), i + 1
+	}
+	var v uint64
+	for shift := uint(0); i < len(b); shift += 7 {
+		c := b[i]
+		i++
+		if shift < 64 {
+			v |= uint64(c&0x7f) << shift
+		}
+		if c < 0x80 {
+			return v, i
+		}
+	}
+	return 0, -1
+}
+
+// skipLEB returns the index after the LEB128 number at b[i:], or -1.
+func skipLEB(b []byte, i int) int {
+	for ; i < len(b); i++ {
+		if b[i] < 0x80 {
+			return i + 1
+		}
+	}
+	return -1
 }
 
 // refersAcrossUnits reports whether the abbreviation table at off has an

@@ -210,20 +210,30 @@ type dwarfSecs struct {
 }
 
 // dwarfSections reads the object's DWARF sections; info is nil when it has
-// none.
+// none. Compressed sections are inflated concurrently (glibc's take tens
+// of milliseconds, most of a first report's start-up).
 func (o *Object) dwarfSections() (s dwarfSecs, err error) {
-	for _, f := range []struct {
+	if sec := o.section(".debug_info"); sec == nil || sec.Type == elf.SHT_NOBITS {
+		if sec = o.section(".zdebug_info"); sec == nil || sec.Type == elf.SHT_NOBITS {
+			return dwarfSecs{}, nil
+		}
+	}
+	secs := []struct {
 		name string
 		p    *[]byte
 	}{
 		{"info", &s.info}, {"abbrev", &s.abbrev}, {"line", &s.line}, {"ranges", &s.ranges}, {"str", &s.str},
 		{"addr", &s.addr}, {"line_str", &s.lineStr}, {"str_offsets", &s.strOffsets}, {"rnglists", &s.rnglists},
-	} {
-		if *f.p, err = o.dwarfSection(f.name); err != nil {
-			return dwarfSecs{}, err
-		}
-		if f.name == "info" && s.info == nil {
-			return dwarfSecs{}, nil
+	}
+	errs := make([]error, len(secs))
+	var wg sync.WaitGroup
+	for i, f := range secs {
+		wg.Go(func() { *f.p, errs[i] = o.dwarfSection(f.name) })
+	}
+	wg.Wait()
+	for _, e := range errs {
+		if e != nil {
+			return dwarfSecs{}, e // the first section's, in the order above
 		}
 	}
 	return s, nil
@@ -591,19 +601,25 @@ const attrGNUDwoName dwarf.Attr = 0x2130
 // parseLines reads the unit's line table into cu.rows and cu.files and
 // returns the map from the line table's file numbers to cu.files.
 func (cu *cuLines) parseLines(x *lineIndex, e *dwarf.Entry) []int32 {
-	if stmt, ok := e.Val(dwarf.AttrStmtList).(int64); ok && (stmt < 0 || !lineHeaderSane(x.line, x.lineStr, x.str, uint64(stmt))) {
-		cu.err = fmt.Errorf("malformed line program header at .debug_line offset %#x", stmt)
-		return nil
+	// lineFileNames walks the whole header with every length and count
+	// checked against the unit: debug/dwarf's LineReader trusts a DWARF 5
+	// header's directory and file counts and allocates for them up front.
+	var bfd []string
+	if stmt, ok := e.Val(dwarf.AttrStmtList).(int64); ok {
+		compDir, _ := x.attrString(e, dwarf.AttrCompDir)
+		var sane bool
+		if stmt >= 0 {
+			bfd, sane = lineFileNames(x.line, x.lineStr, x.str, uint64(stmt), compDir)
+		}
+		if !sane {
+			cu.err = fmt.Errorf("malformed line program header at .debug_line offset %#x", stmt)
+			return nil
+		}
 	}
 	lr, err := x.d.LineReader(e)
 	if err != nil || lr == nil {
 		cu.err = err
 		return nil
-	}
-	var bfd []string
-	if stmt, ok := e.Val(dwarf.AttrStmtList).(int64); ok && stmt >= 0 {
-		compDir, _ := x.attrString(e, dwarf.AttrCompDir)
-		bfd, _ = lineFileNames(x.line, x.lineStr, x.str, uint64(stmt), compDir)
 	}
 	files := lr.Files()
 	idx := make([]int32, len(files))
