@@ -2,6 +2,8 @@ package elfcache
 
 import (
 	"debug/dwarf"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -169,4 +171,47 @@ func FuzzScanUnits(f *testing.F) {
 			refersAcrossUnits(s.abbrev, u.abbrev)
 		}
 	})
+}
+
+// TestSourceFramesCrossUnitRefs runs dwz on one executable of two units
+// sharing a header: dwz moves the shared entries into a partial unit that
+// both units refer to with DW_FORM_ref_addr, so those units must be read
+// by debug/dwarf over all units. Frames are held to addr2line's.
+func TestSourceFramesCrossUnitRefs(t *testing.T) {
+	needTool(t, "dwz")
+	needTool(t, "gcc")
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "common.h"), []byte(dwzHeader), 0o644))
+	main := `#include "common.h"
+__attribute__((noinline)) int work_a(int v) { struct point p = {v, v + 1, "a"}; return scaled(&p, 2) + shared_helper(&p); }
+int main(int argc, char **argv) { return work_a(argc); }
+`
+	helper := `#include "common.h"
+__attribute__((noinline)) int shared_helper(struct point *p) { return scaled(p, 3) + norm(p); }
+`
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.c"), []byte(main), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "helper.c"), []byte(helper), 0o644))
+	bin := filepath.Join(dir, "prog")
+	testprog.Tool(t, dir, "gcc", "-O2", "-g", "-o", bin, "main.c", "helper.c")
+	testprog.Tool(t, dir, "dwz", bin)
+	o := mustOpen(t, bin, Options{NoDebugFile: true})
+	secs, err := o.dwarfSections()
+	require.NoError(t, err)
+	units, err := scanUnits(secs)
+	require.NoError(t, err)
+	cross := 0
+	for _, u := range units {
+		if refersAcrossUnits(secs.abbrev, u.abbrev) {
+			cross++
+		}
+	}
+	if cross == 0 {
+		t.Skip("dwz made no cross-unit references here")
+	}
+	compareA2L(t, o, bin, sampleAddrs(o, 200, nil))
+	require.NoError(t, o.SourceError())
+	x := o.lineIndex()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	assert.NotNil(t, x.d, "units with DW_FORM_ref_addr read by debug/dwarf over all units")
 }
