@@ -215,3 +215,52 @@ __attribute__((noinline)) int shared_helper(struct point *p) { return scaled(p, 
 	defer x.mu.Unlock()
 	assert.NotNil(t, x.d, "units with DW_FORM_ref_addr read by debug/dwarf over all units")
 }
+
+// BenchmarkScanUnits builds glibc's unit index from its (decompressed)
+// sections: what a report does before its first libc sample besides
+// reading the sections.
+func BenchmarkScanUnits(b *testing.B) {
+	o := libcWithDWARF(b, Options{})
+	defer o.Close()
+	secs, err := o.DebugFile().dwarfSections()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := scanUnits(secs); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkScanUnitsDebugDWARF builds the same index with debug/dwarf (all
+// units' abbreviations parsed by dwarf.New, then each unit's first entry
+// and Data.Ranges), as lineIndex did before scanUnits: the figure to
+// compare BenchmarkScanUnits with.
+func BenchmarkScanUnitsDebugDWARF(b *testing.B) {
+	o := libcWithDWARF(b, Options{})
+	defer o.Close()
+	secs, err := o.DebugFile().dwarfSections()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		d, err := newDWARF("libc", secs, secs.info)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r := d.Reader()
+		for {
+			e, err := r.Next()
+			if err != nil || e == nil {
+				break
+			}
+			if e.Tag == dwarf.TagCompileUnit {
+				d.Ranges(e)
+			}
+			r.SkipChildren()
+		}
+	}
+}
