@@ -220,12 +220,7 @@ __attribute__((noinline)) int shared_helper(struct point *p) { return scaled(p, 
 // sections: what a report does before its first libc sample besides
 // reading the sections.
 func BenchmarkScanUnits(b *testing.B) {
-	o := libcWithDWARF(b, Options{})
-	defer o.Close()
-	secs, err := o.DebugFile().dwarfSections()
-	if err != nil {
-		b.Fatal(err)
-	}
+	secs := libcSections(b)
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := scanUnits(secs); err != nil {
@@ -239,12 +234,7 @@ func BenchmarkScanUnits(b *testing.B) {
 // and Data.Ranges), as lineIndex did before scanUnits: the figure to
 // compare BenchmarkScanUnits with.
 func BenchmarkScanUnitsDebugDWARF(b *testing.B) {
-	o := libcWithDWARF(b, Options{})
-	defer o.Close()
-	secs, err := o.DebugFile().dwarfSections()
-	if err != nil {
-		b.Fatal(err)
-	}
+	secs := libcSections(b)
 	b.ReportAllocs()
 	for b.Loop() {
 		d, err := newDWARF("libc", secs, secs.info)
@@ -263,4 +253,15 @@ func BenchmarkScanUnitsDebugDWARF(b *testing.B) {
 			r.SkipChildren()
 		}
 	}
+}
+
+// libcSections returns the DWARF sections of glibc's debug file.
+func libcSections(b *testing.B) dwarfSecs {
+	o := libcWithDWARF(b, Options{})
+	b.Cleanup(func() { o.Close() })
+	secs, err := o.DebugFile().dwarfSections()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return secs
 }
