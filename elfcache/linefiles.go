@@ -302,13 +302,3 @@ func (r *bufReader) form(form uint64, dwarf64 bool, lineStr, str []byte) (string
 	r.bad = true
 	return "", 0
 }
-
-// lineHeaderSane reports whether the line program header at off in
-// .debug_line is sound enough to hand to debug/dwarf's LineReader, which
-// trusts a DWARF 5 header's directory and file counts and allocates for them
-// up front: lineFileNames walks the whole header with every length and count
-// checked against the unit.
-func lineHeaderSane(line, lineStr, str []byte, off uint64) bool {
-	_, ok := lineFileNames(line, lineStr, str, off, "")
-	return ok
-}

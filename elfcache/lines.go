@@ -3,7 +3,6 @@ package elfcache
 import (
 	"debug/dwarf"
 	"debug/elf"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"sort"
@@ -100,8 +99,15 @@ func (o *Object) lineIndex() *lineIndex {
 
 // lineIndex maps addresses to compilation units and caches parsed units.
 type lineIndex struct {
-	owner              *Object // the object whose DWARF this is
+	owner *Object // the object whose DWARF this is
+	// d is debug/dwarf's reading of all units: made up front for
+	// big-endian DWARF, else on first need by a unit that may refer into
+	// others (dwz, LTO); other units are read from their own slice of
+	// .debug_info (unitData). Under mu once the index is built.
 	d                  *dwarf.Data
+	dErr               error        // why d could not be made (under mu)
+	perUnit            bool         // units were found by scanUnits
+	secs               dwarfSecs    // the raw sections
 	alt                *altDWARF    // the supplementary (dwz) file's; nil when none
 	line, lineStr, str []byte       // raw sections, for file names
 	units              []cuSlot     // one per compilation unit, by offset
@@ -115,7 +121,8 @@ type lineIndex struct {
 }
 
 type cuSlot struct {
-	off  dwarf.Offset
+	off  dwarf.Offset // the unit's first entry
+	span unitSpan     // where the unit is; zero when found by debug/dwarf
 	cu   atomic.Pointer[cuLines]
 	used atomic.Int64
 }
@@ -140,18 +147,16 @@ func (o *Object) buildLineIndex() {
 	if owner == nil {
 		return
 	}
-	d, err := owner.dwarfData()
+	secs, err := owner.dwarfSections()
 	if err != nil {
 		o.lineErr = err
 		return
 	}
-	if d == nil {
+	if secs.info == nil {
 		return
 	}
-	x := &lineIndex{owner: owner, d: d, max: o.opts.LineCacheCUs}
-	x.line, _ = owner.dwarfSection("line")
-	x.lineStr, _ = owner.dwarfSection("line_str")
-	x.str, _ = owner.dwarfSection("str")
+	x := &lineIndex{owner: owner, secs: secs, max: o.opts.LineCacheCUs}
+	x.line, x.lineStr, x.str = secs.line, secs.lineStr, secs.str
 	if x.max <= 0 {
 		x.max = DefaultLineCacheCUs
 	}
@@ -165,6 +170,19 @@ func (o *Object) buildLineIndex() {
 		}
 	} else if err != nil {
 		o.lineErr = err // names shared through dwz stay unknown
+	}
+	if littleEndianDWARF(secs.info) {
+		x.perUnit = true
+		if err := x.scan(); err != nil && o.lineErr == nil {
+			o.lineErr = newErr(owner.path, ".debug_info", -1, err)
+		}
+		o.lines = x
+		return
+	}
+	x.d, err = newDWARF(owner.path, secs, secs.info)
+	if err != nil {
+		o.lineErr = err
+		return
 	}
 	if err := x.index(); err != nil && o.lineErr == nil {
 		o.lineErr = newErr(owner.path, ".debug_info", -1, err)
@@ -185,53 +203,114 @@ func (o *Object) dwarfSection(name string) ([]byte, error) {
 	return o.sectionData(s)
 }
 
-// dwarfData opens the object's DWARF; nil, nil when it has none.
-func (o *Object) dwarfData() (*dwarf.Data, error) {
-	names := []string{"abbrev", "aranges", "info", "line", "ranges", "str"}
-	var secs [6][]byte
-	for i, n := range names {
-		b, err := o.dwarfSection(n)
-		if err != nil {
-			return nil, err
+// dwarfSecs holds the raw (decompressed) DWARF sections of an object.
+type dwarfSecs struct {
+	abbrev, info, line, ranges, str     []byte
+	addr, lineStr, strOffsets, rnglists []byte
+}
+
+// dwarfSections reads the object's DWARF sections; info is nil when it has
+// none. Compressed sections are inflated concurrently (glibc's take tens
+// of milliseconds, most of a first report's start-up).
+func (o *Object) dwarfSections() (s dwarfSecs, err error) {
+	if sec := o.section(".debug_info"); sec == nil || sec.Type == elf.SHT_NOBITS {
+		if sec = o.section(".zdebug_info"); sec == nil || sec.Type == elf.SHT_NOBITS {
+			return dwarfSecs{}, nil
 		}
-		secs[i] = b
 	}
-	if secs[2] == nil {
-		return nil, nil
+	secs := []struct {
+		name string
+		p    *[]byte
+	}{
+		{"info", &s.info}, {"abbrev", &s.abbrev}, {"line", &s.line}, {"ranges", &s.ranges}, {"str", &s.str},
+		{"addr", &s.addr}, {"line_str", &s.lineStr}, {"str_offsets", &s.strOffsets}, {"rnglists", &s.rnglists},
 	}
-	d, err := dwarf.New(secs[0], secs[1], nil, secs[2], secs[3], nil, secs[4], secs[5])
+	errs := make([]error, len(secs))
+	var wg sync.WaitGroup
+	for i, f := range secs {
+		wg.Go(func() { *f.p, errs[i] = o.dwarfSection(f.name) })
+	}
+	wg.Wait()
+	for _, e := range errs {
+		if e != nil {
+			return dwarfSecs{}, e // the first section's, in the order above
+		}
+	}
+	return s, nil
+}
+
+// newDWARF hands the sections to debug/dwarf, with info (all of
+// .debug_info, or one unit of it) as the units to read.
+func newDWARF(path string, s dwarfSecs, info []byte) (*dwarf.Data, error) {
+	d, err := dwarf.New(s.abbrev, nil, nil, info, s.line, nil, s.ranges, s.str)
 	if err != nil {
-		return nil, newErr(o.path, ".debug_info", -1, err)
+		return nil, newErr(path, ".debug_info", -1, err)
 	}
-	for _, n := range []string{"addr", "line_str", "str_offsets", "rnglists"} {
-		b, err := o.dwarfSection(n)
-		if err != nil {
-			return nil, err
-		}
-		if b != nil {
-			if err := d.AddSection(".debug_"+n, b); err != nil {
-				return nil, newErr(o.path, ".debug_"+n, -1, err)
+	for _, a := range []struct {
+		name string
+		b    []byte
+	}{{".debug_addr", s.addr}, {".debug_line_str", s.lineStr}, {".debug_str_offsets", s.strOffsets}, {".debug_rnglists", s.rnglists}} {
+		if a.b != nil {
+			if err := d.AddSection(a.name, a.b); err != nil {
+				return nil, newErr(path, a.name, -1, err)
 			}
 		}
 	}
 	return d, nil
 }
 
-// index finds every compilation unit and its address ranges: from
-// .debug_aranges for the units it lists, from the unit's own
-// DW_AT_low_pc/high_pc/ranges for the others.
+// dwarfData opens the object's DWARF, all units; nil, nil when it has none.
+func (o *Object) dwarfData() (*dwarf.Data, error) {
+	s, err := o.dwarfSections()
+	if err != nil || s.info == nil {
+		return nil, err
+	}
+	return newDWARF(o.path, s, s.info)
+}
+
+// littleEndianDWARF reports whether the first unit header of .debug_info
+// has a little-endian version number (as debug/dwarf decides byte order).
+func littleEndianDWARF(info []byte) bool {
+	v := 4
+	if len(info) >= 4 && info[0] == 0xff && info[1] == 0xff && info[2] == 0xff && info[3] == 0xff {
+		v = 12
+	}
+	return len(info) >= v+2 && info[v] != 0 && info[v+1] == 0
+}
+
+// scan builds the index with scanUnits.
+func (x *lineIndex) scan() error {
+	units, err := scanUnits(x.secs)
+	// x.units must not grow once built: slots hold atomics.
+	x.units = make([]cuSlot, len(units))
+	for i := range units {
+		u := &units[i]
+		x.units[i].off, x.units[i].span = dwarf.Offset(u.die), u.unitSpan
+		for _, rg := range u.ranges {
+			if rg[1] > rg[0] {
+				x.rs = append(x.rs, cuRange{lo: rg[0], hi: rg[1], cu: int32(i)})
+			}
+		}
+	}
+	x.sortRanges()
+	return err
+}
+
+// index finds every compilation unit and its address ranges with
+// debug/dwarf, from the unit's own DW_AT_low_pc/high_pc/ranges.
 func (x *lineIndex) index() error {
-	ar, _ := x.owner.dwarfSection("aranges")
-	fromAranges := parseAranges(ar)
-	byOff := make(map[dwarf.Offset]int32)
 	var firstErr error
 	r := x.d.Reader()
 	// Corrupt DWARF can make debug/dwarf's reader revisit or crawl through
 	// entries; the offsets of the entries seen here must grow, and there
 	// cannot be more of them than bytes in .debug_info.
-	info, _ := x.owner.dwarfSection("info")
-	budget := len(info) + 1
+	budget := len(x.secs.info) + 1
 	last := dwarf.Offset(0)
+	type unit struct {
+		off dwarf.Offset
+		rs  [][2]uint64
+	}
+	var units []unit
 	for n := 0; ; n++ {
 		e, err := r.Next()
 		if err != nil {
@@ -250,31 +329,26 @@ func (x *lineIndex) index() error {
 			r.SkipChildren()
 			continue
 		}
-		ci := int32(len(x.units))
-		x.units = append(x.units, cuSlot{off: e.Offset})
-		byOff[e.Offset] = ci
-		if _, ok := fromAranges[e.Offset]; !ok {
-			rs, err := x.d.Ranges(e)
-			if err == nil {
-				for _, rg := range rs {
-					if rg[1] > rg[0] {
-						x.rs = append(x.rs, cuRange{lo: rg[0], hi: rg[1], cu: ci})
-					}
-				}
-			}
-		}
+		rs, _ := x.d.Ranges(e)
+		units = append(units, unit{e.Offset, rs})
 		r.SkipChildren()
 	}
-	// x.units must not grow from here on: slots hold atomics.
-	for off, rs := range fromAranges {
-		ci, ok := byOff[off]
-		if !ok {
-			continue
-		}
-		for _, rg := range rs {
-			x.rs = append(x.rs, cuRange{lo: rg[0], hi: rg[1], cu: ci})
+	// x.units must not grow once built: slots hold atomics.
+	x.units = make([]cuSlot, len(units))
+	for i, u := range units {
+		x.units[i].off = u.off
+		for _, rg := range u.rs {
+			if rg[1] > rg[0] {
+				x.rs = append(x.rs, cuRange{lo: rg[0], hi: rg[1], cu: int32(i)})
+			}
 		}
 	}
+	x.sortRanges()
+	return firstErr
+}
+
+// sortRanges orders x.rs and fills x.maxHi.
+func (x *lineIndex) sortRanges() {
 	sort.Slice(x.rs, func(i, j int) bool {
 		if x.rs[i].lo != x.rs[j].lo {
 			return x.rs[i].lo < x.rs[j].lo
@@ -287,79 +361,32 @@ func (x *lineIndex) index() error {
 		m = max(m, x.rs[i].hi)
 		x.maxHi[i] = m
 	}
-	return firstErr
 }
 
-// parseAranges reads .debug_aranges: for each unit offset, its ranges.
-// Malformed sets end the parse; what was read so far is kept.
-func parseAranges(b []byte) map[dwarf.Offset][][2]uint64 {
-	out := make(map[dwarf.Offset][][2]uint64)
-	le := binary.LittleEndian
-	for len(b) >= 4 {
-		length := uint64(le.Uint32(b))
-		hdr := 4
-		dwarf64 := false
-		if length == 0xffffffff {
-			if len(b) < 12 {
-				break
-			}
-			length = le.Uint64(b[4:])
-			hdr = 12
-			dwarf64 = true
+// unitData returns the DWARF to read the unit of slot s with, a reader
+// positioned at its first entry, and what to add to the offsets of the
+// entries read to get .debug_info offsets. A unit is read from its own
+// slice of .debug_info (so that only its abbreviation table is parsed)
+// unless it may refer into other units; then, as with big-endian DWARF,
+// from debug/dwarf's reading of all units. Called under x.mu.
+func (x *lineIndex) unitData(s *cuSlot) (*lineIndex, *dwarf.Reader, dwarf.Offset, error) {
+	if !x.perUnit || refersAcrossUnits(x.secs.abbrev, s.span.abbrev) {
+		if x.d == nil && x.dErr == nil {
+			x.d, x.dErr = newDWARF(x.owner.path, x.secs, x.secs.info)
 		}
-		if length > uint64(len(b)-hdr) || length < 8 {
-			break
+		if x.d == nil {
+			return nil, nil, 0, x.dErr
 		}
-		set := b[hdr : hdr+int(length)]
-		b = b[hdr+int(length):]
-		p := 2 // version
-		var off uint64
-		if dwarf64 {
-			if len(set) < p+8 {
-				continue
-			}
-			off = le.Uint64(set[p:])
-			p += 8
-		} else {
-			if len(set) < p+4 {
-				continue
-			}
-			off = uint64(le.Uint32(set[p:]))
-			p += 4
-		}
-		if len(set) < p+2 {
-			continue
-		}
-		asize, ssize := int(set[p]), int(set[p+1])
-		p += 2
-		if asize != 8 && asize != 4 || ssize != 0 {
-			continue
-		}
-		tuple := 2 * asize
-		if rem := (hdr + p) % tuple; rem != 0 {
-			p += tuple - rem
-		}
-		var rs [][2]uint64
-		for p+tuple <= len(set) {
-			var a, n uint64
-			if asize == 8 {
-				a, n = le.Uint64(set[p:]), le.Uint64(set[p+8:])
-			} else {
-				a, n = uint64(le.Uint32(set[p:])), uint64(le.Uint32(set[p+4:]))
-			}
-			p += tuple
-			if a == 0 && n == 0 {
-				break
-			}
-			if n > 0 && a+n > a {
-				rs = append(rs, [2]uint64{a, a + n})
-			}
-		}
-		if len(rs) > 0 {
-			out[dwarf.Offset(off)] = append(out[dwarf.Offset(off)], rs...)
-		}
+		r := x.d.Reader()
+		r.Seek(s.off)
+		return x, r, 0, nil
 	}
-	return out
+	d, err := newDWARF(x.owner.path, x.secs, x.secs.info[s.span.start:s.span.end])
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	ux := &lineIndex{owner: x.owner, d: d, alt: x.alt, line: x.line, lineStr: x.lineStr, str: x.str, secs: x.secs}
+	return ux, d.Reader(), dwarf.Offset(s.span.start), nil
 }
 
 // cusFor returns the units whose ranges contain addr, at most 4, with -1
@@ -398,7 +425,7 @@ func (x *lineIndex) unit(ci int32) *cuLines {
 	if cu := s.cu.Load(); cu != nil {
 		return cu
 	}
-	cu := x.parse(s.off)
+	cu := x.parse(s)
 	for len(x.live) >= x.max {
 		old := 0
 		for i := range x.live {
@@ -512,26 +539,33 @@ func (cu *cuLines) lineAt(addr uint64) (string, int, bool) {
 
 // parse reads one unit; a unit that cannot be read comes back empty with
 // its error, so that it is not tried again.
-func (x *lineIndex) parse(off dwarf.Offset) (cu *cuLines) {
+func (x *lineIndex) parse(s *cuSlot) (cu *cuLines) {
+	off := s.off
 	cu = &cuLines{}
 	defer func() {
 		if r := recover(); r != nil {
 			cu = &cuLines{err: fmt.Errorf("malformed DWARF in unit at %#x: %v", off, r)}
 		}
 	}()
-	r := x.d.Reader()
-	r.Seek(off)
+	ux, r, base, err := x.unitData(s)
+	if err != nil {
+		cu.err = err
+		return cu
+	}
 	e, err := r.Next()
 	if err != nil || e == nil {
 		cu.err = errors.Join(err, errors.New("no unit"))
 		return cu
 	}
-	fileIdx := cu.parseLines(x, e)
+	fileIdx := cu.parseLines(ux, e)
 	if e.Tag == dwarf.TagSkeletonUnit {
 		// Split DWARF: the scopes are in the unit's .dwo, whose
 		// call_file numbers name the same files as the skeleton's line
-		// table (gcc writes one file table to both).
-		dx, dr, split, dwo, err := x.dwoOpen(e)
+		// table (gcc writes one file table to both). dwoOpen finds the
+		// skeleton's header by the entry's .debug_info offset.
+		abs := *e
+		abs.Offset += base
+		dx, dr, split, dwo, err := ux.dwoOpen(&abs)
 		if err != nil {
 			cu.err = err
 			if x.dwoErr == nil {
@@ -556,7 +590,7 @@ func (x *lineIndex) parse(off dwarf.Offset) (cu *cuLines) {
 		}
 	}
 	if e.Children {
-		cu.parseScopes(x, r, fileIdx)
+		cu.parseScopes(ux, r, fileIdx)
 	}
 	return cu
 }
@@ -567,19 +601,25 @@ const attrGNUDwoName dwarf.Attr = 0x2130
 // parseLines reads the unit's line table into cu.rows and cu.files and
 // returns the map from the line table's file numbers to cu.files.
 func (cu *cuLines) parseLines(x *lineIndex, e *dwarf.Entry) []int32 {
-	if stmt, ok := e.Val(dwarf.AttrStmtList).(int64); ok && (stmt < 0 || !lineHeaderSane(x.line, x.lineStr, x.str, uint64(stmt))) {
-		cu.err = fmt.Errorf("malformed line program header at .debug_line offset %#x", stmt)
-		return nil
+	// lineFileNames walks the whole header with every length and count
+	// checked against the unit: debug/dwarf's LineReader trusts a DWARF 5
+	// header's directory and file counts and allocates for them up front.
+	var bfd []string
+	if stmt, ok := e.Val(dwarf.AttrStmtList).(int64); ok {
+		compDir, _ := x.attrString(e, dwarf.AttrCompDir)
+		var sane bool
+		if stmt >= 0 {
+			bfd, sane = lineFileNames(x.line, x.lineStr, x.str, uint64(stmt), compDir)
+		}
+		if !sane {
+			cu.err = fmt.Errorf("malformed line program header at .debug_line offset %#x", stmt)
+			return nil
+		}
 	}
 	lr, err := x.d.LineReader(e)
 	if err != nil || lr == nil {
 		cu.err = err
 		return nil
-	}
-	var bfd []string
-	if stmt, ok := e.Val(dwarf.AttrStmtList).(int64); ok && stmt >= 0 {
-		compDir, _ := x.attrString(e, dwarf.AttrCompDir)
-		bfd, _ = lineFileNames(x.line, x.lineStr, x.str, uint64(stmt), compDir)
 	}
 	files := lr.Files()
 	idx := make([]int32, len(files))
