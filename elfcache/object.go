@@ -539,8 +539,10 @@ func (o *Object) viaCache(s *elf.Section, size uint64, inflate func() ([]byte, e
 
 // readAllLimit reads exactly size bytes from r.
 func readAllLimit(r io.Reader, size uint64, path, section string) ([]byte, error) {
-	// Grow as data arrives rather than trusting the declared size up front.
-	buf := make([]byte, 0, min(size, 1<<20))
+	// Trust the declared size up to 64 MiB (a section that size is
+	// ordinary: glibc's .debug_info is 6 MB), and grow as data arrives
+	// beyond it, so a lying header costs at most that much memory.
+	buf := make([]byte, 0, min(size, 64<<20))
 	for uint64(len(buf)) < size {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
