@@ -197,7 +197,7 @@ func TestCoreReportMatchesGDB(t *testing.T) {
 					if tr.IsSystem(modules[i]) && !libcDebug {
 						continue
 					}
-					assert.Contains(t, unaliased(names[i]), strings.TrimLeft(f.name, "_"), "LWP %d frame %d (%#x in %s)", g.LWP, i, f.pc, modules[i])
+					assert.Contains(t, unaliased(names[i]), strings.TrimLeft(withoutParams(f.name), "_"), "LWP %d frame %d (%#x in %s)", g.LWP, i, f.pc, modules[i])
 				}
 			}
 		})
@@ -215,6 +215,32 @@ func inCode(t *testing.T, tr *coretruth.Truth, addr uint64) bool {
 // unaliased strips the leading underscores that tell glibc's aliases of
 // one function apart (gdb names clone3 what the symbol table calls
 // __clone3).
+// withoutParams turns gdb's name of a C++ function ("run(int)",
+// "thrower(int) [clone .cold]") into the name ustack prints in every format,
+// as perf does: without the parameter list and clone suffix.
+func withoutParams(name string) string {
+	if i := strings.Index(name, " [clone "); i > 0 {
+		name = name[:i]
+	}
+	name = strings.TrimSuffix(name, " const")
+	if !strings.HasSuffix(name, ")") {
+		return name
+	}
+	depth := 0
+	for i := len(name) - 1; i >= 0; i-- {
+		switch name[i] {
+		case ')':
+			depth++
+		case '(':
+			depth--
+			if depth == 0 {
+				return name[:i]
+			}
+		}
+	}
+	return name
+}
+
 func unaliased(names []string) []string {
 	out := make([]string, len(names))
 	for i, n := range names {

@@ -77,7 +77,7 @@ func (j *JSONWriter) Write(s *Sample) error {
 	for i := range s.Frames {
 		f := &s.Frames[i]
 		jf := jsonFrame{PC: hexString(f.PC), Addr: hexString(f.Addr), Module: orNull(f.Module),
-			Offset: hexString(f.Offset), Symbol: orNull(j.names.Full(f.Symbol)), SymOff: f.SymOff,
+			Offset: hexString(f.Offset), Symbol: orNull(j.names.Short(f.Symbol)), SymOff: f.SymOff,
 			File: orNull(f.File), Inlined: f.Inlined, Kernel: f.Kernel, How: f.How, Signal: f.Signal, Restored: f.Restored}
 		if f.Line > 0 {
 			line := f.Line

@@ -11,13 +11,13 @@ import (
 // report prints the same few thousand functions over and over). Not safe
 // for concurrent use.
 type names struct {
-	short, full map[string]string
+	short map[string]string
 	unnamed     map[string]string // module path -> "[base name]"
 	raw         bool
 }
 
 func newNames(raw bool) *names {
-	return &names{short: map[string]string{}, full: map[string]string{}, unnamed: map[string]string{}, raw: raw}
+	return &names{short: map[string]string{}, unnamed: map[string]string{}, raw: raw}
 }
 
 // Short returns the name as perf prints it: demangled without parameter
@@ -31,20 +31,6 @@ func (n *names) Short(s string) string {
 	}
 	d := shortDemangle(s)
 	n.short[s] = d
-	return d
-}
-
-// Full returns the name as gdb and addr2line -C print it, with parameters
-// and clone suffixes.
-func (n *names) Full(s string) string {
-	if n.raw || !isMangled(s) {
-		return s
-	}
-	if d, ok := n.full[s]; ok {
-		return d
-	}
-	d := elfcache.Demangle(s)
-	n.full[s] = d
 	return d
 }
 

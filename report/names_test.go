@@ -8,6 +8,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/google/pprof/profile"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // textStacks returns, per sample of the text output, its comm and frame
@@ -154,4 +158,42 @@ func TestOneNamePerFrame(t *testing.T) {
 	if compared < 100 || clone3 == 0 || startMain == 0 {
 		t.Errorf("too few samples compared (%d, %d with clone3, %d with __libc_start_main_impl)", compared, clone3, startMain)
 	}
+}
+
+// TestOneNameCPlusPlus: a C++ frame has one name in every format: the
+// demangled name as perf prints it (perf script printed
+// "ns::W<std::vector<int, std::allocator<int> > >::run" for this symbol on
+// this machine), with the mangled spelling only in JSON's "mangled".
+func TestOneNameCPlusPlus(t *testing.T) {
+	const mangled = "_ZN2ns1WISt6vectorIiSaIiEEE3runES3_"
+	const want = "ns::W<std::vector<int, std::allocator<int> > >::run"
+	s := &Sample{Comm: "t", Pid: 1, Tid: 1, Event: "cpu-clock", Period: 1, Frames: []Frame{
+		{Addr: 0x1205, PC: 0x1205, Module: "/tmp/t", Offset: 0x1205, Symbol: mangled, SymOff: 0x25, How: "cfi"},
+	}}
+	out := map[string]string{}
+	for _, format := range []string{"text", "json", "folded", "pprof"} {
+		var buf bytes.Buffer
+		w, err := NewWriter(format, &buf, WriterOptions{Events: []string{"cpu-clock"}})
+		require.NoError(t, err)
+		require.NoError(t, w.Write(s))
+		require.NoError(t, w.Close())
+		out[format] = buf.String()
+	}
+	assert.Contains(t, out["text"], " "+want+"+0x25 (/tmp/t)")
+	assert.Contains(t, out["folded"], want+" 1")
+	var js struct {
+		Frames []struct {
+			Symbol, Mangled string
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(out["json"]), &js))
+	assert.Equal(t, want, js.Frames[0].Symbol)
+	assert.Equal(t, mangled, js.Frames[0].Mangled)
+	p, err := profile.Parse(strings.NewReader(out["pprof"]))
+	require.NoError(t, err)
+	var names []string
+	for _, f := range p.Function {
+		names = append(names, f.Name)
+	}
+	assert.Equal(t, []string{want}, names)
 }

@@ -112,7 +112,7 @@ func (b *PprofBuilder) Add(s *Sample) {
 	}
 	for i := range s.Frames {
 		f := &s.Frames[i]
-		name := b.names.Full(f.Symbol)
+		name := b.names.Short(f.Symbol)
 		if name == "" {
 			name = "[unknown]"
 		}

@@ -512,7 +512,7 @@ func (p *processor) commOf(tid uint32) string {
 	if tid == 0 {
 		return "swapper"
 	}
-	return ":" + strconv.FormatUint(uint64(tid), 10)
+	return ":" + strconv.FormatInt(int64(int32(tid)), 10) // perf's %d: -1 for no task
 }
 
 // missingUserData reports whether a sample of an event recorded with user

@@ -128,19 +128,19 @@ func (t *TextWriter) appendHeader(b []byte, s *Sample, f Fields, callchain bool)
 	}
 	switch {
 	case f&FieldPid != 0 && f&FieldTid != 0:
-		b = appendUintPadded(b, uint64(s.Pid), 10, 5, ' ')
+		b = appendIDPadded(b, s.Pid, 5)
 		b = append(b, '/')
 		n := len(b)
-		b = strconv.AppendUint(b, uint64(s.Tid), 10)
+		b = strconv.AppendInt(b, int64(int32(s.Tid)), 10)
 		for i := len(b) - n; i < 5; i++ {
 			b = append(b, ' ')
 		}
 		b = append(b, ' ')
 	case f&FieldPid != 0:
-		b = appendUintPadded(b, uint64(s.Pid), 10, 5, ' ')
+		b = appendIDPadded(b, s.Pid, 5)
 		b = append(b, ' ')
 	case f&FieldTid != 0:
-		b = appendUintPadded(b, uint64(s.Tid), 10, 5, ' ')
+		b = appendIDPadded(b, s.Tid, 5)
 		b = append(b, ' ')
 	}
 	if f&FieldCPU != 0 {
@@ -245,6 +245,17 @@ func (t *TextWriter) appendIP(b []byte, s *Sample, f Fields) []byte {
 
 // Flush writes buffered output.
 func (t *TextWriter) Flush() error { return t.w.Flush() }
+
+// appendIDPadded appends a pid or tid right-aligned to width as perf prints
+// them: as a signed int, so that the -1 of a sample no task owns reads -1.
+func appendIDPadded(b []byte, id uint32, width int) []byte {
+	var digits [12]byte
+	field := strconv.AppendInt(digits[:0], int64(int32(id)), 10)
+	for i := len(field); i < width; i++ {
+		b = append(b, ' ')
+	}
+	return append(b, field...)
+}
 
 // appendUintPadded appends v in base, right-aligned to width with pad,
 // without allocating.
