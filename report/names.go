@@ -11,9 +11,9 @@ import (
 // report prints the same few thousand functions over and over). Not safe
 // for concurrent use.
 type names struct {
-	short map[string]string
-	unnamed     map[string]string // module path -> "[base name]"
-	raw         bool
+	short   map[string]string
+	unnamed map[string]string // module path -> "[base name]"
+	raw     bool
 }
 
 func newNames(raw bool) *names {
