@@ -2,7 +2,6 @@ package elfcache
 
 import (
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/ustack/ustack/internal/testprog"
 )
 
 // sourceLines symbolizes addrs of libc with opts and renders every source
@@ -31,18 +31,6 @@ func sourceLines(t testing.TB, opts Options, addrs []uint64) []string {
 	return out
 }
 
-func cacheEntries(t *testing.T, dir string) []string {
-	t.Helper()
-	var files []string
-	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			files = append(files, p)
-		}
-		return nil
-	})
-	return files
-}
-
 // TestSectionCache checks that source frames are the same with the cache
 // off, cold, warm, and after its entries were truncated, bit-flipped or
 // made from other compressed bytes; that bad entries are rebuilt; and
@@ -60,7 +48,7 @@ func TestSectionCache(t *testing.T) {
 	opts := Options{SectionCache: c}
 
 	assert.Equal(t, want, sourceLines(t, opts, addrs), "cold cache")
-	entries := cacheEntries(t, dir)
+	entries := testprog.Files(dir)
 	require.NotEmpty(t, entries, "the cold run stores the decompressed sections")
 	for _, e := range entries {
 		st, err := os.Stat(e)
@@ -140,7 +128,7 @@ func TestSectionCacheTrim(t *testing.T) {
 	}
 	require.NoError(t, c.Trim())
 	var total int64
-	for _, e := range cacheEntries(t, dir) {
+	for _, e := range testprog.Files(dir) {
 		st, _ := os.Stat(e)
 		total += st.Size()
 	}

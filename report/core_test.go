@@ -1,9 +1,7 @@
 package report
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/ustack/ustack/coredump"
 	"github.com/ustack/ustack/internal/coretruth"
+	"github.com/ustack/ustack/internal/testprog"
 )
 
 var testdataDir = filepath.Join("..", "testdata")
@@ -73,19 +72,6 @@ type coreSample struct {
 	}
 }
 
-func decodeCoreJSON(t *testing.T, js []byte) []coreSample {
-	t.Helper()
-	var out []coreSample
-	sc := bufio.NewScanner(bytes.NewReader(js))
-	sc.Buffer(nil, 1<<24)
-	for sc.Scan() {
-		var s coreSample
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &s), sc.Text())
-		out = append(out, s)
-	}
-	return out
-}
-
 func hexAddr(t *testing.T, s string) uint64 {
 	t.Helper()
 	v, err := strconv.ParseUint(strings.TrimPrefix(s, "0x"), 16, 64)
@@ -123,7 +109,7 @@ func TestCoreReportMatchesGDB(t *testing.T) {
 			js, sum := coreReport(t, corePath(tr), "json", CoreOptions{Options: Options{SymFS: symfs, Kallsyms: "-", BuildIDDir: t.TempDir()}})
 			validateLines(t, sch, js)
 			assert.Empty(t, sum.Missing, "every object of the fixture is in the symfs")
-			got := decodeCoreJSON(t, js)
+			got := testprog.JSONLines[coreSample](t, js)
 			require.Len(t, got, len(tr.GDB.Threads))
 			require.Equal(t, tr.GDB.SelectedLWP, got[0].Tid, "the signalled thread comes first")
 			byTid := map[int]*coreSample{}
@@ -274,7 +260,7 @@ func TestCoreReportMatchesEuStack(t *testing.T) {
 			dir, _ := symfs(t, tr)
 			js, _ := coreReport(t, corePath(tr), "json", CoreOptions{Options: Options{SymFS: dir, Kallsyms: "-", BuildIDDir: t.TempDir()}})
 			got := map[int][]string{}
-			for _, s := range decodeCoreJSON(t, js) {
+			for _, s := range testprog.JSONLines[coreSample](t, js) {
 				for _, f := range s.Frames {
 					if !f.Inlined {
 						got[s.Tid] = append(got[s.Tid], f.PC)
@@ -345,7 +331,7 @@ func FuzzRunCore(f *testing.F) {
 		require.NoError(t, err)
 		require.NoError(t, w.Flush())
 		require.Equal(t, len(cd.Threads), sum.Samples)
-		require.Len(t, decodeCoreJSON(t, b.Bytes()), sum.Samples)
+		require.Len(t, testprog.JSONLines[coreSample](t, b.Bytes()), sum.Samples)
 	})
 }
 

@@ -470,6 +470,13 @@ func benchSamples(n int) []*Sample {
 // asks for well under a second.
 func BenchmarkFlameGraph(b *testing.B) {
 	ss := benchSamples(50000)
+	size := benchFlame(b, ss)
+	b.ReportMetric(float64(size), "bytes")
+	b.ReportMetric(float64(len(ss))*float64(b.N)/b.Elapsed().Seconds(), "samples/s")
+}
+
+// benchFlame times building the flame graph of ss and returns its size.
+func benchFlame(b *testing.B, ss []*Sample) int {
 	b.ReportAllocs()
 	var size int
 	for b.Loop() {
@@ -481,8 +488,7 @@ func BenchmarkFlameGraph(b *testing.B) {
 		w.Close()
 		size = buf.Len()
 	}
-	b.ReportMetric(float64(size), "bytes")
-	b.ReportMetric(float64(len(ss))*float64(b.N)/b.Elapsed().Seconds(), "samples/s")
+	return size
 }
 
 // BenchmarkFlameGraphWrite is the per-sample cost once the stacks are
@@ -531,17 +537,7 @@ func BenchmarkFlameGraphRecording(b *testing.B) {
 		return nil
 	})
 	require.NoError(b, err)
-	b.ReportAllocs()
-	var size int
-	for b.Loop() {
-		var buf bytes.Buffer
-		w, _ := NewWriter("flamegraph", &buf, WriterOptions{})
-		for _, s := range ss {
-			w.Write(s)
-		}
-		w.Close()
-		size = buf.Len()
-	}
+	size := benchFlame(b, ss)
 	b.ReportMetric(float64(len(ss)), "samples")
 	b.ReportMetric(float64(size), "bytes")
 }

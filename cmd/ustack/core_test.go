@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand"
@@ -20,6 +18,7 @@ import (
 	"github.com/ulikunitz/xz"
 
 	"github.com/ustack/ustack/internal/coretruth"
+	"github.com/ustack/ustack/internal/testprog"
 )
 
 var coreTestdata = filepath.Join("..", "..", "testdata")
@@ -75,19 +74,6 @@ type coreLine struct {
 	Signal *string
 	Stop   *string
 	Frames []struct{ PC string }
-}
-
-func coreLines(t *testing.T, js string) []coreLine {
-	t.Helper()
-	var out []coreLine
-	sc := bufio.NewScanner(strings.NewReader(js))
-	sc.Buffer(nil, 1<<24)
-	for sc.Scan() {
-		var l coreLine
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &l), sc.Text())
-		out = append(out, l)
-	}
-	return out
 }
 
 // TestReportCoreCompressed reports a core stored plain, with zstd (as
@@ -147,7 +133,7 @@ func TestReportCoreCompressed(t *testing.T) {
 				}
 				switch format {
 				case "json":
-					lines := coreLines(t, first)
+					lines := testprog.JSONLines[coreLine](t, []byte(first))
 					require.Len(t, lines, len(tr.GDB.Threads))
 					assert.Equal(t, tr.GDB.SelectedLWP, lines[0].Tid)
 					require.NotNil(t, lines[0].Signal)
@@ -241,7 +227,7 @@ func TestReportCoreDamaged(t *testing.T) {
 	p := write("cut", raw[:len(raw)*3/4])
 	code, out, errs := runCore(t, "--symfs", symfs, "--format", "json", p)
 	assert.Equal(t, exitPartial, code, errs)
-	assert.Len(t, coreLines(t, out), threads)
+	assert.Len(t, testprog.JSONLines[coreLine](t, []byte(out)), threads)
 	assert.Contains(t, errs, p)
 	assert.Contains(t, errs, "truncated")
 
@@ -271,7 +257,7 @@ func TestReportCoreDamaged(t *testing.T) {
 	p = write("zeroed-memory", z)
 	code, out, errs = runCore(t, "--symfs", symfs, "--format", "json", p)
 	assert.Equal(t, exitOK, code, errs)
-	assert.Len(t, coreLines(t, out), threads)
+	assert.Len(t, testprog.JSONLines[coreLine](t, []byte(out)), threads)
 
 	// Flipped bits anywhere, in the notes most: no crash, no hang; what is
 	// printed is valid JSON.
@@ -291,7 +277,7 @@ func TestReportCoreDamaged(t *testing.T) {
 		if code != exitOK {
 			assert.Contains(t, errs, "ustack report: ", "flip %d: a non-zero exit says why", i)
 		}
-		coreLines(t, out)
+		testprog.JSONLines[coreLine](t, []byte(out))
 	}
 }
 
@@ -305,7 +291,7 @@ func TestReportCoreOptions(t *testing.T) {
 	tid := tr.GDB.Threads[len(tr.GDB.Threads)-1].LWP
 	code, out, errs := runCore(t, "--symfs", symfs, "--format", "json", "--tid", fmt.Sprint(tid), core)
 	require.Equal(t, exitOK, code, errs)
-	lines := coreLines(t, out)
+	lines := testprog.JSONLines[coreLine](t, []byte(out))
 	require.Len(t, lines, 1)
 	assert.Equal(t, tid, lines[0].Tid)
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/ustack/ustack/internal/testprog"
 )
 
 // A program whose samples stand in glibc with inline frames: qsort calls
@@ -76,7 +77,7 @@ func TestReportSectionCache(t *testing.T) {
 	require.Equal(t, wantText, text, "cold cache")
 	require.Equal(t, wantJSON, json, "cold cache")
 	require.NotContains(t, errs, "warning")
-	entries := cacheEntries(t, sections)
+	entries := testprog.Files(sections)
 	require.NotEmpty(t, entries, "no section cached")
 	sizes := map[string]int64{}
 	for _, e := range entries {
@@ -127,16 +128,4 @@ func TestReportSectionCache(t *testing.T) {
 	require.Contains(t, errs, "warning: section cache: mkdir "+blocker)
 	_, _, errs = report("--no-cache")
 	require.NotContains(t, errs, "section cache")
-}
-
-func cacheEntries(t *testing.T, dir string) []string {
-	t.Helper()
-	var files []string
-	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			files = append(files, p)
-		}
-		return nil
-	})
-	return files
 }
