@@ -367,7 +367,8 @@ func (o *Object) goText(pclnAddr uint64, pcln []byte) (uint64, bool) {
 // is allocated and saved at SP+0 (CFA-delta) once the frame is, since Go's
 // arm64 prologue stores x30 with the instruction that allocates the frame.
 // Other registers are left unspecified, as in Go's .debug_frame. Outermost
-// functions (FuncFlagTopFrame) get an undefined return address.
+// functions (FuncFlagTopFrame) get an undefined return address, except
+// Go's signal handler entries (goSignalEntry).
 func (o *Object) goRow(addr uint64, row *cfi.Row) bool {
 	t := o.goTable()
 	if t == nil {
@@ -396,10 +397,24 @@ func (o *Object) goRow(addr uint64, row *cfi.Row) bool {
 	default:
 		return false
 	}
-	if f.flag&goFlagTopFrame != 0 {
+	if f.flag&goFlagTopFrame != 0 && !goSignalEntry(t.funcName(&f)) {
 		row.Regs[row.RA] = cfi.Rule{Kind: cfi.RuleUndefined}
 	}
 	return true
+}
+
+// goSignalEntry reports whether name is one of the runtime's signal handler
+// entry points. Go marks them outermost (FuncFlagTopFrame) because its own
+// traceback does not cross onto the signal stack, but their return address
+// is the kernel's sa_restorer (runtime.sigreturn__sigaction), through which
+// a native unwinder reaches the interrupted code, as the unstripped build's
+// .debug_frame does.
+func goSignalEntry(name []byte) bool {
+	switch string(name) {
+	case "runtime.sigtramp", "runtime.cgoSigtramp", "runtime.sigprofNonGoWrapper<>":
+		return true
+	}
+	return false
 }
 
 // goSymbols appends the functions of the Go pclntab as symbol candidates,
