@@ -73,6 +73,13 @@ type Options struct {
 	// PerfMapDir is where JIT symbol maps (perf-PID.map) are looked for
 	// (default /tmp).
 	PerfMapDir string
+	// HostVDSO, when set, reads the vdso of the kernel ustack runs on
+	// (capture.ReadVDSO). It serves "[vdso]" mappings that neither the
+	// archive nor a build-id cache holds (pipe-mode perf.data, perf
+	// record --no-buildid-cache), only when the recording was made on
+	// this kernel: the vdso build-id it lists agrees, or it lists none
+	// and its osrelease is this kernel's.
+	HostVDSO func() ([]byte, error)
 	// Warn receives warnings (build-id mismatches, missing objects); nil
 	// discards them.
 	Warn func(msg string)
@@ -167,7 +174,7 @@ func Run(r *perfdata.Reader, opts Options, emit func(*Sample) error) (*Summary, 
 		return nil, err
 	}
 	// What Run opens it closes: the objects and the cache holding them.
-	p.resolver = newResolver(&p.opts, func(msg string) { p.warn("%s", msg) })
+	p.resolver = newResolver(&p.opts, p.session, func(msg string) { p.warn("%s", msg) })
 	defer func() {
 		if p.ksymsStart {
 			p.kernelSyms() // waits for the loading goroutine

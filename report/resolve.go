@@ -1,6 +1,8 @@
 package report
 
 import (
+	"fmt"
+	"os"
 	"strings"
 	"sync"
 
@@ -21,8 +23,13 @@ type Frame = resolve.Frame
 
 // newResolver returns the resolver of a report's options: objects from the
 // files (under SymFS), the recording's archive, then perf's build-id cache.
-func newResolver(opts *Options, warn func(string)) *resolve.Resolver {
+func newResolver(opts *Options, s *perfdata.Session, warn func(string)) *resolve.Resolver {
+	var host func() []byte
+	if opts.HostVDSO != nil {
+		host = func() []byte { return hostVDSO(opts.HostVDSO, s, warn) }
+	}
 	return resolve.New(resolve.Options{
+		HostVDSO:        host,
 		SymFS:           opts.SymFS,
 		DebugDirs:       opts.DebugDirs,
 		SectionCache:    opts.SectionCache,
@@ -35,6 +42,30 @@ func newResolver(opts *Options, warn func(string)) *resolve.Resolver {
 		Warn:            warn,
 		Fetcher:         fetcher(opts.Debuginfod),
 	})
+}
+
+// hostVDSO returns the running kernel's vdso when the recording was made
+// on this kernel, else nil. It runs when a sample first needs the vdso,
+// after a pipe-mode recording's feature records were read.
+func hostVDSO(read func() ([]byte, error), s *perfdata.Session, warn func(string)) []byte {
+	listed := false
+	for _, b := range s.Features.BuildIDs {
+		if b.Filename == "[vdso]" && len(b.BuildID) > 0 {
+			listed = true // the resolver compares build-ids
+		}
+	}
+	if !listed {
+		rel, err := os.ReadFile("/proc/sys/kernel/osrelease")
+		if err != nil || s.Features.OSRelease == "" || strings.TrimSpace(string(rel)) != s.Features.OSRelease {
+			return nil
+		}
+	}
+	img, err := read()
+	if err != nil {
+		warn(fmt.Sprintf("[vdso]: the recording carries none and this kernel's cannot be read: %v", err))
+		return nil
+	}
+	return img
 }
 
 // fetcher returns the client as an elfcache.Fetcher: nil (not a nil

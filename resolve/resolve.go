@@ -57,6 +57,14 @@ type Options struct {
 	// VDSO, when set, is the vdso's image, used for "[vdso]" mappings
 	// before any other source (the running kernel's, when unwinding live).
 	VDSO []byte
+	// HostVDSO, when set, returns the vdso of the kernel this program
+	// runs on, or nil where it must not be used. It is called once, the
+	// first time a "[vdso]" mapping finds no other source, and the image
+	// is refused when the recording names another build-id. Callers return
+	// it only for recordings made on this kernel (perf uses its own vdso
+	// the same way): pipe-mode perf.data and recordings made without a
+	// build-id cache carry no copy of theirs.
+	HostVDSO func() []byte
 	// ProcRoot makes a file that cannot be opened by its path be looked
 	// for under /proc/PID/root as well (live processes in another mount
 	// namespace).
@@ -108,6 +116,9 @@ type Resolver struct {
 	closed  bool
 	// found says where each object was found, for Objects.
 	found map[*elfcache.Object]foundAt
+
+	hostOnce sync.Once
+	hostVDSO []byte // Options.HostVDSO's answer
 }
 
 // foundAt is where Resolver.find found an object.
@@ -123,6 +134,7 @@ const (
 	FoundBuildIDCache = "build-id cache" // perf's build-id cache
 	FoundDebuginfod   = "debuginfod"     // fetched by build-id through Options.Fetcher
 	FoundVDSO         = "vdso"           // Options.VDSO
+	FoundHostVDSO     = "running kernel" // Options.HostVDSO
 )
 
 type objectKey struct {
@@ -442,7 +454,7 @@ func (r *Resolver) find(pid uint32, path string, buildID []byte) (*elfcache.Obje
 		}
 	}
 	if path == "[vdso]" && len(r.opts.VDSO) > 0 {
-		if obj := r.fromBytes("[vdso]", r.opts.VDSO, nil, keep); obj != nil {
+		if obj := r.fromBytes("[vdso]", r.opts.VDSO, nil, "the given vdso", keep); obj != nil {
 			return obj, FoundVDSO, ""
 		}
 	}
@@ -455,7 +467,7 @@ func (r *Resolver) find(pid uint32, path string, buildID []byte) (*elfcache.Obje
 	}
 	if r.opts.Objects != nil {
 		if data, name, ok := r.opts.Objects.Object(buildID, path); ok {
-			if obj := r.fromBytes(name, data, buildID, keep); obj != nil {
+			if obj := r.fromBytes(name, data, buildID, "the recording's archive", keep); obj != nil {
 				return obj, FoundArchive, ""
 			}
 		}
@@ -468,6 +480,14 @@ func (r *Resolver) find(pid uint32, path string, buildID []byte) (*elfcache.Obje
 	for _, c := range r.buildIDPaths(path, buildID) {
 		if obj := r.openChecked(r.local, c, buildID, keep); obj != nil {
 			return obj, FoundBuildIDCache, ""
+		}
+	}
+	if path == "[vdso]" && r.opts.HostVDSO != nil {
+		r.hostOnce.Do(func() { r.hostVDSO = r.opts.HostVDSO() })
+		if len(r.hostVDSO) > 0 {
+			if obj := r.fromBytes("[vdso]", r.hostVDSO, buildID, "the running kernel's vdso", keep); obj != nil {
+				return obj, FoundHostVDSO, ""
+			}
 		}
 	}
 	fetchWhy := ""
@@ -519,9 +539,9 @@ func (r *Resolver) openChecked(c *elfcache.Cache, file string, buildID []byte, k
 	return obj
 }
 
-// fromBytes makes an object of an image (archive copy, vdso), owned by the
+// fromBytes makes an object of an image (archive copy, vdso) from src, owned by the
 // Resolver.
-func (r *Resolver) fromBytes(name string, data, buildID []byte, keep func(string)) *elfcache.Object {
+func (r *Resolver) fromBytes(name string, data, buildID []byte, src string, keep func(string)) *elfcache.Object {
 	opts := elfcache.Options{DebugDirs: r.opts.DebugDirs, SymFS: r.opts.SymFS, DebugData: r.opts.DebugData,
 		SectionCache: r.opts.SectionCache, Fetcher: r.opts.Fetcher}
 	if name == "[vdso]" && r.opts.DebugData == nil {
@@ -529,11 +549,11 @@ func (r *Resolver) fromBytes(name string, data, buildID []byte, keep func(string
 	}
 	obj, err := elfcache.OpenBytes(name, data, opts)
 	if err != nil {
-		keep(fmt.Sprintf("copy in the recording's archive: %v", err))
+		keep(fmt.Sprintf("copy in %s: %v", src, err))
 		return nil
 	}
 	if mismatch(obj, buildID) {
-		keep(fmt.Sprintf("build-id mismatch: %s has %x, the archive's %s has %x", r.origin(), buildID, name, obj.BuildID()))
+		keep(fmt.Sprintf("build-id mismatch: %s has %x, %s (%s) has %x", r.origin(), buildID, src, name, obj.BuildID()))
 		obj.Close()
 		return nil
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ustack/ustack/archive"
+	"github.com/ustack/ustack/capture"
 	"github.com/ustack/ustack/elfcache"
 	"github.com/ustack/ustack/perfdata"
 	"github.com/ustack/ustack/report"
@@ -243,6 +244,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		defer opts.Debuginfod.Close()
 	}
 	opts.ObjectSources = *verbose
+	opts.HostVDSO = capture.ReadVDSO
 
 	var names []string
 	for _, a := range r.Session().Attrs {
