@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/cilium/ebpf v0.22.0
+	github.com/stretchr/testify v1.12.1
 	github.com/ustack/ustack v0.0.0
 	golang.org/x/sys v0.46.0
 )
@@ -14,6 +15,7 @@ require (
 	github.com/klauspost/compress v1.20.4 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
 	github.com/ulikunitz/xz v0.5.15 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
 )
 
 replace github.com/ustack/ustack => ../..

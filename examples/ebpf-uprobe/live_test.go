@@ -1,0 +1,202 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/ustack/ustack/internal/testprog"
+)
+
+// The live tests load the BPF program, attach it to a fixture program and
+// check the stacks against the chain the fixture was written with
+// (leaf <- mid <- top <- main, then glibc's start code and _start) and
+// against ustack record + ustack report on the same program.
+
+// wantChain is the fixture's call chain at leaf, innermost first, after
+// which glibc's start code calls main (the names are those of glibc 2.36's
+// symbol table and debug info: __libc_start_call_main,
+// __libc_start_main_impl).
+var wantChain = []string{"leaf", "mid", "top", "main", "__libc_start_call_main", "__libc_start_main_impl", "_start"}
+
+// fixtureCalls is how many times the fixture calls leaf.
+const fixtureCalls = 20
+
+// needLive skips t unless it can load BPF programs: root, and a kernel
+// with BTF.
+func needLive(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("live eBPF test: needs root to load BPF programs (run go test as root)")
+	}
+	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
+		t.Skipf("live eBPF test: this kernel has no BTF (%v)", err)
+	}
+}
+
+// liveTools builds the fixture (gcc -O2 -g), the tracer and ustack, once
+// per test binary run.
+type liveTools struct {
+	fixture, tracer, ustack string
+}
+
+var tools *liveTools
+
+func buildLive(t *testing.T) *liveTools {
+	t.Helper()
+	if tools != nil {
+		return tools
+	}
+	dir, err := os.MkdirTemp("", "ebpf-uprobe-test-")
+	require.NoError(t, err)
+	// The directory outlives the test: the test binary's other tests
+	// reuse the builds. It is small.
+	src, err := os.ReadFile("testdata/chain.c")
+	require.NoError(t, err)
+	lt := &liveTools{fixture: testprog.Build(t, dir, "chain.c", string(src), "-O2", "-g")}
+	lt.tracer = goBuild(t, ".", filepath.Join(dir, "tracer"), ".")
+	lt.ustack = goBuild(t, "../..", filepath.Join(dir, "ustack"), "./cmd/ustack")
+	tools = lt
+	return lt
+}
+
+// goBuild builds pkg in module directory dir into out.
+func goBuild(t *testing.T, dir, out, pkg string) string {
+	t.Helper()
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = dir
+	b, err := cmd.CombinedOutput()
+	require.NoError(t, err, "go build %s in %s: %s", pkg, dir, b)
+	return out
+}
+
+// runTracer runs the tracer with args and returns its standard output and
+// standard error.
+func runTracer(t *testing.T, lt *liveTools, args ...string) (string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, lt.tracer, args...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	require.NoError(t, err, "%s %s: %s", lt.tracer, strings.Join(args, " "), stderr.String())
+	return stdout.String(), stderr.String()
+}
+
+// ustackReport records the fixture with ustack record -e event and returns
+// ustack report's text and JSON.
+func ustackReport(t *testing.T, lt *liveTools, event string) (string, string) {
+	t.Helper()
+	data := filepath.Join(t.TempDir(), "perf.data")
+	testprog.Tool(t, "", lt.ustack, "record", "-e", event, "-o", data, "--", lt.fixture, "20")
+	text := testprog.Tool(t, "", lt.ustack, "report", "-i", data)
+	js := testprog.Tool(t, "", lt.ustack, "report", "-i", data, "--format", "json")
+	return text, js
+}
+
+// jsonSample is what the tests read of a JSON sample, ustack report's or
+// the tracer's.
+type jsonSample struct {
+	Pid    uint32 `json:"pid"`
+	Event  string `json:"event"`
+	Stop   string `json:"stop"`
+	Frames []struct {
+		Symbol string `json:"symbol"`
+		Module string `json:"module"`
+		Offset string `json:"offset"`
+		Kernel bool   `json:"kernel"`
+		How    string `json:"how"`
+	} `json:"frames"`
+}
+
+// userFrames returns a sample's user frames as "symbol module+offset".
+func userFrames(s jsonSample) []string {
+	var out []string
+	for _, f := range s.Frames {
+		if !f.Kernel {
+			out = append(out, f.Symbol+" "+filepath.Base(f.Module)+"+"+f.Offset)
+		}
+	}
+	return out
+}
+
+func symbols(s jsonSample) []string {
+	var out []string
+	for _, f := range s.Frames {
+		if !f.Kernel {
+			out = append(out, f.Symbol)
+		}
+	}
+	return out
+}
+
+// textStacks returns the user frame lines of each sample of perf-script
+// style text (those naming an object by its path).
+func textStacks(text string) [][]string {
+	var out [][]string
+	for _, block := range strings.Split(strings.TrimSpace(text), "\n\n") {
+		var frames []string
+		for _, l := range strings.Split(block, "\n")[1:] {
+			if strings.Contains(l, " (/") {
+				frames = append(frames, strings.TrimSpace(l))
+			}
+		}
+		out = append(out, frames)
+	}
+	return out
+}
+
+// checkAgainstUstack runs the tracer and ustack on the fixture with event
+// and checks that every event's stack is want (symbols, innermost first)
+// and the same frames ustack report prints.
+func checkAgainstUstack(t *testing.T, event string, want []string) {
+	needLive(t)
+	lt := buildLive(t)
+	spec := strings.ReplaceAll(event, "BINARY", lt.fixture)
+
+	uText, uJSON := ustackReport(t, lt, spec)
+	uSamples := testprog.JSONLines[jsonSample](t, []byte(uJSON))
+	require.Len(t, uSamples, fixtureCalls, "ustack record's samples")
+
+	text, stderr := runTracer(t, lt, "-e", spec, "--", lt.fixture, "20")
+	js, _ := runTracer(t, lt, "-e", spec, "--format", "json", "--", lt.fixture, "20")
+	samples := testprog.JSONLines[jsonSample](t, []byte(js))
+	require.Len(t, samples, fixtureCalls+1, "the tracer's events and its summary record:\n%s", js)
+	samples = samples[:fixtureCalls] // the last line is {"summary": ...}
+	assert.Contains(t, stderr, "20 events, 0 lost")
+
+	for i, s := range samples {
+		assert.Equal(t, want, symbols(s), "event %d", i)
+		assert.Equal(t, "outermost", s.Stop, "event %d", i)
+		assert.Equal(t, userFrames(uSamples[i]), userFrames(s), "event %d against ustack report's sample %d", i, i)
+		assert.Equal(t, uSamples[i].Event, s.Event, "event name")
+	}
+	// The text is ustack report's: the same frame lines.
+	stacks, uStacks := textStacks(text), textStacks(uText)
+	require.Len(t, stacks, fixtureCalls, "text output:\n%s", text)
+	require.Len(t, uStacks, fixtureCalls, "ustack report's text:\n%s", uText)
+	for i := range stacks {
+		assert.Equal(t, uStacks[i], stacks[i], "text of event %d", i)
+		assert.Len(t, stacks[i], len(want), "text of event %d", i)
+	}
+}
+
+// TestLiveUprobe: a uprobe on leaf gives leaf <- mid <- top <- main at
+// every call, as ustack record -e u:BINARY:leaf does.
+func TestLiveUprobe(t *testing.T) {
+	checkAgainstUstack(t, "u:BINARY:leaf", wantChain)
+}
+
+// TestLiveTracepoint: syscalls:sys_enter_write, with the user registers
+// from bpf_task_pt_regs, gives glibc's write under the same chain.
+func TestLiveTracepoint(t *testing.T) {
+	testprog.NeedTracefs(t, "syscalls/sys_enter_write")
+	checkAgainstUstack(t, "syscalls:sys_enter_write", append([]string{"__GI___libc_write"}, wantChain...))
+}
