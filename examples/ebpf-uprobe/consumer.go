@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/ustack/ustack/arch"
@@ -99,8 +98,9 @@ func (c *consumer) handle(rec []byte) error {
 		c.refresh(e.Pid, p, ip)
 	}
 	res := c.unwind(p)
-	var nm *unwinder.NoMappingError
-	if res.Stop == unwinder.StopNoMapping && errors.As(res.Err, &nm) && !nm.Mapped && !p.outside[nm.PC] {
+	// A return address outside every mapping: the process may have
+	// mapped more since its maps were read.
+	if nm, ok := res.Err.(*unwinder.NoMappingError); ok && !nm.Mapped && !p.outside[nm.PC] {
 		if c.refresh(e.Pid, p, nm.PC) {
 			res = c.unwind(p)
 		}

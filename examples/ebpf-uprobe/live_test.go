@@ -162,12 +162,12 @@ func checkAgainstUstack(t *testing.T, event string, want []string) {
 	spec := strings.ReplaceAll(event, "BINARY", lt.fixture)
 
 	uText, uJSON := ustackReport(t, lt, spec)
-	uSamples := testprog.JSONLines[jsonSample](t, []byte(uJSON))
+	uSamples := testprogJSON(t, []byte(uJSON))
 	require.Len(t, uSamples, fixtureCalls, "ustack record's samples")
 
 	text, stderr := runTracer(t, lt, "-e", spec, "--", lt.fixture, "20")
 	js, _ := runTracer(t, lt, "-e", spec, "--format", "json", "--", lt.fixture, "20")
-	samples := testprog.JSONLines[jsonSample](t, []byte(js))
+	samples := testprogJSON(t, []byte(js))
 	require.Len(t, samples, fixtureCalls+1, "the tracer's events and its summary record:\n%s", js)
 	samples = samples[:fixtureCalls] // the last line is {"summary": ...}
 	assert.Contains(t, stderr, "20 events, 0 lost")
@@ -200,3 +200,6 @@ func TestLiveTracepoint(t *testing.T) {
 	testprog.NeedTracefs(t, "syscalls/sys_enter_write")
 	checkAgainstUstack(t, "syscalls:sys_enter_write", append([]string{"__GI___libc_write"}, wantChain...))
 }
+
+// testprogJSON decodes JSON lines into jsonSamples.
+func testprogJSON(t testing.TB, b []byte) []jsonSample { return testprog.JSONLines[jsonSample](t, b) }
