@@ -5,7 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -55,6 +57,8 @@ func buildLive(t *testing.T) *liveTools {
 	}
 	dir, err := os.MkdirTemp("", "ebpf-uprobe-test-")
 	require.NoError(t, err)
+	// Others may run what is in it (TestNotRoot).
+	require.NoError(t, os.Chmod(dir, 0o755))
 	// The directory outlives the test: the test binary's other tests
 	// reuse the builds. It is small.
 	src, err := os.ReadFile("testdata/chain.c")
@@ -203,3 +207,65 @@ func TestLiveTracepoint(t *testing.T) {
 
 // testprogJSON decodes JSON lines into jsonSamples.
 func testprogJSON(t testing.TB, b []byte) []jsonSample { return testprog.JSONLines[jsonSample](t, b) }
+
+// TestLivePid: -p traces a running process until it exits.
+func TestLivePid(t *testing.T) {
+	needLive(t)
+	lt := buildLive(t)
+	// 300 calls, 2 ms apart: the tracer attaches while they run.
+	fix := exec.Command(lt.fixture, "300")
+	require.NoError(t, fix.Start())
+	done := make(chan error, 1)
+	go func() { done <- fix.Wait() }()
+	js, stderr := runTracer(t, lt, "-e", "u:"+lt.fixture+":leaf", "--format", "json", "-p", strconv.Itoa(fix.Process.Pid))
+	require.NoError(t, <-done)
+	samples := testprogJSON(t, []byte(js))
+	require.Greater(t, len(samples), 1, "events and the summary record:\n%s\n%s", js, stderr)
+	samples = samples[:len(samples)-1]
+	for i, s := range samples {
+		assert.Equal(t, uint32(fix.Process.Pid), s.Pid, "event %d", i)
+		assert.Equal(t, wantChain, symbols(s), "event %d", i)
+	}
+	t.Logf("%d events of 300 calls", len(samples))
+}
+
+// TestNotRoot: without root the tracer says so instead of failing
+// obscurely.
+func TestNotRoot(t *testing.T) {
+	needLive(t)
+	lt := buildLive(t)
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("setpriv (util-linux) is not installed")
+	}
+	cmd := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+		lt.tracer, "-e", "u:"+lt.fixture+":leaf", "--", lt.fixture, "1")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "%s", out)
+	assert.Equal(t, 1, ee.ExitCode(), "%s", out)
+	assert.Contains(t, string(out), "needs root", "%s", out)
+}
+
+// TestLiveSignal: SIGTERM ends the tracer cleanly: the command gets the
+// signal, the events read so far are printed with the summary.
+func TestLiveSignal(t *testing.T) {
+	needLive(t)
+	lt := buildLive(t)
+	cmd := exec.Command(lt.tracer, "-e", "u:"+lt.fixture+":leaf", "--", lt.fixture, "100000")
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Start())
+	time.Sleep(time.Second)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "%s", stderr.String())
+	assert.Equal(t, 128+int(syscall.SIGTERM), ee.ExitCode(), "the command's status, killed by SIGTERM: %s", stderr.String())
+	stacks := textStacks(stdout.String())
+	require.NotEmpty(t, stacks)
+	for i, s := range stacks {
+		assert.Len(t, s, len(wantChain), "event %d: %v", i, s)
+	}
+	assert.Regexp(t, `ebpf-uprobe: \d+ events, 0 lost \(ring buffer full\), 0 malformed; stops: outermost \d+\n$`, stderr.String())
+}

@@ -145,6 +145,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			var ee *exec.ExitError
 			if err := cmd.cmd.Wait(); errors.As(err, &ee) {
 				status = ee.ExitCode()
+				if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+					status = 128 + int(ws.Signal()) // as a shell says it
+				}
 			}
 			exitStatus <- status
 			close(stop)
@@ -155,7 +158,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	go func() {
 		select {
-		case <-sigs:
+		case sig := <-sigs:
+			// The command gets the signal too (a terminal's Ctrl-C
+			// reaches the whole process group; kill(1) only us).
+			if cmd != nil {
+				cmd.cmd.Process.Signal(sig)
+			}
 		case <-stop:
 		}
 		t.detach()
