@@ -93,7 +93,7 @@ func newTracer(probes []probe, pid int, stackSize int) (*tracer, error) {
 		return nil, bpfError("can't load the BPF program", err)
 	}
 	for i, p := range probes {
-		l, err := t.attach(p.ev, pid, uint64(i))
+		l, err := t.attach(p.ev, uint64(i))
 		if err != nil {
 			t.Close()
 			return nil, bpfError(fmt.Sprintf("can't attach %q", p.ev.Spec), err)
@@ -107,7 +107,7 @@ func newTracer(probes []probe, pid int, stackSize int) (*tracer, error) {
 	return t, nil
 }
 
-func (t *tracer) attach(ev *capture.Event, pid int, cookie uint64) (link.Link, error) {
+func (t *tracer) attach(ev *capture.Event, cookie uint64) (link.Link, error) {
 	if ev.Kind == capture.KindTracepoint {
 		group, name, _ := strings.Cut(ev.Name, ":")
 		return link.Tracepoint(group, name, t.objs.OnTracepoint, &link.TracepointOptions{Cookie: cookie})
@@ -117,8 +117,10 @@ func (t *tracer) attach(ev *capture.Event, pid int, cookie uint64) (link.Link, e
 		return nil, err
 	}
 	// capture.ParseEvent resolved the symbol to a file offset already,
-	// as ustack record does.
-	opts := &link.UprobeOptions{Address: ev.Offset, PID: pid, Cookie: cookie}
+	// as ustack record does. The probe is on the file for every process
+	// and the program keeps the target's events by tgid: a perf event
+	// opened for a pid would see that one thread only.
+	opts := &link.UprobeOptions{Address: ev.Offset, Cookie: cookie}
 	if strings.HasPrefix(ev.Name, "uretprobe:") {
 		return ex.Uretprobe("", t.objs.OnUprobe, opts)
 	}
