@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf/ringbuf"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/ustack/ustack/internal/testprog"
 )
@@ -91,4 +92,42 @@ func TestRecordBenchData(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(benchDir, "chain"), exe, 0o755))
 	t.Logf("recorded %d events (%d bytes, %d gzipped)", n, events.Len(), gz.Len())
+}
+
+// TestLiveLost: events the ring buffer has no room for are counted, not
+// dropped silently. Nothing reads the ring while the fixture calls leaf
+// 400 times with the largest stack copy (about 70 KiB a record, some 120
+// of which fit in its 8 MiB), so every event is either in the ring or
+// counted lost.
+func TestLiveLost(t *testing.T) {
+	needLive(t)
+	lt := buildLive(t)
+	probes, err := parseProbes([]string{"u:" + lt.fixture + ":leaf"})
+	require.NoError(t, err)
+	cmd, err := startStopped([]string{lt.fixture, "400"})
+	require.NoError(t, err)
+	tr, err := newTracer(probes, cmd.Pid(), maxStackSize)
+	if err != nil {
+		cmd.kill()
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	require.NoError(t, cmd.resume())
+	require.NoError(t, cmd.cmd.Wait())
+	tr.detach()
+	tr.rd.Flush()
+	var rec ringbuf.Record
+	read := 0
+	for {
+		err := tr.rd.ReadInto(&rec)
+		if errors.Is(err, ringbuf.ErrFlushed) {
+			break
+		}
+		require.NoError(t, err)
+		read++
+	}
+	lost := tr.lost()
+	t.Logf("%d events read, %d lost", read, lost)
+	assert.Equal(t, uint64(400), uint64(read)+lost, "events read and lost")
+	assert.Greater(t, lost, uint64(0))
 }
