@@ -5,6 +5,7 @@ import (
 
 	"github.com/ustack/ustack/arch"
 	"github.com/ustack/ustack/capture"
+	"github.com/ustack/ustack/perfdata"
 	"github.com/ustack/ustack/procmaps"
 	"github.com/ustack/ustack/report"
 	"github.com/ustack/ustack/resolve"
@@ -194,6 +195,8 @@ func (c *consumer) commOf(tid uint32, raw []byte) string {
 // and the objects that could not be used.
 func (c *consumer) summary(lost uint64) *report.Summary {
 	c.sum.Lost = lost
+	// The stack copy's size, for Summary.StackSizeFix.
+	c.sum.Attrs = []*perfdata.Attr{{SampleStackUser: uint32(c.stackSize)}}
 	for path, why := range c.res.Missing() {
 		c.sum.Missing[path] = why
 	}

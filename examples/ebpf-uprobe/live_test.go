@@ -269,3 +269,22 @@ func TestLiveSignal(t *testing.T) {
 	}
 	assert.Regexp(t, `ebpf-uprobe: \d+ events, 0 lost \(ring buffer full\), 0 malformed; stops: outermost \d+\n$`, stderr.String())
 }
+
+// TestLiveStackSize: a copy too small for the whole stack ends every stack
+// "truncated", and the summary says which --stack-size to try.
+func TestLiveStackSize(t *testing.T) {
+	needLive(t)
+	lt := buildLive(t)
+	js, stderr := runTracer(t, lt, "-e", "u:"+lt.fixture+":leaf", "--stack-size", "24", "--format", "json", "--", lt.fixture, "3")
+	samples := testprogJSON(t, []byte(js))
+	require.Len(t, samples, 4, "3 events and the summary record")
+	for i, s := range samples[:3] {
+		assert.Equal(t, "truncated", s.Stop, "event %d", i)
+		// 24 bytes from SP at leaf's entry hold the return addresses
+		// into mid and top at most.
+		syms := symbols(s)
+		assert.LessOrEqual(t, len(syms), 3, "event %d: %v", i, syms)
+		assert.Equal(t, wantChain[:len(syms)], syms, "event %d", i)
+	}
+	assert.Contains(t, stderr, "3 of 3 stacks were cut short by the size of the stack snapshot; run with --stack-size 48")
+}

@@ -196,7 +196,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ebpf-uprobe: writing: %v\n", err)
 		return 1
 	}
-	sum.WriteSummary(stderr)
+	writeSummary(stderr, sum, *stackSize)
 	fmt.Fprintf(stderr, "ebpf-uprobe: %d events, %d lost (ring buffer full), %d malformed; stops:", sum.Samples, sum.Lost, c.malformed)
 	for _, k := range sortedStops(sum.Stops) {
 		fmt.Fprintf(stderr, " %s %d", k, sum.Stops[k])
@@ -211,6 +211,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 	default:
 		return 0 // Ctrl-C before the command ended
 	}
+}
+
+// writeSummary prints ustack report's summary, its advice for stacks cut
+// short by the copy's size given as this tracer's flag.
+func writeSummary(w io.Writer, sum *report.Summary, stackSize int) {
+	var b strings.Builder
+	sum.WriteSummary(&b)
+	text := b.String()
+	if fix := sum.StackSizeFix(); fix != "" {
+		next := min(2*stackSize, maxStackSize)
+		ours := fmt.Sprintf("run with --stack-size %d (this trace copied %d bytes from SP)", next, stackSize)
+		if stackSize >= maxStackSize {
+			ours = fmt.Sprintf("this trace copied %d bytes from SP, the most it can", stackSize)
+		}
+		text = strings.Replace(text, fix, ours, 1)
+	}
+	io.WriteString(w, text)
 }
 
 // watchProcess closes stop when process pid exits.
