@@ -190,6 +190,32 @@ func checkAgainstUstack(t *testing.T, event string, want []string) {
 		assert.Equal(t, uStacks[i], stacks[i], "text of event %d", i)
 		assert.Len(t, stacks[i], len(want), "text of event %d", i)
 	}
+	// And the same header fields (comm pid/tid [cpu] time: period event:),
+	// but for a tracepoint's fields, which the tracer does not copy.
+	headers, uHeaders := textHeaders(text), textHeaders(uText)
+	for i := range headers {
+		assert.Equal(t, uHeaders[i], headers[i], "header of event %d", i)
+	}
+}
+
+// textHeaders returns the header line of each sample of perf-script style
+// text as its fields, numbers as N, up to the event name.
+func textHeaders(text string) [][]string {
+	var out [][]string
+	for _, block := range strings.Split(strings.TrimSpace(text), "\n\n") {
+		var h []string
+		for _, f := range strings.Fields(strings.Split(block, "\n")[0]) {
+			if strings.Trim(f, "0123456789.[]:") == "" {
+				f = "N"
+			}
+			h = append(h, f)
+			if strings.HasSuffix(f, ":") && f != "N" {
+				break // the event; a tracepoint's fields follow
+			}
+		}
+		out = append(out, h)
+	}
+	return out
 }
 
 // TestLiveUprobe: a uprobe on leaf gives leaf <- mid <- top <- main at

@@ -35,6 +35,7 @@ import (
 
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/ustack/ustack/capture"
+	"github.com/ustack/ustack/perfdata"
 	"github.com/ustack/ustack/report"
 	"github.com/ustack/ustack/resolve"
 	"golang.org/x/sys/unix"
@@ -113,7 +114,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	defer t.Close()
 
-	out, err := report.NewWriter(*format, stdout, report.WriterOptions{Events: names})
+	out, err := report.NewWriter(*format, stdout, report.WriterOptions{Events: names, Attrs: writerAttrs(probes)})
 	if err != nil {
 		fmt.Fprintf(stderr, "ebpf-uprobe: %v\n", err)
 		return 2
@@ -211,6 +212,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 	default:
 		return 0 // Ctrl-C before the command ended
 	}
+}
+
+// writerAttrs describes the events to report's text writer as perf
+// attributes of the data each event's samples carry (no tracepoint fields:
+// the program does not copy them), so that it prints the header fields
+// ustack report prints for them.
+func writerAttrs(probes []probe) []*perfdata.Attr {
+	const carried = perfdata.SampleIP | perfdata.SampleTID | perfdata.SampleTime | perfdata.SampleCPU |
+		perfdata.SamplePeriod | perfdata.SampleRegsUser | perfdata.SampleStackUser
+	attrs := make([]*perfdata.Attr, len(probes))
+	for i, p := range probes {
+		attrs[i] = &perfdata.Attr{Name: p.ev.Name, Type: p.ev.Type, Config: p.ev.Config, SampleType: carried}
+	}
+	return attrs
 }
 
 // writeSummary prints ustack report's summary, its advice for stacks cut
