@@ -54,7 +54,6 @@ type consumer struct {
 // unmapped memory does not reread the maps at every event).
 type process struct {
 	space   *resolve.Space
-	read    bool
 	outside map[uint64]bool
 	warned  bool
 	maps    []resolve.Mapping
@@ -95,7 +94,7 @@ func (c *consumer) handle(rec []byte) error {
 	e.loadRegs(&c.regs)
 	p := c.process(e.Pid)
 	ip := e.Regs[ptRegsIP]
-	if p.space.AddressSpace().Find(ip) < 0 {
+	if p.space.AddressSpace().Find(ip) < 0 && !p.outside[ip] {
 		c.refresh(e.Pid, p, ip)
 	}
 	res := c.unwind(p)
@@ -169,7 +168,7 @@ func (c *consumer) refresh(pid uint32, p *process, addr uint64) bool {
 		p.maps = append(p.maps, resolve.Mapping{Map: procmaps.Map{Start: m.Start, End: m.End, PgOff: m.PgOff,
 			Path: m.Path, Prot: m.Prot(), Exec: m.Exec()}})
 	}
-	p.space, p.read = c.res.NewSpace(pid, p.maps), true
+	p.space = c.res.NewSpace(pid, p.maps)
 	if addr != 0 && p.space.AddressSpace().Find(addr) < 0 {
 		p.outside[addr] = true
 		return false

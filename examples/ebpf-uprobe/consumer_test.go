@@ -170,3 +170,57 @@ func FuzzDecodeEvent(f *testing.F) {
 		e.stackFromSP(maxStackSize)
 	})
 }
+
+// TestMapsRefresh: maps read before the program's code was mapped are read
+// again at the first PC outside them, once.
+func TestMapsRefresh(t *testing.T) {
+	r := loadRecorded(t)
+	var early []capture.ProcMap
+	for _, m := range r.maps {
+		if !m.Exec() || filepath.Base(m.Path) != "chain" {
+			early = append(early, m)
+		}
+	}
+	require.Less(t, len(early), len(r.maps))
+	calls := 0
+	var out bytes.Buffer
+	c, done := newReplay(t, r, "json", &out)
+	c.readMaps = func(pid uint32) ([]capture.ProcMap, error) {
+		calls++
+		if calls == 1 {
+			return early, nil
+		}
+		return r.maps, nil
+	}
+	for _, ev := range r.events {
+		require.NoError(t, c.handle(ev))
+	}
+	done()
+	assert.Equal(t, 2, calls, "maps read at the first event and again for its PC")
+	assert.Equal(t, map[string]int{"outermost": 32}, c.summary(0).Stops)
+}
+
+// TestMapsGone: a process whose maps cannot be read gets one warning and
+// stacks that stop at the PC; its maps are not read again for the same PC.
+func TestMapsGone(t *testing.T) {
+	r := loadRecorded(t)
+	calls := 0
+	var warnings []string
+	var out bytes.Buffer
+	c, done := newReplay(t, r, "json", &out)
+	c.warn = func(msg string) { warnings = append(warnings, msg) }
+	c.readMaps = func(pid uint32) ([]capture.ProcMap, error) {
+		calls++
+		return nil, os.ErrNotExist
+	}
+	for _, ev := range r.events {
+		require.NoError(t, c.handle(ev))
+	}
+	done()
+	require.Len(t, warnings, 1)
+	assert.Contains(t, warnings[0], "cannot read its maps")
+	// Once at the first event, once more for each of the two PCs (leaf's
+	// entry and write's syscall).
+	assert.Equal(t, 3, calls)
+	assert.Equal(t, map[string]int{"no_mapping": 32}, c.summary(0).Stops)
+}
