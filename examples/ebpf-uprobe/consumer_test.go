@@ -153,9 +153,14 @@ func BenchmarkConsumer(b *testing.B) {
 // FuzzDecodeEvent: no record crashes the decoder, and a decoded record's
 // stack lies inside the record.
 func FuzzDecodeEvent(f *testing.F) {
+	// Records cut to a few stack bytes (their stack_len with them): the
+	// fuzzer mutates small inputs far faster than 12 KiB ones.
 	r := loadRecorded(f)
-	f.Add(r.events[0])
-	f.Add(r.events[len(r.events)-1])
+	for _, ev := range [][]byte{r.events[0], r.events[len(r.events)-1]} {
+		small := append([]byte(nil), ev[:eventHeaderSize+64]...)
+		binary.LittleEndian.PutUint32(small[32:], 64)
+		f.Add(small)
+	}
 	f.Add(r.events[0][:eventHeaderSize])
 	f.Add(r.events[0][:eventHeaderSize-1])
 	f.Add([]byte{})
