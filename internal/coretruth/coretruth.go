@@ -14,6 +14,7 @@ import (
 	"sort"
 
 	"github.com/ustack/ustack/coredump"
+	"github.com/ustack/ustack/internal/testfiles"
 )
 
 // Truth is a testdata/cores/<arch>/<name>.json file (testdata/cores/README.md):
@@ -114,6 +115,10 @@ func Load(testdata string) ([]*Truth, error) {
 		return nil, fmt.Errorf("no core fixtures under %s", filepath.Join(testdata, "cores"))
 	}
 	sort.Strings(paths)
+	// The truth files name committed objects, some of them packed (NAME.xz).
+	if err := testfiles.Unpack(testdata); err != nil {
+		return nil, err
+	}
 	var out []*Truth
 	for _, p := range paths {
 		data, err := os.ReadFile(p)
