@@ -2,7 +2,7 @@
 // (testdata/cores/<arch>/<name>.json, written by testdata/gen/cores/gen.py
 // from gdb and elfutils, never from ustack) for the tests of the packages
 // that read cores, and lays out a fixture's committed objects as a --symfs
-// tree.
+// tree. Load unpacks the xz-packed objects first (internal/testfiles).
 package coretruth
 
 import (
@@ -105,7 +105,8 @@ type GDBFrame struct {
 }
 
 // Load returns every core truth file under testdata (the repository's
-// testdata directory), in path order.
+// testdata directory), in path order, after unpacking the tree's xz-packed
+// objects (testfiles.Unpack) that the truth files name.
 func Load(testdata string) ([]*Truth, error) {
 	paths, err := filepath.Glob(filepath.Join(testdata, "cores", "*", "*.json"))
 	if err != nil {
