@@ -93,22 +93,30 @@ func perfScript(t *testing.T, data string) [][]string {
 	return splitSamples(testprog.Script(t, data, "-F", "comm,tid,time,event,ip,sym,symoff,dso"))
 }
 
-// ustackScript returns ustack's samples in the same format.
-func ustackScript(t *testing.T, data string) ([][]string, []*Sample) {
+// openRecording opens a recording for Run, closed when the test ends, and
+// returns the names of its events (for EventWidth).
+func openRecording(t *testing.T, data string) (*perfdata.Reader, []string) {
 	t.Helper()
 	r, err := perfdata.Open(data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
+	t.Cleanup(func() { r.Close() })
 	var names []string
 	for _, a := range r.Session().Attrs {
 		names = append(names, a.Name)
 	}
+	return r, names
+}
+
+// ustackScript returns ustack's samples in the same format.
+func ustackScript(t *testing.T, data string) ([][]string, []*Sample) {
+	t.Helper()
+	r, names := openRecording(t, data)
 	var buf bytes.Buffer
 	tw := NewTextWriter(&buf, EventWidth(names), false)
 	var samples []*Sample
-	_, err = Run(r, Options{}, func(s *Sample) error {
+	_, err := Run(r, Options{}, func(s *Sample) error {
 		c := *s
 		c.Frames = append([]Frame(nil), s.Frames...)
 		samples = append(samples, &c)
