@@ -3,7 +3,6 @@ package coredump_test
 import (
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/ustack/ustack/coredump"
 	"github.com/ustack/ustack/internal/coretruth"
+	"github.com/ustack/ustack/internal/testfiles"
 )
 
 // truth is a testdata/cores/<arch>/<name>.json file (testdata/cores/README.md).
@@ -24,9 +24,14 @@ func hex(t testing.TB, s string) uint64 {
 	return v
 }
 
+// testdataDir returns the repository's testdata/ with its packed objects
+// (glibc's, which the cores map) unpacked.
 func testdataDir() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "testdata")
+	d := testfiles.Dir()
+	if err := testfiles.Unpack(d); err != nil {
+		panic(err)
+	}
+	return d
 }
 
 // fixtures returns every core truth file.

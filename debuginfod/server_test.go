@@ -17,6 +17,7 @@ import (
 	"github.com/ustack/ustack/debuginfod"
 	"github.com/ustack/ustack/elfcache"
 	"github.com/ustack/ustack/internal/debuginfodtest"
+	"github.com/ustack/ustack/internal/testprog"
 )
 
 // progSource has inlined calls two deep, so that lines and inline chains
@@ -62,7 +63,7 @@ func TestRealServer(t *testing.T) {
 			dwzProgs = append(dwzProgs, buildProg(t, dir, dwzDir, name, i))
 			debugs = append(debugs, filepath.Join(dwzDir, name+".debug"))
 		}
-		run(t, "dwz", append([]string{"-m", filepath.Join(dwzDir, "common.debug"), "-M", "/usr/lib/debug/.dwz/common.debug"}, debugs...)...)
+		testprog.Tool(t, "", "dwz", append([]string{"-m", filepath.Join(dwzDir, "common.debug"), "-M", "/usr/lib/debug/.dwz/common.debug"}, debugs...)...)
 		require.NoError(t, os.Rename(dwzDir, filepath.Join(srvDir, "dwz")))
 		scanned += 2*len(dwzProgs) + 1
 	} else {
@@ -188,15 +189,16 @@ type testProg struct {
 }
 
 // buildProg compiles progSource (variant v, so that build-ids differ),
-// keeps the full binary for reference, and puts the stripped binary and
-// its debug file (both needed: the server serves executables too) in srvDir.
+// keeps the full binary (dir/full/name) for reference, and puts the
+// stripped binary (dir/name) and its debug file (both needed: the server
+// serves executables too) in srvDir.
 func buildProg(t *testing.T, dir, srvDir, name string, v int) testProg {
-	src := filepath.Join(dir, name+".c")
-	require.NoError(t, os.WriteFile(src, []byte(fmt.Sprintf(progSource, v)), 0o644))
-	p := testProg{full: filepath.Join(dir, name+".full"), stripped: filepath.Join(dir, name)}
-	run(t, "gcc", "-g", "-O2", "-Wl,--build-id", "-o", p.full, src)
-	run(t, "objcopy", "--only-keep-debug", p.full, filepath.Join(srvDir, name+".debug"))
-	run(t, "strip", "--strip-all", "-o", p.stripped, p.full)
+	fullDir := filepath.Join(dir, "full")
+	require.NoError(t, os.MkdirAll(fullDir, 0o755))
+	p := testProg{stripped: filepath.Join(dir, name)}
+	p.full = testprog.Build(t, fullDir, name+".c", fmt.Sprintf(progSource, v), "-g", "-O2", "-Wl,--build-id")
+	testprog.Tool(t, "", "objcopy", "--only-keep-debug", p.full, filepath.Join(srvDir, name+".debug"))
+	testprog.Tool(t, "", "strip", "--strip-all", "-o", p.stripped, p.full)
 	data, err := os.ReadFile(p.stripped)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(srvDir, name), data, 0o755))
@@ -243,11 +245,4 @@ func sourceFrames(t *testing.T, path string, opts elfcache.Options, p testProg) 
 	}
 	out.sources = o.Sources()
 	return out
-}
-
-func run(t *testing.T, name string, args ...string) {
-	t.Helper()
-	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
-		t.Fatalf("%s %v: %v\n%s", name, args, err, out)
-	}
 }

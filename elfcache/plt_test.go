@@ -9,6 +9,7 @@ import (
 
 	"github.com/ustack/ustack/arch"
 	"github.com/ustack/ustack/cfi"
+	"github.com/ustack/ustack/internal/testfiles"
 )
 
 // objdumpInsns returns the instructions objdump -d lists for a section:
@@ -191,6 +192,7 @@ func TestFindRowEntries(t *testing.T) {
 // TestPLTSymbols checks the synthetic name@plt symbols against objdump,
 // which names PLT stubs from the same relocations.
 func TestPLTSymbols(t *testing.T) {
+	testfiles.MustUnpack(t, testfiles.Dir()) // a64_chain_O2_nofp is packed
 	for _, path := range []string{"/lib/x86_64-linux-gnu/libc.so.6", "/usr/aarch64-linux-gnu/lib/libc.so.6",
 		"../testdata/objects/x86_64/plt_now", "../testdata/objects/x86_64/plt_lazy", "../testdata/objects/aarch64/a64_chain_O2_nofp"} {
 		t.Run(strings.ReplaceAll(path, "/", "_"), func(t *testing.T) {

@@ -9,21 +9,12 @@ import (
 	"testing"
 
 	"github.com/google/pprof/profile"
-	"github.com/ustack/ustack/perfdata"
 )
 
 // runAll reports a recording into every writer at once.
 func runAll(t *testing.T, data string, opts Options) (text, js, folded []byte, prof *profile.Profile, warnings []string) {
 	t.Helper()
-	r, err := perfdata.Open(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	var names []string
-	for _, a := range r.Session().Attrs {
-		names = append(names, a.Name)
-	}
+	r, names := openRecording(t, data)
 	var tb, jb, fb, pb bytes.Buffer
 	tw := NewTextWriter(&tb, EventWidth(names), false)
 	jw := NewJSONWriter(&jb, false)
@@ -46,7 +37,7 @@ func runAll(t *testing.T, data string, opts Options) (text, js, folded []byte, p
 	if err := pp.Write(&pb); err != nil {
 		t.Fatal(err)
 	}
-	prof, err = profile.Parse(&pb)
+	prof, err := profile.Parse(&pb)
 	if err != nil {
 		t.Fatalf("pprof output does not parse: %v", err)
 	}

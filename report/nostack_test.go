@@ -1,10 +1,11 @@
 package report
 
 import (
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ustack/ustack/internal/testprog"
 )
 
 // threadSrc closes a file in a second thread (whose stack ends in clone3)
@@ -27,17 +28,14 @@ int main(void) {
 }
 `
 
-// recordWith runs perf record with the given call-graph arguments (none for
-// the sampled IP only) and returns the perf.data path.
+// recordWith runs perf record of the close tracepoint and cpu-clock with
+// the given call-graph arguments (none for the sampled IP only) into
+// dir/name.data and returns its path (testprog.Record: skips, with perf's
+// message, when perf cannot record here).
 func recordWith(t *testing.T, dir, name string, callGraph []string, argv ...string) string {
 	t.Helper()
-	data := filepath.Join(dir, name+".data")
-	args := append([]string{"record", "-q", "-o", data, "-e", "syscalls:sys_enter_close", "-e", "cpu-clock", "-c", "100000"}, callGraph...)
-	cmd := exec.Command("perf", append(append(args, "--"), argv...)...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Skipf("perf record %v cannot record here: %v\n%s", callGraph, err, out)
-	}
-	return data
+	args := append([]string{"-e", "syscalls:sys_enter_close", "-e", "cpu-clock", "-c", "100000"}, callGraph...)
+	return testprog.Record(t, filepath.Join(dir, name+".data"), append(append(args, "--"), argv...)...)
 }
 
 // scriptFrame is one frame as perf script prints it, without the address:

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/ustack/ustack/elfcache"
+	"github.com/ustack/ustack/internal/testprog"
 	"github.com/ustack/ustack/perfdata"
 )
 
@@ -58,73 +59,64 @@ func main() {
 }
 `
 
+// requirePerf skips the test unless it may record tracepoints with perf:
+// not in -short mode, perf installed (testprog.Perf), running as root.
 func requirePerf(t *testing.T) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("records with perf; skipped in -short mode")
 	}
-	if _, err := exec.LookPath("perf"); err != nil {
-		t.Skip("perf is not installed")
-	}
+	testprog.Perf(t)
 	if os.Geteuid() != 0 {
 		t.Skip("perf record of tracepoints needs root")
 	}
 }
 
+// build compiles the C program src into dir/name with gcc and cflags
+// (testprog.Build: skips without gcc, fails on a compiler error).
 func build(t *testing.T, dir, name, src string, cflags ...string) string {
 	t.Helper()
-	cfile := filepath.Join(dir, name+".c")
-	if err := os.WriteFile(cfile, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, name)
-	args := append(append([]string{}, cflags...), "-o", bin, cfile)
-	if out, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
-		t.Skipf("gcc: %v\n%s", err, out)
-	}
-	return bin
+	return testprog.Build(t, dir, name+".c", src, cflags...)
 }
 
-// record runs perf record on argv and returns the perf.data path. It skips
-// the test, saying why, when perf cannot record on this machine.
+// record runs perf record on argv (the close tracepoint and cpu-clock, with
+// a DWARF call graph) and returns the perf.data path. It skips the test,
+// with perf's message, when perf cannot record on this machine.
 func record(t *testing.T, dir string, argv ...string) string {
 	t.Helper()
-	data := filepath.Join(dir, "perf.data")
-	args := []string{"record", "-q", "-o", data, "-e", "syscalls:sys_enter_close", "-e", "cpu-clock",
-		"-c", "100000", "--call-graph", "dwarf", "--"}
-	cmd := exec.Command("perf", append(args, argv...)...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Skipf("perf record cannot record here: %v\n%s", err, out)
-	}
-	return data
+	return recordWith(t, dir, "perf", []string{"--call-graph", "dwarf"}, argv...)
 }
 
 // perfScript returns perf script's samples.
 func perfScript(t *testing.T, data string) [][]string {
 	t.Helper()
-	out, err := exec.Command("perf", "script", "-F", "comm,tid,time,event,ip,sym,symoff,dso", "-i", data).Output()
-	if err != nil {
-		t.Fatalf("perf script: %v", err)
-	}
-	return splitSamples(string(out))
+	return splitSamples(testprog.Script(t, data, "-F", "comm,tid,time,event,ip,sym,symoff,dso"))
 }
 
-// ustackScript returns ustack's samples in the same format.
-func ustackScript(t *testing.T, data string) ([][]string, []*Sample) {
+// openRecording opens a recording for Run, closed when the test ends, and
+// returns the names of its events (for EventWidth).
+func openRecording(t *testing.T, data string) (*perfdata.Reader, []string) {
 	t.Helper()
 	r, err := perfdata.Open(data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
+	t.Cleanup(func() { r.Close() })
 	var names []string
 	for _, a := range r.Session().Attrs {
 		names = append(names, a.Name)
 	}
+	return r, names
+}
+
+// ustackScript returns ustack's samples in the same format.
+func ustackScript(t *testing.T, data string) ([][]string, []*Sample) {
+	t.Helper()
+	r, names := openRecording(t, data)
 	var buf bytes.Buffer
 	tw := NewTextWriter(&buf, EventWidth(names), false)
 	var samples []*Sample
-	_, err = Run(r, Options{}, func(s *Sample) error {
+	_, err := Run(r, Options{}, func(s *Sample) error {
 		c := *s
 		c.Frames = append([]Frame(nil), s.Frames...)
 		samples = append(samples, &c)

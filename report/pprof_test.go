@@ -2,7 +2,6 @@ package report
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -10,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/ustack/ustack/internal/testprog"
 	"github.com/ustack/ustack/perfdata"
 )
 
@@ -30,15 +30,13 @@ func pprofOf(t *testing.T, data, out string) {
 	require.NoError(t, w.Close())
 }
 
+// goTool runs go tool pprof with args (testprog.Tool: skips without the
+// go command of this toolchain, fails with pprof's message) and returns
+// its report.
 func goTool(t *testing.T, args ...string) string {
 	t.Helper()
 	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goBin); err != nil {
-		t.Skipf("go tool pprof: %v", err)
-	}
-	out, err := exec.Command(goBin, append([]string{"tool", "pprof"}, args...)...).CombinedOutput()
-	require.NoError(t, err, "go tool pprof %v: %s", args, out)
-	return string(out)
+	return testprog.Tool(t, "", goBin, append([]string{"tool", "pprof"}, args...)...)
 }
 
 // TestPprofMappingsAndUnit records cpu-clock with a DWARF call graph and
@@ -51,10 +49,7 @@ func TestPprofMappingsAndUnit(t *testing.T) {
 	requirePerf(t)
 	dir := t.TempDir()
 	bin := build(t, dir, "chain", chainSrc, "-O2", "-g")
-	data := filepath.Join(dir, "cpu.data")
-	if out, err := exec.Command("perf", "record", "-q", "-o", data, "-e", "cpu-clock", "--call-graph", "dwarf", "--", bin).CombinedOutput(); err != nil {
-		t.Skipf("perf record: %v\n%s", err, out)
-	}
+	data := testprog.Record(t, filepath.Join(dir, "cpu.data"), "-e", "cpu-clock", "--call-graph", "dwarf", "--", bin)
 	prof := filepath.Join(dir, "cpu.pb.gz")
 	pprofOf(t, data, prof)
 
@@ -66,16 +61,14 @@ func TestPprofMappingsAndUnit(t *testing.T) {
 
 	// The truth for the mapping: perf's own view of the mmap and
 	// readelf's build-id.
-	mm, err := exec.Command("perf", "script", "--show-mmap-events", "-i", data).Output()
-	require.NoError(t, err)
+	mm := testprog.Script(t, data, "--show-mmap-events")
 	re := regexp.MustCompile(`PERF_RECORD_MMAP2 \d+/\d+: \[0x([0-9a-f]+)\(0x([0-9a-f]+)\) @ (0x[0-9a-f]+|0) .*\]: r-xp ` + regexp.QuoteMeta(bin) + `\n`)
-	m := re.FindStringSubmatch(string(mm))
+	m := re.FindStringSubmatch(mm)
 	require.NotNil(t, m, "no executable mmap of %s in\n%s", bin, mm)
 	start, size := hexOf(t, m[1]), hexOf(t, m[2])
 	off := hexOf(t, strings.TrimPrefix(m[3], "0x"))
-	note, err := exec.Command("readelf", "-n", bin).Output()
-	require.NoError(t, err)
-	id := regexp.MustCompile(`Build ID: ([0-9a-f]+)`).FindStringSubmatch(string(note))
+	note := testprog.Tool(t, "", "readelf", "-n", bin)
+	id := regexp.MustCompile(`Build ID: ([0-9a-f]+)`).FindStringSubmatch(note)
 	require.NotNil(t, id)
 
 	raw := goTool(t, "-raw", prof)

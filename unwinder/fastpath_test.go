@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"math/rand"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -15,12 +14,14 @@ import (
 	"github.com/ustack/ustack/arch"
 	"github.com/ustack/ustack/cfi"
 	"github.com/ustack/ustack/elfcache"
+	"github.com/ustack/ustack/internal/testfiles"
 )
 
 // committedObjects returns the ELF files under testdata/objects: every object
-// the fixtures map, and a few more.
+// the fixtures map (the packed ones unpacked), and a few more.
 func committedObjects(t *testing.T) []string {
-	root := filepath.Join("..", "testdata", "objects")
+	testfiles.MustUnpack(t, testfiles.Dir())
+	root := filepath.Join(testfiles.Dir(), "objects")
 	var paths []string
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -262,10 +263,8 @@ func TestFastPathAgreesWithGeneralPath(t *testing.T) {
 // struct sigcontext the kernel laid out, at the offsets of the kernel ABI
 // (fallback.go's amd64SigRegs) rather than the expressions' own numbers.
 func TestRestoreRTCompiles(t *testing.T) {
-	path := filepath.Join("..", "testdata", "objects", "x86_64", "libc.so.6")
-	if _, err := os.Stat(path); err != nil {
-		t.Skip(err)
-	}
+	testfiles.MustUnpack(t, testfiles.Dir())
+	path := filepath.Join(testfiles.Dir(), "objects", "x86_64", "libc.so.6")
 	obj, err := elfcache.Open(path, elfcache.Options{NoDebugFile: true})
 	require.NoError(t, err)
 	defer obj.Close()

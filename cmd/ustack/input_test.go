@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/ustack/ustack/internal/testprog"
 	"github.com/ustack/ustack/perfdata"
 	"golang.org/x/sys/unix"
 )
@@ -143,11 +143,8 @@ func TestReportUnknownFormat(t *testing.T) {
 // with perf's option for a perf recording.
 func TestSummaryNamesStackSizeFix(t *testing.T) {
 	dir := perfRecordings(t)
-	small := filepath.Join(dir, "small.data")
-	if out, err := exec.Command("perf", "record", "-q", "-o", small, "-e", "cpu-clock", "--call-graph", "dwarf,256",
-		"--", filepath.Join(dir, "prog")).CombinedOutput(); err != nil {
-		t.Skipf("perf record: %v\n%s", err, out)
-	}
+	small := testprog.Record(t, filepath.Join(dir, "small.data"), "-e", "cpu-clock", "--call-graph", "dwarf,256",
+		"--", filepath.Join(dir, "prog"))
 	rc, _, errs := runReport(small)
 	require.Equal(t, exitOK, rc, errs)
 	require.Contains(t, errs, "cut short by the size of the stack snapshot; record more with perf record --call-graph dwarf,512 (this recording copied 256 bytes)")
@@ -263,12 +260,9 @@ func TestReportFieldsNeedText(t *testing.T) {
 // record is skipped.
 func TestReportCompressedNotSilent(t *testing.T) {
 	dir := perfRecordings(t)
-	z := filepath.Join(dir, "z.data")
-	if out, err := exec.Command("perf", "record", "-q", "-z", "-o", z, "-e", "cpu-clock", "--call-graph", "dwarf",
-		"--", filepath.Join(dir, "prog")).CombinedOutput(); err != nil {
-		t.Skipf("perf record -z: %v\n%s", err, out)
-	}
-	want := headers(perfScript(t, z), true)
+	z := testprog.Record(t, filepath.Join(dir, "z.data"), "-z", "-e", "cpu-clock", "--call-graph", "dwarf",
+		"--", filepath.Join(dir, "prog"))
+	want := headers(testprog.Script(t, z), true)
 	require.NotEmpty(t, want)
 	rc, out, errs := runReport(z)
 	require.NotContains(t, errs, "skipped records")

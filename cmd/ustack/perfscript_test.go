@@ -3,13 +3,13 @@ package main
 import (
 	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/ustack/ustack/internal/testprog"
 )
 
 // A program with two threads that compute and open a file now and then:
@@ -39,6 +39,9 @@ var (
 func perfRecordings(t *testing.T) string {
 	t.Helper()
 	requirePerfRecord(t)
+	// Built once for every caller alike (skipped without gcc, failed on a
+	// compiler error), then copied into dir, where the tests run it.
+	shared := testprog.Shared(t, "prog.c", threadsSrc, "-O2", "-g", "-pthread")
 	recOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "ustack-perfscript")
 		if err != nil {
@@ -46,13 +49,8 @@ func perfRecordings(t *testing.T) string {
 			return
 		}
 		recDir = dir
-		src := filepath.Join(dir, "prog.c")
-		os.WriteFile(src, []byte(threadsSrc), 0o644)
 		bin := filepath.Join(dir, "prog")
-		if out, err := exec.Command("gcc", "-O2", "-g", "-pthread", "-o", bin, src).CombinedOutput(); err != nil {
-			recErr = "gcc: " + err.Error() + "\n" + string(out)
-			return
-		}
+		copyFile(t, shared, bin)
 		for _, r := range []struct {
 			name string
 			args []string
@@ -68,7 +66,7 @@ func perfRecordings(t *testing.T) string {
 			{"sys.data", []string{"-a", "-e", "cpu-clock"}},
 		} {
 			args := append([]string{"record", "-q", "-o", filepath.Join(dir, r.name)}, r.args...)
-			if out, err := exec.Command("perf", append(args, "--", bin)...).CombinedOutput(); err != nil {
+			if out, err := testprog.PerfCommand(t, append(args, "--", bin)...).CombinedOutput(); err != nil {
 				recErr = "perf " + strings.Join(args, " ") + ": " + err.Error() + "\n" + string(out)
 				return
 			}
@@ -90,9 +88,7 @@ func requirePerfRecord(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("recording tracepoints needs root")
 	}
-	if _, err := exec.LookPath("perf"); err != nil {
-		t.Skip("perf is not installed (Debian package linux-perf)")
-	}
+	testprog.Perf(t)
 }
 
 // TestMain removes the recordings perfRecordings made, and keeps the
@@ -110,14 +106,6 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(cache)
 	}
 	os.Exit(code)
-}
-
-// perfScript runs perf script on a recording with extra arguments.
-func perfScript(t *testing.T, data string, args ...string) string {
-	t.Helper()
-	out, err := exec.Command("perf", append([]string{"script", "-i", data}, args...)...).Output()
-	require.NoError(t, err, "perf script %v", args)
-	return string(out)
 }
 
 // ustackReport runs ustack report and returns its standard output.
@@ -161,7 +149,7 @@ func TestDefaultFieldsMatchPerfScript(t *testing.T) {
 	for _, name := range []string{"cpu.data", "tp.data", "cpu-ng.data", "tp-ng.data", "cpu-c.data", "sys.data"} {
 		t.Run(name, func(t *testing.T) {
 			data := filepath.Join(dir, name)
-			want := headers(perfScript(t, data), true)
+			want := headers(testprog.Script(t, data), true)
 			require.NotEmpty(t, want, "perf script printed no sample")
 			got := headers(ustackReport(t, data), true)
 			require.Equal(t, want, got)
@@ -194,7 +182,7 @@ func TestFieldSelectionMatchesPerfScript(t *testing.T) {
 	} {
 		t.Run(c.data+"/"+c.fields, func(t *testing.T) {
 			data := filepath.Join(dir, c.data)
-			want := headers(perfScript(t, data, "-F", c.fields), true)
+			want := headers(testprog.Script(t, data, "-F", c.fields), true)
 			require.NotEmpty(t, want)
 			got := headers(ustackReport(t, data, "-F", c.fields), true)
 			require.Equal(t, want, got)
@@ -213,7 +201,7 @@ func TestFieldSelectionMatchesPerfScript(t *testing.T) {
 func TestFiltersMatchPerfScript(t *testing.T) {
 	dir := perfRecordings(t)
 	tp := filepath.Join(dir, "tp.data")
-	all := headers(perfScript(t, tp, "-F", "comm,pid,tid,cpu,time,event"), true)
+	all := headers(testprog.Script(t, tp, "-F", "comm,pid,tid,cpu,time,event"), true)
 	require.NotEmpty(t, all)
 	// The worker thread's tid, the process's pid, a middle time window.
 	var pid, workerTid string
@@ -243,7 +231,7 @@ func TestFiltersMatchPerfScript(t *testing.T) {
 		{"--time", "," + late},
 	} {
 		t.Run(strings.Join(c, "="), func(t *testing.T) {
-			want := headers(perfScript(t, tp, append([]string{"-F", "comm,pid,tid,cpu,time,event"}, c...)...), true)
+			want := headers(testprog.Script(t, tp, append([]string{"-F", "comm,pid,tid,cpu,time,event"}, c...)...), true)
 			got := headers(ustackReport(t, append([]string{"-F", "comm,pid,tid,cpu,time,event", tp}, c...)...), true)
 			require.Equal(t, want, got)
 			if c[0] == "--time" || c[0] == "--tid" && !strings.Contains(c[1], ",") {
@@ -258,9 +246,7 @@ func TestFiltersMatchPerfScript(t *testing.T) {
 // recording (perf record -o -, whose events arrive with its records)
 // against perf script reading the same stream.
 func TestPipeHeadersMatchPerfScript(t *testing.T) {
-	if _, err := exec.LookPath("perf"); err != nil {
-		t.Skip("perf is not installed (Debian package linux-perf)")
-	}
+	testprog.Perf(t)
 	pipe := filepath.Join("..", "..", "perfdata", "testdata", "pipe.data")
 	want := perfScriptStdin(t, pipe)
 	got, _ := ustackReportStdin(t, pipe)
@@ -275,7 +261,7 @@ func TestPipeHeadersMatchPerfScript(t *testing.T) {
 func TestSampledIPLineMatchesPerfScript(t *testing.T) {
 	dir := perfRecordings(t)
 	data := filepath.Join(dir, "cpu-ng.data")
-	want := strings.Split(strings.TrimSpace(perfScript(t, data)), "\n")
+	want := strings.Split(strings.TrimSpace(testprog.Script(t, data)), "\n")
 	got := strings.Split(strings.TrimSpace(ustackReport(t, data)), "\n")
 	require.Equal(t, len(want), len(got))
 	if strings.Count(strings.Join(got, "\n"), "[unknown] ([unknown])") == len(got) {

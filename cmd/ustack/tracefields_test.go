@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/ustack/ustack/internal/testprog"
 )
 
 // traceEvents are the tracepoints of the trace-field recordings: a syscall
@@ -50,7 +50,7 @@ func traceRecordings(t *testing.T) string {
 			out := filepath.Join(dir, r.name)
 			args := append([]string{"record", "-q"}, traceEvents...)
 			args = append(args, r.args...)
-			cmd := exec.Command("perf", append(append(args, "-o", "-", "--"), bin)...)
+			cmd := testprog.PerfCommand(t, append(append(args, "-o", "-", "--"), bin)...)
 			var f *os.File
 			if r.pipe {
 				var err error
@@ -60,7 +60,7 @@ func traceRecordings(t *testing.T) string {
 				}
 				cmd.Stdout = f
 			} else {
-				cmd = exec.Command("perf", append(append(args, "-o", out, "--"), bin)...)
+				cmd = testprog.PerfCommand(t, append(append(args, "-o", out, "--"), bin)...)
 			}
 			var errb bytes.Buffer
 			cmd.Stderr = &errb
@@ -95,11 +95,9 @@ func perfScriptStdin(t *testing.T, data string, args ...string) string {
 	in, err := os.Open(data)
 	require.NoError(t, err)
 	defer in.Close()
-	cmd := exec.Command("perf", append([]string{"script", "-i", "-"}, args...)...)
+	cmd := testprog.PerfCommand(t, append([]string{"script", "-i", "-"}, args...)...)
 	cmd.Stdin = in
-	out, err := cmd.Output()
-	require.NoError(t, err, "perf script -i - %v", args)
-	return string(out)
+	return testprog.Output(t, cmd)
 }
 
 // ustackReportStdin runs ustack report -i - on the recording as its
@@ -126,7 +124,7 @@ func perfOut(t *testing.T, data string, args ...string) string {
 	if strings.Contains(data, "-pipe") {
 		return perfScriptStdin(t, data, args...)
 	}
-	return perfScript(t, data, args...)
+	return testprog.Script(t, data, args...)
 }
 
 // ustackOut returns ustack report's standard output and standard error
@@ -269,7 +267,7 @@ func TestTraceFieldsJSON(t *testing.T) {
 	dir := traceRecordings(t)
 	script := filepath.Join(dir, "fields.py")
 	require.NoError(t, os.WriteFile(script, []byte(perfFieldsScript), 0o644))
-	if out, err := exec.Command("perf", "script", "-i", filepath.Join(dir, "tr-ng.data"), "-s", script).CombinedOutput(); err != nil {
+	if out, err := testprog.PerfCommand(t, "script", "-i", filepath.Join(dir, "tr-ng.data"), "-s", script).CombinedOutput(); err != nil {
 		t.Skipf("perf's Python scripting does not run here (perf built with libpython, Python's standard library): %v\n%.500s", err, out)
 	}
 	for _, name := range traceRecordingNames {
@@ -334,21 +332,11 @@ func TestTraceKernelSymbolsMatchPerfScript(t *testing.T) {
 		{"hr-pipe.data", "function=0xffffffff", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			data := filepath.Join(dir, c.name)
-			args := []string{"record", "-q", "-e", "timer:hrtimer_start", "-o", data, "--", "sleep", "0.01"}
-			cmd := exec.Command("perf", args...)
+			data, args := filepath.Join(dir, c.name), []string{"-e", "timer:hrtimer_start", "--", "sleep", "0.01"}
 			if c.pipe {
-				f, err := os.Create(data)
-				require.NoError(t, err)
-				defer f.Close()
-				args[5] = "-"
-				cmd = exec.Command("perf", args...)
-				cmd.Stdout = f
-			}
-			var errb bytes.Buffer
-			cmd.Stderr = &errb
-			if err := cmd.Run(); err != nil {
-				t.Skipf("perf %s: %v\n%s", strings.Join(args, " "), err, errb.String())
+				testprog.RecordPipe(t, data, args...)
+			} else {
+				testprog.Record(t, data, args...)
 			}
 			want := headers(perfOut(t, data), false)
 			require.NotEmpty(t, want)
@@ -366,15 +354,8 @@ func TestTraceKernelSymbolsMatchPerfScript(t *testing.T) {
 // unsigned 32-bit value (docs/PERF_DIFFERENCES.md).
 func TestTraceSignedFieldJSON(t *testing.T) {
 	dir := perfRecordings(t)
-	data := filepath.Join(dir, "sig.data")
-	src := filepath.Join(dir, "raise.c")
-	bin := filepath.Join(dir, "raise")
-	require.NoError(t, os.WriteFile(src, []byte("#include <signal.h>\nstatic void h(int s) {}\nint main(void) { signal(SIGUSR1, h); return raise(SIGUSR1); }\n"), 0o644))
-	out, err := exec.Command("gcc", "-o", bin, src).CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	if out, err := exec.Command("perf", "record", "-q", "-e", "signal:signal_generate", "-o", data, "--", bin).CombinedOutput(); err != nil {
-		t.Skipf("perf record -e signal:signal_generate: %v\n%s", err, out)
-	}
+	bin := testprog.Build(t, dir, "raise.c", "#include <signal.h>\nstatic void h(int s) {}\nint main(void) { signal(SIGUSR1, h); return raise(SIGUSR1); }\n")
+	data := testprog.Record(t, filepath.Join(dir, "sig.data"), "-e", "signal:signal_generate", "--", bin)
 	text := headers(perfOut(t, data, "-F", "event,trace"), false)
 	require.Len(t, text, 1)
 	require.Contains(t, text[0], " code=-6 ")

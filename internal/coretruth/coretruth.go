@@ -2,7 +2,7 @@
 // (testdata/cores/<arch>/<name>.json, written by testdata/gen/cores/gen.py
 // from gdb and elfutils, never from ustack) for the tests of the packages
 // that read cores, and lays out a fixture's committed objects as a --symfs
-// tree.
+// tree. Load unpacks the xz-packed objects first (internal/testfiles).
 package coretruth
 
 import (
@@ -14,6 +14,7 @@ import (
 	"sort"
 
 	"github.com/ustack/ustack/coredump"
+	"github.com/ustack/ustack/internal/testfiles"
 )
 
 // Truth is a testdata/cores/<arch>/<name>.json file (testdata/cores/README.md):
@@ -104,7 +105,8 @@ type GDBFrame struct {
 }
 
 // Load returns every core truth file under testdata (the repository's
-// testdata directory), in path order.
+// testdata directory), in path order, after unpacking the tree's xz-packed
+// objects (testfiles.Unpack) that the truth files name.
 func Load(testdata string) ([]*Truth, error) {
 	paths, err := filepath.Glob(filepath.Join(testdata, "cores", "*", "*.json"))
 	if err != nil {
@@ -114,6 +116,10 @@ func Load(testdata string) ([]*Truth, error) {
 		return nil, fmt.Errorf("no core fixtures under %s", filepath.Join(testdata, "cores"))
 	}
 	sort.Strings(paths)
+	// The truth files name committed objects, some of them packed (NAME.xz).
+	if err := testfiles.Unpack(testdata); err != nil {
+		return nil, err
+	}
 	var out []*Truth
 	for _, p := range paths {
 		data, err := os.ReadFile(p)

@@ -22,9 +22,8 @@
 // [Tool] runs any other tool (objcopy, readelf, a cross compiler) the
 // same way.
 //
-// Users: the tests of capture, elfcache, perfdata, tracefmt and
-// cmd/ustack (main, archive and perfarchive tests). Still on their own
-// copies of these helpers, to be moved here: report's tests (parity,
-// pprof, nostack, browser), debuginfod's server test and cmd/ustack's
-// perfscript and input tests.
+// Users: the tests of capture, elfcache, perfdata, tracefmt, report
+// (parity, pprof, nostack and through them browser), debuginfod's server
+// test and cmd/ustack (main, archive, perfarchive, perfscript, input and
+// tracefields tests).
 package testprog

@@ -11,6 +11,10 @@ B=$HERE/build
 SYSROOT=/usr/aarch64-linux-gnu
 CC=aarch64-linux-gnu-gcc
 mkdir -p "$B" "$TESTDATA/objects/aarch64" "$TESTDATA/fixtures/aarch64"
+# The large committed objects are packed (NAME.xz, testdata/FORMAT.md):
+# unpacked before capture.py compares mapped files with them, packed at exit.
+python3 "$HERE/../pack.py" unpack
+trap 'python3 "$HERE/../pack.py" pack' EXIT
 
 # ------------------------------------------------------------------ programs
 cc() { out=$1; shift; $CC -g "$@" -o "$B/$out"; }
