@@ -72,17 +72,9 @@ func browserRecording(t *testing.T) (data string, opts Options, jit bool) {
 	if perfErr == nil && gccErr == nil && os.Geteuid() == 0 && runtime.GOARCH == "amd64" {
 		dir := t.TempDir()
 		bin := build(t, dir, "chainjit", browserProgram(t), "-O2", "-g", "-fno-omit-frame-pointer")
+		t.Setenv("JIT_MAP_DIR", dir) // the JIT writes its perf-PID.map there
 		data := record(t, dir, bin)
-		// The JIT's map is read by the report; remove it afterwards.
-		t.Cleanup(func() {
-			matches, _ := filepath.Glob("/tmp/perf-*.map")
-			for _, m := range matches {
-				if b, err := os.ReadFile(m); err == nil && strings.HasSuffix(string(b), " jitted_trampoline\n") && len(b) < 64 {
-					os.Remove(m)
-				}
-			}
-		})
-		return data, Options{}, true
+		return data, Options{PerfMapDir: dir}, true
 	}
 	t.Logf("perf, gcc, root or amd64 missing: drawing the bundled perfdata/testdata/dwarf.data")
 	return "../perfdata/testdata/dwarf.data", Options{Kallsyms: "-"}, false

@@ -112,11 +112,17 @@ func openRecording(t *testing.T, data string) (*perfdata.Reader, []string) {
 // ustackScript returns ustack's samples in the same format.
 func ustackScript(t *testing.T, data string) ([][]string, []*Sample) {
 	t.Helper()
+	return ustackScriptWith(t, data, Options{})
+}
+
+// ustackScriptWith is ustackScript with report options.
+func ustackScriptWith(t *testing.T, data string, opts Options) ([][]string, []*Sample) {
+	t.Helper()
 	r, names := openRecording(t, data)
 	var buf bytes.Buffer
 	tw := NewTextWriter(&buf, EventWidth(names), false)
 	var samples []*Sample
-	_, err := Run(r, Options{}, func(s *Sample) error {
+	_, err := Run(r, opts, func(s *Sample) error {
 		c := *s
 		c.Frames = append([]Frame(nil), s.Frames...)
 		samples = append(samples, &c)
