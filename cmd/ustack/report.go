@@ -284,7 +284,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	sum.WriteSummary(stderr)
-	writeSummaryLine(stderr, sum, "samples")
+	writeSummaryLine(stderr, sum, "sample")
 	if sum.DecodeError != nil {
 		return exitPartial
 	}
@@ -320,6 +320,9 @@ func envSet(name string) bool {
 func writeSummaryLine(w io.Writer, sum *report.Summary, unit string) {
 	if sum.Samples == 0 {
 		return
+	}
+	if sum.Samples != 1 {
+		unit += "s"
 	}
 	fmt.Fprintf(w, "ustack: %d %s", sum.Samples, unit)
 	unwound := 0
