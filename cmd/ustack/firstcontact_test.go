@@ -16,21 +16,44 @@ import (
 
 var helloData = filepath.Join("..", "..", "testdata", "recordings", "hello", "perf.data")
 
+// gdbFrame is one frame of gdb's backtrace: the function and, for the
+// frames gdb prints one for, the pc (a return address for callers).
+type gdbFrame struct {
+	Function string
+	PC       string
+}
+
 // gdbBacktraces parses testdata/recordings/hello/gdb-bt.txt: gdb's
 // backtrace at each write, innermost first, blank lines between them.
 func gdbBacktraces(t *testing.T, path string) [][]string {
+	var out [][]string
+	for _, bt := range gdbFrames(t, path) {
+		var fns []string
+		for _, f := range bt {
+			fns = append(fns, f.Function)
+		}
+		out = append(out, fns)
+	}
+	return out
+}
+
+func gdbFrames(t *testing.T, path string) [][]gdbFrame {
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
-	frame := regexp.MustCompile(`^#\d+\s+(?:0x[0-9a-f]+ in )?(\S+) \(`)
-	var out [][]string
+	frame := regexp.MustCompile(`^#\d+\s+(?:0x0*([0-9a-f]+) in )?(\S+) \(`)
+	var out [][]gdbFrame
 	for _, block := range strings.Split(strings.TrimSpace(string(b)), "\n\n") {
-		var fns []string
+		var bt []gdbFrame
 		for _, l := range strings.Split(block, "\n") {
 			m := frame.FindStringSubmatch(l)
 			require.NotNil(t, m, "%s: unparsed line %q", path, l)
-			fns = append(fns, m[1])
+			pc := ""
+			if m[1] != "" {
+				pc = "0x" + m[1]
+			}
+			bt = append(bt, gdbFrame{Function: m[2], PC: pc})
 		}
-		out = append(out, fns)
+		out = append(out, bt)
 	}
 	return out
 }
@@ -52,6 +75,7 @@ func isolate(t *testing.T) {
 // report warns of nothing and ends with its one-line summary.
 func TestHelloRecordingMatchesGdb(t *testing.T) {
 	isolate(t)
+	gdbBT := gdbFrames(t, filepath.Join(filepath.Dir(helloData), "gdb-bt.txt"))
 	want := gdbBacktraces(t, filepath.Join(filepath.Dir(helloData), "gdb-bt.txt"))
 	require.Len(t, want, 4)
 	var out, errb bytes.Buffer
@@ -61,6 +85,7 @@ func TestHelloRecordingMatchesGdb(t *testing.T) {
 	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
 		var s struct {
 			Frames []struct {
+				PC      string `json:"pc"`
 				Symbol  string `json:"symbol"`
 				Module  string `json:"module"`
 				Inlined bool   `json:"inlined"`
@@ -73,6 +98,10 @@ func TestHelloRecordingMatchesGdb(t *testing.T) {
 		var fns []string
 		for i, f := range s.Frames {
 			fns = append(fns, f.Symbol)
+			// gdb's pc, where it prints one: the return addresses.
+			if n := len(got); n < len(gdbBT) && i < len(gdbBT[n]) && gdbBT[n][i].PC != "" {
+				assert.Equal(t, gdbBT[n][i].PC, f.PC, "sample %d frame %d (%s): gdb's pc", n, i, f.Symbol)
+			}
 			assert.Equal(t, "/tmp/ustack-hello/hello", f.Module)
 			assert.Equal(t, i == 0, f.Inlined, "frame %d: only say() is inlined", i)
 		}
@@ -86,7 +115,7 @@ func TestHelloRecordingMatchesGdb(t *testing.T) {
 	errb.Reset()
 	require.Equal(t, exitOK, run([]string{"report", helloData}, &out, &errb), errb.String())
 	assert.Contains(t, out.String(), "syscalls:sys_enter_write:")
-	assert.Regexp(t, `(?m)^\s+1046 say\+0x16 \(inlined\)\n\s+1046 greet\+0x16 \(/tmp/ustack-hello/hello\)\n\s+1004 main\+0x4 \(/tmp/ustack-hello/hello\)$`, out.String())
+	assert.Regexp(t, `(?m)^\s+([0-9a-f]+) say\+0x[0-9a-f]+ \(inlined\)\n\s+([0-9a-f]+) greet\+0x[0-9a-f]+ \(/tmp/ustack-hello/hello\)\n\s+[0-9a-f]+ main\+0x[0-9a-f]+ \(/tmp/ustack-hello/hello\)$`, out.String())
 	assert.Equal(t, "ustack: 4 samples, 4 unwound to the outermost frame\n", errb.String())
 }
 
