@@ -82,12 +82,15 @@ func newJourney(t *testing.T) *journey {
 	require.NoError(t, os.MkdirAll(home, 0o755))
 	for _, kv := range os.Environ() {
 		switch strings.SplitN(kv, "=", 2)[0] {
-		case "HOME", "XDG_CACHE_HOME", "DEBUGINFOD_URLS", "GOPROXY", "GOBIN", "PATH", "GOENV", "GOCACHE", "GOMODCACHE", "GOPATH":
+		case "HOME", "XDG_CACHE_HOME", "DEBUGINFOD_URLS", "GOPROXY", "GOBIN", "PATH", "GOENV", "GOCACHE", "GOMODCACHE", "GOPATH", "TMPDIR":
 			continue
 		}
 		j.env = append(j.env, kv)
 	}
-	j.env = append(j.env, "HOME="+home, "XDG_CACHE_HOME="+filepath.Join(home, ".cache"), "DEBUGINFOD_URLS=",
+	// mktemp -d (the library journey) makes its directory in the test's.
+	tmpdir := filepath.Join(tmp, "tmp")
+	require.NoError(t, os.MkdirAll(tmpdir, 0o755))
+	j.env = append(j.env, "TMPDIR="+tmpdir, "HOME="+home, "XDG_CACHE_HOME="+filepath.Join(home, ".cache"), "DEBUGINFOD_URLS=",
 		"GOPROXY=off", "GOBIN="+j.bin, "PATH="+j.bin+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"GOENV="+goenv["GOENV"], "GOCACHE="+goenv["GOCACHE"], "GOMODCACHE="+goenv["GOMODCACHE"], "GOPATH="+goenv["GOPATH"])
 	return j
