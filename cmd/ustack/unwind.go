@@ -43,8 +43,8 @@ func cmdUnwind(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(fs.Output(), "usage: ustack unwind [flags] FIXTURE.json...\n\n"+
 			"Unwinds test fixtures: stops of real programs under gdb saved as registers, a stack snapshot\n"+
 			"and maps (testdata/FORMAT.md), and prints each frame tagged with how it was recovered.\n"+
-			"A fixture's objects are read relative to the testdata/ directory two levels above its JSON\n"+
-			"file (testdata/fixtures/ARCH/NAME.json), so a checkout or a copy of testdata/ works from any\n"+
+			"A fixture's objects are read relative to the testdata/ directory holding its JSON file\n"+
+			"(testdata/fixtures/ARCH/NAME.json), so a checkout or a copy of testdata/ works from any\n"+
 			"directory. Tags and stop reasons: %s\n\nflags:\n", glossaryURL)
 		fs.PrintDefaults()
 	}
