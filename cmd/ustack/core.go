@@ -126,6 +126,7 @@ func reportCore(path string, in io.Reader, f coreFlags, stdout, stderr io.Writer
 		return exitError
 	}
 	sum.WriteSummary(stderr)
+	writeSummaryLine(stderr, sum, "thread")
 	if len(c.Warnings) > 0 {
 		fmt.Fprintf(stderr, "ustack report: %s is damaged: %d problems (above); every thread that could be read is reported\n", path, len(c.Warnings))
 		return exitPartial

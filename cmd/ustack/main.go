@@ -9,20 +9,23 @@ import (
 	"runtime/debug"
 )
 
+// glossaryURL is where the frame tags and stop reasons are explained
+// (docs/GLOSSARY.md in the source tree).
+const glossaryURL = "https://github.com/ustack/ustack/blob/main/docs/GLOSSARY.md"
+
 const usage = `usage: ustack <command> [flags] [args]
 
 commands:
-  record [-e EVENT] -- CMD  record user registers and stacks at kernel events
-  report [FILE]            unwind and symbolize a recording (default perf.data),
-                           print it like perf script (-F, --pid, --tid, --comms, --cpu, --time)
-  archive [FILE]           write a recording's objects in perf's build-id cache layout
-  unwind FIXTURE.json...   unwind captures in ustack's fixture format and print
-                           each stack with how every frame was recovered
+  record   record user registers and stacks at kernel events: ustack record -e EVENT -- CMD
+  report   unwind a recording or core dump; print it like perf script, JSON, flame graph, pprof
+  archive  write a recording's objects in perf's build-id cache layout (for perf report)
+  unwind   unwind test fixtures (testdata/fixtures/*.json), each frame tagged with how it was found
+  help     show a command's flags: ustack help COMMAND
+  version  print ustack's version
 
-  help COMMAND             show a command's flags
-  version                  print ustack's version
-
-run 'ustack help <command>' or 'ustack <command> -h' for a command's flags
+Run 'ustack help COMMAND' (or 'ustack COMMAND -h') for a command's flags.
+Frame tags ([context], [cfi], [fp], [signal], ...), the JSON's "how" and "stop"
+values: docs/GLOSSARY.md, ` + glossaryURL + `
 `
 
 func main() {

@@ -6,9 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -69,7 +71,8 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: ustack report [flags] [FILE]\n\nUnwinds and symbolizes every sample of a recording (FILE or -i, default perf.data) and prints its stack;\n"+
 			"of an ELF core dump (x86_64 or aarch64, also compressed with zstd, xz or lz4), every thread's stack.\n"+
-			"Exit status: 0 ok, 1 error, 2 usage, 3 damaged recording (intact samples reported), 4 no samples in the recording.\n\nflags:\n")
+			"Exit status: 0 ok, 1 error, 2 usage, 3 damaged recording (intact samples reported), 4 no samples in the recording.\n"+
+			"The JSON's \"how\" and \"stop\" values: %s\n\nflags:\n", glossaryURL)
 		fs.PrintDefaults()
 	}
 	inputSet, code, ok := parseInputArgs(fs, args, stdout, stderr)
@@ -283,6 +286,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	sum.WriteSummary(stderr)
+	writeSummaryLine(stderr, sum, "sample")
 	if sum.DecodeError != nil {
 		return exitPartial
 	}
@@ -309,6 +313,42 @@ func openSectionCache(warn func(string)) *elfcache.SectionCache {
 func envSet(name string) bool {
 	v := os.Getenv(name)
 	return v != "" && v != "0" && v != "false"
+}
+
+// writeSummaryLine prints the report's one-line summary after the stacks:
+// how many samples (of a core: threads) it printed and how their user
+// stacks ended, by stop reason (docs/GLOSSARY.md). Nothing when no sample
+// was printed: checkInput says why.
+func writeSummaryLine(w io.Writer, sum *report.Summary, unit string) {
+	if sum.Samples == 0 {
+		return
+	}
+	if sum.Samples != 1 {
+		unit += "s"
+	}
+	fmt.Fprintf(w, "ustack: %d %s", sum.Samples, unit)
+	unwound := 0
+	for _, n := range sum.Stops {
+		unwound += n
+	}
+	if out := sum.Stops["outermost"]; out > 0 {
+		fmt.Fprintf(w, ", %d unwound to the outermost frame", out)
+	}
+	if early := unwound - sum.Stops["outermost"]; early > 0 {
+		fmt.Fprintf(w, ", %d stopped early (", early)
+		sep := ""
+		for _, k := range slices.Sorted(maps.Keys(sum.Stops)) {
+			if k != "outermost" {
+				fmt.Fprintf(w, "%s%s %d", sep, k, sum.Stops[k])
+				sep = ", "
+			}
+		}
+		fmt.Fprint(w, ")")
+	}
+	if rest := sum.Samples - unwound; rest > 0 {
+		fmt.Fprintf(w, ", %d without a user stack to unwind", rest)
+	}
+	fmt.Fprintln(w)
 }
 
 // checkInput says what a report could not show: a recording without

@@ -40,7 +40,12 @@ func cmdUnwind(args []string, stdout, stderr io.Writer) int {
 	maxFrames := fs.Int("max-frames", 1024, "stop after this many frames")
 	noFP := fs.Bool("no-fp", false, "do not fall back to frame pointers where CFI is missing")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: ustack unwind [flags] FIXTURE.json...\n\nflags:\n")
+		fmt.Fprintf(fs.Output(), "usage: ustack unwind [flags] FIXTURE.json...\n\n"+
+			"Unwinds test fixtures: stops of real programs under gdb saved as registers, a stack snapshot\n"+
+			"and maps (testdata/FORMAT.md), and prints each frame tagged with how it was recovered.\n"+
+			"A fixture's objects are read relative to the testdata/ directory holding its JSON file\n"+
+			"(testdata/fixtures/ARCH/NAME.json), so a checkout or a copy of testdata/ works from any\n"+
+			"directory. Tags and stop reasons: %s\n\nflags:\n", glossaryURL)
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
