@@ -74,6 +74,9 @@ type Options struct {
 	PerfMapDir string
 	// NoInline leaves the frames of inlined functions out.
 	NoInline bool
+	// NoTailCall leaves out the frames of functions that tail-called
+	// (see HowTailCall).
+	NoTailCall bool
 	// Warn receives warnings (build-id mismatches, damaged objects), once
 	// per path; nil discards them.
 	Warn func(msg string)
@@ -260,6 +263,8 @@ type Space struct {
 	jit  *perfMap
 	// noInline is the Resolver's Options.NoInline.
 	noInline bool
+	// noTailCall is the Resolver's Options.NoTailCall.
+	noTailCall bool
 }
 
 type spaceMap struct {
@@ -344,7 +349,7 @@ func (s *Space) mapOf(i int) *spaceMap {
 // opening each executable mapping's object (once per Resolver) by the
 // build-id policy of the package documentation.
 func (r *Resolver) NewSpace(pid uint32, maps []Mapping) *Space {
-	s := &Space{pid: pid, maps: make([]spaceMap, len(maps)), noInline: r.opts.NoInline}
+	s := &Space{pid: pid, maps: make([]spaceMap, len(maps)), noInline: r.opts.NoInline, noTailCall: r.opts.NoTailCall}
 	ums := make([]unwinder.Mapping, len(maps))
 	anon := false
 	for i := range maps {
