@@ -2,9 +2,11 @@ package elfcache
 
 import (
 	"debug/dwarf"
+	"debug/elf"
 	"encoding/binary"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 )
 
@@ -120,9 +122,10 @@ func (o *Object) FunctionEntry(addr uint64) (uint64, bool) {
 	return 0, false
 }
 
-// FunctionNamed returns the entry of the function DWARF names name (its
-// linkage name, else its name), preferring an external function where
-// several share the name.
+// FunctionNamed returns the address of the function called name: the
+// symbol tables' (a global before a local; any alias, without its ELF
+// version), else the entry of the function DWARF names so (its linkage
+// name, else its name), an external one before a static one.
 func (o *Object) FunctionNamed(name string) (uint64, bool) {
 	x := o.callSiteIndex()
 	if x == nil {
@@ -169,8 +172,42 @@ func (o *Object) buildCallSites() (*callSites, error) {
 	}
 	x := &lineIndex{owner: lx.owner, d: d, alt: lx.alt, secs: lx.secs}
 	b := callSiteBuilder{x: x, dies: map[dwarf.Offset]fnDIE{}, names: map[string]uint64{}, ext: map[string]bool{}}
+	b.symbolNames(o)
 	err = b.read()
 	return b.finish(), err
+}
+
+// symbolNames enters the function symbols of the object's symbol tables
+// (.dynsym, and .symtab of the object or else of its debug file) by name,
+// the globals before the locals, as gdb looks up a call site's target by
+// name among the minimal symbols: aliases included (libc's pthread_join is
+// the function DWARF calls ___pthread_join). DWARF's names fill in the
+// names no symbol has.
+func (b *callSiteBuilder) symbolNames(o *Object) {
+	var cands []candidate
+	cands, _ = o.readSymtab(".dynsym", cands)
+	owner := o
+	if s := o.section(".symtab"); s == nil || s.Type == elf.SHT_NOBITS {
+		if d := o.DebugFile(); d != nil {
+			owner = d
+		}
+	}
+	cands, _ = owner.readSymtab(".symtab", cands)
+	for _, local := range []bool{false, true} {
+		for i := range cands {
+			c := &cands[i]
+			if (c.bind == uint8(elf.STB_LOCAL)) != local || c.typ == uint8(elf.STT_NOTYPE) {
+				continue
+			}
+			name := string(c.name)
+			if j := strings.IndexByte(name, '@'); j > 0 {
+				name = name[:j]
+			}
+			if _, dup := b.names[name]; !dup {
+				b.names[name], b.ext[name] = c.addr, !local
+			}
+		}
+	}
 }
 
 // fnDIE is what the builder keeps of a subprogram entry, for call sites

@@ -87,15 +87,17 @@ func (z *Symbolizer) Append(out []Frame, s *Space, fr *unwinder.Frame, how strin
 	if z.last.space != nil {
 		out = z.appendTailCalls(out, s, fr)
 	}
-	out = z.appendFrames(out, s, fr, how)
+	out = z.appendFrames(out, s, fr, how, false)
 	if m := s.mapOf(int(fr.Mapping)); m != nil && m.obj != nil && fr.CFA != 0 && !s.noTailCall {
 		z.remember(s, fr, fr.LookupPC()-m.bias)
 	}
 	return out
 }
 
-// appendFrames appends the inline chain and the physical frame of fr.
-func (z *Symbolizer) appendFrames(out []Frame, s *Space, fr *unwinder.Frame, how string) []Frame {
+// appendFrames appends the inline chain and the physical frame of fr; with
+// innermost, only one frame, named after the innermost function there (gdb
+// names a tail call frame so, and gives it no inline chain).
+func (z *Symbolizer) appendFrames(out []Frame, s *Space, fr *unwinder.Frame, how string, innermost bool) []Frame {
 	addr := fr.LookupPC()
 	f := Frame{Addr: addr, PC: fr.PC, Offset: addr, How: how, Signal: fr.Flags&unwinder.FrameSignalTrampoline != 0,
 		Restored: fr.Flags&unwinder.FrameRestoredRegister != 0}
@@ -119,6 +121,9 @@ func (z *Symbolizer) appendFrames(out []Frame, s *Space, fr *unwinder.Frame, how
 		f.Symbol, f.SymOff = Unversioned(name), off
 	}
 	z.src = obj.SourceFrames(link, z.src[:0])
+	if innermost && len(z.src) > 1 {
+		z.src = z.src[:1]
+	}
 	for k := range z.src {
 		sf := &z.src[k]
 		g := f

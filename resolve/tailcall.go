@@ -135,14 +135,15 @@ func (z *Symbolizer) appendTailCalls(out []Frame, s *Space, fr *unwinder.Frame) 
 	return out
 }
 
-// appendTailFrame appends the frames (the inline chain and the function)
-// of a tail call site whose return PC is pc, in mapping mi.
+// appendTailFrame appends the frame of a tail call site whose return PC is
+// pc, in mapping mi: one frame, as gdb gives it, named after the innermost
+// function at the jump (an inlined one where the jump is in inlined code).
 func (z *Symbolizer) appendTailFrame(out []Frame, s *Space, mi int32, pc uint64) []Frame {
 	if m := s.as.Find(pc - 1); m >= 0 {
 		mi = int32(m)
 	}
 	fr := unwinder.Frame{PC: pc, Mapping: mi, Flags: unwinder.FrameReturnAddress}
-	return z.appendFrames(out, s, &fr, HowTailCall)
+	return z.appendFrames(out, s, &fr, HowTailCall, true)
 }
 
 // walk follows the tail call sites of the function whose entry is fn; it
