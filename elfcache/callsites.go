@@ -4,10 +4,12 @@ import (
 	"debug/dwarf"
 	"debug/elf"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // CallSite is one call instruction that DWARF describes with a
@@ -49,13 +51,23 @@ const (
 	attrGNUTailCall       dwarf.Attr = 0x2115
 )
 
-// callSites is an object's index of call sites and functions, immutable
-// once built.
+// callSites is an object's index of call sites. Its units are read one at
+// a time, on the first query that needs one (a report touches few of an
+// object's units; glibc's debug file has over a thousand), and kept; the
+// names are the symbol tables', read when the index is made.
 type callSites struct {
-	sites []CallSite        // every call site with a return pc, by ReturnPC
-	tails []CallSite        // tail call sites by (Func, ReturnPC)
-	funcs []funcSpan        // function address ranges by lo
-	names map[string]uint64 // entry of each function by linkage name, else name
+	lx    *lineIndex        // the DWARF and its address-to-unit index
+	names map[string]uint64 // function symbols by name; see FunctionNamed
+	units []atomic.Pointer[cuCallSites]
+	mu    sync.Mutex // serializes parsing; guards err
+	err   error      // the first unit that could not be read
+}
+
+// cuCallSites is one unit's call sites and functions, immutable once built.
+type cuCallSites struct {
+	sites []CallSite // every call site with a return pc, by ReturnPC
+	tails []CallSite // tail call sites by (Func, ReturnPC)
+	funcs []funcSpan // function address ranges by lo
 }
 
 // funcSpan is one address range of a function: [lo, hi) belongs to the
@@ -72,16 +84,25 @@ type callSiteState struct {
 }
 
 // CallSiteAt returns the call site whose return address is ret (link-time).
-// The index of call sites is built from the DWARF (the object's own or its
-// debug file's) on first use; later calls do not allocate.
+// The call sites come from the DWARF (the object's own or its debug
+// file's, split DWARF units from their .dwo or .dwp); each compilation
+// unit's are read on the first query into it. Later queries do not
+// allocate.
 func (o *Object) CallSiteAt(ret uint64) (CallSite, bool) {
 	x := o.callSiteIndex()
-	if x == nil {
+	if x == nil || ret == 0 {
 		return CallSite{}, false
 	}
-	i := sort.Search(len(x.sites), func(i int) bool { return x.sites[i].ReturnPC >= ret })
-	if i < len(x.sites) && x.sites[i].ReturnPC == ret {
-		return x.sites[i], true
+	// The call instruction, just before ret, is in the unit.
+	for _, ci := range x.lx.cusFor(ret - 1) {
+		if ci < 0 {
+			break
+		}
+		u := x.unit(ci)
+		i := sort.Search(len(u.sites), func(i int) bool { return u.sites[i].ReturnPC >= ret })
+		if i < len(u.sites) && u.sites[i].ReturnPC == ret {
+			return u.sites[i], true
+		}
 	}
 	return CallSite{}, false
 }
@@ -94,13 +115,21 @@ func (o *Object) TailCallSites(fn uint64) []CallSite {
 	if x == nil {
 		return nil
 	}
-	t := x.tails
-	i := sort.Search(len(t), func(i int) bool { return t[i].Func >= fn })
-	j := i
-	for j < len(t) && t[j].Func == fn {
-		j++
+	for _, ci := range x.lx.cusFor(fn) {
+		if ci < 0 {
+			break
+		}
+		t := x.unit(ci).tails
+		i := sort.Search(len(t), func(i int) bool { return t[i].Func >= fn })
+		j := i
+		for j < len(t) && t[j].Func == fn {
+			j++
+		}
+		if j > i {
+			return t[i:j:j]
+		}
 	}
-	return t[i:j:j]
+	return nil
 }
 
 // FunctionEntry returns the entry of the function (DW_TAG_subprogram) whose
@@ -110,22 +139,28 @@ func (o *Object) FunctionEntry(addr uint64) (uint64, bool) {
 	if x == nil {
 		return 0, false
 	}
-	f := x.funcs
-	i := sort.Search(len(f), func(i int) bool { return f[i].lo > addr }) - 1
-	// Ranges may nest (a GNU C nested function inside its parent): the
-	// innermost starts last, its parent a few ranges before.
-	for k := 0; i >= 0 && k < 8; i, k = i-1, k+1 {
-		if addr < f[i].hi {
-			return f[i].entry, true
+	for _, ci := range x.lx.cusFor(addr) {
+		if ci < 0 {
+			break
+		}
+		f := x.unit(ci).funcs
+		i := sort.Search(len(f), func(i int) bool { return f[i].lo > addr }) - 1
+		// Ranges may nest (a GNU C nested function inside its parent):
+		// the innermost starts last, its parent a few ranges before.
+		for k := 0; i >= 0 && k < 8; i, k = i-1, k+1 {
+			if addr < f[i].hi {
+				return f[i].entry, true
+			}
 		}
 	}
 	return 0, false
 }
 
-// FunctionNamed returns the address of the function called name: the
-// symbol tables' (a global before a local; any alias, without its ELF
-// version), else the entry of the function DWARF names so (its linkage
-// name, else its name), an external one before a static one.
+// FunctionNamed returns the address of the function symbol called name
+// (any alias, without its ELF version; a global before a local), from the
+// object's .dynsym and its .symtab or its debug file's: gdb finds a call
+// site's target that DWARF gives only by name (a declaration) among its
+// minimal symbols the same way.
 func (o *Object) FunctionNamed(name string) (uint64, bool) {
 	x := o.callSiteIndex()
 	if x == nil {
@@ -135,12 +170,17 @@ func (o *Object) FunctionNamed(name string) (uint64, bool) {
 	return e, ok
 }
 
-// CallSitesError returns the error met while building the call-site index,
+// CallSitesError returns the first error met while reading call sites,
 // naming the file and the offset in .debug_info; nil also when the object
 // has no DWARF.
 func (o *Object) CallSitesError() error {
-	o.callSiteIndex()
-	return o.callSite.err
+	x := o.callSiteIndex()
+	if x == nil {
+		return o.callSite.err
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.err
 }
 
 func (o *Object) callSiteIndex() *callSites {
@@ -148,42 +188,22 @@ func (o *Object) callSiteIndex() *callSites {
 		return nil
 	}
 	o.callSite.once.Do(func() {
-		defer func() {
-			if r := recover(); r != nil {
-				o.callSite.idx, o.callSite.err = nil, newErr(o.path, ".debug_info", -1, fmt.Errorf("malformed DWARF: %v", r))
-			}
-		}()
-		o.callSite.idx, o.callSite.err = o.buildCallSites()
+		lx := o.lineIndex()
+		if lx == nil {
+			o.callSite.err = o.lineErr
+			return
+		}
+		x := &callSites{lx: lx, names: map[string]uint64{}, units: make([]atomic.Pointer[cuCallSites], len(lx.units))}
+		x.symbolNames(o)
+		o.callSite.idx = x
 	})
 	return o.callSite.idx
 }
 
-// buildCallSites reads every unit of the DWARF the line index reads (the
-// object's, else its debug file's, with names shared through a dwz file
-// resolved in it). What was read before an error is kept.
-func (o *Object) buildCallSites() (*callSites, error) {
-	lx := o.lineIndex()
-	if lx == nil {
-		return nil, nil
-	}
-	d, err := newDWARF(lx.owner.path, lx.secs, lx.secs.info)
-	if err != nil {
-		return nil, err
-	}
-	x := &lineIndex{owner: lx.owner, d: d, alt: lx.alt, secs: lx.secs}
-	b := callSiteBuilder{x: x, dies: map[dwarf.Offset]fnDIE{}, names: map[string]uint64{}, ext: map[string]bool{}}
-	b.symbolNames(o)
-	err = b.read()
-	return b.finish(), err
-}
-
 // symbolNames enters the function symbols of the object's symbol tables
 // (.dynsym, and .symtab of the object or else of its debug file) by name,
-// the globals before the locals, as gdb looks up a call site's target by
-// name among the minimal symbols: aliases included (libc's pthread_join is
-// the function DWARF calls ___pthread_join). DWARF's names fill in the
-// names no symbol has.
-func (b *callSiteBuilder) symbolNames(o *Object) {
+// the globals before the locals.
+func (x *callSites) symbolNames(o *Object) {
 	var cands []candidate
 	cands, _ = o.readSymtab(".dynsym", cands)
 	owner := o
@@ -203,121 +223,153 @@ func (b *callSiteBuilder) symbolNames(o *Object) {
 			if j := strings.IndexByte(name, '@'); j > 0 {
 				name = name[:j]
 			}
-			if _, dup := b.names[name]; !dup {
-				b.names[name], b.ext[name] = c.addr, !local
+			if _, dup := x.names[name]; !dup {
+				x.names[name] = c.addr
 			}
 		}
 	}
 }
 
-// fnDIE is what the builder keeps of a subprogram entry, for call sites
-// that name it.
-type fnDIE struct {
-	entry uint64 // 0 when it has no address (a declaration, an abstract instance)
+// unit returns unit ci's call sites, reading them on first use.
+func (x *callSites) unit(ci int32) *cuCallSites {
+	if u := x.units[ci].Load(); u != nil {
+		return u
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if u := x.units[ci].Load(); u != nil {
+		return u
+	}
+	u, err := x.parse(&x.lx.units[ci])
+	if err != nil && x.err == nil {
+		x.err = err
+	}
+	x.units[ci].Store(u)
+	return u
 }
 
-// pendingSite is a call site whose target entry is resolved once every
-// subprogram has been read.
-type pendingSite struct {
-	site   CallSite
-	origin dwarf.Offset
-	alt    bool // origin is in the supplementary file
-	hasRef bool
+// parse reads the call sites and functions of one unit; what was read
+// before an error is kept.
+func (x *callSites) parse(s *cuSlot) (u *cuCallSites, err error) {
+	path := x.lx.owner.path
+	b := &callSiteBuilder{}
+	defer func() {
+		if r := recover(); r != nil {
+			err = newErr(path, ".debug_info", int64(s.off), fmt.Errorf("malformed DWARF in unit: %v", r))
+		}
+		u = b.finish()
+	}()
+	// The line index's DWARF (and its lock: unitData may make it).
+	x.lx.mu.Lock()
+	defer x.lx.mu.Unlock()
+	ux, r, base, err := x.lx.unitData(s)
+	if err != nil {
+		return nil, err
+	}
+	e, err := r.Next()
+	if err != nil || e == nil {
+		return nil, newErr(path, ".debug_info", int64(s.off), errors.Join(err, errors.New("no unit")))
+	}
+	if e.Tag == dwarf.TagSkeletonUnit {
+		abs := *e
+		abs.Offset += base
+		dx, dr, split, dwo, err := ux.dwoOpen(&abs)
+		if err != nil {
+			return nil, err
+		}
+		if dwo != nil {
+			defer dwo.Close()
+		}
+		if !split.Children {
+			return nil, nil
+		}
+		ux, r, base = dx, dr, 0
+		path = "the split DWARF of " + path
+	} else if !e.Children {
+		return nil, nil
+	}
+	b.x = ux
+	if err := b.read(r); err != nil {
+		return nil, newErr(path, ".debug_info", int64(b.last+base), err)
+	}
+	return nil, nil
 }
 
 type callSiteBuilder struct {
-	x       *lineIndex
-	dies    map[dwarf.Offset]fnDIE
-	names   map[string]uint64
-	ext     map[string]bool // names[n] is an external function's
-	pending []pendingSite
-	funcs   []funcSpan
-	cache   map[uint64][3]string
+	x     *lineIndex
+	cu    cuCallSites
+	cache map[uint64][3]string
+	last  dwarf.Offset // the last entry read
 }
 
-// read walks every entry of every unit, keeping the enclosing function of
-// each call site on a stack by depth.
-func (b *callSiteBuilder) read() error {
-	r := b.x.d.Reader()
-	budget := len(b.x.secs.info) + 1
-	last := dwarf.Offset(0)
-	var stack []uint64 // the enclosing function's entry at each depth
+// read walks the entries below a unit's first one, keeping the enclosing
+// function of each call site on a stack by depth.
+func (b *callSiteBuilder) read(r *dwarf.Reader) error {
+	stack := []uint64{0} // the enclosing function's entry at each depth
 	fn := uint64(0)
-	for n := 0; ; n++ {
+	for len(stack) > 0 {
 		e, err := r.Next()
 		if err != nil {
-			return newErr(b.x.owner.path, ".debug_info", int64(last), err)
+			return err
 		}
 		if e == nil {
 			return nil
 		}
-		if n > budget || (n > 0 && e.Offset <= last && e.Tag != 0) {
-			return newErr(b.x.owner.path, ".debug_info", int64(e.Offset), fmt.Errorf("entries do not advance"))
-		}
-		if e.Tag != 0 {
-			last = e.Offset
-		}
-		switch e.Tag {
-		case 0:
-			if len(stack) > 0 {
-				fn = stack[len(stack)-1]
-				stack = stack[:len(stack)-1]
-			}
+		if e.Tag == 0 {
+			fn = stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
 			continue
-		case dwarf.TagCompileUnit, dwarf.TagPartialUnit, dwarf.TagTypeUnit, dwarf.TagSkeletonUnit:
-			stack, fn = stack[:0], 0
+		}
+		if e.Offset <= b.last && b.last != 0 {
+			return errors.New("entries do not advance")
+		}
+		b.last = e.Offset
+		inner := fn
+		switch e.Tag {
 		case dwarf.TagSubprogram:
 			if entry := b.subprogram(e); entry != 0 {
-				if e.Children {
-					stack = append(stack, fn)
-					fn = entry
-					continue
-				}
+				inner = entry
 			}
 		case dwarf.TagCallSite, tagGNUCallSite:
 			b.callSite(e, fn, r.AddressSize())
 		}
 		if e.Children {
+			if len(stack) >= maxCallSiteDepth {
+				return fmt.Errorf("entries nested more than %d deep", maxCallSiteDepth)
+			}
 			stack = append(stack, fn)
-		}
-		if len(stack) > 1<<12 {
-			return newErr(b.x.owner.path, ".debug_info", int64(e.Offset), fmt.Errorf("entries nested more than %d deep", 1<<12))
+			fn = inner
 		}
 	}
+	return nil
 }
 
-// subprogram records a DW_TAG_subprogram and returns its entry, 0 when it
-// has no code.
+// maxCallSiteDepth bounds how deep entries nest.
+const maxCallSiteDepth = 1 << 10
+
+// subprogram records the ranges of a DW_TAG_subprogram and returns its
+// entry, 0 when it has no code.
 func (b *callSiteBuilder) subprogram(e *dwarf.Entry) uint64 {
-	var entry uint64
-	if lo, ok := e.Val(dwarf.AttrLowpc).(uint64); ok {
-		entry = lo
-	}
-	rs, _ := b.x.d.Ranges(e)
-	if entry == 0 && len(rs) > 0 {
-		entry = rs[0][0]
-	}
-	b.dies[e.Offset] = fnDIE{entry: entry}
-	if entry == 0 {
-		return 0
-	}
+	entry, rs := b.entryOf(e)
 	for _, rg := range rs {
 		if rg[1] > rg[0] {
-			b.funcs = append(b.funcs, funcSpan{lo: rg[0], hi: rg[1], entry: entry})
-		}
-	}
-	n := b.x.resolveName(e, b.cacheMap(), 0, false)
-	name := n[1]
-	if name == "" {
-		name = n[2]
-	}
-	if name != "" {
-		ext, _ := e.Val(dwarf.AttrExternal).(bool)
-		if _, dup := b.names[name]; !dup || (ext && !b.ext[name]) {
-			b.names[name], b.ext[name] = entry, ext
+			b.cu.funcs = append(b.cu.funcs, funcSpan{lo: rg[0], hi: rg[1], entry: entry})
 		}
 	}
 	return entry
+}
+
+// entryOf returns a subprogram's entry (DW_AT_low_pc, else the start of its
+// first range) and its ranges.
+func (b *callSiteBuilder) entryOf(e *dwarf.Entry) (uint64, [][2]uint64) {
+	rs, _ := b.x.d.Ranges(e)
+	if lo, ok := e.Val(dwarf.AttrLowpc).(uint64); ok && lo != 0 {
+		return lo, rs
+	}
+	if len(rs) > 0 {
+		return rs[0][0], rs
+	}
+	return 0, nil
 }
 
 // callSite records a call site inside the function whose entry is fn.
@@ -328,41 +380,52 @@ func (b *callSiteBuilder) callSite(e *dwarf.Entry, fn uint64, asize int) {
 			return
 		}
 	}
-	p := pendingSite{site: CallSite{ReturnPC: ret, Func: fn}}
+	site := CallSite{ReturnPC: ret, Func: fn}
 	t1, _ := e.Val(dwarf.AttrCallTailCall).(bool)
 	t2, _ := e.Val(attrGNUTailCall).(bool)
-	p.site.Tail = t1 || t2
-	p.origin, p.alt, p.hasRef = b.x.attrRef(e, dwarf.AttrCallOrigin, false)
-	if !p.hasRef {
-		p.origin, p.alt, p.hasRef = b.x.attrRef(e, dwarf.AttrAbstractOrigin, false)
+	site.Tail = t1 || t2
+	origin, alt, ok := b.x.attrRef(e, dwarf.AttrCallOrigin, false)
+	if !ok {
+		origin, alt, ok = b.x.attrRef(e, dwarf.AttrAbstractOrigin, false)
 	}
-	if !p.hasRef {
+	switch {
+	case ok:
+		b.target(&site, origin, alt)
+	default:
 		expr, _ := e.Val(dwarf.AttrCallTarget).([]byte)
 		if expr == nil {
 			expr, _ = e.Val(attrGNUCallSiteTarget).([]byte)
 		}
-		p.site.Target = constantAddr(expr, asize)
+		site.Target = constantAddr(expr, asize)
 	}
-	if p.hasRef && p.alt {
-		// A declaration shared through a dwz file: only its name can
-		// lead to code.
-		if oe := b.x.entryAt(p.origin, true); oe != nil {
-			n := b.x.resolveName(oe, b.cacheMap(), 0, true)
-			p.site.TargetName = n[1]
-			if p.site.TargetName == "" {
-				p.site.TargetName = n[2]
-			}
-		}
-		p.hasRef = false
+	b.cu.sites = append(b.cu.sites, site)
+	if site.Tail && site.Func != 0 {
+		b.cu.tails = append(b.cu.tails, site)
 	}
-	b.pending = append(b.pending, p)
 }
 
-func (b *callSiteBuilder) cacheMap() map[uint64][3]string {
+// target fills in a call site's target from the subprogram its
+// DW_AT_call_origin names: its entry when it has code, else, as gdb does
+// for a declaration or an abstract instance, its name.
+func (b *callSiteBuilder) target(site *CallSite, origin dwarf.Offset, alt bool) {
+	oe := b.x.entryAt(origin, alt)
+	if oe == nil {
+		return
+	}
+	if !alt {
+		if entry, _ := b.entryOf(oe); entry != 0 {
+			site.Target = entry
+			return
+		}
+	}
 	if b.cache == nil {
 		b.cache = map[uint64][3]string{}
 	}
-	return b.cache
+	n := b.x.resolveName(oe, b.cache, 0, alt)
+	site.TargetName = n[1]
+	if site.TargetName == "" {
+		site.TargetName = n[2]
+	}
 }
 
 // constantAddr returns the address of a DWARF expression that is only
@@ -381,36 +444,16 @@ func constantAddr(expr []byte, asize int) uint64 {
 	return 0
 }
 
-// finish resolves the call sites' targets and sorts the index.
-func (b *callSiteBuilder) finish() *callSites {
-	x := &callSites{names: b.names, funcs: b.funcs}
-	for i := range b.pending {
-		p := &b.pending[i]
-		if p.hasRef {
-			if d, ok := b.dies[p.origin]; ok && d.entry != 0 {
-				p.site.Target = d.entry
-			} else if oe := b.x.entryAt(p.origin, false); oe != nil {
-				// gdb's rule: a target without an address (a
-				// declaration, an abstract instance) is found by name.
-				n := b.x.resolveName(oe, b.cacheMap(), 0, false)
-				p.site.TargetName = n[1]
-				if p.site.TargetName == "" {
-					p.site.TargetName = n[2]
-				}
-			}
+// finish sorts what was read.
+func (b *callSiteBuilder) finish() *cuCallSites {
+	u := &b.cu
+	sort.Slice(u.sites, func(i, j int) bool { return u.sites[i].ReturnPC < u.sites[j].ReturnPC })
+	sort.Slice(u.tails, func(i, j int) bool {
+		if u.tails[i].Func != u.tails[j].Func {
+			return u.tails[i].Func < u.tails[j].Func
 		}
-		x.sites = append(x.sites, p.site)
-		if p.site.Tail && p.site.Func != 0 {
-			x.tails = append(x.tails, p.site)
-		}
-	}
-	sort.Slice(x.sites, func(i, j int) bool { return x.sites[i].ReturnPC < x.sites[j].ReturnPC })
-	sort.Slice(x.tails, func(i, j int) bool {
-		if x.tails[i].Func != x.tails[j].Func {
-			return x.tails[i].Func < x.tails[j].Func
-		}
-		return x.tails[i].ReturnPC < x.tails[j].ReturnPC
+		return u.tails[i].ReturnPC < u.tails[j].ReturnPC
 	})
-	sort.Slice(x.funcs, func(i, j int) bool { return x.funcs[i].lo < x.funcs[j].lo })
-	return x
+	sort.Slice(u.funcs, func(i, j int) bool { return u.funcs[i].lo < u.funcs[j].lo })
+	return u
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ustack/ustack/internal/testprog"
+	"github.com/ustack/ustack/perfdata"
 	"github.com/ustack/ustack/resolve"
 )
 
@@ -275,4 +276,96 @@ func TestTailCallFramesMatchGDB(t *testing.T) {
 			})
 		}
 	}
+}
+
+// tailCallSpinSrc spins in boom, which mid reaches by a tail call: the
+// stack of a sample in boom has no frame of mid's.
+const tailCallSpinSrc = `volatile long sink;
+__attribute__((noipa)) void boom(long n) { for (long i = 0; i < n; i++) sink += i; }
+__attribute__((noipa)) void mid(long n) { sink = n; boom(n * 100000000); }
+int main(int c, char **v) { mid(c); sink = 0; return 0; }
+`
+
+// TestTailCallFramesInPerfRecording records a program spinning in boom,
+// reached by a tail call from mid, with perf record --call-graph dwarf
+// (address space randomization off, as under gdb), and compares the
+// report's user frames of each sample in boom with gdb's backtrace at a
+// breakpoint in boom: the functions, the pcs of the callers (a sample's
+// own pc is wherever the loop was), and mid as a tail call frame. perf
+// script's samples in boom go straight to main.
+func TestTailCallFramesInPerfRecording(t *testing.T) {
+	requirePerf(t)
+	if _, err := exec.LookPath("setarch"); err != nil {
+		t.Skip("setarch is not installed (Debian package util-linux)")
+	}
+	if _, err := exec.LookPath("gdb"); err != nil {
+		t.Skip("gdb is not installed (Debian package gdb)")
+	}
+	dir := t.TempDir()
+	bin := testprog.Build(t, dir, "tc.c", tailCallSpinSrc, "-O2", "-g")
+
+	py := filepath.Join(dir, "frames.py")
+	require.NoError(t, os.WriteFile(py, []byte(gdbFramesPy), 0o644))
+	ctx, cancel := context.WithTimeout(context.Background(), testprog.Timeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "gdb", "-nx", "-batch", "-ex", "break boom", "-ex", "run",
+		"-ex", "bt", "-x", py, "-ex", "kill", "--args", bin, "1").CombinedOutput()
+	require.NoError(t, err, "gdb: %s", out)
+	t.Logf("gdb:\n%s", out)
+	var want []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) == 4 && f[0] == "FRAME" {
+			pc, err := strconv.ParseUint(strings.TrimPrefix(f[1], "0x"), 16, 64)
+			require.NoError(t, err)
+			s := fmt.Sprintf("%s@%#x", f[3], pc)
+			if f[2] == "tailcall" {
+				s += "(tailcall)"
+			}
+			want = append(want, s)
+		}
+	}
+	require.Regexp(t, `^boom@0x[0-9a-f]+ mid@0x[0-9a-f]+\(tailcall\) main@`, strings.Join(want, " "),
+		"gdb stopped in boom, with mid as a tail call frame")
+
+	data := testprog.Record(t, filepath.Join(dir, "perf.data"), "-e", "cpu-clock", "-c", "1000000",
+		"--call-graph", "dwarf", "--", "setarch", "-R", bin, "1")
+	r, err := perfdata.Open(data)
+	require.NoError(t, err)
+	defer r.Close()
+	n := 0
+	_, err = Run(r, Options{Kallsyms: "-", BuildIDDir: t.TempDir()}, func(s *Sample) error {
+		var user []Frame
+		for _, f := range s.Frames {
+			if f.Kernel || f.Inlined {
+				continue
+			}
+			user = append(user, f)
+			if f.Symbol == "main" {
+				break
+			}
+		}
+		if len(user) == 0 || user[0].Symbol != "boom" {
+			return nil // start-up, exit
+		}
+		got := strings.Fields(describeFrames(user))
+		if n++; n == 1 {
+			t.Logf("ustack: %s", strings.Join(got, " "))
+		}
+		assert.Equal(t, want[1:], got[1:], "sample %d's callers against gdb", n)
+		return nil
+	})
+	require.NoError(t, err)
+	if n == 0 {
+		t.Skip("perf recorded no sample in boom (a loaded machine?)")
+	}
+	t.Logf("%d samples in boom", n)
+	// perf script goes from boom to main.
+	inBoom := 0
+	for _, smp := range splitSamples(testprog.Script(t, data, "-F", "ip,sym")) {
+		if len(smp) > 1 && strings.HasSuffix(smp[0], " boom") {
+			inBoom++
+			assert.True(t, strings.HasSuffix(smp[1], " main"), "perf script: %q", smp)
+		}
+	}
+	assert.Positive(t, inBoom, "perf script's samples in boom")
 }
