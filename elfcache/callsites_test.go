@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ustack/ustack/internal/testprog"
 )
 
 // cTailCalls has direct calls, tail calls, a chain of them, two tail calls
@@ -291,4 +293,44 @@ func FuzzCallSites(f *testing.F) {
 			t.Fatalf("error does not name the file: %v", err)
 		}
 	})
+}
+
+// TestCallSitesSplitDWARF builds cTailCalls with and without
+// -gsplit-dwarf (the same code, objdump says) and checks that the split
+// build's call sites, read from its .dwo, are the plain build's (which
+// TestCallSitesVsReadelf checks against readelf).
+func TestCallSitesSplitDWARF(t *testing.T) {
+	needTool(t, "gcc")
+	needTool(t, "objdump")
+	dir := t.TempDir()
+	src := filepath.Join(dir, "p.c")
+	require.NoError(t, os.WriteFile(src, []byte(cTailCalls), 0o644))
+	plain, split := filepath.Join(dir, "p"), filepath.Join(dir, "ps")
+	run(t, "gcc", "-O2", "-g", "-o", plain, src)
+	testprog.Tool(t, dir, "gcc", "-O2", "-g", "-gsplit-dwarf", "-o", split, src)
+	code := func(p string) string {
+		out := run(t, "objdump", "-d", p)
+		return out[strings.Index(out, "Disassembly"):]
+	}
+	require.Equal(t, code(plain), code(split), "the split build's code is the plain build's")
+	po, so := mustOpen(t, plain, Options{}), mustOpen(t, split, Options{})
+	defer po.Close()
+	defer so.Close()
+	x := po.callSiteIndex()
+	require.NotNil(t, x)
+	n := 0
+	for i := range x.units {
+		for _, want := range x.unit(int32(i)).sites {
+			got, ok := so.CallSiteAt(want.ReturnPC)
+			assert.True(t, ok, "split: call site returning to %#x", want.ReturnPC)
+			assert.Equal(t, want, got)
+			n++
+		}
+		for _, f := range x.unit(int32(i)).funcs {
+			e, ok := so.FunctionEntry(f.lo)
+			assert.True(t, ok && e == f.entry, "split: FunctionEntry(%#x)", f.lo)
+		}
+	}
+	assert.GreaterOrEqual(t, n, 8)
+	assert.NoError(t, so.CallSitesError())
 }
