@@ -334,3 +334,46 @@ func TestCallSitesSplitDWARF(t *testing.T) {
 	assert.GreaterOrEqual(t, n, 8)
 	assert.NoError(t, so.CallSitesError())
 }
+
+// TestCallSitesDWZ tail-calls puts, whose declaration dwz -m moves into a
+// supplementary file shared by two copies of the program (readelf shows
+// DW_AT_call_origin <alt 0x...>): the call site's target is then known by
+// the declaration's name there, as in the plain build.
+func TestCallSitesDWZ(t *testing.T) {
+	needTool(t, "gcc")
+	needTool(t, "dwz")
+	needTool(t, "readelf")
+	dir := t.TempDir()
+	src := filepath.Join(dir, "q.c")
+	require.NoError(t, os.WriteFile(src, []byte(`#include <stdio.h>
+volatile int sink;
+__attribute__((noipa)) void say(const char *s) { sink = 1; puts(s); }
+int main(int c, char **v) { say(v[0]); sink = 0; return 0; }
+`), 0o644))
+	plain := filepath.Join(dir, "q")
+	run(t, "gcc", "-O2", "-g", "-o", plain, src)
+	var copies []string
+	for _, n := range []string{"q1", "q2"} {
+		data, err := os.ReadFile(plain)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, n), data, 0o755))
+		copies = append(copies, filepath.Join(dir, n))
+	}
+	common := filepath.Join(dir, "common.dwz")
+	testprog.Tool(t, dir, "dwz", "-m", common, "-M", common, copies[0], copies[1])
+	info := run(t, "readelf", "--debug-dump=info", copies[0])
+	m := regexp.MustCompile(`DW_AT_call_return_pc: (0x[0-9a-f]+)\s+<[0-9a-f]+>\s+DW_AT_call_tail_call: 1\s+<[0-9a-f]+>\s+DW_AT_call_origin : <alt 0x[0-9a-f]+>`).FindStringSubmatch(info)
+	require.NotNil(t, m, "a tail call whose origin is in the supplementary file:\n%s", info)
+	ret := hexU(t, m[1])
+	for _, p := range []string{plain, copies[0]} {
+		o := mustOpen(t, p, Options{})
+		cs, ok := o.CallSiteAt(ret)
+		require.True(t, ok, "%s: call site returning to %#x", p, ret)
+		assert.Equal(t, "puts", cs.TargetName, p)
+		assert.True(t, cs.Tail, p)
+		say, ok := o.FunctionNamed("say")
+		assert.True(t, ok && cs.Func == say, "%s: in say", p)
+		assert.NoError(t, o.CallSitesError())
+		o.Close()
+	}
+}
