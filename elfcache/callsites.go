@@ -56,11 +56,16 @@ const (
 // object's units; glibc's debug file has over a thousand), and kept; the
 // names are the symbol tables', read when the index is made.
 type callSites struct {
-	lx    *lineIndex        // the DWARF and its address-to-unit index
-	names map[string]uint64 // function symbols by name; see FunctionNamed
-	units []atomic.Pointer[cuCallSites]
-	mu    sync.Mutex // serializes parsing; guards err
-	err   error      // the first unit that could not be read
+	lx  *lineIndex // the DWARF and its address-to-unit index
+	obj *Object
+	// The function symbols by name (see FunctionNamed): .dynsym's
+	// first, which name what other objects call, then on a miss all.
+	dynOnce, allOnce sync.Once
+	dynNames         map[string]uint64
+	allNames         map[string]uint64
+	units            []atomic.Pointer[cuCallSites]
+	mu               sync.Mutex // serializes parsing; guards err
+	err              error      // the first unit that could not be read
 }
 
 // cuCallSites is one unit's call sites and functions, immutable once built.
@@ -166,7 +171,12 @@ func (o *Object) FunctionNamed(name string) (uint64, bool) {
 	if x == nil {
 		return 0, false
 	}
-	e, ok := x.names[name]
+	x.dynOnce.Do(func() { x.dynNames = x.symbolNames(false) })
+	if e, ok := x.dynNames[name]; ok {
+		return e, true
+	}
+	x.allOnce.Do(func() { x.allNames = x.symbolNames(true) })
+	e, ok := x.allNames[name]
 	return e, ok
 }
 
@@ -193,26 +203,28 @@ func (o *Object) callSiteIndex() *callSites {
 			o.callSite.err = o.lineErr
 			return
 		}
-		x := &callSites{lx: lx, names: map[string]uint64{}, units: make([]atomic.Pointer[cuCallSites], len(lx.units))}
-		x.symbolNames(o)
-		o.callSite.idx = x
+		o.callSite.idx = &callSites{lx: lx, obj: o, units: make([]atomic.Pointer[cuCallSites], len(lx.units))}
 	})
 	return o.callSite.idx
 }
 
-// symbolNames enters the function symbols of the object's symbol tables
-// (.dynsym, and .symtab of the object or else of its debug file) by name,
-// the globals before the locals.
-func (x *callSites) symbolNames(o *Object) {
+// symbolNames returns the function symbols of .dynsym and, with all, of
+// .symtab (the object's or else its debug file's) by name, the globals
+// before the locals.
+func (x *callSites) symbolNames(all bool) map[string]uint64 {
+	o := x.obj
 	var cands []candidate
 	cands, _ = o.readSymtab(".dynsym", cands)
-	owner := o
-	if s := o.section(".symtab"); s == nil || s.Type == elf.SHT_NOBITS {
-		if d := o.DebugFile(); d != nil {
-			owner = d
+	if all {
+		owner := o
+		if s := o.section(".symtab"); s == nil || s.Type == elf.SHT_NOBITS {
+			if d := o.DebugFile(); d != nil {
+				owner = d
+			}
 		}
+		cands, _ = owner.readSymtab(".symtab", cands)
 	}
-	cands, _ = owner.readSymtab(".symtab", cands)
+	names := make(map[string]uint64, len(cands))
 	for _, local := range []bool{false, true} {
 		for i := range cands {
 			c := &cands[i]
@@ -223,11 +235,12 @@ func (x *callSites) symbolNames(o *Object) {
 			if j := strings.IndexByte(name, '@'); j > 0 {
 				name = name[:j]
 			}
-			if _, dup := x.names[name]; !dup {
-				x.names[name] = c.addr
+			if _, dup := names[name]; !dup {
+				names[name] = c.addr
 			}
 		}
 	}
+	return names
 }
 
 // unit returns unit ci's call sites, reading them on first use.

@@ -90,6 +90,15 @@ func (z *Symbolizer) appendTailCalls(out []Frame, s *Space, fr *unwinder.Frame) 
 	if !ok || !site.Known() {
 		return out
 	}
+	if site.TargetName != "" {
+		// A direct call of the callee's function by its name needs no
+		// name lookup.
+		if name, off, ok := lm.obj.Symbolize(last.link); ok && Unversioned(name) == site.TargetName {
+			if e, ok := lm.obj.FunctionEntry(last.link); !ok || e == last.link-off {
+				return out
+			}
+		}
+	}
 	// The object to search: where the target is.
 	target, obj, mi := site.Target, cm.obj, fr.Mapping
 	if target == 0 {
