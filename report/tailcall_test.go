@@ -74,6 +74,25 @@ __attribute__((noipa)) void b(int n) { if (n > 5) x(n); else y(n); }
 __attribute__((noipa)) void a(int n) { sink = n; b(n); }
 int main(int c, char **v) { a(c); sink = 0; return 0; }
 `, gdbTail: []string{"a"}, tailSites: 5},
+	// Two chains (a->x->c->boom, a->y->c->boom) share their last call
+	// site: gdb shows c and leaves out the rest.
+	{name: "ambiguous_common_suffix", src: tailCallCommon + `
+__attribute__((noipa)) void c(int n) { sink = n; boom(NULL); }
+__attribute__((noipa)) void x(int n) { sink = n; c(n); }
+__attribute__((noipa)) void y(int n) { sink = -n; c(n); }
+__attribute__((noipa)) void a(int n) { if (n > 5) x(n); else y(n); }
+int main(int c, char **v) { a(c); sink = 0; return 0; }
+`, gdbTail: []string{"c"}, tailSites: 5},
+	// Two chains (a->b->x->c->boom, a->b->y->c->boom) share their first
+	// and their last call site: gdb shows c and a, not what is between.
+	{name: "ambiguous_common_prefix_and_suffix", src: tailCallCommon + `
+__attribute__((noipa)) void c(int n) { sink = n; boom(NULL); }
+__attribute__((noipa)) void x(int n) { sink = n; c(n); }
+__attribute__((noipa)) void y(int n) { sink = -n; c(n); }
+__attribute__((noipa)) void b(int n) { if (n > 5) x(n); else y(n); }
+__attribute__((noipa)) void a(int n) { sink = n; b(n); }
+int main(int c, char **v) { a(c); sink = 0; return 0; }
+`, gdbTail: []string{"c", "a"}, tailSites: 6},
 	// main calls mid through a pointer: the call site's target is a
 	// register, so nothing leads to mid.
 	{name: "indirect_call", src: tailCallCommon + `
