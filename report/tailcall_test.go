@@ -388,3 +388,30 @@ func TestTailCallFramesInPerfRecording(t *testing.T) {
 	}
 	assert.Positive(t, inBoom, "perf script's samples in boom")
 }
+
+// TestTextTailCallMarker checks how a tail call frame prints: like an
+// inlined one, "(tailcall)" where the object would be, and with
+// --srcline the object on the frame line and "(tailcall)" after the source
+// line, as perf script prints "(inlined)".
+func TestTextTailCallMarker(t *testing.T) {
+	s := &Sample{Comm: "tc", Tid: 7, Time: 1000000000, Event: CoreEvent, Frames: []Frame{
+		{Offset: 0x1145, Module: "/tmp/tc", Symbol: "boom", SymOff: 5, File: "/src/tc.c", Line: 3, HasSource: true, How: "context"},
+		{Offset: 0x116b, Module: "/tmp/tc", Symbol: "mid", SymOff: 0xb, File: "/src/tc.c", Line: 4, HasSource: true, How: resolve.HowTailCall},
+		{Offset: 0x1044, Module: "/tmp/tc", Symbol: "main", SymOff: 4, File: "/src/tc.c", Line: 5, HasSource: true, How: "cfi"},
+	}}
+	for _, srcline := range []bool{false, true} {
+		var b strings.Builder
+		w := NewTextWriter(&b, 4, false)
+		w.Srcline = srcline
+		require.NoError(t, w.Write(s))
+		require.NoError(t, w.Flush())
+		lines := strings.Split(b.String(), "\n")
+		if !srcline {
+			assert.Equal(t, []string{"\t            1145 boom+0x5 (/tmp/tc)", "\t            116b mid+0xb (tailcall)",
+				"\t            1044 main+0x4 (/tmp/tc)"}, lines[1:4])
+			continue
+		}
+		assert.Equal(t, []string{"\t            1145 boom+0x5 (/tmp/tc)", "  tc.c:3", "\t            116b mid+0xb (/tmp/tc)",
+			"  tc.c:4 (tailcall)", "\t            1044 main+0x4 (/tmp/tc)", "  tc.c:5"}, lines[1:7])
+	}
+}
