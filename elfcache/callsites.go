@@ -64,8 +64,9 @@ type callSites struct {
 	dynNames         map[string]uint64
 	allNames         map[string]uint64
 	units            []atomic.Pointer[cuCallSites]
-	mu               sync.Mutex // serializes parsing; guards err
-	err              error      // the first unit that could not be read
+	mu               sync.Mutex  // serializes parsing; guards err
+	err              error       // the first unit that could not be read
+	failed           atomic.Bool // err is set
 }
 
 // cuCallSites is one unit's call sites and functions, immutable once built.
@@ -182,11 +183,14 @@ func (o *Object) FunctionNamed(name string) (uint64, bool) {
 
 // CallSitesError returns the first error met while reading call sites,
 // naming the file and the offset in .debug_info; nil also when the object
-// has no DWARF.
+// has no DWARF. It is cheap while there is none.
 func (o *Object) CallSitesError() error {
 	x := o.callSiteIndex()
 	if x == nil {
 		return o.callSite.err
+	}
+	if !x.failed.Load() {
+		return nil
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -256,6 +260,7 @@ func (x *callSites) unit(ci int32) *cuCallSites {
 	u, err := x.parse(&x.lx.units[ci])
 	if err != nil && x.err == nil {
 		x.err = err
+		x.failed.Store(true)
 	}
 	x.units[ci].Store(u)
 	return u

@@ -1,6 +1,8 @@
 package resolve
 
 import (
+	"fmt"
+
 	"github.com/ustack/ustack/elfcache"
 	"github.com/ustack/ustack/unwinder"
 )
@@ -87,6 +89,7 @@ func (z *Symbolizer) appendTailCalls(out []Frame, s *Space, fr *unwinder.Frame) 
 		return out
 	}
 	site, ok := cm.obj.CallSiteAt(fr.PC - cm.bias)
+	s.checkCallSites(cm.obj)
 	if !ok || !site.Known() {
 		return out
 	}
@@ -128,6 +131,7 @@ func (z *Symbolizer) appendTailCalls(out []Frame, s *Space, fr *unwinder.Frame) 
 	t.obj, t.callee, t.chain, t.result = obj, callee, t.chain[:0], t.result[:0]
 	t.callers, t.callees, t.found, t.failed, t.steps = 0, 0, false, false, 0
 	t.walk(target)
+	s.checkCallSites(obj)
 	if t.failed || !t.found || t.callers+t.callees == 0 {
 		return out
 	}
@@ -142,6 +146,14 @@ func (z *Symbolizer) appendTailCalls(out []Frame, s *Space, fr *unwinder.Frame) 
 		}
 	}
 	return out
+}
+
+// checkCallSites warns, once per object, when some of its call sites
+// could not be read: tail call frames may then be missing.
+func (s *Space) checkCallSites(o *elfcache.Object) {
+	if err := o.CallSitesError(); err != nil && s.r != nil {
+		s.r.warnOnce("callsites\x00"+o.Path(), fmt.Sprintf("%v: frames of tail calls there may be missing", err))
+	}
 }
 
 // appendTailFrame appends the frame of a tail call site whose return PC is

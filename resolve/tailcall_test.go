@@ -2,6 +2,8 @@ package resolve
 
 import (
 	"debug/elf"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -135,4 +137,90 @@ func TestTailCallChainFrames(t *testing.T) {
 		Path: bin, Exec: true}, File: bin}})
 	stack()
 	assert.Len(t, out, 2)
+}
+
+// TestTailCallUnreadableCallSites breaks the form of DW_AT_call_return_pc
+// in .debug_abbrev so that the call sites cannot be read, and checks that
+// the Symbolizer warns once, naming the file and the offset, and adds no
+// frame.
+func TestTailCallUnreadableCallSites(t *testing.T) {
+	dir := t.TempDir()
+	bin := testprog.Build(t, dir, "tc.c", cTailChain, "-O2", "-g", "-gdwarf-5", "-no-pie")
+	data, err := os.ReadFile(bin)
+	require.NoError(t, err)
+	f, err := elf.Open(bin)
+	require.NoError(t, err)
+	abbrev := f.Section(".debug_abbrev")
+	require.NotNil(t, abbrev)
+	off := int(abbrev.Offset)
+	ab := data[off : off+int(abbrev.Size)]
+	// Abbreviations: code, tag, children, (attribute, form, [implicit
+	// const]) pairs ending with 0, 0; all below 0x80 here but the tags.
+	patched := 0
+	for i := 0; i < len(ab) && ab[i] != 0; {
+		i++ // code
+		tag := uint64(ab[i] & 0x7f)
+		if ab[i]&0x80 != 0 {
+			tag |= uint64(ab[i+1]) << 7
+			i++
+		}
+		i += 2 // tag's last byte, children
+		for ab[i] != 0 || ab[i+1] != 0 {
+			attr, form := ab[i], ab[i+1]
+			if tag == 0x48 && attr == 0x7d {
+				ab[i+1] = 0x7f // no such form
+				patched++
+			}
+			i += 2
+			if form == 0x21 { // DW_FORM_implicit_const
+				for ab[i]&0x80 != 0 {
+					i++
+				}
+				i++
+			}
+		}
+		i += 2
+	}
+	require.Positive(t, patched, "a DW_TAG_call_site abbreviation with DW_AT_call_return_pc")
+	bad := filepath.Join(dir, "bad")
+	require.NoError(t, os.WriteFile(bad, data, 0o755))
+	var text *elf.Prog
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 {
+			text = p
+		}
+	}
+	syms, _ := f.Symbols()
+	f.Close()
+	addr := map[string]uint64{}
+	for _, s := range syms {
+		addr[s.Name] = s.Value
+	}
+	calls := objdumpNext(t, bin, regexp.MustCompile(`^call\s+[0-9a-f]+ <a>$`))
+	require.Len(t, calls["main"], 1)
+
+	var warnings []string
+	r := New(Options{Warn: func(msg string) { warnings = append(warnings, msg) }})
+	defer r.Close()
+	s := r.NewSpace(1, []Mapping{{Map: procmaps.Map{Start: text.Vaddr &^ 0xfff, End: text.Vaddr + text.Memsz, PgOff: text.Off &^ 0xfff,
+		Path: bad, Exec: true}, File: bad}})
+	mi := int32(s.AddressSpace().Find(addr["boom"]))
+	frames := []unwinder.Frame{
+		{PC: addr["boom"] + 1, CFA: 0x7ff0, SP: 0x7fe0, Mapping: mi},
+		{PC: calls["main"][0], SP: 0x7ff0, CFA: 0x8000, Mapping: mi, Flags: unwinder.FrameReturnAddress},
+	}
+	z := NewSymbolizer()
+	for k := 0; k < 2; k++ {
+		var out []Frame
+		for i := range frames {
+			out = z.Append(out, s, &frames[i], "cfi")
+		}
+		assert.Len(t, out, 2, "no tail call frames from unreadable call sites")
+	}
+	t.Logf("warning: %s", warnings)
+	require.Len(t, warnings, 1, "one warning: %q", warnings)
+	assert.Contains(t, warnings[0], bad)
+	assert.Contains(t, warnings[0], ".debug_info")
+	assert.Contains(t, warnings[0], "offset 0x")
+	assert.Contains(t, warnings[0], "tail calls")
 }
