@@ -227,6 +227,34 @@ func readelfTailSites(t *testing.T, dir string) int {
 	return n
 }
 
+// euStackFrames returns eu-stack's frames of the core's first thread down
+// to main, as name@pc; nil when eu-stack is not installed.
+func euStackFrames(t *testing.T, core, bin string, env []string) []string {
+	t.Helper()
+	if _, err := exec.LookPath("eu-stack"); err != nil {
+		t.Log("eu-stack is not installed (Debian package elfutils): not compared")
+		return nil
+	}
+	cmd := exec.Command("eu-stack", "--core", core, "-e", bin)
+	cmd.Env = append(os.Environ(), env...)
+	out, _ := cmd.Output() // exit 1 when some thread's walk ended badly
+	var frames []string
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 || !strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		pc, err := strconv.ParseUint(strings.TrimPrefix(f[1], "0x"), 16, 64)
+		require.NoError(t, err, line)
+		frames = append(frames, fmt.Sprintf("%s@%#x", f[2], pc))
+		if f[2] == "main" {
+			break
+		}
+	}
+	require.NotEmpty(t, frames, "eu-stack: %s", out)
+	return frames
+}
+
 // buildTailCallShape compiles a shape with gcc -O2 -g and the extra flags,
 // returning the program and the environment that finds its library.
 func buildTailCallShape(t *testing.T, dir string, sh tailCallShape, flags ...string) (string, []string) {
@@ -249,8 +277,8 @@ func buildTailCallShape(t *testing.T, dir string, sh tailCallShape, flags ...str
 // gdb's backtrace frame for frame: each frame's function, each frame's pc
 // (for a tail call frame the pc gdb gives it, its call site's return pc),
 // and which frames are tail call frames. With NoTailCall the report is
-// gdb's backtrace without its tail call frames (what eu-stack and perf
-// show). DWARF 5 (gcc 12's default) and DWARF 4 (the GNU call site
+// gdb's backtrace without its tail call frames, which is what eu-stack
+// gives for the same core (compared where it is installed). DWARF 5 (gcc 12's default) and DWARF 4 (the GNU call site
 // forms).
 func TestTailCallFramesMatchGDB(t *testing.T) {
 	for _, dwarfVersion := range []string{"5", "4"} {
@@ -292,6 +320,11 @@ func TestTailCallFramesMatchGDB(t *testing.T) {
 					}
 				}
 				assert.Equal(t, strings.Join(want, " "), describeFrames(before))
+				if eu := euStackFrames(t, core, bin, env); eu != nil {
+					// eu-stack, like ustack before, has no tail call
+					// frames.
+					assert.Equal(t, strings.Join(want, " "), strings.Join(eu, " "), "eu-stack")
+				}
 			})
 		}
 	}
