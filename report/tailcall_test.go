@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ustack/ustack/elfcache"
 	"github.com/ustack/ustack/internal/testprog"
 	"github.com/ustack/ustack/perfdata"
 	"github.com/ustack/ustack/resolve"
@@ -26,6 +27,7 @@ type tailCallShape struct {
 	name string
 	src  string
 	lib  string // a shared library's source, linked as libtc.so
+	cxx  bool   // src is C++
 	// gdbTail are the functions gdb's backtrace is expected to show as
 	// tail call frames, innermost first.
 	gdbTail []string
@@ -93,6 +95,17 @@ __attribute__((noipa)) void b(int n) { if (n > 5) x(n); else y(n); }
 __attribute__((noipa)) void a(int n) { sink = n; b(n); }
 int main(int c, char **v) { a(c); sink = 0; return 0; }
 `, gdbTail: []string{"c", "a"}, tailSites: 6},
+	// C++: the call site's origin is the definition of a member function
+	// declared in its class (DW_AT_specification).
+	{name: "cxx_member", cxx: true, src: `#include <cstring>
+volatile int sink;
+namespace ns {
+struct K { static void boom(char *p); void mid(int n); };
+__attribute__((noipa)) void K::boom(char *p) { std::strcpy(p, "x"); }
+__attribute__((noipa)) void K::mid(int n) { sink = n; boom(nullptr); }
+}
+int main(int c, char **v) { ns::K k; k.mid(c); sink = 0; return 0; }
+`, gdbTail: []string{"ns::K::mid"}, tailSites: 1},
 	// main calls mid through a pointer: the call site's target is a
 	// register, so nothing leads to mid.
 	{name: "indirect_call", src: tailCallCommon + `
@@ -198,7 +211,7 @@ func describeGDB(fs []gdbFrame) string {
 func describeFrames(fs []Frame) string {
 	var b []string
 	for _, f := range fs {
-		s := fmt.Sprintf("%s@%#x", f.Symbol, f.PC)
+		s := fmt.Sprintf("%s@%#x", plainName(f.Symbol), f.PC)
 		if f.How == resolve.HowTailCall {
 			s += "(tailcall)"
 		}
@@ -246,13 +259,21 @@ func euStackFrames(t *testing.T, core, bin string, env []string) []string {
 		}
 		pc, err := strconv.ParseUint(strings.TrimPrefix(f[1], "0x"), 16, 64)
 		require.NoError(t, err, line)
-		frames = append(frames, fmt.Sprintf("%s@%#x", f[2], pc))
-		if f[2] == "main" {
+		name, _, _ := strings.Cut(f[2], "(") // C++ names come with parameters
+		frames = append(frames, fmt.Sprintf("%s@%#x", name, pc))
+		if name == "main" {
 			break
 		}
 	}
 	require.NotEmpty(t, frames, "eu-stack: %s", out)
 	return frames
+}
+
+// plainName is a frame's name as gdb's Python frame.name() gives it: C++
+// names demangled, without their parameters.
+func plainName(sym string) string {
+	name, _, _ := strings.Cut(elfcache.Demangle(sym), "(")
+	return name
 }
 
 // buildTailCallShape compiles a shape with gcc -O2 -g and the extra flags,
@@ -269,7 +290,11 @@ func buildTailCallShape(t *testing.T, dir string, sh tailCallShape, flags ...str
 		bin := testprog.Build(t, dir, "tc.c", sh.src, append(cflags, "-ltc")...)
 		return bin, env
 	}
-	return testprog.Build(t, dir, "tc.c", sh.src, cflags...), env
+	file := "tc.c"
+	if sh.cxx {
+		file = "tc.cc"
+	}
+	return testprog.Build(t, dir, file, sh.src, cflags...), env
 }
 
 // TestTailCallFramesMatchGDB crashes programs whose stacks lost frames to
@@ -297,7 +322,7 @@ func TestTailCallFramesMatchGDB(t *testing.T) {
 				// prove nothing about it).
 				assert.Equal(t, sh.gdbTail, gdbTail, "gdb's tail call frames")
 				assert.Equal(t, sh.tailSites, readelfTailSites(t, dir), "tail call sites readelf finds")
-				assert.Contains(t, []string{"boom", "lib_boom"}, gdbFrames[0].name)
+				assert.Contains(t, []string{"boom", "lib_boom", "ns::K::boom"}, gdbFrames[0].name)
 
 				opts := CoreOptions{Options: Options{Kallsyms: "-", BuildIDDir: t.TempDir()}}
 				got := reportFrames(t, core, opts)
@@ -305,7 +330,7 @@ func TestTailCallFramesMatchGDB(t *testing.T) {
 				t.Logf("ustack: %s", describeFrames(got))
 				require.Len(t, got, len(gdbFrames), "frames against gdb's")
 				for i, g := range gdbFrames {
-					assert.Equal(t, g.name, got[i].Symbol, "frame %d", i)
+					assert.Equal(t, g.name, plainName(got[i].Symbol), "frame %d", i)
 					assert.Equal(t, fmt.Sprintf("%#x", g.pc), fmt.Sprintf("%#x", got[i].PC), "frame %d (%s) pc", i, g.name)
 					assert.Equal(t, g.kind == "tailcall", got[i].How == resolve.HowTailCall, "frame %d (%s) is a tail call frame", i, g.name)
 				}
