@@ -29,7 +29,7 @@ int main(int c, char **v) { a(c); sink = 0; return 0; }
 // objdumpNext returns, for each function, the address just past each
 // instruction whose text matches re (objdump -d: the address plus the
 // instruction's bytes): a call's or a jump's return pc.
-func objdumpNext(t *testing.T, bin string, re *regexp.Regexp) map[string][]uint64 {
+func objdumpNext(t testing.TB, bin string, re *regexp.Regexp) map[string][]uint64 {
 	t.Helper()
 	out := testprog.Tool(t, "", "objdump", "-d", bin)
 	fn := regexp.MustCompile(`^[0-9a-f]+ <(\S+)>:$`)
@@ -50,47 +50,72 @@ func objdumpNext(t *testing.T, bin string, re *regexp.Regexp) map[string][]uint6
 	return next
 }
 
+// tailChainProgram is cTailChain built without PIE (link addresses are
+// run-time addresses) in dir.
+type tailChainProgram struct {
+	bin          string
+	text         *elf.Prog // the executable segment
+	addr         map[string]uint64
+	jmps, calls  map[string][]uint64 // objdumpNext's for jumps to b and boom, calls of a
+	start, pgoff uint64
+}
+
+func buildTailChain(t testing.TB, dir string, flags ...string) *tailChainProgram {
+	t.Helper()
+	p := &tailChainProgram{bin: testprog.Build(t, dir, "tc.c", cTailChain, append([]string{"-O2", "-g", "-no-pie"}, flags...)...)}
+	f, err := elf.Open(p.bin)
+	require.NoError(t, err)
+	defer f.Close()
+	for _, ph := range f.Progs {
+		if ph.Type == elf.PT_LOAD && ph.Flags&elf.PF_X != 0 {
+			p.text = ph
+		}
+	}
+	require.NotNil(t, p.text)
+	p.start, p.pgoff = p.text.Vaddr&^0xfff, p.text.Off&^0xfff
+	syms, err := f.Symbols()
+	require.NoError(t, err)
+	p.addr = map[string]uint64{}
+	for _, s := range syms {
+		p.addr[s.Name] = s.Value
+	}
+	p.jmps = objdumpNext(t, p.bin, regexp.MustCompile(`^jmp\s+[0-9a-f]+ <(b|boom)>$`))
+	p.calls = objdumpNext(t, p.bin, regexp.MustCompile(`^call\s+[0-9a-f]+ <a>$`))
+	require.Len(t, p.jmps["a"], 1, "a's jump to b")
+	require.Len(t, p.jmps["b"], 1, "b's jump to boom")
+	require.Len(t, p.calls["main"], 1, "main's call of a")
+	return p
+}
+
+// space maps the program's text (from path, the program or a copy) in r.
+func (p *tailChainProgram) space(r *Resolver, path string) *Space {
+	return r.NewSpace(1, []Mapping{{Map: procmaps.Map{Start: p.start, End: p.text.Vaddr + p.text.Memsz, PgOff: p.pgoff,
+		Path: path, Exec: true}, File: path}})
+}
+
+// frames are what an unwinder gives for a crash in boom: boom, then main
+// at the return address of its call of a.
+func (p *tailChainProgram) frames(s *Space) []unwinder.Frame {
+	mi := int32(s.AddressSpace().Find(p.addr["boom"]))
+	return []unwinder.Frame{
+		{PC: p.addr["boom"] + 1, CFA: 0x7ff0, SP: 0x7fe0, Mapping: mi},
+		{PC: p.calls["main"][0], SP: 0x7ff0, CFA: 0x8000, Mapping: mi, Method: unwinder.MethodCFI, Flags: unwinder.FrameReturnAddress},
+	}
+}
+
 // TestTailCallChainFrames symbolizes, without a core, the two frames an
 // unwinder gives for a crash in boom (boom, then main at the return
 // address of its call of a) and checks that b and a come between them as
 // tail call frames at the addresses just past their jumps (objdump), and
 // that this allocates nothing once the buffers have grown.
 func TestTailCallChainFrames(t *testing.T) {
-	dir := t.TempDir()
-	bin := testprog.Build(t, dir, "tc.c", cTailChain, "-O2", "-g", "-no-pie")
-	f, err := elf.Open(bin)
-	require.NoError(t, err)
-	var text *elf.Prog
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 {
-			text = p
-		}
-	}
-	syms, err := f.Symbols()
-	require.NoError(t, err)
-	f.Close()
-	require.NotNil(t, text)
-	addr := map[string]uint64{}
-	for _, s := range syms {
-		addr[s.Name] = s.Value
-	}
-	jmps := objdumpNext(t, bin, regexp.MustCompile(`^jmp\s+[0-9a-f]+ <(b|boom)>$`))
-	calls := objdumpNext(t, bin, regexp.MustCompile(`^call\s+[0-9a-f]+ <a>$`))
-	require.Len(t, jmps["a"], 1, "a's jump to b")
-	require.Len(t, jmps["b"], 1, "b's jump to boom")
-	require.Len(t, calls["main"], 1, "main's call of a")
-
+	p := buildTailChain(t, t.TempDir())
+	bin, addr, jmps, calls := p.bin, p.addr, p.jmps, p.calls
 	r := New(Options{})
 	defer r.Close()
-	start := text.Vaddr &^ 0xfff
-	s := r.NewSpace(1, []Mapping{{Map: procmaps.Map{Start: start, End: text.Vaddr + text.Memsz, PgOff: text.Off &^ 0xfff,
-		Path: bin, Exec: true}, File: bin}})
-	mi := int32(s.AddressSpace().Find(addr["boom"]))
-	require.GreaterOrEqual(t, mi, int32(0))
-	frames := []unwinder.Frame{
-		{PC: addr["boom"] + 1, CFA: 0x7ff0, SP: 0x7fe0, Mapping: mi},
-		{PC: calls["main"][0], SP: 0x7ff0, CFA: 0x8000, Mapping: mi, Method: unwinder.MethodCFI, Flags: unwinder.FrameReturnAddress},
-	}
+	s := p.space(r, bin)
+	frames := p.frames(s)
+	require.GreaterOrEqual(t, frames[0].Mapping, int32(0))
 	z := NewSymbolizer()
 	var out []Frame
 	stack := func() {
@@ -133,10 +158,35 @@ func TestTailCallChainFrames(t *testing.T) {
 	// Nor with NoTailCall.
 	r2 := New(Options{NoTailCall: true})
 	defer r2.Close()
-	s = r2.NewSpace(1, []Mapping{{Map: procmaps.Map{Start: start, End: text.Vaddr + text.Memsz, PgOff: text.Off &^ 0xfff,
-		Path: bin, Exec: true}, File: bin}})
+	s = p.space(r2, bin)
 	stack()
 	assert.Len(t, out, 2)
+}
+
+// BenchmarkTailCallStack symbolizes the two frames of a crash in boom into
+// four (b and a from tail call sites), in warm caches.
+func BenchmarkTailCallStack(b *testing.B) {
+	p := buildTailChain(b, b.TempDir())
+	r := New(Options{})
+	defer r.Close()
+	s := p.space(r, p.bin)
+	frames := p.frames(s)
+	z := NewSymbolizer()
+	var out []Frame
+	stack := func() {
+		out = out[:0]
+		for i := range frames {
+			out = z.Append(out, s, &frames[i], "cfi")
+		}
+	}
+	stack()
+	require.Len(b, out, 4)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		stack()
+	}
+	b.ReportMetric(float64(b.N*len(frames))/b.Elapsed().Seconds(), "frames/s")
 }
 
 // TestTailCallUnreadableCallSites breaks the form of DW_AT_call_return_pc
@@ -145,12 +195,13 @@ func TestTailCallChainFrames(t *testing.T) {
 // frame.
 func TestTailCallUnreadableCallSites(t *testing.T) {
 	dir := t.TempDir()
-	bin := testprog.Build(t, dir, "tc.c", cTailChain, "-O2", "-g", "-gdwarf-5", "-no-pie")
-	data, err := os.ReadFile(bin)
+	p := buildTailChain(t, dir, "-gdwarf-5")
+	data, err := os.ReadFile(p.bin)
 	require.NoError(t, err)
-	f, err := elf.Open(bin)
+	f, err := elf.Open(p.bin)
 	require.NoError(t, err)
 	abbrev := f.Section(".debug_abbrev")
+	f.Close()
 	require.NotNil(t, abbrev)
 	off := int(abbrev.Offset)
 	ab := data[off : off+int(abbrev.Size)]
@@ -184,31 +235,12 @@ func TestTailCallUnreadableCallSites(t *testing.T) {
 	require.Positive(t, patched, "a DW_TAG_call_site abbreviation with DW_AT_call_return_pc")
 	bad := filepath.Join(dir, "bad")
 	require.NoError(t, os.WriteFile(bad, data, 0o755))
-	var text *elf.Prog
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 {
-			text = p
-		}
-	}
-	syms, _ := f.Symbols()
-	f.Close()
-	addr := map[string]uint64{}
-	for _, s := range syms {
-		addr[s.Name] = s.Value
-	}
-	calls := objdumpNext(t, bin, regexp.MustCompile(`^call\s+[0-9a-f]+ <a>$`))
-	require.Len(t, calls["main"], 1)
 
 	var warnings []string
 	r := New(Options{Warn: func(msg string) { warnings = append(warnings, msg) }})
 	defer r.Close()
-	s := r.NewSpace(1, []Mapping{{Map: procmaps.Map{Start: text.Vaddr &^ 0xfff, End: text.Vaddr + text.Memsz, PgOff: text.Off &^ 0xfff,
-		Path: bad, Exec: true}, File: bad}})
-	mi := int32(s.AddressSpace().Find(addr["boom"]))
-	frames := []unwinder.Frame{
-		{PC: addr["boom"] + 1, CFA: 0x7ff0, SP: 0x7fe0, Mapping: mi},
-		{PC: calls["main"][0], SP: 0x7ff0, CFA: 0x8000, Mapping: mi, Flags: unwinder.FrameReturnAddress},
-	}
+	s := p.space(r, bad)
+	frames := p.frames(s)
 	z := NewSymbolizer()
 	for k := 0; k < 2; k++ {
 		var out []Frame
