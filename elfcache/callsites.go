@@ -54,7 +54,7 @@ const (
 // callSites is an object's index of call sites. Its units are read one at
 // a time, on the first query that needs one (a report touches few of an
 // object's units; glibc's debug file has over a thousand), and kept; the
-// names are the symbol tables', read when the index is made.
+// names are the symbol tables', read on the first lookup by name.
 type callSites struct {
 	lx  *lineIndex // the DWARF and its address-to-unit index
 	obj *Object
