@@ -27,21 +27,27 @@ type CallSite struct {
 	Func uint64
 	// Target is the entry of the called function when DWARF gives it
 	// directly: DW_AT_call_origin (DW_AT_abstract_origin) naming a
-	// subprogram with an address, or a DW_AT_call_target that is a
-	// constant address (DW_OP_addr). 0 otherwise.
+	// subprogram with an address. 0 otherwise.
 	Target uint64
 	// TargetName is the called function's linkage name (else its name)
 	// when DW_AT_call_origin names a subprogram without an address, such
 	// as the declaration of a function of another object; "" otherwise.
 	TargetName string
+	// TargetExpr is the address a DW_AT_call_target (or
+	// DW_AT_GNU_call_site_target) gives when it is a constant (only
+	// DW_OP_addr ADDR); 0 for an indirect call, whose target register
+	// holds it. gdb evaluates call targets only in a live frame, so does
+	// not follow these when it looks for tail calls, nor does resolve.
+	TargetExpr uint64
 	// Tail is set for a tail call (DW_AT_call_tail_call,
 	// DW_AT_GNU_tail_call): a jump that leaves no return address.
 	Tail bool
 }
 
-// Known reports whether the call's target is known: an address or a name.
-// Indirect calls (a DW_AT_call_target computed from registers) and call
-// sites without any target are unknown.
+// Known reports whether the call's target is known from its origin: an
+// address or a name. Calls whose target is a DW_AT_call_target
+// expression (indirect ones, or TargetExpr) and call sites without any
+// target are unknown.
 func (c *CallSite) Known() bool { return c.Target != 0 || c.TargetName != "" }
 
 // DWARF tags and attributes of call sites that debug/dwarf does not name.
@@ -414,7 +420,7 @@ func (b *callSiteBuilder) callSite(e *dwarf.Entry, fn uint64, asize int) {
 		if expr == nil {
 			expr, _ = e.Val(attrGNUCallSiteTarget).([]byte)
 		}
-		site.Target = constantAddr(expr, asize)
+		site.TargetExpr = constantAddr(expr, asize)
 	}
 	b.cu.sites = append(b.cu.sites, site)
 	if site.Tail && site.Func != 0 {

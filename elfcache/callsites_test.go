@@ -377,3 +377,22 @@ int main(int c, char **v) { say(v[0]); sink = 0; return 0; }
 		o.Close()
 	}
 }
+
+// TestConstantAddr: only an expression that is exactly DW_OP_addr ADDR is
+// a constant call target.
+func TestConstantAddr(t *testing.T) {
+	for _, c := range []struct {
+		expr  []byte
+		asize int
+		want  uint64
+	}{
+		{[]byte{0x03, 0x40, 0x11, 0, 0, 0, 0, 0, 0}, 8, 0x1140},
+		{[]byte{0x03, 0x40, 0x11, 0, 0}, 4, 0x1140},
+		{[]byte{0x03, 0x40, 0x11, 0, 0}, 8, 0},                   // short
+		{[]byte{0x03, 0x40, 0x11, 0, 0, 0, 0, 0, 0, 0x06}, 8, 0}, // then DW_OP_deref
+		{[]byte{0x73, 0x00}, 8, 0},                               // DW_OP_breg3 0: a register
+		{nil, 8, 0},
+	} {
+		assert.Equal(t, c.want, constantAddr(c.expr, c.asize), "% x", c.expr)
+	}
+}

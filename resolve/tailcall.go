@@ -15,9 +15,11 @@ import (
 // by the same rules:
 //
 //   - the caller's return address must be the DW_AT_call_return_pc of a
-//     call site whose target is known (a subprogram with an address, or
-//     one named by a declaration and found by name); an indirect call
-//     gives nothing;
+//     call site whose target is known from its DW_AT_call_origin (a
+//     subprogram with an address, or one named by a declaration and found
+//     by name); a target given by a DW_AT_call_target expression gives
+//     nothing, even a constant one, since gdb evaluates those only in a
+//     live frame;
 //   - when the target is the callee's function there is nothing to add;
 //     else every chain of tail call sites leading from the target's
 //     function to the callee's function is followed (no call site twice on
