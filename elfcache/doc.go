@@ -38,6 +38,14 @@
 //     DWARF skeleton units read from their .dwo file or the FILE.dwp
 //     package (splitdwarf.go).
 //
+//   - the call sites (callsites.go): DW_TAG_call_site and DWARF 4's
+//     DW_TAG_GNU_call_site entries by return address and, for tail calls,
+//     by the function they are in, read from one compilation unit of the
+//     line index's DWARF on the first query into it; the targets that
+//     DWARF names only by a declaration are found by name in the symbol
+//     tables, as gdb does. resolve follows them to the frames tail calls
+//     left out.
+//
 // Sources says, for a summary, where each kind of information came from.
 //
 // FindRow asks the CFI table and, for addresses in PLT sections that no FDE

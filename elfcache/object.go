@@ -157,6 +157,8 @@ type Object struct {
 	lines    *lineIndex
 	lineErr  error
 
+	callSite callSiteState // callsites.go
+
 	// cachedMu guards cached: the unmap functions of sections mapped
 	// from the SectionCache, released by Close.
 	cachedMu sync.Mutex

@@ -21,8 +21,8 @@ import (
 const CoreEvent = "core"
 
 // CoreOptions configure the report of a core dump: the report's Options
-// (SymFS, DebugDirs, BuildIDDir, NoInline, MaxFrames, PACMask, Warn apply)
-// and what only a core needs.
+// (SymFS, DebugDirs, BuildIDDir, NoInline, NoTailCall, MaxFrames, PACMask,
+// Warn apply) and what only a core needs.
 type CoreOptions struct {
 	Options
 	// Exe, when set, is the main executable's file, used instead of the
@@ -165,7 +165,7 @@ func newCoreSession(c *Core, opts CoreOptions) *coreSession {
 	s.resolver = resolve.New(resolve.Options{Cache: s.cache,
 		SymFS: ropts.SymFS, DebugDirs: ropts.DebugDirs, BuildIDDir: ropts.BuildIDDir,
 		MoreBuildIDDirs: ropts.MoreBuildIDDirs, Objects: ropts.Objects, VDSO: vdso,
-		NoInline: ropts.NoInline, Warn: s.warn, Origin: "the core",
+		NoInline: ropts.NoInline, NoTailCall: ropts.NoTailCall, Warn: s.warn, Origin: "the core",
 	})
 	s.maps = coreMappings(c.Core)
 	if len(s.maps) == 0 {

@@ -152,12 +152,16 @@ const junkFrame = "ffffffffffffffff [unknown] ([unknown])"
 // sample a differs from ustack's b, or "" when none does: perf ends a
 // failed unwind with a junk all-ones frame, stops early (.debug_frame-only
 // code, Go, some of ld.so), cuts stacks at 127 frames, leaves PLT stubs
-// unnamed or names them after _init, and names assembly functions by
-// another alias. Each is shown against gdb or objdump in the tests that
-// name them.
+// unnamed or names them after _init, names assembly functions by
+// another alias, and recovers no tail call frames. Each is shown against
+// gdb or objdump in the tests that name them.
 func perfDefect(a, b []string) string {
 	if len(a) == 0 || len(b) == 0 || a[0] != b[0] {
 		return ""
+	}
+	tail := false
+	if nb := withoutTailCalls(b); len(nb) < len(b) {
+		b, tail = nb, true
 	}
 	junk := false
 	if len(a) > 1 && strings.TrimSpace(a[len(a)-1]) == junkFrame {
@@ -191,8 +195,26 @@ func perfDefect(a, b []string) string {
 		return "stopped early"
 	case junk:
 		return "junk frame"
+	case kind == "" && tail:
+		return "no tail call frames"
 	}
 	return kind
+}
+
+// withoutTailCalls returns ustack's sample lines without its tail call
+// frames (perf recovers none; TestTailCallFramesMatchGDB checks them
+// against gdb's).
+func withoutTailCalls(b []string) []string {
+	var out []string
+	for _, l := range b {
+		if !strings.HasSuffix(l, " (tailcall)") {
+			out = append(out, l)
+		}
+	}
+	if len(out) == len(b) {
+		return b
+	}
+	return out
 }
 
 // sameFunctionAlias reports whether two frame lines differ only in which

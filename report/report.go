@@ -48,6 +48,9 @@ type Options struct {
 	Kallsyms string
 	// NoInline leaves out inlined frames.
 	NoInline bool
+	// NoTailCall leaves out the frames of functions that tail-called
+	// (resolve.HowTailCall).
+	NoTailCall bool
 	// NoDemangle prints symbol names as they are in the object.
 	NoDemangle bool
 	// Jobs is the number of unwinding workers (default GOMAXPROCS).

@@ -39,6 +39,7 @@ func newResolver(opts *Options, s *perfdata.Session, warn func(string)) *resolve
 		Objects:         opts.Objects,
 		PerfMapDir:      opts.PerfMapDir,
 		NoInline:        opts.NoInline,
+		NoTailCall:      opts.NoTailCall,
 		Warn:            warn,
 		Fetcher:         fetcher(opts.Debuginfod),
 	})

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/ustack/ustack/perfdata"
+	"github.com/ustack/ustack/resolve"
 )
 
 // TextWriter prints samples the way `perf script` does: with the fields
@@ -299,6 +300,9 @@ func (t *TextWriter) appendFrame(b []byte, f *Frame, fields Fields) []byte {
 		// perf moves "(inlined)" to the source line.
 	case inlined:
 		b = append(b, " (inlined)"...)
+	case f.How == resolve.HowTailCall && !srcline:
+		// A frame with no stack of its own, like an inlined one.
+		b = append(b, " (tailcall)"...)
 	case fields&FieldDSO == 0:
 	case f.Module == "":
 		b = append(b, " ([unknown])"...)
@@ -310,6 +314,9 @@ func (t *TextWriter) appendFrame(b []byte, f *Frame, fields Fields) []byte {
 	b = append(b, '\n')
 	if srcline {
 		b = appendSrcline(b, f, inlined)
+		if f.How == resolve.HowTailCall {
+			b = append(b[:len(b)-1], " (tailcall)\n"...)
+		}
 	}
 	return b
 }

@@ -47,7 +47,9 @@ type Frame struct {
 	Kernel bool
 	// How says how the frame was recovered: context, cfi, fp, lr, signal
 	// (the unwinder's methods), callchain (the kernel's call chain of a
-	// recording without a stack copy), kernel.
+	// recording without a stack copy), kernel, tailcall (a function that
+	// tail-called the frame before it, found from DWARF's call sites as
+	// gdb finds it: see HowTailCall).
 	How string
 	// Signal is true for a sigreturn trampoline frame.
 	Signal bool
@@ -60,7 +62,9 @@ type Frame struct {
 // Symbolizer turns unwound frames into symbolized frames. It keeps scratch
 // buffers, so each goroutine needs its own; it is cheap to make.
 type Symbolizer struct {
-	src []elfcache.SourceFrame
+	src  []elfcache.SourceFrame
+	last lastFrame  // the physical frame appended last
+	tail tailSearch // scratch for the tail call chain search
 }
 
 // NewSymbolizer returns a Symbolizer.
@@ -73,7 +77,27 @@ func NewSymbolizer() *Symbolizer {
 // out: Options.NoInline) and then fr itself, and returns the extended slice. how is the
 // frames' How (the unwinder's Method for unwound frames). Once out and the
 // Symbolizer's buffers have grown, Append does not allocate.
+//
+// Frames are appended innermost first, one stack after another. When fr is
+// the caller of the frame appended just before (its SP is that frame's
+// CFA) and functions that tail-called on the way left no frame, their
+// frames (How "tailcall", see HowTailCall) come first, unless the Resolver
+// leaves them out (Options.NoTailCall).
 func (z *Symbolizer) Append(out []Frame, s *Space, fr *unwinder.Frame, how string) []Frame {
+	if z.last.space != nil {
+		out = z.appendTailCalls(out, s, fr)
+	}
+	out = z.appendFrames(out, s, fr, how, false)
+	if m := s.mapOf(int(fr.Mapping)); m != nil && m.obj != nil && fr.CFA != 0 && !s.noTailCall {
+		z.remember(s, fr, fr.LookupPC()-m.bias)
+	}
+	return out
+}
+
+// appendFrames appends the inline chain and the physical frame of fr; with
+// innermost, only one frame, named after the innermost function there (gdb
+// names a tail call frame so, and gives it no inline chain).
+func (z *Symbolizer) appendFrames(out []Frame, s *Space, fr *unwinder.Frame, how string, innermost bool) []Frame {
 	addr := fr.LookupPC()
 	f := Frame{Addr: addr, PC: fr.PC, Offset: addr, How: how, Signal: fr.Flags&unwinder.FrameSignalTrampoline != 0,
 		Restored: fr.Flags&unwinder.FrameRestoredRegister != 0}
@@ -97,6 +121,9 @@ func (z *Symbolizer) Append(out []Frame, s *Space, fr *unwinder.Frame, how strin
 		f.Symbol, f.SymOff = Unversioned(name), off
 	}
 	z.src = obj.SourceFrames(link, z.src[:0])
+	if innermost && len(z.src) > 1 {
+		z.src = z.src[:1]
+	}
 	for k := range z.src {
 		sf := &z.src[k]
 		g := f

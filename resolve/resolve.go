@@ -74,6 +74,9 @@ type Options struct {
 	PerfMapDir string
 	// NoInline leaves the frames of inlined functions out.
 	NoInline bool
+	// NoTailCall leaves out the frames of functions that tail-called
+	// (see HowTailCall).
+	NoTailCall bool
 	// Warn receives warnings (build-id mismatches, damaged objects), once
 	// per path; nil discards them.
 	Warn func(msg string)
@@ -260,6 +263,9 @@ type Space struct {
 	jit  *perfMap
 	// noInline is the Resolver's Options.NoInline.
 	noInline bool
+	// noTailCall is the Resolver's Options.NoTailCall.
+	noTailCall bool
+	r          *Resolver // for warnings
 }
 
 type spaceMap struct {
@@ -344,7 +350,7 @@ func (s *Space) mapOf(i int) *spaceMap {
 // opening each executable mapping's object (once per Resolver) by the
 // build-id policy of the package documentation.
 func (r *Resolver) NewSpace(pid uint32, maps []Mapping) *Space {
-	s := &Space{pid: pid, maps: make([]spaceMap, len(maps)), noInline: r.opts.NoInline}
+	s := &Space{pid: pid, maps: make([]spaceMap, len(maps)), noInline: r.opts.NoInline, noTailCall: r.opts.NoTailCall, r: r}
 	ums := make([]unwinder.Mapping, len(maps))
 	anon := false
 	for i := range maps {
@@ -599,6 +605,16 @@ func (r *Resolver) note(path, why string) {
 	defer r.mu.Unlock()
 	if _, ok := r.missing[path]; !ok && r.missing != nil {
 		r.missing[path] = why
+	}
+}
+
+// warnOnce gives a warning once per key.
+func (r *Resolver) warnOnce(key, msg string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.warned != nil && !r.warned[key] {
+		r.warned[key] = true
+		r.warnLocked(msg)
 	}
 }
 

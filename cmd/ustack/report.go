@@ -44,6 +44,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	debugDir := fs.String("debug-dir", "", "colon-separated directories searched for separate debug files (default /usr/lib/debug)")
 	buildIDDir := fs.String("buildid-dir", "", "perf's build-id cache `dir` (default ~/.debug)")
 	noInline := fs.Bool("no-inline", false, "do not show inlined functions")
+	noTailCall := fs.Bool("no-tailcall", false, "do not show the functions that tail-called (found from DWARF call sites, as gdb shows them)")
 	noDemangle := fs.Bool("no-demangle", false, "do not demangle C++ and Rust names")
 	noCache := fs.Bool("no-cache", false, "do not keep decompressed debug sections in ~/.cache/ustack/sections ($XDG_CACHE_HOME; also USTACK_NO_CACHE=1)")
 	srcline := fs.Bool("srcline", false, "text format: print each frame's source file and line, like perf script -F +srcline")
@@ -83,7 +84,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		*input = inputSet
 	}
 	opts := report.Options{SymFS: *symfs, Kallsyms: *kall, BuildIDDir: *buildIDDir,
-		NoInline: *noInline, NoDemangle: *noDemangle, Jobs: *jobs,
+		NoInline: *noInline, NoTailCall: *noTailCall, NoDemangle: *noDemangle, Jobs: *jobs,
 		Warn: func(msg string) { fmt.Fprintf(stderr, "ustack: warning: %s\n", msg) }}
 	if *debugDir != "" {
 		opts.DebugDirs = strings.Split(*debugDir, ":")

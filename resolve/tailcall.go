@@ -1,0 +1,249 @@
+package resolve
+
+import (
+	"fmt"
+
+	"github.com/ustack/ustack/elfcache"
+	"github.com/ustack/ustack/unwinder"
+)
+
+// Tail calls leave no frame: a function that ends in "jmp f" has gone from
+// the stack by the time f runs, so unwinding f finds the return address of
+// whoever called the function that jumped. gdb recovers those functions
+// from DWARF's call sites (gdb/dwarf2/frame-tailcall.c and
+// call_site_find_chain in gdb/dwarf2/loc.c), and so does the Symbolizer,
+// by the same rules:
+//
+//   - the caller's return address must be the DW_AT_call_return_pc of a
+//     call site whose target is known from its DW_AT_call_origin (a
+//     subprogram with an address, or one named by a declaration and found
+//     by name); a target given by a DW_AT_call_target expression gives
+//     nothing, even a constant one, since gdb evaluates those only in a
+//     live frame;
+//   - when the target is the callee's function there is nothing to add;
+//     else every chain of tail call sites leading from the target's
+//     function to the callee's function is followed (no call site twice on
+//     one chain), and any call site on the way whose target is unknown
+//     gives nothing at all, as it makes gdb give up;
+//   - of several chains only what all share is kept: the longest common
+//     prefix (the functions nearest the caller) and the longest common
+//     suffix (nearest the callee); when they share neither, nothing.
+//
+// Each function of the chain becomes a Frame of How "tailcall" whose PC is
+// its tail call site's return PC (just past the jump), attributed to the
+// jump (PC-1), as gdb's frame is. ustack searches within one object: the
+// callee's, where a target found by name lies (a caller calling into a
+// library through its PLT), or else the caller's.
+
+// HowTailCall is the How of a frame recovered from DWARF call sites: a
+// function that tail-called its callee and so has no frame of its own on
+// the stack.
+const HowTailCall = "tailcall"
+
+const (
+	// maxTailChain bounds a chain's length (gdb has no bound; chains of
+	// tail calls longer than this are not found in practice).
+	maxTailChain = 32
+	// maxTailSteps bounds the call sites a search visits, so that a
+	// function graph with many paths cannot make one frame expensive.
+	maxTailSteps = 4096
+)
+
+// lastFrame is what the Symbolizer remembers of the physical frame it
+// appended last: the callee of the next frame, if the next frame is its
+// caller.
+type lastFrame struct {
+	space   *Space
+	cfa     uint64 // the frame's CFA: its caller's SP
+	mapping int32
+	link    uint64 // its lookup address, link-time
+}
+
+// tailSearch is the Symbolizer's scratch state for the chain search.
+type tailSearch struct {
+	obj     *elfcache.Object
+	callee  uint64              // entry of the callee's function
+	chain   []elfcache.CallSite // the current path
+	result  []elfcache.CallSite // the first chain found
+	callers int                 // length of the common prefix
+	callees int                 // length of the common suffix
+	found   bool
+	failed  bool // a target could not be resolved, or a bound was hit
+	steps   int
+}
+
+// remember notes fr, just appended, as the possible callee of the next
+// frame.
+func (z *Symbolizer) remember(s *Space, fr *unwinder.Frame, link uint64) {
+	z.last = lastFrame{space: s, cfa: fr.CFA, mapping: fr.Mapping, link: link}
+}
+
+// appendTailCalls appends the frames of the functions that tail calls left
+// no frame of between the frame remembered last and fr, its caller.
+func (z *Symbolizer) appendTailCalls(out []Frame, s *Space, fr *unwinder.Frame) []Frame {
+	last := z.last
+	z.last = lastFrame{}
+	if s.noTailCall || last.space != s || last.cfa == 0 || last.cfa != fr.SP || fr.Flags&unwinder.FrameReturnAddress == 0 {
+		return out
+	}
+	cm, lm := s.mapOf(int(fr.Mapping)), s.mapOf(int(last.mapping))
+	if cm == nil || lm == nil || cm.obj == nil || lm.obj == nil {
+		return out
+	}
+	site, ok := cm.obj.CallSiteAt(fr.PC - cm.bias)
+	s.checkCallSites(cm.obj)
+	if !ok || !site.Known() {
+		return out
+	}
+	if site.TargetName != "" {
+		// A direct call of the callee's function by its name needs no
+		// name lookup.
+		if name, off, ok := lm.obj.Symbolize(last.link); ok && Unversioned(name) == site.TargetName {
+			if e, ok := lm.obj.FunctionEntry(last.link); !ok || e == last.link-off {
+				return out
+			}
+		}
+	}
+	// The object to search: where the target is.
+	target, obj, mi := site.Target, cm.obj, fr.Mapping
+	if target == 0 {
+		if e, ok := lm.obj.FunctionNamed(site.TargetName); ok {
+			target, obj, mi = e, lm.obj, last.mapping
+		} else if e, ok := cm.obj.FunctionNamed(site.TargetName); ok {
+			target = e
+		} else {
+			return out
+		}
+	}
+	if obj != lm.obj {
+		return out
+	}
+	callee, ok := lm.obj.FunctionEntry(last.link)
+	if !ok {
+		name, off, ok := lm.obj.Symbolize(last.link)
+		if !ok || name == "" {
+			return out
+		}
+		callee = last.link - off
+	}
+	if target == callee {
+		return out
+	}
+	t := &z.tail
+	t.obj, t.callee, t.chain, t.result = obj, callee, t.chain[:0], t.result[:0]
+	t.callers, t.callees, t.found, t.failed, t.steps = 0, 0, false, false, 0
+	t.walk(target)
+	s.checkCallSites(obj)
+	if t.failed || !t.found || t.callers+t.callees == 0 {
+		return out
+	}
+	bias := s.mapOf(int(mi)).bias
+	n := len(t.result)
+	for i := 0; i < t.callees; i++ {
+		out = z.appendTailFrame(out, s, mi, t.result[n-1-i].ReturnPC+bias)
+	}
+	if t.callees != n {
+		for i := t.callers - 1; i >= 0; i-- {
+			out = z.appendTailFrame(out, s, mi, t.result[i].ReturnPC+bias)
+		}
+	}
+	return out
+}
+
+// checkCallSites warns, once per object, when some of its call sites
+// could not be read: tail call frames may then be missing.
+func (s *Space) checkCallSites(o *elfcache.Object) {
+	if err := o.CallSitesError(); err != nil && s.r != nil {
+		s.r.warnOnce("callsites\x00"+o.Path(), fmt.Sprintf("%v: frames of tail calls there may be missing", err))
+	}
+}
+
+// appendTailFrame appends the frame of a tail call site whose return PC is
+// pc, in mapping mi: one frame, as gdb gives it, named after the innermost
+// function at the jump (an inlined one where the jump is in inlined code).
+func (z *Symbolizer) appendTailFrame(out []Frame, s *Space, mi int32, pc uint64) []Frame {
+	if m := s.as.Find(pc - 1); m >= 0 {
+		mi = int32(m)
+	}
+	fr := unwinder.Frame{PC: pc, Mapping: mi, Flags: unwinder.FrameReturnAddress}
+	return z.appendFrames(out, s, &fr, HowTailCall, true)
+}
+
+// walk follows the tail call sites of the function whose entry is fn; it
+// returns false when the search is over (it failed, or the chains found
+// share nothing).
+func (t *tailSearch) walk(fn uint64) bool {
+	if len(t.chain) >= maxTailChain {
+		t.failed = true
+		return false
+	}
+	for _, site := range t.obj.TailCallSites(fn) {
+		if t.steps++; t.steps > maxTailSteps {
+			t.failed = true
+			return false
+		}
+		if t.onChain(site.ReturnPC) {
+			continue
+		}
+		target := site.Target
+		if target == 0 && site.TargetName != "" {
+			target, _ = t.obj.FunctionNamed(site.TargetName)
+		}
+		if target == 0 {
+			// gdb cannot follow an indirect tail call and gives up.
+			t.failed = true
+			return false
+		}
+		t.chain = append(t.chain, site)
+		var more bool
+		if target == t.callee {
+			more = t.candidate()
+		} else {
+			more = t.walk(target)
+		}
+		t.chain = t.chain[:len(t.chain)-1]
+		if !more {
+			return false
+		}
+	}
+	return true
+}
+
+func (t *tailSearch) onChain(ret uint64) bool {
+	for i := range t.chain {
+		if t.chain[i].ReturnPC == ret {
+			return true
+		}
+	}
+	return false
+}
+
+// candidate takes the current chain, which reaches the callee: the first
+// is kept whole, later ones cut it to what they share with it. It returns
+// false when nothing is shared any more.
+func (t *tailSearch) candidate() bool {
+	n := len(t.chain)
+	if !t.found {
+		t.found = true
+		t.result = append(t.result[:0], t.chain...)
+		t.callers, t.callees = n, n
+		return true
+	}
+	m := len(t.result)
+	callers := min(t.callers, n)
+	for i := 0; i < callers; i++ {
+		if t.result[i].ReturnPC != t.chain[i].ReturnPC {
+			callers = i
+			break
+		}
+	}
+	callees := min(t.callees, n)
+	for i := 0; i < callees; i++ {
+		if t.result[m-1-i].ReturnPC != t.chain[n-1-i].ReturnPC {
+			callees = i
+			break
+		}
+	}
+	t.callers, t.callees = callers, callees
+	return callers+callees > 0
+}
