@@ -24,7 +24,8 @@ const glossaryPath = "../../docs/GLOSSARY.md"
 // codeHowValues returns every "how" a frame can carry: the String of every
 // unwinder.Method, and the string literals the report and resolve packages
 // give frames they make themselves (How: "kernel" in a Frame literal, the
-// how argument of Symbolizer.Append), read from their source with go/ast.
+// how argument of Symbolizer.Append, constants named How*), read from their
+// source with go/ast.
 func codeHowValues(t *testing.T) []string {
 	set := map[string]bool{}
 	for m := unwinder.Method(0); ; m++ {
@@ -46,6 +47,14 @@ func codeHowValues(t *testing.T) []string {
 			require.NoError(t, err)
 			ast.Inspect(f, func(n ast.Node) bool {
 				switch n := n.(type) {
+				case *ast.ValueSpec: // const HowTailCall = "tailcall"
+					for i, id := range n.Names {
+						if strings.HasPrefix(id.Name, "How") && i < len(n.Values) {
+							if s, ok := stringLit(n.Values[i]); ok {
+								set[s] = true
+							}
+						}
+					}
 				case *ast.KeyValueExpr:
 					if id, ok := n.Key.(*ast.Ident); ok && id.Name == "How" {
 						if s, ok := stringLit(n.Value); ok {
