@@ -6,4 +6,13 @@
 // copy) read the table once into a Table sorted by address; Table.Lookup
 // then finds the symbol at or below a kernel address and the offset into
 // it, without allocating. A Table is immutable and safe for concurrent use.
+//
+// The running kernel's table: LoadProc reads /proc/kallsyms, which costs
+// tens of milliseconds of kernel time however it is read, and keeps the
+// kernel image's symbols in a cache directory keyed by the boot's id
+// (cache.go), checked against the first lines /proc/kallsyms shows now.
+// The next LoadProc of the same boot reads that file instead; its Table
+// holds only the image's symbols, and Covers says which addresses it
+// answers as the whole table would (a module's or BPF program's address
+// needs Load of the whole table).
 package kallsyms

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -21,20 +20,29 @@ type Symbol struct {
 // concurrent use.
 type Table struct {
 	syms []Symbol
+	// partial: only the kernel image's symbols, from LoadProc's cache;
+	// lookups of addresses in [lo, hi] are exact (Covers).
+	partial bool
+	lo, hi  uint64
 }
 
 // Load reads a kallsyms file such as /proc/kallsyms.
 func Load(path string) (*Table, error) {
-	f, err := os.Open(path)
+	t, _, err := load(path)
+	return t, err
+}
+
+// load reads and parses a kallsyms file, and returns its text too.
+func load(path string) (*Table, []byte, error) {
+	b, err := readTable(path)
 	if err != nil {
-		return nil, fmt.Errorf("kallsyms: %w", err)
+		return nil, nil, err
 	}
-	defer f.Close()
-	t, err := Parse(f)
+	t, err := ParseBytes(b)
 	if err != nil {
-		return nil, fmt.Errorf("kallsyms: %s: %w", path, err)
+		return nil, nil, fmt.Errorf("kallsyms: %s: %w", path, err)
 	}
-	return t, nil
+	return t, b, nil
 }
 
 // maxTable bounds the kallsyms text Parse reads (the real table is a few
@@ -157,6 +165,15 @@ func isBlank(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\
 
 // Len returns the number of symbols.
 func (t *Table) Len() int { return len(t.syms) }
+
+// Covers reports whether Lookup answers addr as the whole kernel symbol
+// table would: always, except for a table LoadProc read from its cache,
+// which holds only the kernel image's symbols; for an address it does not
+// cover (a module's, a BPF program's), load the whole table with Load.
+// A nil Table covers nothing.
+func (t *Table) Covers(addr uint64) bool {
+	return t != nil && (!t.partial || t.lo <= addr && addr <= t.hi)
+}
 
 // Lookup returns the symbol containing addr (the last symbol at or below
 // it) and addr's offset from it.

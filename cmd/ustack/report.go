@@ -16,6 +16,7 @@ import (
 
 	"github.com/ustack/ustack/archive"
 	"github.com/ustack/ustack/elfcache"
+	"github.com/ustack/ustack/kallsyms"
 	"github.com/ustack/ustack/perfdata"
 	"github.com/ustack/ustack/report"
 )
@@ -42,7 +43,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	buildIDDir := fs.String("buildid-dir", "", "perf's build-id cache `dir` (default ~/.debug)")
 	noInline := fs.Bool("no-inline", false, "do not show inlined functions")
 	noDemangle := fs.Bool("no-demangle", false, "do not demangle C++ and Rust names")
-	noCache := fs.Bool("no-cache", false, "do not keep decompressed debug sections in ~/.cache/ustack/sections ($XDG_CACHE_HOME; also USTACK_NO_CACHE=1)")
+	noCache := fs.Bool("no-cache", false, "do not keep decompressed debug sections and the running kernel's symbols in ~/.cache/ustack ($XDG_CACHE_HOME; also USTACK_NO_CACHE=1)")
 	srcline := fs.Bool("srcline", false, "text format: print each frame's source file and line, like perf script -F +srcline")
 	jobs := fs.Int("j", 0, "unwinding workers (default: one per CPU)")
 	pacMask := fs.String("pac-mask", "", "arm64 pointer authentication `mask` (hex), or va:BITS (default va:48)")
@@ -86,6 +87,9 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	}
 	if !*noCache && !envSet("USTACK_NO_CACHE") {
 		opts.SectionCache = openSectionCache(opts.Warn)
+		if dir, err := kallsyms.DefaultCacheDir(); err == nil {
+			opts.KallsymsCache = dir
+		}
 	}
 	filter, err := filt.parse()
 	if err != nil {
