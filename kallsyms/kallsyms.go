@@ -114,6 +114,38 @@ func ParseBytes(b []byte) (*Table, error) {
 // parseLine parses "ADDRESS TYPE NAME [MODULE]" for a text symbol (types
 // t, T, w, W). Fields are separated by spaces or tabs.
 func parseLine(line string) (Symbol, bool) {
+	// The kernel's own lines ("%px %c %s", a module's "\t[%s]" after)
+	// have 16 digits, a space, the type and a space: taken apart in place,
+	// a data symbol's line without looking at its name.
+	if len(line) > 18 && line[16] == ' ' && line[18] == ' ' && !blank[line[17]] {
+		var addr uint64
+		for i := 0; i < 16; i++ {
+			d := hexDigit[line[i]]
+			if d > 15 {
+				return parseFields(line)
+			}
+			addr = addr<<4 | uint64(d)
+		}
+		switch line[17] {
+		case 't', 'T', 'w', 'W':
+		default:
+			return Symbol{}, false
+		}
+		name, rest := nextField(line[19:])
+		if name == "" {
+			return Symbol{}, false
+		}
+		s := Symbol{Addr: addr, Name: name}
+		if mod, _ := nextField(rest); mod != "" {
+			s.Module = strings.Trim(mod, "[]")
+		}
+		return s, true
+	}
+	return parseFields(line)
+}
+
+// parseFields is parseLine for any spacing and address width.
+func parseFields(line string) (Symbol, bool) {
 	addrText, rest := nextField(line)
 	typ, rest := nextField(rest)
 	name, rest := nextField(rest)
@@ -127,16 +159,8 @@ func parseLine(line string) (Symbol, bool) {
 	}
 	var addr uint64
 	for i := 0; i < len(addrText); i++ {
-		c := addrText[i]
-		var d byte
-		switch {
-		case c >= '0' && c <= '9':
-			d = c - '0'
-		case c >= 'a' && c <= 'f':
-			d = c - 'a' + 10
-		case c >= 'A' && c <= 'F':
-			d = c - 'A' + 10
-		default:
+		d := hexDigit[addrText[i]]
+		if d > 15 {
 			return Symbol{}, false
 		}
 		addr = addr<<4 | uint64(d)
@@ -151,17 +175,36 @@ func parseLine(line string) (Symbol, bool) {
 // nextField splits off the first field of s, skipping leading blanks.
 func nextField(s string) (field, rest string) {
 	i := 0
-	for i < len(s) && isBlank(s[i]) {
+	for i < len(s) && blank[s[i]] {
 		i++
 	}
 	j := i
-	for j < len(s) && !isBlank(s[j]) {
+	for j < len(s) && !blank[s[j]] {
 		j++
 	}
 	return s[i:j], s[j:]
 }
 
-func isBlank(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f' }
+// blank marks the bytes that separate fields; hexDigit gives each byte's
+// value as a hex digit, 0xff for a byte that is none.
+var blank, hexDigit = func() (b [256]bool, h [256]byte) {
+	for _, c := range " \t\r\v\f" {
+		b[c] = true
+	}
+	for c := range h {
+		switch {
+		case c >= '0' && c <= '9':
+			h[c] = byte(c - '0')
+		case c >= 'a' && c <= 'f':
+			h[c] = byte(c - 'a' + 10)
+		case c >= 'A' && c <= 'F':
+			h[c] = byte(c - 'A' + 10)
+		default:
+			h[c] = 0xff
+		}
+	}
+	return b, h
+}()
 
 // Len returns the number of symbols.
 func (t *Table) Len() int { return len(t.syms) }
