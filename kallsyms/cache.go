@@ -3,10 +3,10 @@ package kallsyms
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"hash/crc32"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,6 +28,7 @@ import (
 var (
 	procKallsyms = "/proc/kallsyms"
 	procBootID   = "/proc/sys/kernel/random/boot_id"
+	kernelNotes  = "/sys/kernel/notes"
 )
 
 // DefaultCacheDir is where ustack keeps the running kernel's symbols:
@@ -45,26 +46,109 @@ func DefaultCacheDir() (string, error) {
 // is used only when its copy of the first lines of /proc/kallsyms matches
 // what the kernel shows now (so a table read with other privileges, or of
 // another boot, is never used), and only for the kernel image (see
-// Covers). A missing, stale or damaged entry is rebuilt from a full read;
-// an unusable cache directory only costs the speed-up. dir "" is Load.
-func LoadProc(dir string) (*Table, error) {
+// Covers). A missing, stale or damaged entry is rebuilt: from the copy of
+// /proc/kallsyms that perf record keeps in its build-id cache (perfCache,
+// usually ~/.debug: [kernel.kallsyms]/BUILD-ID/kallsyms) when the running
+// kernel's build-id names one and its first lines match too, else from a
+// full read. An unusable cache directory only costs the speed-up. dir ""
+// is Load.
+//
+// After a rebuild, store writes the new entry (a few MB, a few ms): the
+// caller runs it once it has handed the table on, so that nobody waits
+// for the write. store is nil when there is nothing to write.
+func LoadProc(dir, perfCache string) (t *Table, store func(), err error) {
 	if dir == "" {
-		return Load(procKallsyms)
+		t, err = Load(procKallsyms)
+		return t, nil, err
 	}
 	boot := bootID()
-	if boot != "" {
-		if t := loadEntry(filepath.Join(dir, boot)); t != nil {
-			return t, nil
+	if boot == "" {
+		t, err = Load(procKallsyms)
+		return t, nil, err
+	}
+	if t := loadEntry(filepath.Join(dir, boot)); t != nil {
+		return t, nil, nil
+	}
+	storeTable := func(t *Table, prefix []byte) func() {
+		syms, lo, hi, ok := t.core()
+		if !ok {
+			return nil
 		}
+		return func() { storeEntry(dir, boot, syms, lo, hi, prefix) }
+	}
+	if t, prefix := fromPerfCache(perfCache); t != nil {
+		return t, storeTable(t, prefix), nil
 	}
 	t, b, err := load(procKallsyms)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if boot != "" {
-		storeEntry(dir, boot, t, prefixOf(b))
+	return t, storeTable(t, prefixOf(b)), nil
+}
+
+// fromPerfCache returns the kernel image's symbols from perf's copy of
+// /proc/kallsyms for the running kernel's build-id, when its first lines
+// are what /proc/kallsyms shows now: the same build at the same addresses
+// has the same image symbols. nil when there is no such copy.
+func fromPerfCache(perfCache string) (*Table, []byte) {
+	if perfCache == "" {
+		return nil, nil
 	}
-	return t, nil
+	id := runningBuildID()
+	if id == "" {
+		return nil, nil
+	}
+	b, err := readTable(filepath.Join(perfCache, "[kernel.kallsyms]", id, "kallsyms"))
+	if err != nil {
+		return nil, nil
+	}
+	prefix := prefixOf(b)
+	if !procStartsWith(prefix) {
+		return nil, nil
+	}
+	full, err := ParseBytes(b)
+	if err != nil {
+		return nil, nil
+	}
+	syms, lo, hi, ok := full.core()
+	if !ok {
+		return nil, nil
+	}
+	return &Table{syms: syms, partial: true, lo: lo, hi: hi}, prefix
+}
+
+// runningBuildID returns the running kernel's build-id in hex, from its
+// GNU build-id note; "" when there is none.
+func runningBuildID() string {
+	b, err := os.ReadFile(kernelNotes)
+	if err != nil {
+		return ""
+	}
+	le := binary.LittleEndian // the notes are in the machine's order: little-endian here
+	for len(b) >= 12 {
+		namesz, descsz, typ := uint64(le.Uint32(b)), uint64(le.Uint32(b[4:])), le.Uint32(b[8:])
+		name, desc := (namesz+3)&^3, (descsz+3)&^3
+		if namesz > 1<<16 || descsz > 1<<16 || uint64(len(b)) < 12+name+desc {
+			return ""
+		}
+		if typ == 3 && namesz == 4 && string(b[12:16]) == "GNU\x00" && descsz >= 8 && descsz <= 64 {
+			return hex.EncodeToString(b[12+name : 12+name+descsz])
+		}
+		b = b[12+name+desc:]
+	}
+	return ""
+}
+
+// procStartsWith reports whether /proc/kallsyms starts with prefix now.
+func procStartsWith(prefix []byte) bool {
+	f, err := os.Open(procKallsyms)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	now := make([]byte, len(prefix))
+	_, err = io.ReadFull(f, now)
+	return err == nil && bytes.Equal(now, prefix)
 }
 
 // readTable reads a kallsyms file whole, in large reads into a buffer of
@@ -125,7 +209,7 @@ func prefixOf(b []byte) []byte {
 
 // The entry layout (little-endian):
 //
-//	magic    [8]byte "USTKKSY1"
+//	magic    [8]byte "USTKKSY2"
 //	lo, hi   u64     the addresses the table answers (Covers)
 //	count    u32     symbols
 //	namesLen u32     bytes of names
@@ -133,7 +217,7 @@ func prefixOf(b []byte) []byte {
 //	crc      u32     CRC-32C of everything after the header
 //	the first lines, count addresses (u64), count name ends (u32), the names
 const (
-	entryMagic   = "USTKKSY1"
+	entryMagic   = "USTKKSY2"
 	entryHdrSize = 40
 	maxEntrySyms = 1 << 24
 )
@@ -142,8 +226,10 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // core returns the symbols of the kernel image in t (no module) and the
 // range of addresses for which a lookup in them gives what a lookup in all
-// of t gives; ok false when the image's symbols are interleaved with
-// others' (then there is no such range worth keeping).
+// of t gives, at any later time of the same boot: from the image's first
+// symbol to its last (modules, BPF programs and trampolines loaded later
+// go elsewhere; an address past the last symbol may be one of theirs). ok
+// false when the image's symbols are interleaved with others'.
 func (t *Table) core() (syms []Symbol, lo, hi uint64, ok bool) {
 	first, last := -1, -1
 	for i, s := range t.syms {
@@ -162,25 +248,15 @@ func (t *Table) core() (syms []Symbol, lo, hi uint64, ok bool) {
 			return nil, 0, 0, false
 		}
 	}
-	// Below the first symbol of the image both find nothing, unless some
-	// module lies below it; past the last one both find the last one up to
-	// the next module's first symbol.
-	lo, hi = 0, math.MaxUint64
-	if first > 0 {
-		lo = t.syms[first].Addr
-	}
-	if last+1 < len(t.syms) {
-		hi = t.syms[last+1].Addr - 1
-	}
-	return t.syms[first : last+1], lo, hi, true
+	return t.syms[first : last+1], t.syms[first].Addr, t.syms[last].Addr, true
 }
 
-// storeEntry writes the kernel image's symbols of t as the entry of boot,
-// through a temporary file renamed into place (concurrent reports never
-// see a partial entry), and removes the entries of other boots.
-func storeEntry(dir, boot string, t *Table, prefix []byte) {
-	syms, lo, hi, ok := t.core()
-	if !ok || len(syms) > maxEntrySyms || len(prefix) == 0 {
+// storeEntry writes the kernel image's symbols, answering for lo-hi, as
+// the entry of boot, through a temporary file renamed into place
+// (concurrent reports never see a partial entry), and removes the entries
+// of other boots.
+func storeEntry(dir, boot string, syms []Symbol, lo, hi uint64, prefix []byte) {
+	if len(syms) == 0 || len(syms) > maxEntrySyms || len(prefix) == 0 {
 		return
 	}
 	names := 0
@@ -263,13 +339,7 @@ func loadEntry(path string) *Table {
 	// The kernel shows zeros for addresses to a reader without the
 	// privilege, and other addresses after a reboot that kept the boot id
 	// file (a container's view): compare what it shows now.
-	f, err := os.Open(procKallsyms)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	now := make([]byte, len(prefix))
-	if _, err := io.ReadFull(f, now); err != nil || !bytes.Equal(now, prefix) {
+	if !procStartsWith(prefix) {
 		return nil
 	}
 	return t

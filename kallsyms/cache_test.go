@@ -1,6 +1,7 @@
 package kallsyms
 
 import (
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +13,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
+
+// loadProc is LoadProc with its entry written at once, as report does
+// after handing the table on.
+func loadProc(dir string) (*Table, error) {
+	t, store, err := LoadProc(dir, "")
+	if store != nil {
+		store()
+	}
+	return t, err
+}
 
 // fakeKernel stands in for the running kernel: a kallsyms file and a boot
 // id file, restored when the test ends.
@@ -93,17 +104,22 @@ func TestLoadProcCache(t *testing.T) {
 	fakeKernel(t, text, boot)
 	dir := filepath.Join(t.TempDir(), "kallsyms")
 
-	first, err := LoadProc(dir)
+	first, store, err := LoadProc(dir, "")
 	require.NoError(t, err)
 	assert.False(t, first.partial, "the first load reads the whole table")
 	entry := filepath.Join(dir, boot)
+	_, err = os.Stat(entry)
+	require.ErrorIs(t, err, os.ErrNotExist, "the entry was written before store ran")
+	require.NotNil(t, store)
+	store()
 	st, err := os.Stat(entry)
 	require.NoError(t, err, "no cache entry written")
 	assert.Equal(t, os.FileMode(0o600), st.Mode().Perm(), "kernel addresses readable by others")
 
-	cached, err := LoadProc(dir)
+	cached, store, err := LoadProc(dir, "")
 	require.NoError(t, err)
 	require.True(t, cached.partial, "the second load did not use the cache")
+	assert.Nil(t, store, "nothing to write after a cache hit")
 	assert.Equal(t, 3000*2, cached.Len(), "the kernel image's text symbols, aliases folded")
 	n := checkAgainstReference(t, cached, text)
 	assert.Greater(t, n, 4*3000, "the cached table covers the kernel image")
@@ -112,8 +128,12 @@ func TestLoadProcCache(t *testing.T) {
 	for _, a := range []uint64{0xffffffff81000000 + 0x40000000, 0xffffffff81000000 + 0x40100004} {
 		assert.False(t, cached.Covers(a), "module address %#x covered", a)
 	}
-	assert.True(t, cached.Covers(0xffffffff81000000+0x40000000-1), "the last kernel function's tail")
-	assert.True(t, cached.Covers(0x1000), "below the kernel nothing is found either way")
+	// Past the image's last symbol, or below its first, a module loaded
+	// later may lie: those are left to the whole table.
+	last := uint64(0xffffffff81000000 + 2999*0x40 + 0x10)
+	assert.True(t, cached.Covers(last), "the image's last symbol")
+	assert.False(t, cached.Covers(last+1), "past the image's last symbol")
+	assert.False(t, cached.Covers(0xffffffff81000000-1), "below the image")
 	checkAgainstReference(t, first, text)
 	var nilTable *Table
 	assert.False(t, nilTable.Covers(0xffffffff81000000))
@@ -124,7 +144,7 @@ func TestLoadProcCacheRebuilds(t *testing.T) {
 	text := fakeTable(0xffffffff81000000, 500)
 	kfile, bfile := fakeKernel(t, text, boot)
 	dir := t.TempDir()
-	_, err := LoadProc(dir)
+	_, err := loadProc(dir)
 	require.NoError(t, err)
 	entry := filepath.Join(dir, boot)
 	good, err := os.ReadFile(entry)
@@ -140,7 +160,7 @@ func TestLoadProcCacheRebuilds(t *testing.T) {
 	for name, f := range damage {
 		t.Run(name, func(t *testing.T) {
 			require.NoError(t, os.WriteFile(entry, f(append([]byte(nil), good...)), 0o600))
-			tab, err := LoadProc(dir)
+			tab, err := loadProc(dir)
 			require.NoError(t, err)
 			assert.False(t, tab.partial, "a damaged entry was used")
 			checkAgainstReference(t, tab, text)
@@ -156,11 +176,11 @@ func TestLoadProcCacheRebuilds(t *testing.T) {
 		// entry of the old ones.
 		moved := fakeTable(0xffffffff9a200000, 500)
 		require.NoError(t, os.WriteFile(kfile, []byte(moved), 0o600))
-		tab, err := LoadProc(dir)
+		tab, err := loadProc(dir)
 		require.NoError(t, err)
 		assert.False(t, tab.partial)
 		checkAgainstReference(t, tab, moved)
-		tab, err = LoadProc(dir)
+		tab, err = loadProc(dir)
 		require.NoError(t, err)
 		assert.True(t, tab.partial, "the entry was not rebuilt for the new addresses")
 		checkAgainstReference(t, tab, moved)
@@ -169,7 +189,7 @@ func TestLoadProcCacheRebuilds(t *testing.T) {
 	t.Run("zeroed addresses", func(t *testing.T) {
 		zero := regexp.MustCompile(`(?m)^[0-9a-f]{16}`).ReplaceAllString(fakeTable(0xffffffff9a200000, 500), "0000000000000000")
 		require.NoError(t, os.WriteFile(kfile, []byte(zero), 0o600))
-		_, err := LoadProc(dir)
+		_, err := loadProc(dir)
 		require.ErrorContains(t, err, "all addresses are zero")
 	})
 
@@ -177,7 +197,7 @@ func TestLoadProcCacheRebuilds(t *testing.T) {
 		require.NoError(t, os.WriteFile(kfile, []byte(text), 0o600))
 		const boot2 = "11111111-2222-4333-8444-555555555555"
 		require.NoError(t, os.WriteFile(bfile, []byte(boot2+"\n"), 0o600))
-		tab, err := LoadProc(dir)
+		tab, err := loadProc(dir)
 		require.NoError(t, err)
 		assert.False(t, tab.partial, "another boot's entry was used")
 		_, err = os.Stat(filepath.Join(dir, boot2))
@@ -194,7 +214,7 @@ func TestLoadProcNoEntry(t *testing.T) {
 	fakeKernel(t, text, "0b1d2c3e-aaaa-4bbb-8ccc-123456789abc")
 	dir := t.TempDir()
 	for range 2 {
-		tab, err := LoadProc(dir)
+		tab, err := loadProc(dir)
 		require.NoError(t, err)
 		assert.False(t, tab.partial)
 		checkAgainstReference(t, tab, text)
@@ -206,7 +226,7 @@ func TestLoadProcNoEntry(t *testing.T) {
 	// No boot id to key by: no cache.
 	fakeKernel(t, fakeTable(0xffffffff81000000, 10), "not a boot id!")
 	dir = t.TempDir()
-	_, err = LoadProc(dir)
+	_, err = loadProc(dir)
 	require.NoError(t, err)
 	ents, err = os.ReadDir(dir)
 	require.NoError(t, err)
@@ -215,7 +235,7 @@ func TestLoadProcNoEntry(t *testing.T) {
 	// An unusable cache directory costs only the speed-up.
 	f := filepath.Join(t.TempDir(), "file")
 	require.NoError(t, os.WriteFile(f, nil, 0o600))
-	tab, err := LoadProc(filepath.Join(f, "sub"))
+	tab, err := loadProc(filepath.Join(f, "sub"))
 	require.NoError(t, err)
 	assert.Equal(t, 10*2+3, tab.Len(), "the whole table")
 }
@@ -228,9 +248,9 @@ func TestLoadProcReal(t *testing.T) {
 		t.Skip("no boot id in " + procBootID)
 	}
 	dir := t.TempDir()
-	_, err := LoadProc(dir)
+	_, err := loadProc(dir)
 	require.NoError(t, err)
-	tab, err := LoadProc(dir)
+	tab, err := loadProc(dir)
 	require.NoError(t, err)
 	if !tab.partial {
 		t.Skip("this kernel's symbols interleave with modules': nothing cached")
@@ -246,8 +266,9 @@ func FuzzDecodeEntry(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
+	syms, lo, hi, _ := tab.core()
 	dir := f.TempDir()
-	storeEntry(dir, "boot", tab, prefixOf([]byte(text)))
+	storeEntry(dir, "boot", syms, lo, hi, prefixOf([]byte(text)))
 	good, err := os.ReadFile(filepath.Join(dir, "boot"))
 	if err != nil {
 		f.Fatal(err)
@@ -279,7 +300,7 @@ func BenchmarkLoadProc(b *testing.B) {
 	realKallsyms(b)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := LoadProc(""); err != nil {
+		if _, err := loadProc(""); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -290,17 +311,93 @@ func BenchmarkLoadProc(b *testing.B) {
 func BenchmarkLoadProcCached(b *testing.B) {
 	realKallsyms(b)
 	dir := b.TempDir()
-	if _, err := LoadProc(dir); err != nil {
+	if _, err := loadProc(dir); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		t, err := LoadProc(dir)
+		t, err := loadProc(dir)
 		if err != nil {
 			b.Fatal(err)
 		}
 		if !t.partial {
 			b.Skip("nothing cached for this kernel")
 		}
+	}
+}
+
+// notes returns a /sys/kernel/notes image for a 20-byte build-id, laid
+// out as this machine's kernel (6.12) has it: the GNU build-id note, then
+// a "Linux" note.
+func notes(id []byte) []byte {
+	if len(id) != 20 {
+		panic("notes: a build-id of 20 bytes")
+	}
+	h := func(s string) []byte {
+		b, err := hex.DecodeString(strings.ReplaceAll(s, " ", ""))
+		if err != nil {
+			panic(err)
+		}
+		return b
+	}
+	b := h("04000000 14000000 03000000 474e5500")
+	b = append(b, id...)
+	return append(b, h("06000000 04000000 01010000 4c696e75 78000000 00000000")...)
+}
+
+func TestLoadProcFromPerfCache(t *testing.T) {
+	const boot = "0b1d2c3e-aaaa-4bbb-8ccc-123456789abc"
+	text := fakeTable(0xffffffff81000000, 800)
+	kfile, _ := fakeKernel(t, text, boot)
+	id := []byte{0x24, 0xa3, 0x59, 0x8f, 0xd7, 0, 0x11, 0x4d, 0x0a, 0x1b, 0x1a, 0x48, 0x71, 0xba, 0xdc, 0xee, 0x75, 0xd0, 0xac, 0xac}
+	notesFile := filepath.Join(t.TempDir(), "notes")
+	require.NoError(t, os.WriteFile(notesFile, notes(id), 0o600))
+	old := kernelNotes
+	kernelNotes = notesFile
+	t.Cleanup(func() { kernelNotes = old })
+	require.Equal(t, hex.EncodeToString(id), runningBuildID())
+
+	perf := t.TempDir()
+	copyDir := filepath.Join(perf, "[kernel.kallsyms]", hex.EncodeToString(id))
+	require.NoError(t, os.MkdirAll(copyDir, 0o755))
+	perfCopy := filepath.Join(copyDir, "kallsyms")
+	// perf's copy was made earlier in the boot: a module since unloaded.
+	require.NoError(t, os.WriteFile(perfCopy, []byte(text+"ffffffffc1000000 t gone\t[gone]\n"), 0o644))
+	// /proc/kallsyms must not be read whole: make the rest unreadable
+	// garbage after the first page, which is all LoadProc may compare.
+	first := prefixOf([]byte(text))
+	require.NoError(t, os.WriteFile(kfile, append(append([]byte(nil), first...), "not kallsyms\n"...), 0o600))
+
+	dir := t.TempDir()
+	tab, store, err := LoadProc(dir, perf)
+	require.NoError(t, err)
+	require.True(t, tab.partial, "perf's copy was not used")
+	require.Greater(t, checkAgainstReference(t, tab, text), 4*800)
+	assert.False(t, tab.Covers(0xffffffffc1000000), "a module of perf's copy answered")
+	require.NotNil(t, store)
+	store()
+	again, store, err := LoadProc(dir, "")
+	require.NoError(t, err)
+	assert.True(t, again.partial, "the entry made from perf's copy was not used")
+	assert.Nil(t, store)
+	checkAgainstReference(t, again, text)
+
+	require.NoError(t, os.WriteFile(kfile, []byte(text), 0o600))
+	// Each case spoils one thing: perf's copy is not used, the whole table
+	// is read.
+	for name, c := range map[string]struct{ copy, notes []byte }{
+		"other addresses": {[]byte(fakeTable(0xffffffff9a200000, 800)), notes(id)},
+		"other build-id":  {[]byte(text), notes([]byte("another kernel build"[:20]))},
+		"damaged notes":   {[]byte(text), notes(id)[:30]},
+	} {
+		t.Run(name, func(t *testing.T) {
+			require.NoError(t, os.WriteFile(perfCopy, c.copy, 0o644))
+			require.NoError(t, os.WriteFile(notesFile, c.notes, 0o600))
+			dir := t.TempDir()
+			tab, _, err := LoadProc(dir, perf)
+			require.NoError(t, err)
+			assert.False(t, tab.partial, "perf's copy was used")
+			checkAgainstReference(t, tab, text)
+		})
 	}
 }

@@ -175,9 +175,8 @@ func Run(r *perfdata.Reader, opts Options, emit func(*Sample) error) (*Summary, 
 	// What Run opens it closes: the objects and the cache holding them.
 	p.resolver = newResolver(&p.opts, func(msg string) { p.warn("%s", msg) })
 	defer func() {
-		if p.ksymsStart {
-			p.kernelSyms() // waits for the loading goroutine
-		}
+		p.ksymsLoading.Wait() // the loading goroutine, and its cache write
+		p.storeKernelSyms()   // when a worker or a tracepoint loaded them
 		p.resolver.Close()
 	}()
 	if opts.Debuginfod.Enabled() {
@@ -187,21 +186,24 @@ func Run(r *perfdata.Reader, opts Options, emit func(*Sample) error) (*Summary, 
 }
 
 type processor struct {
-	opts       Options
-	arch       arch.Arch
-	session    *perfdata.Session
-	resolver   *resolve.Resolver
-	ksyms      *kallsyms.Table // loaded by kernelSyms, once (ksymsOnce)
-	ksymsPath  string          // where from; "" for none or when given
-	ksymsCache string          // LoadProc's cache directory, for /proc/kallsyms
-	ksymsOnce  sync.Once
-	ksymsFull  *kallsyms.Table // the whole table, when ksyms is LoadProc's partial one
-	fullOnce   sync.Once
-	ksymsStart bool // the reader met a kernel frame and started loading
-	unw        *unwinder.Unwinder
-	tracker    *procmaps.Tracker
-	comms      map[uint32]string // tid -> comm
-	buildID    map[string][]byte // path -> build-id from the recording
+	opts         Options
+	arch         arch.Arch
+	session      *perfdata.Session
+	resolver     *resolve.Resolver
+	ksyms        *kallsyms.Table // loaded by kernelSyms, once (ksymsOnce)
+	ksymsPath    string          // where from; "" for none or when given
+	ksymsCache   string          // LoadProc's cache directory, for /proc/kallsyms
+	ksymsOnce    sync.Once
+	ksymsFull    *kallsyms.Table // the whole table, when ksyms is LoadProc's partial one
+	fullOnce     sync.Once
+	ksymsStore   func() // LoadProc's cache write, run once the table is handed on
+	storeOnce    sync.Once
+	ksymsStart   bool           // the reader met a kernel frame and started loading
+	ksymsLoading sync.WaitGroup // the goroutine that loads and stores them
+	unw          *unwinder.Unwinder
+	tracker      *procmaps.Tracker
+	comms        map[uint32]string // tid -> comm
+	buildID      map[string][]byte // path -> build-id from the recording
 
 	spaces map[uint64]*resolve.Space // snapshot version -> address space
 	mapBuf []resolve.Mapping
@@ -284,7 +286,7 @@ func (p *processor) kernelSyms() *kallsyms.Table {
 		var t *kallsyms.Table
 		var err error
 		if p.ksymsCache != "" {
-			t, err = kallsyms.LoadProc(p.ksymsCache)
+			t, p.ksymsStore, err = kallsyms.LoadProc(p.ksymsCache, p.opts.BuildIDDir)
 		} else {
 			t, err = kallsyms.Load(p.ksymsPath)
 		}
@@ -295,6 +297,16 @@ func (p *processor) kernelSyms() *kallsyms.Table {
 		}
 	})
 	return p.ksyms
+}
+
+// storeKernelSyms writes LoadProc's cache entry, once, after the table
+// was handed to whoever waited for it.
+func (p *processor) storeKernelSyms() {
+	p.storeOnce.Do(func() {
+		if p.ksymsStore != nil {
+			p.ksymsStore()
+		}
+	})
 }
 
 // kernelTable returns a table that answers addr exactly: t, or when t is
@@ -493,7 +505,10 @@ func (p *processor) newJob(s *perfdata.Sample, index int) *job {
 		// Load the kernel symbols while the reader goes on: the workers
 		// will need them (this one's sample first).
 		p.ksymsStart = true
-		go p.kernelSyms()
+		p.ksymsLoading.Go(func() {
+			p.kernelSyms()
+			p.storeKernelSyms()
+		})
 	}
 	j.kernel = append(j.kernel[:0], kernel...)
 	j.user = append(j.user[:0], user...)
