@@ -98,23 +98,35 @@ func fromPerfCache(perfCache string) (*Table, []byte) {
 	if id == "" {
 		return nil, nil
 	}
-	b, err := readTable(filepath.Join(perfCache, "[kernel.kallsyms]", id, "kallsyms"))
-	if err != nil {
+	path := filepath.Join(perfCache, "[kernel.kallsyms]", id, "kallsyms")
+	head, err := readHead(path)
+	if err != nil || !procStartsWith(head) {
 		return nil, nil
 	}
-	prefix := prefixOf(b)
-	if !procStartsWith(prefix) {
-		return nil, nil
-	}
-	full, err := ParseBytes(b)
-	if err != nil {
+	full, b, err := load(path)
+	if err != nil || !bytes.HasPrefix(b, head) {
 		return nil, nil
 	}
 	syms, lo, hi, ok := full.core()
 	if !ok {
 		return nil, nil
 	}
-	return &Table{syms: syms, partial: true, lo: lo, hi: hi}, prefix
+	return &Table{syms: syms, partial: true, lo: lo, hi: hi}, head
+}
+
+// readHead returns the complete lines of a file's first prefixLen bytes.
+func readHead(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, prefixLen)
+	n, err := io.ReadFull(f, b)
+	if err != nil && err != io.ErrUnexpectedEOF {
+		return nil, err
+	}
+	return prefixOf(b[:n]), nil
 }
 
 // runningBuildID returns the running kernel's build-id in hex, from its

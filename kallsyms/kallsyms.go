@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unsafe"
 )
 
 // Symbol is one kernel text symbol.
@@ -38,7 +39,9 @@ func load(path string) (*Table, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	t, err := ParseBytes(b)
+	// b is this function's own and never written again: the names can be
+	// its substrings, without a copy of megabytes.
+	t, err := parseText(unsafe.String(unsafe.SliceData(b), len(b)))
 	if err != nil {
 		return nil, nil, fmt.Errorf("kallsyms: %s: %w", path, err)
 	}
@@ -67,8 +70,14 @@ func Parse(r io.Reader) (*Table, error) {
 // the text, so a table of 100,000 symbols costs a few allocations, not one
 // per symbol.
 func ParseBytes(b []byte) (*Table, error) {
-	text := string(b)
-	syms := make([]Symbol, 0, len(text)/48)
+	return parseText(string(b))
+}
+
+// parseText parses a table whose names may be substrings of text.
+func parseText(text string) (*Table, error) {
+	// A symbol per line at most: growing the slice instead would copy
+	// megabytes.
+	syms := make([]Symbol, 0, strings.Count(text, "\n")+1)
 	nonzero, sorted := false, true
 	for len(text) > 0 {
 		line := text
