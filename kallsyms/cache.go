@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unsafe"
 )
 
 // Reading /proc/kallsyms costs 40-60 ms of CPU whatever the reader does:
@@ -357,7 +358,8 @@ func loadEntry(path string) *Table {
 	return t
 }
 
-// decodeEntry checks an entry and returns its table and the first lines
+// decodeEntry checks an entry and returns its table (whose names are
+// substrings of b: b must not change after) and the first lines
 // of /proc/kallsyms it was made from; nil for anything damaged.
 func decodeEntry(b []byte) (*Table, []byte) {
 	if len(b) < entryHdrSize || string(b[:8]) != entryMagic {
@@ -374,7 +376,10 @@ func decodeEntry(b []byte) (*Table, []byte) {
 	prefix := b[entryHdrSize : entryHdrSize+plen]
 	addrs := b[entryHdrSize+plen:]
 	ends := addrs[8*count:]
-	text := string(ends[4*count:]) // one copy: the names are its substrings
+	// loadEntry's buffer is its own and never written again: the names
+	// are substrings of it, without a copy.
+	names4 := ends[4*count:]
+	text := unsafe.String(unsafe.SliceData(names4), len(names4))
 	syms := make([]Symbol, count)
 	start := uint64(0)
 	for i := range syms {
