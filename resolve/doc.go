@@ -13,7 +13,8 @@
 // with the Space's AddressSpace; a Symbolizer (one per goroutine) then
 // appends, for each unwinder.Frame, the frames of the functions inlined at
 // its address and the physical frame itself to a caller-owned []Frame,
-// without allocating once its buffers have grown.
+// without allocating once its buffers have grown; it remembers the answers
+// for the last addresses it saw (a profile's stacks repeat them).
 //
 // Objects are chosen as perf does, never silently wrong: the file itself
 // (under Options.SymFS) when its build-id matches the one the recording gave;
