@@ -470,12 +470,15 @@ func notPerfData(path string) string {
 }
 
 // createKeepingOld creates path for writing with mode; an existing file
-// there is kept as path.old rather than overwritten, as perf does.
+// there is kept as path.old rather than overwritten, as perf does. A
+// device or a pipe (-o /dev/null) holds nothing to keep: it is opened.
 func createKeepingOld(path string, mode os.FileMode) (*os.File, error) {
 	if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() {
 		if err := os.Rename(path, path+".old"); err != nil {
 			return nil, fmt.Errorf("keeping the existing %s: %w", path, err)
 		}
+	} else if err == nil && st.Mode()&(os.ModeDevice|os.ModeCharDevice|os.ModeNamedPipe) != 0 {
+		return os.OpenFile(path, os.O_WRONLY, 0)
 	}
 	return os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_EXCL, mode)
 }
