@@ -43,3 +43,32 @@ func TestSymbolizeAllocs(t *testing.T) {
 		t.Errorf("Symbolize allocates %v times", n)
 	}
 }
+
+// BenchmarkBuildSymtab builds libc's symbol table (its debug file's
+// .symtab merged with .dynsym), as the first Symbolize of a report does.
+func BenchmarkBuildSymtab(b *testing.B) {
+	needFile(b, libcAMD64)
+	o, err := Open(libcAMD64, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer o.Close()
+	owner := o
+	if d := o.DebugFile(); d != nil {
+		owner = d
+	}
+	cands, err := owner.readSymtab(".symtab", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if cands, err = o.readSymtab(".dynsym", cands); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("%d candidates", len(cands))
+	buf := make([]candidate, len(cands))
+	b.ReportAllocs()
+	for b.Loop() {
+		copy(buf, cands)
+		buildSymtab(buf)
+	}
+}

@@ -1,9 +1,10 @@
 package elfcache
 
 import (
+	"cmp"
 	"debug/elf"
 	"encoding/binary"
-	"sort"
+	"slices"
 	"strings"
 )
 
@@ -324,19 +325,34 @@ func buildSymtab(cands []candidate) *symtab {
 	for i := range cands {
 		cands[i].order = uint32(i)
 	}
-	sort.Slice(cands, func(i, j int) bool {
-		if cands[i].addr != cands[j].addr {
-			return cands[i].addr < cands[j].addr
-		}
-		return cands[i].better(&cands[j])
-	})
-	// One per address.
-	uniq := cands[:0]
+	// By address, the better alias first (a total order: better ends on
+	// the symbol table order), one per address. The sort moves 16-byte
+	// keys without pointers, not the candidates: half the time.
+	type key struct {
+		addr uint64
+		i    uint32
+	}
+	keys := make([]key, len(cands))
 	for i := range cands {
-		if len(uniq) > 0 && uniq[len(uniq)-1].addr == cands[i].addr {
+		keys[i] = key{cands[i].addr, uint32(i)}
+	}
+	slices.SortFunc(keys, func(a, b key) int {
+		switch {
+		case a.addr != b.addr:
+			return cmp.Compare(a.addr, b.addr)
+		case a.i == b.i:
+			return 0
+		case cands[a.i].better(&cands[b.i]):
+			return -1
+		}
+		return 1
+	})
+	uniq := make([]candidate, 0, len(keys))
+	for _, k := range keys {
+		if len(uniq) > 0 && uniq[len(uniq)-1].addr == k.addr {
 			continue
 		}
-		uniq = append(uniq, cands[i])
+		uniq = append(uniq, cands[k.i])
 	}
 	t := &symtab{}
 	var nameLen int

@@ -6,4 +6,16 @@
 // copy) read the table once into a Table sorted by address; Table.Lookup
 // then finds the symbol at or below a kernel address and the offset into
 // it, without allocating. A Table is immutable and safe for concurrent use.
+//
+// The running kernel's table: LoadProc reads /proc/kallsyms, which costs
+// tens of milliseconds of kernel time however it is read, and keeps the
+// kernel image's symbols in a cache directory keyed by the boot's id
+// (cache.go), checked against the first lines /proc/kallsyms shows now;
+// the first LoadProc of a boot takes them from perf record's copy of
+// /proc/kallsyms in perf's build-id cache when the running kernel's
+// build-id names one whose first lines match, else reads /proc/kallsyms.
+// The next LoadProc of the same boot reads the entry instead; its Table
+// holds only the image's symbols, and Covers says which addresses it
+// answers as the whole table would (a module's or BPF program's address
+// needs Load of the whole table).
 package kallsyms

@@ -4,10 +4,10 @@ import (
 	"cmp"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"sort"
 	"strings"
+	"unsafe"
 )
 
 // Symbol is one kernel text symbol.
@@ -21,20 +21,31 @@ type Symbol struct {
 // concurrent use.
 type Table struct {
 	syms []Symbol
+	// partial: only the kernel image's symbols, from LoadProc's cache;
+	// lookups of addresses in [lo, hi] are exact (Covers).
+	partial bool
+	lo, hi  uint64
 }
 
 // Load reads a kallsyms file such as /proc/kallsyms.
 func Load(path string) (*Table, error) {
-	f, err := os.Open(path)
+	t, _, err := load(path)
+	return t, err
+}
+
+// load reads and parses a kallsyms file, and returns its text too.
+func load(path string) (*Table, []byte, error) {
+	b, err := readTable(path)
 	if err != nil {
-		return nil, fmt.Errorf("kallsyms: %w", err)
+		return nil, nil, err
 	}
-	defer f.Close()
-	t, err := Parse(f)
+	// b is this function's own and never written again: the names can be
+	// its substrings, without a copy of megabytes.
+	t, err := parseText(unsafe.String(unsafe.SliceData(b), len(b)))
 	if err != nil {
-		return nil, fmt.Errorf("kallsyms: %s: %w", path, err)
+		return nil, nil, fmt.Errorf("kallsyms: %s: %w", path, err)
 	}
-	return t, nil
+	return t, b, nil
 }
 
 // maxTable bounds the kallsyms text Parse reads (the real table is a few
@@ -59,8 +70,14 @@ func Parse(r io.Reader) (*Table, error) {
 // the text, so a table of 100,000 symbols costs a few allocations, not one
 // per symbol.
 func ParseBytes(b []byte) (*Table, error) {
-	text := string(b)
-	syms := make([]Symbol, 0, len(text)/48)
+	return parseText(string(b))
+}
+
+// parseText parses a table whose names may be substrings of text.
+func parseText(text string) (*Table, error) {
+	// A symbol per line at most: growing the slice instead would copy
+	// megabytes.
+	syms := make([]Symbol, 0, strings.Count(text, "\n")+1)
 	nonzero, sorted := false, true
 	for len(text) > 0 {
 		line := text
@@ -106,6 +123,38 @@ func ParseBytes(b []byte) (*Table, error) {
 // parseLine parses "ADDRESS TYPE NAME [MODULE]" for a text symbol (types
 // t, T, w, W). Fields are separated by spaces or tabs.
 func parseLine(line string) (Symbol, bool) {
+	// The kernel's own lines ("%px %c %s", a module's "\t[%s]" after)
+	// have 16 digits, a space, the type and a space: taken apart in place,
+	// a data symbol's line without looking at its name.
+	if len(line) > 18 && line[16] == ' ' && line[18] == ' ' && !blank[line[17]] {
+		var addr uint64
+		for i := 0; i < 16; i++ {
+			d := hexDigit[line[i]]
+			if d > 15 {
+				return parseFields(line)
+			}
+			addr = addr<<4 | uint64(d)
+		}
+		switch line[17] {
+		case 't', 'T', 'w', 'W':
+		default:
+			return Symbol{}, false
+		}
+		name, rest := nextField(line[19:])
+		if name == "" {
+			return Symbol{}, false
+		}
+		s := Symbol{Addr: addr, Name: name}
+		if mod, _ := nextField(rest); mod != "" {
+			s.Module = strings.Trim(mod, "[]")
+		}
+		return s, true
+	}
+	return parseFields(line)
+}
+
+// parseFields is parseLine for any spacing and address width.
+func parseFields(line string) (Symbol, bool) {
 	addrText, rest := nextField(line)
 	typ, rest := nextField(rest)
 	name, rest := nextField(rest)
@@ -119,16 +168,8 @@ func parseLine(line string) (Symbol, bool) {
 	}
 	var addr uint64
 	for i := 0; i < len(addrText); i++ {
-		c := addrText[i]
-		var d byte
-		switch {
-		case c >= '0' && c <= '9':
-			d = c - '0'
-		case c >= 'a' && c <= 'f':
-			d = c - 'a' + 10
-		case c >= 'A' && c <= 'F':
-			d = c - 'A' + 10
-		default:
+		d := hexDigit[addrText[i]]
+		if d > 15 {
 			return Symbol{}, false
 		}
 		addr = addr<<4 | uint64(d)
@@ -143,20 +184,48 @@ func parseLine(line string) (Symbol, bool) {
 // nextField splits off the first field of s, skipping leading blanks.
 func nextField(s string) (field, rest string) {
 	i := 0
-	for i < len(s) && isBlank(s[i]) {
+	for i < len(s) && blank[s[i]] {
 		i++
 	}
 	j := i
-	for j < len(s) && !isBlank(s[j]) {
+	for j < len(s) && !blank[s[j]] {
 		j++
 	}
 	return s[i:j], s[j:]
 }
 
-func isBlank(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f' }
+// blank marks the bytes that separate fields; hexDigit gives each byte's
+// value as a hex digit, 0xff for a byte that is none.
+var blank, hexDigit = func() (b [256]bool, h [256]byte) {
+	for _, c := range " \t\r\v\f" {
+		b[c] = true
+	}
+	for c := range h {
+		switch {
+		case c >= '0' && c <= '9':
+			h[c] = byte(c - '0')
+		case c >= 'a' && c <= 'f':
+			h[c] = byte(c - 'a' + 10)
+		case c >= 'A' && c <= 'F':
+			h[c] = byte(c - 'A' + 10)
+		default:
+			h[c] = 0xff
+		}
+	}
+	return b, h
+}()
 
 // Len returns the number of symbols.
 func (t *Table) Len() int { return len(t.syms) }
+
+// Covers reports whether Lookup answers addr as the whole kernel symbol
+// table would: always, except for a table LoadProc read from its cache,
+// which holds only the kernel image's symbols; for an address it does not
+// cover (a module's, a BPF program's), load the whole table with Load.
+// A nil Table covers nothing.
+func (t *Table) Covers(addr uint64) bool {
+	return t != nil && (!t.partial || t.lo <= addr && addr <= t.hi)
+}
 
 // Lookup returns the symbol containing addr (the last symbol at or below
 // it) and addr's offset from it.

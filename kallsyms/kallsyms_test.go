@@ -53,6 +53,9 @@ func TestLookup(t *testing.T) {
 func FuzzParse(f *testing.F) {
 	f.Add(sample)
 	f.Add("ffffffff81000000 T a\nffffffff80000000\tt b [m]\n+1 T c\n")
+	// Lines almost in the kernel's own shape (16 digits, space, type,
+	// space), which the fast path must leave to the general one.
+	f.Add("ffffffff8100000g T a\nffffffff81000000 \t a\nffffffff81000000 T  a\tb\nffffffff81000000 D a\nffffffff81000010 T \n ffffffff8100000 T c\n")
 	f.Fuzz(func(t *testing.T, s string) {
 		tab, err := Parse(strings.NewReader(s))
 		if err != nil {

@@ -13,9 +13,10 @@
 // with the Space's AddressSpace; a Symbolizer (one per goroutine) then
 // appends, for each unwinder.Frame, the frames of the functions inlined at
 // its address and the physical frame itself to a caller-owned []Frame,
-// without allocating once its buffers have grown; before a caller, it
-// appends the functions that tail-called between it and its callee
-// (tailcall.go: DWARF call sites followed by gdb's rules).
+// without allocating once its buffers have grown; it remembers the answers
+// for the last addresses it saw (a profile's stacks repeat them). Before a
+// caller, it appends the functions that tail-called between it and its
+// callee (tailcall.go: DWARF call sites followed by gdb's rules).
 //
 // Objects are chosen as perf does, never silently wrong: the file itself
 // (under Options.SymFS) when its build-id matches the one the recording gave;

@@ -234,3 +234,35 @@ func BenchmarkAppend(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "frames/s")
 }
+
+// TestAppendMemo: the Symbolizer's memo of recent addresses answers as
+// the lookups themselves do (a new Symbolizer, which has seen nothing),
+// also after entries were evicted by addresses hashing alike.
+func TestAppendMemo(t *testing.T) {
+	maps, _ := exampleMaps(t)
+	r := New(Options{SymFS: exampleSymFS})
+	defer r.Close()
+	s := r.NewSpace(1, FromProcmaps(nil, maps))
+	as := s.AddressSpace()
+	var pcs []uint64
+	for pc := uint64(0x401000); pc < 0x402000; pc += 7 {
+		if as.Find(pc) >= 0 {
+			pcs = append(pcs, pc)
+		}
+	}
+	require.Greater(t, len(pcs), memoSize/2)
+	z := NewSymbolizer()
+	var named int
+	for round := range 3 {
+		for _, pc := range pcs {
+			fr := unwinder.Frame{PC: pc, Mapping: int32(as.Find(pc)), Flags: unwinder.FrameReturnAddress}
+			want := NewSymbolizer().Append(nil, s, &fr, "cfi")
+			got := z.Append(nil, s, &fr, "cfi")
+			require.Equal(t, want, got, "round %d, pc %#x", round, pc)
+			if round == 0 && got[len(got)-1].Symbol != "" {
+				named++
+			}
+		}
+	}
+	require.Greater(t, named, len(pcs)/2, "the addresses are mostly in named functions")
+}

@@ -246,6 +246,28 @@ func TestReportOutputKeepsOldFile(t *testing.T) {
 	require.Equal(t, direct, string(rep))
 }
 
+// TestReportOutputDevice checks that -o writes to a device or a pipe
+// (-o /dev/null, as when timing a report) instead of refusing it as an
+// existing file, and keeps no .old of it.
+func TestReportOutputDevice(t *testing.T) {
+	rc, _, errs := runReport("-o", os.DevNull, dwarfData)
+	require.Equal(t, exitOK, rc, errs)
+	_, err := os.Stat(os.DevNull + ".old")
+	require.ErrorIs(t, err, os.ErrNotExist)
+
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	require.NoError(t, unix.Mkfifo(fifo, 0o600))
+	got := make(chan []byte)
+	go func() {
+		b, _ := os.ReadFile(fifo)
+		got <- b
+	}()
+	rc, _, errs = runReport("-o", fifo, dwarfData)
+	require.Equal(t, exitOK, rc, errs)
+	_, direct, _ := runReport(dwarfData)
+	require.Equal(t, direct, string(<-got))
+}
+
 // TestReportFieldsNeedText checks that -F with another format is a usage
 // error rather than silently ignored.
 func TestReportFieldsNeedText(t *testing.T) {

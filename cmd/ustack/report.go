@@ -19,6 +19,7 @@ import (
 	"github.com/ustack/ustack/archive"
 	"github.com/ustack/ustack/capture"
 	"github.com/ustack/ustack/elfcache"
+	"github.com/ustack/ustack/kallsyms"
 	"github.com/ustack/ustack/perfdata"
 	"github.com/ustack/ustack/report"
 )
@@ -46,7 +47,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	noInline := fs.Bool("no-inline", false, "do not show inlined functions")
 	noTailCall := fs.Bool("no-tailcall", false, "do not show the functions that tail-called (found from DWARF call sites, as gdb shows them)")
 	noDemangle := fs.Bool("no-demangle", false, "do not demangle C++ and Rust names")
-	noCache := fs.Bool("no-cache", false, "do not keep decompressed debug sections in ~/.cache/ustack/sections ($XDG_CACHE_HOME; also USTACK_NO_CACHE=1)")
+	noCache := fs.Bool("no-cache", false, "do not keep decompressed debug sections and the running kernel's symbols in ~/.cache/ustack ($XDG_CACHE_HOME; also USTACK_NO_CACHE=1)")
 	srcline := fs.Bool("srcline", false, "text format: print each frame's source file and line, like perf script -F +srcline")
 	jobs := fs.Int("j", 0, "unwinding workers (default: one per CPU)")
 	pacMask := fs.String("pac-mask", "", "arm64 pointer authentication `mask` (hex), or va:BITS (default va:48)")
@@ -91,6 +92,9 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	}
 	if !*noCache && !envSet("USTACK_NO_CACHE") {
 		opts.SectionCache = openSectionCache(opts.Warn)
+		if dir, err := kallsyms.DefaultCacheDir(); err == nil {
+			opts.KallsymsCache = dir
+		}
 	}
 	filter, err := filt.parse()
 	if err != nil {
@@ -509,12 +513,15 @@ func notPerfData(path string) string {
 }
 
 // createKeepingOld creates path for writing with mode; an existing file
-// there is kept as path.old rather than overwritten, as perf does.
+// there is kept as path.old rather than overwritten, as perf does. A
+// device or a pipe (-o /dev/null) holds nothing to keep: it is opened.
 func createKeepingOld(path string, mode os.FileMode) (*os.File, error) {
 	if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() {
 		if err := os.Rename(path, path+".old"); err != nil {
 			return nil, fmt.Errorf("keeping the existing %s: %w", path, err)
 		}
+	} else if err == nil && st.Mode()&(os.ModeDevice|os.ModeCharDevice|os.ModeNamedPipe) != 0 {
+		return os.OpenFile(path, os.O_WRONLY, 0)
 	}
 	return os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_EXCL, mode)
 }
