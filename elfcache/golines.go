@@ -1,0 +1,215 @@
+package elfcache
+
+import (
+	"encoding/binary"
+	"strings"
+	"sync"
+)
+
+// Source lines and inline chains from Go's pclntab, for Go binaries without
+// DWARF (-ldflags='-s -w'), read as Go's runtime reads them for its own
+// tracebacks:
+//
+//   - a function's pcfile and pcln PC-value tables give, at each PC, the
+//     index of the file in the function's compilation unit and the line;
+//     the unit's entry in cutab (at the function's cuOffset) maps that
+//     index to the offset of the file's name in filetab;
+//   - PCDATA_InlTreeIndex (pcdata table 2) gives, at each PC, the entry of
+//     the function's inline tree (FUNCDATA_InlTree, in go:func.*) of the
+//     innermost inlined call there, or -1 outside inlined code. The
+//     entry names the inlined function and gives parentPc, the offset from
+//     the function's entry of an instruction whose position is the call
+//     site: the caller's file and line, and its own inline tree index, are
+//     those of that instruction, and so on out to the physical function.
+//
+// The file and line at a PC are those of the innermost inlined body, as in
+// the DWARF line table Go's linker writes from the same positions.
+
+// Indexes in a function's pcdata and funcdata arrays.
+const (
+	goPCDataInlTreeIndex = 2
+	goFuncDataInlTree    = 3
+)
+
+// maxGoInlineDepth bounds the walk up an inline tree: each step goes to a
+// caller, and a damaged tree must not make it loop.
+const maxGoInlineDepth = 1 << 10
+
+// goLineStrings holds copies of the table's function name and file name
+// tables as strings, so that SourceFrames hands out substrings and
+// allocates nothing per lookup (and nothing that aliases a mapping that
+// Close unmaps).
+type goLineStrings struct {
+	once  sync.Once
+	names string
+	files string
+}
+
+func (t *goPCLN) lineStrings() *goLineStrings {
+	l := &t.lines
+	l.once.Do(func() { l.names, l.files = string(t.funcnames), string(t.filetab) })
+	return l
+}
+
+// nameAt returns the NUL-terminated name at off of the function name
+// table; "" when off is outside it or the name is not terminated.
+func (l *goLineStrings) nameAt(off uint32) string { return cString(l.names, off) }
+
+func cString(s string, off uint32) string {
+	if uint64(off) >= uint64(len(s)) {
+		return ""
+	}
+	s = s[off:]
+	i := strings.IndexByte(s, 0)
+	if i < 0 {
+		return ""
+	}
+	return s[:i]
+}
+
+// goInlinedCall is one entry of an inline tree.
+type goInlinedCall struct {
+	nameOff  uint32 // of the inlined function's name in funcnames
+	parentPC uint32 // offset from the function's entry of a PC at the call site
+}
+
+// fileLine returns the source file and line of pc in f: the file's offset
+// in filetab (ok false when pcfile, pcln or cutab do not say).
+func (t *goPCLN) fileLine(f *goFunc, pc uint64) (fileOff uint32, line int, ok bool) {
+	fileno, _, _, ok1 := t.pcValue(f, f.pcfile, pc)
+	ln, _, _, ok2 := t.pcValue(f, f.pcln, pc)
+	if !ok1 || !ok2 || fileno < 0 || ln < 0 || ln > 1<<31-1 || fileno > 1<<31-1 {
+		return 0, 0, false
+	}
+	i := uint64(f.cuOffset) + uint64(fileno)
+	if i >= uint64(len(t.cutab))/4 {
+		return 0, 0, false
+	}
+	off := binary.LittleEndian.Uint32(t.cutab[i*4:])
+	if off == ^uint32(0) || uint64(off) >= uint64(len(t.filetab)) {
+		return 0, 0, false
+	}
+	return off, int(ln), true
+}
+
+// pcdata returns the offset in pctab of f's pcdata table i; 0 when it has
+// none.
+func (t *goPCLN) pcdata(f *goFunc, i uint32) uint32 {
+	if i >= f.npcdata {
+		return 0
+	}
+	off := uint64(f.rec) + uint64(t.funcSize) + 4*uint64(i)
+	if off+4 > uint64(len(t.funcdata)) {
+		return 0
+	}
+	return binary.LittleEndian.Uint32(t.funcdata[off:])
+}
+
+// inlTree returns f's inline tree: the bytes of gofunc from its start on
+// (nil when f has none or it lies outside the bytes ustack has).
+func (t *goPCLN) inlTree(f *goFunc) []byte {
+	if goFuncDataInlTree >= uint32(f.nfuncdata) || t.gofunc == nil {
+		return nil
+	}
+	arr := uint64(f.rec) + uint64(t.funcSize) + 4*uint64(f.npcdata)
+	var addr uint64
+	if t.version == 116 {
+		// Pointer-sized addresses, 8-aligned in memory (and the table
+		// is 8-aligned).
+		arr += (uint64(t.pclnOff) + arr) & 4
+		at := arr + 8*goFuncDataInlTree
+		if at+8 > uint64(len(t.funcdata)) {
+			return nil
+		}
+		addr = binary.LittleEndian.Uint64(t.funcdata[at:])
+	} else {
+		at := arr + 4*goFuncDataInlTree
+		if at+4 > uint64(len(t.funcdata)) {
+			return nil
+		}
+		off := binary.LittleEndian.Uint32(t.funcdata[at:])
+		if off == ^uint32(0) {
+			return nil
+		}
+		addr = t.gofuncAddr + uint64(off)
+	}
+	if addr < t.gofuncAddr || addr-t.gofuncAddr >= uint64(len(t.gofunc)) {
+		return nil
+	}
+	return t.gofunc[addr-t.gofuncAddr:]
+}
+
+// inlinedCall decodes entry ix of an inline tree: 16 bytes (funcID, 3
+// padding bytes, nameOff, parentPc, startLine) since Go 1.20, 20 before
+// (parent, funcID, a padding byte, file, line, nameOff, parentPc).
+func (t *goPCLN) inlinedCall(tree []byte, ix int64) (goInlinedCall, bool) {
+	size, name, parent := uint64(16), 4, 8
+	if t.version < 120 {
+		size, name, parent = 20, 12, 16
+	}
+	if ix < 0 || uint64(ix) >= uint64(len(tree))/size {
+		return goInlinedCall{}, false
+	}
+	e := tree[uint64(ix)*size:]
+	return goInlinedCall{nameOff: binary.LittleEndian.Uint32(e[name:]), parentPC: binary.LittleEndian.Uint32(e[parent:])}, true
+}
+
+// goSourceFrames appends the source frames of the Go function at addr,
+// innermost first, with SourceFrames' meaning: each inlined call with the
+// file and line of addr (the innermost) or of the call site into the frame
+// before, then the physical function. Nothing is appended when addr is in
+// no function of the table.
+func (o *Object) goSourceFrames(addr uint64, out []SourceFrame) []SourceFrame {
+	t := o.goTable()
+	if t == nil {
+		return out
+	}
+	var f goFunc
+	if !t.find(addr, &f) {
+		return out
+	}
+	l := t.lineStrings()
+	frame := func(nameOff uint32, pc uint64, inlined bool) SourceFrame {
+		sf := SourceFrame{Function: l.nameAt(nameOff), Inlined: inlined}
+		if off, line, ok := t.fileLine(&f, pc); ok {
+			sf.File, sf.Line = cString(l.files, off), line
+		}
+		return sf
+	}
+	inl := t.pcdata(&f, goPCDataInlTreeIndex)
+	var tree []byte
+	pc := addr
+	for depth := 0; depth < maxGoInlineDepth; depth++ {
+		ix, _, _, ok := t.pcValue(&f, inl, pc)
+		if !ok || ix < 0 {
+			break
+		}
+		if tree == nil {
+			if tree = t.inlTree(&f); tree == nil {
+				// The PC is in inlined code whose tree ustack cannot
+				// read: its line is an inlined body's, not the
+				// function's.
+				out = append(out, SourceFrame{Function: l.nameAt(f.nameOff)})
+				return out
+			}
+		}
+		call, ok := t.inlinedCall(tree, ix)
+		if !ok || uint64(call.parentPC) >= f.end-f.entry {
+			out = append(out, SourceFrame{Function: l.nameAt(f.nameOff)})
+			return out
+		}
+		out = append(out, frame(call.nameOff, pc, true))
+		pc = f.entry + uint64(call.parentPC)
+	}
+	return append(out, frame(f.nameOff, pc, false))
+}
+
+// goLinesError says why a table's inline trees cannot be read; nil when
+// they can (or the object has no table).
+func (o *Object) goLinesError() error {
+	t := o.goTable()
+	if t == nil {
+		return nil
+	}
+	return t.gofuncErr
+}
