@@ -2,6 +2,7 @@ package elfcache
 
 import (
 	"encoding/binary"
+	"fmt"
 	"strings"
 	"sync"
 )
@@ -74,22 +75,57 @@ type goInlinedCall struct {
 }
 
 // fileLine returns the source file and line of pc in f: the file's offset
-// in filetab (ok false when pcfile, pcln or cutab do not say).
+// in filetab (ok false when pcfile, pcln or cutab do not say; damage is
+// recorded).
 func (t *goPCLN) fileLine(f *goFunc, pc uint64) (fileOff uint32, line int, ok bool) {
-	fileno, _, _, ok1 := t.pcValue(f, f.pcfile, pc)
-	ln, _, _, ok2 := t.pcValue(f, f.pcln, pc)
-	if !ok1 || !ok2 || fileno < 0 || ln < 0 || ln > 1<<31-1 || fileno > 1<<31-1 {
+	if f.pcfile == 0 || f.pcln == 0 {
+		return 0, 0, false // no lines (some assembly and linker-made functions)
+	}
+	fileno, _, _, ok := t.pcValue(f, f.pcfile, pc)
+	if !ok || fileno < 0 || fileno > 1<<31-1 {
+		t.damagedUnlessPast(f, f.pcfile, ok, pc, "pcfile table gives no file at pc %#x", pc)
+		return 0, 0, false
+	}
+	ln, _, _, ok := t.pcValue(f, f.pcln, pc)
+	if !ok || ln < 0 || ln > 1<<31-1 {
+		t.damagedUnlessPast(f, f.pcln, ok, pc, "pcln table gives no line at pc %#x", pc)
 		return 0, 0, false
 	}
 	i := uint64(f.cuOffset) + uint64(fileno)
 	if i >= uint64(len(t.cutab))/4 {
+		t.damaged(f, t.cutabOff, "file %d of the unit at cutab entry %d is past the end of cutab", fileno, f.cuOffset)
 		return 0, 0, false
 	}
 	off := binary.LittleEndian.Uint32(t.cutab[i*4:])
 	if off == ^uint32(0) || uint64(off) >= uint64(len(t.filetab)) {
+		t.damaged(f, t.cutabOff+int64(i*4), "file name offset %#x outside the file table", off)
 		return 0, 0, false
 	}
 	return off, int(ln), true
+}
+
+// damagedUnlessPast records damage of f's PC-value table at offset tab
+// that gave no usable value at pc (found tells whether it gave one at
+// all), unless the table is well formed and ends before pc: the padding
+// after a function's code has no line.
+func (t *goPCLN) damagedUnlessPast(f *goFunc, tab uint32, found bool, pc uint64, format string, args ...any) {
+	if !found {
+		if end, ok := t.pcTableEnd(f, tab); ok && pc >= end {
+			return
+		}
+	}
+	t.damaged(f, t.pctabOff+int64(tab), format, args...)
+}
+
+// damaged records the first damage a line lookup meets, at offset off of
+// the section, in function f.
+func (t *goPCLN) damaged(f *goFunc, off int64, format string, args ...any) {
+	if t.lineErr.Load() != nil {
+		return
+	}
+	msg := fmt.Sprintf(format, args...)
+	err := newErr(t.path, t.section, off, fmt.Errorf("%w: function %q at %#x: %s", errPCLN, t.funcName(f), f.entry, msg))
+	t.lineErr.CompareAndSwap(nil, err)
 }
 
 // pcdata returns the offset in pctab of f's pcdata table i; 0 when it has
@@ -179,24 +215,30 @@ func (o *Object) goSourceFrames(addr uint64, out []SourceFrame) []SourceFrame {
 	inl := t.pcdata(&f, goPCDataInlTreeIndex)
 	var tree []byte
 	pc := addr
-	for depth := 0; depth < maxGoInlineDepth; depth++ {
+	for depth := 0; depth < maxGoInlineDepth && inl != 0; depth++ {
 		ix, _, _, ok := t.pcValue(&f, inl, pc)
-		if !ok || ix < 0 {
+		if !ok {
+			t.damagedUnlessPast(&f, inl, false, pc, "inline tree index table gives no value at pc %#x", pc)
 			break
 		}
+		if ix < 0 {
+			break
+		}
+		// Past here, pc is in inlined code: without its inline tree,
+		// its line is an inlined body's, not the function's, and only
+		// the function's name is known.
 		if tree == nil {
 			if tree = t.inlTree(&f); tree == nil {
-				// The PC is in inlined code whose tree ustack cannot
-				// read: its line is an inlined body's, not the
-				// function's.
-				out = append(out, SourceFrame{Function: l.nameAt(f.nameOff)})
-				return out
+				if t.gofunc != nil {
+					t.damaged(&f, int64(t.pclnOff)+int64(f.rec), "inline tree (funcdata %d) outside go:func.*", goFuncDataInlTree)
+				}
+				return append(out, SourceFrame{Function: l.nameAt(f.nameOff)})
 			}
 		}
 		call, ok := t.inlinedCall(tree, ix)
 		if !ok || uint64(call.parentPC) >= f.end-f.entry {
-			out = append(out, SourceFrame{Function: l.nameAt(f.nameOff)})
-			return out
+			t.damaged(&f, int64(t.pclnOff)+int64(f.rec), "inline tree entry %d at pc %#x outside the tree or the function", ix, pc)
+			return append(out, SourceFrame{Function: l.nameAt(f.nameOff)})
 		}
 		out = append(out, frame(call.nameOff, pc, true))
 		pc = f.entry + uint64(call.parentPC)
@@ -204,12 +246,19 @@ func (o *Object) goSourceFrames(addr uint64, out []SourceFrame) []SourceFrame {
 	return append(out, frame(f.nameOff, pc, false))
 }
 
-// goLinesError says why a table's inline trees cannot be read; nil when
-// they can (or the object has no table).
+// goLinesError says why a table's inline trees cannot be read, or else
+// the first damage a line lookup met; nil when none (or the object has no
+// table).
 func (o *Object) goLinesError() error {
 	t := o.goTable()
 	if t == nil {
 		return nil
 	}
-	return t.gofuncErr
+	if t.gofuncErr != nil {
+		return t.gofuncErr
+	}
+	if e := t.lineErr.Load(); e != nil {
+		return e
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/ustack/ustack/arch"
 	"github.com/ustack/ustack/cfi"
@@ -78,6 +79,12 @@ type goPCLN struct {
 	gofuncErr  error // why gofunc is nil, for SourceError
 
 	lines goLineStrings // names and files as strings, for SourceFrames
+
+	// Where the table is, for errors: the file, the section and the
+	// offsets of cutab and pctab in it.
+	path, section      string
+	cutabOff, pctabOff int64
+	lineErr            atomic.Pointer[Error] // the first damage a line lookup met
 }
 
 // goFunc is one function of a goPCLN.
@@ -169,6 +176,7 @@ func parseGoPCLN(data []byte, text uint64) (*goPCLN, error) {
 	}
 	t.funcnames, t.cutab, t.filetab, t.pctab, t.funcdata = tables[0], tables[1], tables[2], tables[3], tables[4]
 	t.pclnOff = int(word(first + 4))
+	t.cutabOff, t.pctabOff = int64(word(first+1)), int64(word(first+3))
 	n := word(0)
 	if n == 0 || len(t.funcdata) < t.field || n > uint64(len(t.funcdata)-t.field)/uint64(2*t.field) {
 		return nil, &pclnError{8, fmt.Sprintf("function count %d does not fit the table", n)}
@@ -305,6 +313,34 @@ func (t *goPCLN) pcValue(f *goFunc, tab uint32, pc uint64) (val int64, start, en
 	return 0, 0, 0, false
 }
 
+// pcTableEnd reports whether the PC-value table at offset tab of pctab is
+// well formed, and the PC where it ends: Go's tables end with the code,
+// before the padding up to the next function.
+func (t *goPCLN) pcTableEnd(f *goFunc, tab uint32) (end uint64, ok bool) {
+	if tab == 0 || uint64(tab) >= uint64(len(t.pctab)) {
+		return 0, false
+	}
+	p := t.pctab[tab:]
+	at := f.entry
+	for step := 0; step < maxPCValueSteps; step++ {
+		uv, n := binary.Uvarint(p)
+		if n <= 0 {
+			return 0, false
+		}
+		if uv == 0 && step > 0 {
+			return at, true
+		}
+		p = p[n:]
+		pcd, n := binary.Uvarint(p)
+		if n <= 0 || pcd > (f.end-at)/t.quantum {
+			return 0, false
+		}
+		p = p[n:]
+		at += pcd * t.quantum
+	}
+	return 0, false
+}
+
 // goTable returns the object's parsed .gopclntab, reading it on first use,
 // or nil when the object has none (GoPCLNError says why when it has one
 // that could not be read).
@@ -371,6 +407,7 @@ func (o *Object) buildGoTable() {
 		t.text = text
 	}
 	o.goFuncData(t, mod, found)
+	t.path, t.section = o.path, s.Name
 	o.gopcln = t
 }
 

@@ -252,10 +252,11 @@ func goTestTable(ver int) (table, gofunc []byte) {
 	gPCSP := table1(8, 0x10)
 	// main.f: a.go:10; main.h inlined at 0x1004 (h.go:30, 31; called
 	// from the PC 0x1002); main.k inlined into main.h at 0x1010 (h.go:40;
-	// called from 0x1008); a.go:12 again from 0x101c.
-	fFile := table1(0, 4, 1, 0x18, 0, 4)
-	fLine := table1(10, 4, 30, 4, 31, 8, 40, 0xc, 12, 4)
-	fInl := table1(-1, 4, 0, 0xc, 1, 0xc, -1, 4)
+	// called from 0x1008); a.go:12 again from 0x101c; the tables end at
+	// 0x101e, before the padding up to main.g.
+	fFile := table1(0, 4, 1, 0x18, 0, 2)
+	fLine := table1(10, 4, 30, 4, 31, 8, 40, 0xc, 12, 2)
+	fInl := table1(-1, 4, 0, 0xc, 1, 0xc, -1, 2)
 
 	// The inline tree, at offset 8 of go:func.*: main.h (parent -1,
 	// parentPc 2) and main.k (parent 0, parentPc 8).
@@ -399,7 +400,8 @@ var goTestFrames = []struct {
 	{0x101b, []SourceFrame{{Function: "main.k", File: "h.go", Line: 40, Inlined: true}, {Function: "main.h", File: "h.go", Line: 31, Inlined: true},
 		{Function: "main.f", File: "a.go", Line: 10}}},
 	{0x101c, []SourceFrame{{Function: "main.f", File: "a.go", Line: 12}}},
-	{0x101f, []SourceFrame{{Function: "main.f", File: "a.go", Line: 12}}},
+	{0x101d, []SourceFrame{{Function: "main.f", File: "a.go", Line: 12}}},
+	{0x101e, []SourceFrame{{Function: "main.f"}}}, // padding
 	// main.g has no pcfile and pcln tables.
 	{0x1020, []SourceFrame{{Function: "main.g"}}},
 	{0x1030, nil},
@@ -411,6 +413,7 @@ func goTestObject(t testing.TB, ver int, a arch.Arch) *Object {
 	tab, err := parseGoPCLN(table, 0x1000)
 	require.NoError(t, err)
 	tab.gofunc, tab.gofuncAddr = gofunc, goTestGofunc
+	tab.path, tab.section = "handmade", ".gopclntab"
 	o := &Object{arch: a, gopcln: tab}
 	o.goOnce.Do(func() {})
 	return o
@@ -628,11 +631,55 @@ func TestGoSourceFramesHandMade(t *testing.T) {
 			for _, w := range goTestFrames {
 				assert.Equal(t, w.frames, o.goSourceFrames(w.pc, nil), "pc %#x", w.pc)
 			}
+			require.NoError(t, o.goLinesError())
 			// Without go:func.*, a PC in inlined code has no line (it
 			// would be the inlined body's, under the outer name).
 			o.gopcln.gofunc = nil
 			assert.Equal(t, []SourceFrame{{Function: "main.f"}}, o.goSourceFrames(0x1010, nil))
 			assert.Equal(t, []SourceFrame{{Function: "main.f", File: "a.go", Line: 12}}, o.goSourceFrames(0x101c, nil))
+		})
+	}
+}
+
+// TestGoSourceFramesDamaged damages goTestTable's line tables one at a
+// time: the lookup still names the function, and SourceError names the
+// file, the section and the offset of the damaged table.
+func TestGoSourceFramesDamaged(t *testing.T) {
+	le := binary.LittleEndian
+	for _, c := range []struct {
+		name   string
+		damage func(o *Object, rec []byte) int64 // the offset the error must name
+		pc     uint64
+		want   []SourceFrame
+	}{
+		{"cuOffset past cutab", func(o *Object, rec []byte) int64 {
+			le.PutUint32(rec[o.gopcln.cuOffset:], 1000)
+			return o.gopcln.cutabOff
+		}, 0x1000, []SourceFrame{{Function: "main.f"}}},
+		{"pcln past the table", func(o *Object, rec []byte) int64 {
+			le.PutUint32(rec[o.gopcln.pcln:], uint32(len(o.gopcln.pctab)-1)) // the final 0: an empty table
+			return o.gopcln.pctabOff + int64(len(o.gopcln.pctab)-1)
+		}, 0x1000, []SourceFrame{{Function: "main.f"}}},
+		{"inline tree entry out of range", func(o *Object, rec []byte) int64 {
+			o.gopcln.gofunc = o.gopcln.gofunc[:len(o.gopcln.gofunc)-1] // main.k's entry cut short
+			return int64(o.gopcln.pclnOff) + int64(le.Uint32(o.gopcln.ftab[o.gopcln.field:]))
+		}, 0x1010, []SourceFrame{{Function: "main.f"}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o := goTestObject(t, 120, arch.AMD64)
+			var f goFunc
+			require.True(t, o.gopcln.function(0, &f))
+			off := c.damage(o, o.gopcln.funcdata[f.rec:])
+			require.NoError(t, o.goLinesError())
+			assert.Equal(t, c.want, o.goSourceFrames(c.pc, nil))
+			var e *Error
+			require.True(t, errors.As(o.goLinesError(), &e), "error %v", o.goLinesError())
+			assert.Equal(t, "handmade", e.Path)
+			assert.Equal(t, ".gopclntab", e.Section)
+			assert.Equal(t, off, e.Offset)
+			assert.ErrorIs(t, e, errPCLN)
+			assert.Contains(t, e.Error(), `function "main.f" at 0x1000`)
+			t.Log(e)
 		})
 	}
 }
