@@ -17,7 +17,8 @@ import (
 // unwinds with it, so it is present even in binaries built with
 // -ldflags='-s -w', which have neither .symtab nor DWARF. This file reads
 // the layouts of Go 1.16 and later (pcHeader magics 0xfffffffa, 0xfffffff0,
-// 0xfffffff1); older tables are refused.
+// 0xfffffff1); older tables are refused. Source lines and inline chains
+// from the same table are in golines.go.
 
 // Magic numbers of the pcHeader, one per layout.
 const (
@@ -360,8 +361,9 @@ func (o *Object) GoPCLNError() error {
 }
 
 // HasGoPCLN reports whether the object has a readable Go pclntab, which
-// gives unwind rows and function names where CFI and symbol tables are
-// missing (Go binaries built with -ldflags='-s -w').
+// gives unwind rows, function names, source lines and inline chains where
+// CFI, symbol tables and DWARF are missing (Go binaries built with
+// -ldflags='-s -w').
 func (o *Object) HasGoPCLN() bool { return o.goTable() != nil }
 
 func (o *Object) buildGoTable() {
