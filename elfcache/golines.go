@@ -76,45 +76,47 @@ type goInlinedCall struct {
 
 // fileLine returns the source file and line of pc in f: the file's offset
 // in filetab (ok false when pcfile, pcln or cutab do not say; damage is
-// recorded).
-func (t *goPCLN) fileLine(f *goFunc, pc uint64) (fileOff uint32, line int, ok bool) {
+// recorded). none says that the function has no lines at pc at all: pc
+// is after the end of its code, in the padding up to the next function,
+// or it has no line tables (linker-made markers such as
+// go:textfipsstart); its DWARF does not cover such PCs either.
+func (t *goPCLN) fileLine(f *goFunc, pc uint64) (fileOff uint32, line int, ok, none bool) {
 	if f.pcfile == 0 || f.pcln == 0 {
-		return 0, 0, false // no lines (some assembly and linker-made functions)
+		return 0, 0, false, true
 	}
 	fileno, _, _, ok := t.pcValue(f, f.pcfile, pc)
 	if !ok || fileno < 0 || fileno > 1<<31-1 {
-		t.damagedUnlessPast(f, f.pcfile, ok, pc, "pcfile table gives no file at pc %#x", pc)
-		return 0, 0, false
+		return 0, 0, false, t.damagedUnlessPast(f, f.pcfile, ok, pc, "pcfile table gives no file at pc %#x", pc)
 	}
 	ln, _, _, ok := t.pcValue(f, f.pcln, pc)
 	if !ok || ln < 0 || ln > 1<<31-1 {
-		t.damagedUnlessPast(f, f.pcln, ok, pc, "pcln table gives no line at pc %#x", pc)
-		return 0, 0, false
+		return 0, 0, false, t.damagedUnlessPast(f, f.pcln, ok, pc, "pcln table gives no line at pc %#x", pc)
 	}
 	i := uint64(f.cuOffset) + uint64(fileno)
 	if i >= uint64(len(t.cutab))/4 {
 		t.damaged(f, t.cutabOff, "file %d of the unit at cutab entry %d is past the end of cutab", fileno, f.cuOffset)
-		return 0, 0, false
+		return 0, 0, false, false
 	}
 	off := binary.LittleEndian.Uint32(t.cutab[i*4:])
 	if off == ^uint32(0) || uint64(off) >= uint64(len(t.filetab)) {
 		t.damaged(f, t.cutabOff+int64(i*4), "file name offset %#x outside the file table", off)
-		return 0, 0, false
+		return 0, 0, false, false
 	}
-	return off, int(ln), true
+	return off, int(ln), true, false
 }
 
 // damagedUnlessPast records damage of f's PC-value table at offset tab
 // that gave no usable value at pc (found tells whether it gave one at
-// all), unless the table is well formed and ends before pc: the padding
-// after a function's code has no line.
-func (t *goPCLN) damagedUnlessPast(f *goFunc, tab uint32, found bool, pc uint64, format string, args ...any) {
+// all), unless the table is well formed and ends before pc, which it
+// reports: the padding after a function's code has no line.
+func (t *goPCLN) damagedUnlessPast(f *goFunc, tab uint32, found bool, pc uint64, format string, args ...any) (past bool) {
 	if !found {
 		if end, ok := t.pcTableEnd(f, tab); ok && pc >= end {
-			return
+			return true
 		}
 	}
 	t.damaged(f, t.pctabOff+int64(tab), format, args...)
+	return false
 }
 
 // damaged records the first damage a line lookup meets, at offset off of
@@ -194,7 +196,8 @@ func (t *goPCLN) inlinedCall(tree []byte, ix int64) (goInlinedCall, bool) {
 // innermost first, with SourceFrames' meaning: each inlined call with the
 // file and line of addr (the innermost) or of the call site into the frame
 // before, then the physical function. Nothing is appended when addr is in
-// no function of the table.
+// no function of the table, or where the function has no lines (see
+// fileLine).
 func (o *Object) goSourceFrames(addr uint64, out []SourceFrame) []SourceFrame {
 	t := o.goTable()
 	if t == nil {
@@ -204,11 +207,18 @@ func (o *Object) goSourceFrames(addr uint64, out []SourceFrame) []SourceFrame {
 	if !t.find(addr, &f) {
 		return out
 	}
+	fileOff, line, hasLine, none := t.fileLine(&f, addr)
+	if none {
+		return out
+	}
 	l := t.lineStrings()
 	frame := func(nameOff uint32, pc uint64, inlined bool) SourceFrame {
 		sf := SourceFrame{Function: l.nameAt(nameOff), Inlined: inlined}
-		if off, line, ok := t.fileLine(&f, pc); ok {
-			sf.File, sf.Line = cString(l.files, off), line
+		if pc != addr {
+			fileOff, line, hasLine, _ = t.fileLine(&f, pc)
+		}
+		if hasLine {
+			sf.File, sf.Line = cString(l.files, fileOff), line
 		}
 		return sf
 	}
@@ -218,7 +228,9 @@ func (o *Object) goSourceFrames(addr uint64, out []SourceFrame) []SourceFrame {
 	for depth := 0; depth < maxGoInlineDepth && inl != 0; depth++ {
 		ix, _, _, ok := t.pcValue(&f, inl, pc)
 		if !ok {
-			t.damagedUnlessPast(&f, inl, false, pc, "inline tree index table gives no value at pc %#x", pc)
+			if t.damagedUnlessPast(&f, inl, false, pc, "inline tree index table gives no value at pc %#x", pc) && pc == addr {
+				return out // the padding after the code
+			}
 			break
 		}
 		if ix < 0 {
