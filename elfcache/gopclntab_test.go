@@ -28,11 +28,36 @@ const (
 // (-linkmode=external) builds with cgo.
 func buildGoprog(t testing.TB, goarch string, extra ...string) (full, stripped string) {
 	t.Helper()
+	return buildGoprogWith(t, "", goarch, extra...)
+}
+
+// buildGoprogWith is buildGoprog with the Go toolchain of version
+// toolchain (such as go1.21.13; "" for the local one), taken from the
+// module cache: the test is skipped when it is not there (GOTOOLCHAIN=V go
+// version fetches it through the module proxy).
+func buildGoprogWith(t testing.TB, toolchain, goarch string, extra ...string) (full, stripped string) {
+	t.Helper()
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("go not in PATH: cannot build the Go test program")
 	}
 	dir := t.TempDir()
+	src, env := "../testdata/gen/src/goprog", []string{"GOTOOLCHAIN=local"}
+	if toolchain != "" {
+		// The source, with a go.mod the older toolchain accepts.
+		src = filepath.Join(dir, "src")
+		require.NoError(t, os.MkdirAll(src, 0o755))
+		main, err := os.ReadFile("../testdata/gen/src/goprog/main.go")
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(src, "main.go"), main, 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(src, "go.mod"), []byte("module ustackfixture/goprog\n\ngo 1.16\n"), 0o644))
+		env = []string{"GOTOOLCHAIN=" + toolchain, "GOPROXY=off"}
+		cmd := exec.Command(goTool, "version")
+		cmd.Dir, cmd.Env = src, append(os.Environ(), env...)
+		if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), toolchain+" ") {
+			t.Skipf("Go toolchain %s not in the module cache (GOTOOLCHAIN=%s go version fetches it): %v %s", toolchain, toolchain, err, out)
+		}
+	}
 	full, stripped = filepath.Join(dir, "goprog"), filepath.Join(dir, "goprog_stripped")
 	for _, b := range []struct {
 		out   string
@@ -55,8 +80,8 @@ func buildGoprog(t testing.TB, goarch string, extra ...string) (full, stripped s
 			args = append(args, "-ldflags="+strings.Join(ld, " "))
 		}
 		cmd := exec.Command(goTool, append(args, ".")...)
-		cmd.Dir = "../testdata/gen/src/goprog"
-		cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+goarch, "CGO_ENABLED="+cgo, "GOFLAGS=", "GOTOOLCHAIN=local")
+		cmd.Dir = src
+		cmd.Env = append(append(os.Environ(), "GOOS=linux", "GOARCH="+goarch, "CGO_ENABLED="+cgo, "GOFLAGS="), env...)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("go build: %v\n%s", err, out)
 		}
@@ -71,6 +96,7 @@ type goTwin struct {
 	full, stripped string // committed twins; "" to build them
 	goarch         string
 	buildFlags     []string
+	toolchain      string // the Go version to build with; "" for the local one
 }
 
 var goTwins = []goTwin{
@@ -80,13 +106,21 @@ var goTwins = []goTwin{
 	// runtime.text is not the start of .text: the C start files come
 	// first, so the base must come from the moduledata.
 	{name: "amd64_external_link_built", goarch: "amd64", buildFlags: []string{"-ldflags=-linkmode=external"}},
+	// The oldest toolchain the module proxy has (the 1.20 table layout):
+	// its moduledata is in .noptrdata, not in .go.module.
+	{name: "amd64_go1.21_built", goarch: "amd64", toolchain: goOldToolchain},
+	{name: "arm64_go1.21_built", goarch: "arm64", toolchain: goOldToolchain},
 }
+
+// goOldToolchain is the older Go release the twins are also built with,
+// when the module cache has it.
+const goOldToolchain = "go1.21.13"
 
 // open builds the twins if they are not committed and opens both.
 func (c goTwin) open(t *testing.T) (full, stripped *Object) {
 	t.Helper()
 	if c.full == "" {
-		c.full, c.stripped = buildGoprog(t, c.goarch, c.buildFlags...)
+		c.full, c.stripped = buildGoprogWith(t, c.toolchain, c.goarch, c.buildFlags...)
 	}
 	return mustOpen(t, c.full, Options{NoDebugFile: true}), mustOpen(t, c.stripped, Options{NoDebugFile: true})
 }
