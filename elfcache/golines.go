@@ -33,8 +33,10 @@ const (
 )
 
 // maxGoInlineDepth bounds the walk up an inline tree: each step goes to a
-// caller, and a damaged tree must not make it loop.
-const maxGoInlineDepth = 1 << 10
+// caller, and a damaged tree must not make it loop (nor, with three
+// table decodes per step, take long). Go's inliner nests calls a few
+// levels deep (5 at most in the test programs).
+const maxGoInlineDepth = 64
 
 // goLineStrings holds copies of the table's function name and file name
 // tables as strings, so that SourceFrames hands out substrings and
@@ -225,7 +227,8 @@ func (o *Object) goSourceFrames(addr uint64, out []SourceFrame) []SourceFrame {
 	inl := t.pcdata(&f, goPCDataInlTreeIndex)
 	var tree []byte
 	pc := addr
-	for depth := 0; depth < maxGoInlineDepth && inl != 0; depth++ {
+	depth := 0
+	for ; depth < maxGoInlineDepth && inl != 0; depth++ {
 		ix, _, _, ok := t.pcValue(&f, inl, pc)
 		if !ok {
 			if t.damagedUnlessPast(&f, inl, false, pc, "inline tree index table gives no value at pc %#x", pc) && pc == addr {
@@ -254,6 +257,9 @@ func (o *Object) goSourceFrames(addr uint64, out []SourceFrame) []SourceFrame {
 		}
 		out = append(out, frame(call.nameOff, pc, true))
 		pc = f.entry + uint64(call.parentPC)
+	}
+	if depth == maxGoInlineDepth {
+		t.damaged(&f, int64(t.pclnOff)+int64(f.rec), "inline tree nests more than %d calls at pc %#x", maxGoInlineDepth, addr)
 	}
 	return append(out, frame(f.nameOff, pc, false))
 }

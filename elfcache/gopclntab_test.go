@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -701,6 +702,11 @@ func TestGoSourceFramesDamaged(t *testing.T) {
 			o.gopcln.gofunc = o.gopcln.gofunc[:len(o.gopcln.gofunc)-1] // main.k's entry cut short
 			return int64(o.gopcln.pclnOff) + int64(le.Uint32(o.gopcln.ftab[o.gopcln.field:]))
 		}, 0x1010, []SourceFrame{{Function: "main.f"}}},
+		{"inline tree loop", func(o *Object, rec []byte) int64 {
+			le.PutUint32(o.gopcln.gofunc[8+16+8:], 0x10) // main.k called from within itself
+			return int64(o.gopcln.pclnOff) + int64(le.Uint32(o.gopcln.ftab[o.gopcln.field:]))
+		}, 0x1010, append(slices.Repeat([]SourceFrame{{Function: "main.k", File: "h.go", Line: 40, Inlined: true}}, maxGoInlineDepth),
+			SourceFrame{Function: "main.f", File: "h.go", Line: 40})},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			o := goTestObject(t, 120, arch.AMD64)
