@@ -100,8 +100,8 @@ func (t *goPCLN) fileLine(f *goFunc, pc uint64) (fileOff uint32, line int, ok, n
 		return 0, 0, false, false
 	}
 	off := binary.LittleEndian.Uint32(t.cutab[i*4:])
-	if off == ^uint32(0) || uint64(off) >= uint64(len(t.filetab)) {
-		t.damaged(f, t.cutabOff+int64(i*4), "file name offset %#x outside the file table", off)
+	if off == ^uint32(0) || uint64(off) >= uint64(len(t.filetab)) || indexByte0(t.filetab[off:]) <= 0 {
+		t.damaged(f, t.cutabOff+int64(i*4), "file name offset %#x: no name in the file table there", off)
 		return 0, 0, false, false
 	}
 	return off, int(ln), true, false
