@@ -30,13 +30,20 @@
 //   - the Go function table: .gopclntab (Go 1.16 and later), which Go
 //     binaries keep even when built with -ldflags='-s -w'; its pcsp tables
 //     give unwind rows and its names a symbol table where the object has
-//     no CFI and no .symtab (gopclntab.go);
+//     no CFI and no .symtab (gopclntab.go); with the moduledata record
+//     (runtime.text, go:func.*) found by the pointers it holds to the
+//     table;
 //
 //   - the line index for SourceFrames (lines.go): the units of the DWARF
 //     (the object's or the debug file's), with names shared through a dwz
 //     supplementary file resolved in it (dwz.go) and the scopes of split
 //     DWARF skeleton units read from their .dwo file or the FILE.dwp
-//     package (splitdwarf.go).
+//     package (splitdwarf.go). Where DWARF has nothing for an address,
+//     a Go function's pcfile and pcln tables give its file and line and
+//     its inline tree (in go:func.*) the inlined calls, as Go's runtime
+//     reads them for its tracebacks (golines.go); the function and file
+//     name tables are copied into two strings on first use so that
+//     lookups allocate nothing.
 //
 //   - the call sites (callsites.go): DW_TAG_call_site and DWARF 4's
 //     DW_TAG_GNU_call_site entries by return address and, for tail calls,

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/ustack/ustack/arch"
 	"github.com/ustack/ustack/cfi"
@@ -16,7 +17,8 @@ import (
 // unwinds with it, so it is present even in binaries built with
 // -ldflags='-s -w', which have neither .symtab nor DWARF. This file reads
 // the layouts of Go 1.16 and later (pcHeader magics 0xfffffffa, 0xfffffff0,
-// 0xfffffff1); older tables are refused.
+// 0xfffffff1); older tables are refused. Source lines and inline chains
+// from the same table are in golines.go.
 
 // Magic numbers of the pcHeader, one per layout.
 const (
@@ -51,21 +53,52 @@ type goPCLN struct {
 	nfunc     int
 	text      uint64 // runtime.text: the base of entry offsets (1.18+)
 	funcnames []byte // function names, NUL-terminated
+	cutab     []byte // per compilation unit, uint32 offsets into filetab
+	filetab   []byte // file names, NUL-terminated
 	pctab     []byte // PC-value tables
 	funcdata  []byte // the pclntable: ftab followed by the _func records
+	pclnOff   int    // offset of funcdata in the table (1.16 aligns funcdata words by it)
 	ftab      []byte // nfunc+1 (entry, funcoff) pairs, sorted by entry
 	field     int    // size of one ftab field: 4 (1.18+) or 8 (1.16)
 	pcsp      int    // offsets within a _func record
 	name      int
 	flag      int
+	pcfile    int
+	pcln      int
+	npcdata   int
+	cuOffset  int
+	nfuncdata int
 	funcSize  int // bytes of a _func record before its variable arrays
+
+	// The inline trees (FUNCDATA_InlTree) are in go:func.*, outside the
+	// table: gofunc holds the object's bytes from address gofuncAddr on
+	// (moduledata.gofunc, the base of 1.18+ funcdata offsets; for 1.16,
+	// whose funcdata are addresses, the section holding them). Nil when
+	// they could not be found: lines then have no inline chains.
+	gofunc     []byte
+	gofuncAddr uint64
+	gofuncErr  error // why gofunc is nil, for SourceError
+
+	lines goLineStrings // names and files as strings, for SourceFrames
+
+	// Where the table is, for errors: the file, the section and the
+	// offsets of cutab and pctab in it.
+	path, section      string
+	cutabOff, pctabOff int64
+	lineErr            atomic.Pointer[Error] // the first damage a line lookup met
 }
 
 // goFunc is one function of a goPCLN.
 type goFunc struct {
 	entry, end uint64 // [entry, end): the function's PCs
+	rec        uint32 // offset of the _func record in funcdata
 	nameOff    uint32 // offset of the name in funcnames
-	pcsp       uint32 // offset of the pcsp table in pctab
+	pcsp       uint32 // offsets of the PC-value tables in pctab
+	pcfile     uint32
+	pcln       uint32
+	npcdata    uint32 // entries of the pcdata array after the record
+	cuOffset   uint32 // the function's first entry in cutab
+	nfuncdata  uint8  // entries of the funcdata array after pcdata
 	flag       uint8
 }
 
@@ -117,25 +150,34 @@ func parseGoPCLN(data []byte, text uint64) (*goPCLN, error) {
 		}
 		return data[o:], nil
 	}
+	// The _func record: entry (4 bytes, 8 in 1.16), nameOff, args,
+	// deferreturn, pcsp, pcfile, pcln, npcdata, cuOffset, startLine
+	// (1.20+), funcID, flag, a pad byte and nfuncdata.
 	first := 3 // the word of funcnameOffset
-	t.field, t.name, t.pcsp, t.flag, t.funcSize = 4, 4, 16, 41, 44
+	t.field, t.name, t.pcsp, t.pcfile, t.pcln, t.npcdata, t.cuOffset, t.flag, t.nfuncdata, t.funcSize = 4, 4, 16, 20, 24, 28, 32, 41, 43, 44
 	switch t.version {
 	case 116:
 		first = 2
-		t.field, t.name, t.pcsp, t.flag, t.funcSize = ptrSize, 8, 20, 41, 44 // flag: 1.17; padding (0) in 1.16
+		t.field, t.name, t.pcsp, t.pcfile, t.pcln, t.npcdata, t.cuOffset, t.flag, t.nfuncdata, t.funcSize =
+			ptrSize, 8, 20, 24, 28, 32, 36, 41, 43, 44 // flag: 1.17; padding (0) in 1.16
 	case 118:
-		t.flag, t.funcSize = 37, 40
+		t.flag, t.nfuncdata, t.funcSize = 37, 39, 40
 	}
-	var err error
-	if t.funcnames, err = off(first); err != nil {
-		return nil, err
+	// The tables follow each other in the order of their header words;
+	// each ends where the next begins (the last at the end of the data).
+	tables := make([][]byte, 5) // funcnames, cutab, filetab, pctab, pclntable
+	for i := range tables {
+		var err error
+		if tables[i], err = off(first + i); err != nil {
+			return nil, err
+		}
+		if i > 0 && word(first+i) >= word(first+i-1) {
+			tables[i-1] = tables[i-1][:word(first+i)-word(first+i-1)]
+		}
 	}
-	if t.pctab, err = off(first + 3); err != nil {
-		return nil, err
-	}
-	if t.funcdata, err = off(first + 4); err != nil {
-		return nil, err
-	}
+	t.funcnames, t.cutab, t.filetab, t.pctab, t.funcdata = tables[0], tables[1], tables[2], tables[3], tables[4]
+	t.pclnOff = int(word(first + 4))
+	t.cutabOff, t.pctabOff = int64(word(first+1)), int64(word(first+3))
 	n := word(0)
 	if n == 0 || len(t.funcdata) < t.field || n > uint64(len(t.funcdata)-t.field)/uint64(2*t.field) {
 		return nil, &pclnError{8, fmt.Sprintf("function count %d does not fit the table", n)}
@@ -193,8 +235,15 @@ func (t *goPCLN) function(i int, f *goFunc) bool {
 	if f.end < f.entry {
 		return false
 	}
-	f.nameOff = binary.LittleEndian.Uint32(rec[t.name:])
-	f.pcsp = binary.LittleEndian.Uint32(rec[t.pcsp:])
+	le := binary.LittleEndian
+	f.rec = uint32(off)
+	f.nameOff = le.Uint32(rec[t.name:])
+	f.pcsp = le.Uint32(rec[t.pcsp:])
+	f.pcfile = le.Uint32(rec[t.pcfile:])
+	f.pcln = le.Uint32(rec[t.pcln:])
+	f.npcdata = le.Uint32(rec[t.npcdata:])
+	f.cuOffset = le.Uint32(rec[t.cuOffset:])
+	f.nfuncdata = rec[t.nfuncdata]
 	f.flag = rec[t.flag]
 	return true
 }
@@ -220,11 +269,19 @@ const maxPCValueSteps = 1 << 20
 // has pushed or allocated below its entry SP, and the range [start, end) of
 // PCs where that value holds.
 func (t *goPCLN) spDelta(f *goFunc, pc uint64) (delta int64, start, end uint64, ok bool) {
-	if f.pcsp == 0 || uint64(f.pcsp) >= uint64(len(t.pctab)) || pc < f.entry || pc >= f.end {
+	return t.pcValue(f, f.pcsp, pc)
+}
+
+// pcValue decodes the PC-value table at offset tab of pctab (one of f's:
+// pcsp, pcfile, pcln or a pcdata table) at pc: the value there and the
+// range [start, end) of PCs where it holds. ok is false when the function
+// has no such table (offset 0) or the table is damaged or ends before pc.
+func (t *goPCLN) pcValue(f *goFunc, tab uint32, pc uint64) (val int64, start, end uint64, ok bool) {
+	if tab == 0 || uint64(tab) >= uint64(len(t.pctab)) || pc < f.entry || pc >= f.end {
 		return 0, 0, 0, false
 	}
-	p := t.pctab[f.pcsp:]
-	val := int64(-1)
+	p := t.pctab[tab:]
+	val = -1
 	at := f.entry
 	for step := 0; step < maxPCValueSteps; step++ {
 		uv, n := binary.Uvarint(p)
@@ -257,6 +314,34 @@ func (t *goPCLN) spDelta(f *goFunc, pc uint64) (delta int64, start, end uint64, 
 	return 0, 0, 0, false
 }
 
+// pcTableEnd reports whether the PC-value table at offset tab of pctab is
+// well formed, and the PC where it ends: Go's tables end with the code,
+// before the padding up to the next function.
+func (t *goPCLN) pcTableEnd(f *goFunc, tab uint32) (end uint64, ok bool) {
+	if tab == 0 || uint64(tab) >= uint64(len(t.pctab)) {
+		return 0, false
+	}
+	p := t.pctab[tab:]
+	at := f.entry
+	for step := 0; step < maxPCValueSteps; step++ {
+		uv, n := binary.Uvarint(p)
+		if n <= 0 {
+			return 0, false
+		}
+		if uv == 0 && step > 0 {
+			return at, true
+		}
+		p = p[n:]
+		pcd, n := binary.Uvarint(p)
+		if n <= 0 || pcd > (f.end-at)/t.quantum {
+			return 0, false
+		}
+		p = p[n:]
+		at += pcd * t.quantum
+	}
+	return 0, false
+}
+
 // goTable returns the object's parsed .gopclntab, reading it on first use,
 // or nil when the object has none (GoPCLNError says why when it has one
 // that could not be read).
@@ -276,8 +361,9 @@ func (o *Object) GoPCLNError() error {
 }
 
 // HasGoPCLN reports whether the object has a readable Go pclntab, which
-// gives unwind rows and function names where CFI and symbol tables are
-// missing (Go binaries built with -ldflags='-s -w').
+// gives unwind rows, function names, source lines and inline chains where
+// CFI, symbol tables and DWARF are missing (Go binaries built with
+// -ldflags='-s -w').
 func (o *Object) HasGoPCLN() bool { return o.goTable() != nil }
 
 func (o *Object) buildGoTable() {
@@ -308,33 +394,88 @@ func (o *Object) buildGoTable() {
 		}
 		return
 	}
+	mod, found := o.goModule(s.Addr, data, t.version)
 	if t.version >= 118 {
-		text, ok := o.goText(s.Addr, data)
-		if !ok {
-			o.goErr = newErr(o.path, s.Name, -1, fmt.Errorf("%w: runtime.text not found (no moduledata pointing to the table, no .text)", errPCLN))
-			return
+		text := mod.text
+		if !found || text == 0 {
+			// Without a moduledata, the start of .text is where Go's
+			// linker puts runtime.text.
+			if o.text == nil || o.text.Addr == 0 {
+				o.goErr = newErr(o.path, s.Name, -1, fmt.Errorf("%w: runtime.text not found (no moduledata pointing to the table, no .text)", errPCLN))
+				return
+			}
+			text = o.text.Addr
 		}
 		t.text = text
 	}
+	o.goFuncData(t, mod, found)
+	t.path, t.section = o.path, s.Name
 	o.gopcln = t
 }
 
+// goFuncData finds the bytes the table's funcdata refer to (go:func.*,
+// where the inline trees are): from moduledata.gofunc for 1.18+, the
+// .rodata section for 1.16 (whose funcdata are addresses in it).
+func (o *Object) goFuncData(t *goPCLN, mod goModuleData, found bool) {
+	base := mod.gofunc
+	if t.version == 116 {
+		if s := o.section(".rodata"); s != nil {
+			base = s.Addr
+		}
+	} else if !found || base == 0 {
+		t.gofuncErr = newErr(o.path, ".gopclntab", -1, fmt.Errorf("%w: no moduledata with go:func.* found: inline trees unread", errPCLN))
+		return
+	}
+	for _, s := range o.ef.Sections {
+		if s.Flags&elf.SHF_ALLOC == 0 || s.Type == elf.SHT_NOBITS || base < s.Addr || base-s.Addr >= s.Size {
+			continue
+		}
+		data, err := o.sectionData(s)
+		if err != nil {
+			t.gofuncErr = err
+			return
+		}
+		t.gofunc, t.gofuncAddr = data[base-s.Addr:], base
+		return
+	}
+	t.gofuncErr = newErr(o.path, ".gopclntab", -1, fmt.Errorf("%w: go:func.* at %#x is in no section: inline trees unread", errPCLN, base))
+}
+
 // Word indexes in the runtime's moduledata (Go 1.16 and later): the
-// pcHeader pointer, the funcnametab slice's data pointer, and text.
+// pcHeader pointer, the funcnametab slice's data pointer, text, and gofunc
+// (the base of the funcdata offsets: 1.18 and 1.19 lack the two words of
+// covctrs, 1.16 has no gofunc).
 const (
 	modPCHeader = 0
 	modFuncname = 1
 	modText     = 22
-	modWords    = 24
+	modGofunc   = 40
+	modGofunc18 = 38
+	modWords    = 41
 )
 
-// goText returns runtime.text, the base of the table's entry offsets. The
-// runtime keeps it in the moduledata record (in .go.module since Go 1.26,
-// in .noptrdata before), found as the record whose first word points to
-// the pclntab and whose second points to its function name table; without
-// one, the start of .text is where Go's linker puts runtime.text.
-func (o *Object) goText(pclnAddr uint64, pcln []byte) (uint64, bool) {
+// goModuleData is what ustack reads of the runtime's moduledata.
+type goModuleData struct {
+	text   uint64 // runtime.text, the base of the 1.18+ entry offsets
+	gofunc uint64 // go:func.*, the base of the 1.18+ funcdata offsets
+}
+
+// goModule reads the moduledata record of the table (in .go.module since
+// Go 1.26, in .noptrdata before), found as the record whose first word
+// points to the pclntab and whose second points to its function name
+// table.
+func (o *Object) goModule(pclnAddr uint64, pcln []byte, version int) (goModuleData, bool) {
+	if len(pcln) < 8+4*8 {
+		return goModuleData{}, false
+	}
 	funcnames := pclnAddr + binary.LittleEndian.Uint64(pcln[8+3*8:])
+	if version == 116 {
+		funcnames = pclnAddr + binary.LittleEndian.Uint64(pcln[8+2*8:])
+	}
+	gofunc := modGofunc
+	if version == 118 {
+		gofunc = modGofunc18
+	}
 	for _, name := range []string{".go.module", ".noptrdata", ".data.rel.ro", ".data"} {
 		s := o.section(name)
 		if s == nil || s.Type == elf.SHT_NOBITS || s.Size > 64<<20 {
@@ -349,15 +490,14 @@ func (o *Object) goText(pclnAddr uint64, pcln []byte) (uint64, bool) {
 				binary.LittleEndian.Uint64(data[off+modFuncname*8:]) != funcnames {
 				continue
 			}
-			if text := binary.LittleEndian.Uint64(data[off+modText*8:]); text != 0 {
-				return text, true
+			m := goModuleData{text: binary.LittleEndian.Uint64(data[off+modText*8:])}
+			if version != 116 {
+				m.gofunc = binary.LittleEndian.Uint64(data[off+gofunc*8:])
 			}
+			return m, true
 		}
 	}
-	if o.text != nil && o.text.Addr != 0 {
-		return o.text.Addr, true
-	}
-	return 0, false
+	return goModuleData{}, false
 }
 
 // goRow synthesizes the unwind row at addr from the pcsp table of the Go

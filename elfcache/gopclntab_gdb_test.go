@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -25,7 +26,7 @@ import (
 
 // gdbCapture is a gdb Python script: at the stop, print every register
 // with a DWARF number below 33, dump the stack from SP, and print gdb's
-// backtrace (pc, sp, function) frame by frame.
+// backtrace (pc, sp, file:line, whether inlined, function) frame by frame.
 const gdbCapture = `
 import gdb
 f = gdb.newest_frame()
@@ -43,22 +44,29 @@ for n in (16384, 8192, 4096, 1024):
     except gdb.MemoryError:
         pass
 while f is not None:
-    print("FRAME %#x %#x %s" % (f.pc(), int(f.read_register("sp")), f.name() or ""))
+    sal = f.find_sal()
+    loc = "%s:%d" % (sal.symtab.filename if sal.symtab else "?", sal.line)
+    print("FRAME %#x %#x %s %s %s" % (f.pc(), int(f.read_register("sp")), loc, "inline" if f.type() == gdb.INLINE_FRAME else "real", f.name() or ""))
     f = f.older()
 `
 
 type gdbFrame struct {
-	pc, sp uint64
-	name   string
+	pc, sp  uint64
+	loc     string // file:line
+	inlined bool
+	name    string
 }
 
 // TestStrippedGoARM64VsGDB runs the arm64 Go test program under
-// qemu-aarch64, stops it with gdb-multiarch at three places (main.c's
+// qemu-aarch64, stops it with gdb-multiarch at four places (main.c's
 // entry, where the return address is still in x30; main.c after its
-// prologue, where x30 is saved at SP+0; and the frameless assembly
-// Syscall6), and unwinds gdb's registers and stack dump with the twin
-// built with -ldflags='-s -w': the PCs, SPs and names must be gdb's
-// (which reads the unstripped binary's .debug_frame and DWARF).
+// prologue, where x30 is saved at SP+0; the frameless assembly Syscall6;
+// and inside runtime.lockOSThread inlined into runtime.main), and unwinds
+// gdb's registers and stack dump with the twin built with -ldflags='-s
+// -w': the frames, inlined ones included, with their PCs, SPs, names,
+// files and lines must be gdb's (which reads the unstripped binary's
+// .debug_frame and DWARF), the twin's lines and inline chains coming from
+// its pclntab.
 func TestStrippedGoARM64VsGDB(t *testing.T) {
 	for _, tool := range []string{"qemu-aarch64", "gdb-multiarch"} {
 		needTool(t, tool)
@@ -95,14 +103,28 @@ func TestStrippedGoARM64VsGDB(t *testing.T) {
 		}
 	}
 	require.NotZero(t, afterPrologue)
+	// In runtime.main, run once at start-up, the second instruction of
+	// the inlined runtime.lockOSThread (at the first, gdb shows the call
+	// site rather than the inlined frame).
+	inlinedPC := uint64(0)
+	require.True(t, tab.find(addr("runtime.main"), &f))
+	for pc := f.entry + 4; pc < f.end && inlinedPC == 0; pc += 4 {
+		prev, cur := so.SourceFrames(pc-4, nil), so.SourceFrames(pc, nil)
+		if len(cur) == 2 && cur[0].Function == "runtime.lockOSThread" && len(prev) == 2 && prev[0].Function == cur[0].Function {
+			inlinedPC = pc
+		}
+	}
+	require.NotZero(t, inlinedPC, "no inlined runtime.lockOSThread in runtime.main")
 
 	for _, c := range []struct {
-		name   string
-		break_ uint64
+		name      string
+		break_    uint64
+		minFrames int
 	}{
-		{"main.c_entry", mainC},
-		{"main.c_after_prologue", afterPrologue},
-		{"Syscall6_entry", addr("internal/runtime/syscall/linux.Syscall6")},
+		{"main.c_entry", mainC, 5},
+		{"main.c_after_prologue", afterPrologue, 5},
+		{"Syscall6_entry", addr("internal/runtime/syscall/linux.Syscall6"), 5},
+		{"inlined_lockOSThread", inlinedPC, 3},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			regs, stack, gdbFrames := runUnderGDB(t, full, c.break_)
@@ -130,14 +152,42 @@ func TestStrippedGoARM64VsGDB(t *testing.T) {
 					break
 				}
 			}
-			require.GreaterOrEqual(t, len(want), 5, "gdb's backtrace: %v", gdbFrames)
-			require.Len(t, got, len(want), "unwound %v (%v); gdb %v", got, res.Stop, want)
-			for i, w := range want {
-				name, _, _ := so.Symbolize(got[i].LookupPC())
-				assert.Equal(t, w.pc, got[i].PC, "frame %d pc (%s)", i, w.name)
-				assert.Equal(t, w.sp, got[i].SP, "frame %d sp (%s)", i, w.name)
-				assert.Equal(t, w.name, name, "frame %d function", i)
+			require.GreaterOrEqual(t, len(want), c.minFrames, "gdb's backtrace: %v", gdbFrames)
+			// The unwound frames with their source frames from the
+			// stripped twin's pclntab: gdb lists an inlined call as a
+			// frame of its own, at the PC and SP of the real one.
+			var src []gdbFrame
+			for i := range got {
+				sfs := so.SourceFrames(got[i].LookupPC(), nil)
+				if len(sfs) == 0 {
+					name, _, _ := so.Symbolize(got[i].LookupPC())
+					sfs = []SourceFrame{{Function: name}}
+				}
+				for _, sf := range sfs {
+					loc := fmt.Sprintf("%s:%d", sf.File, sf.Line)
+					if sf.File == "" {
+						loc = "?:0"
+					}
+					src = append(src, gdbFrame{pc: got[i].PC, sp: got[i].SP, loc: loc, inlined: sf.Inlined, name: sf.Function})
+				}
 			}
+			// gdb prints the files of the twin's DWARF as written, with
+			// "./" before some.
+			for i := range want {
+				if f, l, ok := strings.Cut(want[i].loc, ":"); ok {
+					want[i].loc = path.Clean(f) + ":" + l
+				}
+			}
+			require.Len(t, src, len(want), "unwound %v (%v); gdb %v", src, res.Stop, want)
+			lines := 0
+			for i, w := range want {
+				assert.Equal(t, w, src[i], "frame %d (%s)", i, w.name)
+				if w.loc != "?:0" {
+					lines++
+				}
+			}
+			assert.GreaterOrEqual(t, lines, c.minFrames-1, "few frames with lines in gdb's backtrace %v", want)
+			t.Logf("gdb: %v", want)
 			assert.Equal(t, "outermost", res.Stop.String(), "%v", res.Err)
 		})
 	}
@@ -184,10 +234,10 @@ func runUnderGDB(t *testing.T, bin string, addr uint64) (map[int]uint64, []byte,
 		case len(fields) == 3 && fields[0] == "REG":
 			n, _ := strconv.Atoi(fields[1])
 			regs[n] = hexU(t, fields[2])
-		case len(fields) >= 3 && fields[0] == "FRAME":
-			g := gdbFrame{pc: hexU(t, fields[1]), sp: hexU(t, fields[2])}
-			if len(fields) > 3 {
-				g.name = fields[3]
+		case len(fields) >= 5 && fields[0] == "FRAME":
+			g := gdbFrame{pc: hexU(t, fields[1]), sp: hexU(t, fields[2]), loc: fields[3], inlined: fields[4] == "inline"}
+			if len(fields) > 5 {
+				g.name = fields[5]
 			}
 			frames = append(frames, g)
 		}

@@ -3,9 +3,11 @@ package elfcache
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -27,11 +29,36 @@ const (
 // (-linkmode=external) builds with cgo.
 func buildGoprog(t testing.TB, goarch string, extra ...string) (full, stripped string) {
 	t.Helper()
+	return buildGoprogWith(t, "", goarch, extra...)
+}
+
+// buildGoprogWith is buildGoprog with the Go toolchain of version
+// toolchain (such as go1.21.13; "" for the local one), taken from the
+// module cache: the test is skipped when it is not there (GOTOOLCHAIN=V go
+// version fetches it through the module proxy).
+func buildGoprogWith(t testing.TB, toolchain, goarch string, extra ...string) (full, stripped string) {
+	t.Helper()
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("go not in PATH: cannot build the Go test program")
 	}
 	dir := t.TempDir()
+	src, env := "../testdata/gen/src/goprog", []string{"GOTOOLCHAIN=local"}
+	if toolchain != "" {
+		// The source, with a go.mod the older toolchain accepts.
+		src = filepath.Join(dir, "src")
+		require.NoError(t, os.MkdirAll(src, 0o755))
+		main, err := os.ReadFile("../testdata/gen/src/goprog/main.go")
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(src, "main.go"), main, 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(src, "go.mod"), []byte("module ustackfixture/goprog\n\ngo 1.16\n"), 0o644))
+		env = []string{"GOTOOLCHAIN=" + toolchain, "GOPROXY=off"}
+		cmd := exec.Command(goTool, "version")
+		cmd.Dir, cmd.Env = src, append(os.Environ(), env...)
+		if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), toolchain+" ") {
+			t.Skipf("Go toolchain %s not in the module cache (GOTOOLCHAIN=%s go version fetches it): %v %s", toolchain, toolchain, err, out)
+		}
+	}
 	full, stripped = filepath.Join(dir, "goprog"), filepath.Join(dir, "goprog_stripped")
 	for _, b := range []struct {
 		out   string
@@ -54,8 +81,8 @@ func buildGoprog(t testing.TB, goarch string, extra ...string) (full, stripped s
 			args = append(args, "-ldflags="+strings.Join(ld, " "))
 		}
 		cmd := exec.Command(goTool, append(args, ".")...)
-		cmd.Dir = "../testdata/gen/src/goprog"
-		cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+goarch, "CGO_ENABLED="+cgo, "GOFLAGS=", "GOTOOLCHAIN=local")
+		cmd.Dir = src
+		cmd.Env = append(append(os.Environ(), "GOOS=linux", "GOARCH="+goarch, "CGO_ENABLED="+cgo, "GOFLAGS="), env...)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("go build: %v\n%s", err, out)
 		}
@@ -63,32 +90,57 @@ func buildGoprog(t testing.TB, goarch string, extra ...string) (full, stripped s
 	return full, stripped
 }
 
+// goTwin is the Go test program built with and without -ldflags='-s -w':
+// committed, or built for the test.
+type goTwin struct {
+	name           string
+	full, stripped string // committed twins; "" to build them
+	goarch         string
+	buildFlags     []string
+	toolchain      string // the Go version to build with; "" for the local one
+}
+
+var goTwins = []goTwin{
+	{name: "amd64_committed", full: goprogAMD64, stripped: goprogStrippedAMD64, goarch: "amd64"},
+	{name: "arm64_built", goarch: "arm64"},
+	{name: "amd64_pie_built", goarch: "amd64", buildFlags: []string{"-buildmode=pie"}},
+	// runtime.text is not the start of .text: the C start files come
+	// first, so the base must come from the moduledata.
+	{name: "amd64_external_link_built", goarch: "amd64", buildFlags: []string{"-ldflags=-linkmode=external"}},
+	// The oldest toolchain the module proxy has (the 1.20 table layout):
+	// its moduledata is in .noptrdata, not in .go.module.
+	{name: "amd64_go1.21_built", goarch: "amd64", toolchain: goOldToolchain},
+	{name: "arm64_go1.21_built", goarch: "arm64", toolchain: goOldToolchain},
+}
+
+// goOldToolchain is the older Go release the twins are also built with,
+// when the module cache has it.
+const goOldToolchain = "go1.21.13"
+
+// open builds the twins if they are not committed and opens both.
+func (c goTwin) open(t *testing.T) (full, stripped *Object) {
+	t.Helper()
+	if c.full == "" {
+		c.full, c.stripped = buildGoprogWith(t, c.toolchain, c.goarch, c.buildFlags...)
+	}
+	return mustOpen(t, c.full, Options{NoDebugFile: true}), mustOpen(t, c.stripped, Options{NoDebugFile: true})
+}
+
+func (c goTwin) instructionSize() uint64 {
+	if c.goarch == "arm64" {
+		return 4
+	}
+	return 1
+}
+
 // TestGoRowsMatchDebugFrame checks the rows synthesized from a stripped
 // binary's pcsp tables against the .debug_frame that Go's linker wrote
 // into its unstripped twin, at every instruction of every function: same
 // function start, CFA and return-address rule.
 func TestGoRowsMatchDebugFrame(t *testing.T) {
-	cases := []struct {
-		name            string
-		full, stripped  string
-		goarch          string
-		buildFlags      []string
-		instructionSize uint64
-	}{
-		{name: "amd64_committed", full: goprogAMD64, stripped: goprogStrippedAMD64, instructionSize: 1},
-		{name: "arm64_built", goarch: "arm64", instructionSize: 4},
-		{name: "amd64_pie_built", goarch: "amd64", buildFlags: []string{"-buildmode=pie"}, instructionSize: 1},
-		// runtime.text is not the start of .text: the C start files come
-		// first, so the base must come from the moduledata.
-		{name: "amd64_external_link_built", goarch: "amd64", buildFlags: []string{"-ldflags=-linkmode=external"}, instructionSize: 1},
-	}
-	for _, c := range cases {
+	for _, c := range goTwins {
 		t.Run(c.name, func(t *testing.T) {
-			if c.full == "" {
-				c.full, c.stripped = buildGoprog(t, c.goarch, c.buildFlags...)
-			}
-			full := mustOpen(t, c.full, Options{NoDebugFile: true})
-			stripped := mustOpen(t, c.stripped, Options{NoDebugFile: true})
+			full, stripped := c.open(t)
 			require.Nil(t, stripped.section(".debug_frame"), "stripped twin has .debug_frame")
 			require.Nil(t, stripped.section(".symtab"), "stripped twin has .symtab")
 			require.NoError(t, full.CFIError())
@@ -110,7 +162,7 @@ func TestGoRowsMatchDebugFrame(t *testing.T) {
 					continue // Go writes no FDE for a few runtime stubs
 				}
 				funcs++
-				for pc := f.entry; pc < f.end; pc += c.instructionSize {
+				for pc := f.entry; pc < f.end; pc += c.instructionSize() {
 					if full.lookup(pc, &want) != nil {
 						continue
 					}
@@ -208,35 +260,67 @@ func TestGoSymbolsMatchSymtab(t *testing.T) {
 // goTestTable builds a pclntab by hand in the layout of Go version ver
 // (116, 118 or 120): two functions at text 0x1000 (main.f, 0x20 bytes:
 // pcsp 0 for 4 bytes, 0x18 for 0x18 bytes, 0 for the last 4) and main.g
-// (0x10 bytes, pcsp 8 throughout), the second marked as a top frame.
-func goTestTable(ver int) []byte {
+// (0x10 bytes, pcsp 8 throughout), the second marked as a top frame. main.f
+// also has source lines and inlined calls (see goTestFrames); main.g has
+// neither. It returns the table and the bytes of go:func.* at
+// goTestGofunc, where main.f's inline tree is.
+func goTestTable(ver int) (table, gofunc []byte) {
 	le := binary.LittleEndian
-	var names = []byte("main.f\x00main.g\x00")
-	// pcsp tables: (zig-zag value delta, pc delta) pairs from value -1.
+	var names = []byte("main.f\x00main.g\x00main.h\x00main.k\x00")
+	files := []byte("a.go\x00h.go\x00")
+	cutab := le.AppendUint32(le.AppendUint32(nil, 0), 5) // CU 0: file 0 a.go, file 1 h.go
+	// PC-value tables: (zig-zag value delta, pc delta) pairs from value -1.
 	zz := func(d int64) uint64 { return uint64(d<<1) ^ uint64(d>>63) }
-	var pctab []byte
-	pctab = append(pctab, 0) // offset 0 means "no table"
-	fPCSP := len(pctab)
-	pctab = binary.AppendUvarint(pctab, zz(1)) // -1 -> 0
-	pctab = binary.AppendUvarint(pctab, 4)
-	pctab = binary.AppendUvarint(pctab, zz(0x18))
-	pctab = binary.AppendUvarint(pctab, 0x18)
-	pctab = binary.AppendUvarint(pctab, zz(-0x18))
-	pctab = binary.AppendUvarint(pctab, 4)
-	pctab = append(pctab, 0)
-	gPCSP := len(pctab)
-	pctab = binary.AppendUvarint(pctab, zz(9))
-	pctab = binary.AppendUvarint(pctab, 0x10)
-	pctab = append(pctab, 0)
+	pctab := []byte{0}                     // offset 0 means "no table"
+	table1 := func(vals ...int64) uint32 { // value, pc count pairs
+		off := uint32(len(pctab))
+		prev := int64(-1)
+		for i := 0; i < len(vals); i += 2 {
+			pctab = binary.AppendUvarint(pctab, zz(vals[i]-prev))
+			pctab = binary.AppendUvarint(pctab, uint64(vals[i+1]))
+			prev = vals[i]
+		}
+		pctab = append(pctab, 0)
+		return off
+	}
+	fPCSP := table1(0, 4, 0x18, 0x18, 0, 4)
+	gPCSP := table1(8, 0x10)
+	// main.f: a.go:10; main.h inlined at 0x1004 (h.go:30, 31; called
+	// from the PC 0x1002); main.k inlined into main.h at 0x1010 (h.go:40;
+	// called from 0x1008); a.go:12 again from 0x101c; the tables end at
+	// 0x101e, before the padding up to main.g.
+	fFile := table1(0, 4, 1, 0x18, 0, 2)
+	fLine := table1(10, 4, 30, 4, 31, 8, 40, 0xc, 12, 2)
+	fInl := table1(-1, 4, 0, 0xc, 1, 0xc, -1, 2)
 
-	// The layout: ftab field size, _func size and the offsets of entry,
-	// nameOff, pcsp and flag in it; header words; magic.
-	field, recSize, nameAt, pcspAt, flagAt, words, magic := 4, 44, 4, 16, 41, 8, uint32(goPCLN120)
+	// The inline tree, at offset 8 of go:func.*: main.h (parent -1,
+	// parentPc 2) and main.k (parent 0, parentPc 8).
+	gofunc = make([]byte, 8, 64)
+	for _, c := range []struct {
+		parent         int16
+		name, parentPC uint32
+	}{{-1, 14, 2}, {0, 21, 8}} {
+		if ver >= 120 { // funcID, 3 pad bytes, nameOff, parentPc, startLine
+			gofunc = append(gofunc, 0, 0, 0, 0)
+			gofunc = le.AppendUint32(le.AppendUint32(le.AppendUint32(gofunc, c.name), c.parentPC), 1)
+		} else { // parent, funcID, pad, file, line, nameOff, parentPc
+			gofunc = le.AppendUint16(gofunc, uint16(c.parent))
+			gofunc = append(gofunc, 0, 0)
+			gofunc = le.AppendUint32(le.AppendUint32(gofunc, 1), 99)
+			gofunc = le.AppendUint32(le.AppendUint32(gofunc, c.name), c.parentPC)
+		}
+	}
+
+	// The layout: ftab field size, _func size and the offsets in it;
+	// header words; magic.
+	field, funcSize, words, magic := 4, 44, 8, uint32(goPCLN120)
+	nameAt, pcspAt, pcfileAt, pclnAt, npcdataAt, cuAt, flagAt, nfuncdataAt := 4, 16, 20, 24, 28, 32, 41, 43
 	switch ver {
 	case 118:
-		recSize, flagAt, magic = 40, 37, goPCLN118
+		funcSize, flagAt, nfuncdataAt, magic = 40, 37, 39, goPCLN118
 	case 116:
-		field, recSize, nameAt, pcspAt, flagAt, words, magic = 8, 44, 8, 20, 41, 7, goPCLN116
+		field, words, magic = 8, 7, goPCLN116
+		nameAt, pcspAt, pcfileAt, pclnAt, npcdataAt, cuAt = 8, 20, 24, 28, 32, 36
 	}
 	putField := func(b []byte, v uint64) {
 		if field == 4 {
@@ -251,26 +335,70 @@ func goTestTable(ver int) []byte {
 		}
 		return off
 	}
-	// pclntable: ftab (3 pairs) then two _func records.
+	hdrSize := 8 + words*8
+	pclnOff := hdrSize + len(names) + len(cutab) + len(files) + len(pctab)
+	// pclntable: ftab (3 pairs) then the _func records, each followed by
+	// its pcdata and funcdata arrays.
 	ftabSize := 3 * 2 * field
-	ftab := make([]byte, ftabSize+2*recSize)
-	fn := func(i int, entryOff uint64, nameOff, pcsp uint32, flag byte) {
-		rec := ftabSize + i*recSize
-		putField(ftab[2*i*field:], entry(entryOff))
-		putField(ftab[(2*i+1)*field:], uint64(rec))
-		putField(ftab[rec:], entry(entryOff))
-		le.PutUint32(ftab[rec+nameAt:], nameOff)
-		le.PutUint32(ftab[rec+pcspAt:], pcsp)
-		ftab[rec+flagAt] = flag
+	ftab := make([]byte, ftabSize, ftabSize+256)
+	type fn struct {
+		entryOff              uint64
+		nameOff, pcsp, pcfile uint32
+		pcln                  uint32
+		flag                  byte
+		pcdata                []uint32
+		nfuncdata             int
 	}
-	fn(0, 0, 0, uint32(fPCSP), 0)
-	fn(1, 0x20, 7, uint32(gPCSP), goFlagTopFrame)
+	for i, f := range []fn{
+		{0, 0, fPCSP, fFile, fLine, 0, []uint32{0, 0, fInl}, 4},
+		{0x20, 7, gPCSP, 0, 0, goFlagTopFrame, nil, 0},
+	} {
+		for len(ftab)%8 != 0 {
+			ftab = append(ftab, 0)
+		}
+		rec := len(ftab)
+		putField(ftab[2*i*field:], entry(f.entryOff))
+		putField(ftab[(2*i+1)*field:], uint64(rec))
+		ftab = append(ftab, make([]byte, funcSize)...)
+		putField(ftab[rec:], entry(f.entryOff))
+		r := ftab[rec:]
+		le.PutUint32(r[nameAt:], f.nameOff)
+		le.PutUint32(r[pcspAt:], f.pcsp)
+		le.PutUint32(r[pcfileAt:], f.pcfile)
+		le.PutUint32(r[pclnAt:], f.pcln)
+		le.PutUint32(r[npcdataAt:], uint32(len(f.pcdata)))
+		le.PutUint32(r[cuAt:], 0)
+		r[flagAt] = f.flag
+		r[nfuncdataAt] = byte(f.nfuncdata)
+		for _, p := range f.pcdata {
+			ftab = le.AppendUint32(ftab, p)
+		}
+		for k := 0; k < f.nfuncdata; k++ {
+			if ver == 116 { // 8-aligned addresses; 0 for none
+				if k == 0 && (pclnOff+len(ftab))%8 != 0 {
+					ftab = append(ftab, 0, 0, 0, 0)
+				}
+				v := uint64(0)
+				if k == goFuncDataInlTree {
+					v = goTestGofunc + 8
+				}
+				ftab = le.AppendUint64(ftab, v)
+				continue
+			}
+			v := ^uint32(0) // offsets from go:func.*; ^0 for none
+			if k == goFuncDataInlTree {
+				v = 8
+			}
+			ftab = le.AppendUint32(ftab, v)
+		}
+	}
 	putField(ftab[4*field:], entry(0x30)) // end of the last function
 
-	hdr := make([]byte, 8+words*8)
+	hdr := make([]byte, hdrSize)
 	le.PutUint32(hdr, magic)
 	hdr[6], hdr[7] = 1, 8
-	le.PutUint64(hdr[8:], 2) // nfunc
+	le.PutUint64(hdr[8:], 2)  // nfunc
+	le.PutUint64(hdr[16:], 1) // nfiles
 	off := uint64(len(hdr))
 	first := words - 5 // the word of funcnameOffset
 	put := func(word int, b []byte) {
@@ -278,13 +406,52 @@ func goTestTable(ver int) []byte {
 		off += uint64(len(b))
 	}
 	put(first, names)
-	put(first+1, nil) // cutab
-	put(first+2, nil) // filetab
+	put(first+1, cutab)
+	put(first+2, files)
 	put(first+3, pctab)
 	put(first+4, ftab)
 	out := append(hdr, names...)
+	out = append(out, cutab...)
+	out = append(out, files...)
 	out = append(out, pctab...)
-	return append(out, ftab...)
+	return append(out, ftab...), gofunc
+}
+
+// goTestGofunc is the address of go:func.* for goTestTable's tables.
+const goTestGofunc = 0x8000
+
+// goTestFrames are the source frames goTestTable's tables give at a few
+// PCs, innermost first.
+var goTestFrames = []struct {
+	pc     uint64
+	frames []SourceFrame
+}{
+	{0x1000, []SourceFrame{{Function: "main.f", File: "a.go", Line: 10}}},
+	{0x1003, []SourceFrame{{Function: "main.f", File: "a.go", Line: 10}}},
+	{0x1004, []SourceFrame{{Function: "main.h", File: "h.go", Line: 30, Inlined: true}, {Function: "main.f", File: "a.go", Line: 10}}},
+	{0x1009, []SourceFrame{{Function: "main.h", File: "h.go", Line: 31, Inlined: true}, {Function: "main.f", File: "a.go", Line: 10}}},
+	{0x1010, []SourceFrame{{Function: "main.k", File: "h.go", Line: 40, Inlined: true}, {Function: "main.h", File: "h.go", Line: 31, Inlined: true},
+		{Function: "main.f", File: "a.go", Line: 10}}},
+	{0x101b, []SourceFrame{{Function: "main.k", File: "h.go", Line: 40, Inlined: true}, {Function: "main.h", File: "h.go", Line: 31, Inlined: true},
+		{Function: "main.f", File: "a.go", Line: 10}}},
+	{0x101c, []SourceFrame{{Function: "main.f", File: "a.go", Line: 12}}},
+	{0x101d, []SourceFrame{{Function: "main.f", File: "a.go", Line: 12}}},
+	{0x101e, nil}, // padding
+	// main.g has no pcfile and pcln tables.
+	{0x1020, nil},
+	{0x1030, nil},
+}
+
+// goTestObject returns an Object over goTestTable's tables.
+func goTestObject(t testing.TB, ver int, a arch.Arch) *Object {
+	table, gofunc := goTestTable(ver)
+	tab, err := parseGoPCLN(table, 0x1000)
+	require.NoError(t, err)
+	tab.gofunc, tab.gofuncAddr = gofunc, goTestGofunc
+	tab.path, tab.section = "handmade", ".gopclntab"
+	o := &Object{arch: a, gopcln: tab}
+	o.goOnce.Do(func() {})
+	return o
 }
 
 // TestGoPCLNHandMade checks the parser against the tables goTestTable
@@ -296,8 +463,8 @@ func TestGoPCLNHandMade(t *testing.T) {
 }
 
 func checkHandMade(t *testing.T, ver int) {
-	tab, err := parseGoPCLN(goTestTable(ver), 0x1000)
-	require.NoError(t, err)
+	o := goTestObject(t, ver, arch.AMD64)
+	tab := o.gopcln
 	require.Equal(t, ver, tab.version)
 	require.Equal(t, 2, tab.nfunc)
 	var f goFunc
@@ -330,8 +497,6 @@ func checkHandMade(t *testing.T, ver int) {
 
 	// The object-level row: amd64 CFA = rsp+delta+8, RA at CFA-8; the top
 	// frame's RA undefined.
-	o := &Object{arch: arch.AMD64, gopcln: tab}
-	o.goOnce.Do(func() {})
 	var row cfi.Row
 	require.True(t, o.goRow(0x1008, &row))
 	assert.Equal(t, cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.AMD64_RSP, Offset: 0x20}, row.CFA)
@@ -339,8 +504,7 @@ func checkHandMade(t *testing.T, ver int) {
 	require.True(t, o.goRow(0x1020, &row))
 	assert.Equal(t, cfi.RuleUndefined, row.Regs[arch.AMD64_RIP].Kind)
 	// arm64: x30 in the register at entry, at SP+0 once the frame exists.
-	o = &Object{arch: arch.ARM64, gopcln: tab}
-	o.goOnce.Do(func() {})
+	o = goTestObject(t, ver, arch.ARM64)
 	require.True(t, o.goRow(0x1000, &row))
 	assert.Equal(t, cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.ARM64_SP, Offset: 0}, row.CFA)
 	assert.Equal(t, cfi.RuleSameValue, row.Regs[arch.ARM64_X30].Kind)
@@ -352,7 +516,7 @@ func checkHandMade(t *testing.T, ver int) {
 // TestGoPCLNErrors checks that damaged tables are refused with the offset
 // of what is wrong.
 func TestGoPCLNErrors(t *testing.T) {
-	good := goTestTable(120)
+	good, _ := goTestTable(120)
 	for _, c := range []struct {
 		name   string
 		damage func([]byte)
@@ -377,44 +541,83 @@ func TestGoPCLNErrors(t *testing.T) {
 	}
 }
 
-// FuzzGoPCLN parses arbitrary tables and decodes every function, name and
-// pcsp table it claims: nothing may panic or run away.
+// FuzzGoPCLN parses arbitrary tables (with gofunc, arbitrary bytes of
+// go:func.* where inline trees are) and decodes every function, name and
+// pcsp table it claims, and the source frames at some of its PCs: nothing
+// may panic or run away, rows stay in their function, and the frames end
+// with the function containing the PC.
 func FuzzGoPCLN(f *testing.F) {
 	for _, v := range []int{116, 118, 120} {
-		f.Add(goTestTable(v))
+		table, gofunc := goTestTable(v)
+		f.Add(table, gofunc)
 	}
 	if o, err := Open(goprogStrippedAMD64, Options{NoDebugFile: true}); err == nil {
 		if data, err := o.sectionData(o.section(".gopclntab")); err == nil {
-			f.Add(append([]byte(nil), data[:min(len(data), 4096)]...))
+			f.Add(append([]byte(nil), data[:min(len(data), 4096)]...), []byte(nil))
 		}
 		o.Close()
 	}
-	f.Fuzz(func(t *testing.T, data []byte) {
+	f.Fuzz(func(t *testing.T, data, gofunc []byte) {
 		tab, err := parseGoPCLN(data, 0x1000)
 		if err != nil {
 			return
 		}
-		var fn goFunc
+		tab.gofunc, tab.gofuncAddr = gofunc, goTestGofunc
+		o := &Object{arch: arch.AMD64, gopcln: tab}
+		o.goOnce.Do(func() {})
+		var fn, in goFunc
+		var frames []SourceFrame
 		for i := 0; i < min(tab.nfunc, 256); i++ {
 			if !tab.function(i, &fn) {
 				continue
 			}
-			tab.funcName(&fn)
+			name := string(tab.funcName(&fn))
 			for _, pc := range []uint64{fn.entry, fn.entry + (fn.end-fn.entry)/2, fn.end - 1} {
 				if d, s, e, ok := tab.spDelta(&fn, pc); ok && (pc < s || pc >= e || e > fn.end) {
 					t.Fatalf("pc %#x: delta %d for [%#x,%#x), function [%#x,%#x)", pc, d, s, e, fn.entry, fn.end)
 				}
-				if tab.find(pc, &fn) && (pc < fn.entry || pc >= fn.end) {
-					t.Fatalf("find %#x gave [%#x,%#x)", pc, fn.entry, fn.end)
+				if !tab.find(pc, &in) {
+					continue
+				}
+				if pc < in.entry || pc >= in.end {
+					t.Fatalf("find %#x gave [%#x,%#x)", pc, in.entry, in.end)
+				}
+				frames = o.goSourceFrames(pc, frames[:0])
+				if err := checkGoFrames(frames, string(tab.funcName(&in))); err != nil {
+					t.Fatalf("pc %#x (%s): %v: %+v", pc, name, err, frames)
 				}
 			}
 		}
 	})
 }
 
-// BenchmarkGoRow finds the pcsp row of PCs spread over a stripped Go
-// binary's functions, as the unwinder does for each frame on a cache miss.
-func BenchmarkGoRow(b *testing.B) {
+// checkGoFrames checks the shape of the source frames of one PC: none (no
+// lines there), or the physical function (named phys) last and the others
+// inlined, and no line without a file.
+func checkGoFrames(frames []SourceFrame, phys string) error {
+	if len(frames) == 0 {
+		return nil
+	}
+	if len(frames) > maxGoInlineDepth+1 {
+		return fmt.Errorf("%d frames", len(frames))
+	}
+	for i, f := range frames {
+		if f.Inlined != (i < len(frames)-1) {
+			return fmt.Errorf("frame %d of %d: inlined %v", i, len(frames), f.Inlined)
+		}
+		if f.Line != 0 && f.File == "" {
+			return fmt.Errorf("frame %d: line %d without a file", i, f.Line)
+		}
+	}
+	if last := frames[len(frames)-1]; last.Function != phys {
+		return fmt.Errorf("last frame %q, function %q", last.Function, phys)
+	}
+	return nil
+}
+
+// goBenchPCs opens the committed stripped Go binary and picks 4096 PCs in
+// the middle of functions spread over it.
+func goBenchPCs(b *testing.B) (*Object, []uint64) {
 	o := mustOpen(b, goprogStrippedAMD64, Options{NoDebugFile: true})
 	tab := o.goTable()
 	require.NotNil(b, tab)
@@ -424,6 +627,13 @@ func BenchmarkGoRow(b *testing.B) {
 		require.True(b, tab.function((i*7919)%tab.nfunc, &f))
 		pcs[i] = f.entry + (f.end-f.entry)/2
 	}
+	return o, pcs
+}
+
+// BenchmarkGoRow finds the pcsp row of PCs spread over a stripped Go
+// binary's functions, as the unwinder does for each frame on a cache miss.
+func BenchmarkGoRow(b *testing.B) {
+	o, pcs := goBenchPCs(b)
 	var row cfi.Row
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -447,4 +657,72 @@ func TestGoRowAllocs(t *testing.T) {
 	require.True(t, ok)
 	require.NoError(t, o.FindRow(pc, &row))
 	assert.Zero(t, testing.AllocsPerRun(100, func() { o.FindRow(pc, &row) }))
+}
+
+// TestGoSourceFramesHandMade checks the source frames of goTestTable's
+// tables, in the three layouts, against goTestFrames (worked out by hand
+// from the tables' description).
+func TestGoSourceFramesHandMade(t *testing.T) {
+	for _, ver := range []int{116, 118, 120} {
+		t.Run(strconv.Itoa(ver), func(t *testing.T) {
+			o := goTestObject(t, ver, arch.AMD64)
+			for _, w := range goTestFrames {
+				assert.Equal(t, w.frames, o.goSourceFrames(w.pc, nil), "pc %#x", w.pc)
+			}
+			require.NoError(t, o.goLinesError())
+			// Without go:func.*, a PC in inlined code has no line (it
+			// would be the inlined body's, under the outer name).
+			o.gopcln.gofunc = nil
+			assert.Equal(t, []SourceFrame{{Function: "main.f"}}, o.goSourceFrames(0x1010, nil))
+			assert.Equal(t, []SourceFrame{{Function: "main.f", File: "a.go", Line: 12}}, o.goSourceFrames(0x101c, nil))
+		})
+	}
+}
+
+// TestGoSourceFramesDamaged damages goTestTable's line tables one at a
+// time: the lookup still names the function, and SourceError names the
+// file, the section and the offset of the damaged table.
+func TestGoSourceFramesDamaged(t *testing.T) {
+	le := binary.LittleEndian
+	for _, c := range []struct {
+		name   string
+		damage func(o *Object, rec []byte) int64 // the offset the error must name
+		pc     uint64
+		want   []SourceFrame
+	}{
+		{"cuOffset past cutab", func(o *Object, rec []byte) int64 {
+			le.PutUint32(rec[o.gopcln.cuOffset:], 1000)
+			return o.gopcln.cutabOff
+		}, 0x1000, []SourceFrame{{Function: "main.f"}}},
+		{"pcln past the table", func(o *Object, rec []byte) int64 {
+			le.PutUint32(rec[o.gopcln.pcln:], uint32(len(o.gopcln.pctab)-1)) // the final 0: an empty table
+			return o.gopcln.pctabOff + int64(len(o.gopcln.pctab)-1)
+		}, 0x1000, []SourceFrame{{Function: "main.f"}}},
+		{"inline tree entry out of range", func(o *Object, rec []byte) int64 {
+			o.gopcln.gofunc = o.gopcln.gofunc[:len(o.gopcln.gofunc)-1] // main.k's entry cut short
+			return int64(o.gopcln.pclnOff) + int64(le.Uint32(o.gopcln.ftab[o.gopcln.field:]))
+		}, 0x1010, []SourceFrame{{Function: "main.f"}}},
+		{"inline tree loop", func(o *Object, rec []byte) int64 {
+			le.PutUint32(o.gopcln.gofunc[8+16+8:], 0x10) // main.k called from within itself
+			return int64(o.gopcln.pclnOff) + int64(le.Uint32(o.gopcln.ftab[o.gopcln.field:]))
+		}, 0x1010, append(slices.Repeat([]SourceFrame{{Function: "main.k", File: "h.go", Line: 40, Inlined: true}}, maxGoInlineDepth),
+			SourceFrame{Function: "main.f", File: "h.go", Line: 40})},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o := goTestObject(t, 120, arch.AMD64)
+			var f goFunc
+			require.True(t, o.gopcln.function(0, &f))
+			off := c.damage(o, o.gopcln.funcdata[f.rec:])
+			require.NoError(t, o.goLinesError())
+			assert.Equal(t, c.want, o.goSourceFrames(c.pc, nil))
+			var e *Error
+			require.True(t, errors.As(o.goLinesError(), &e), "error %v", o.goLinesError())
+			assert.Equal(t, "handmade", e.Path)
+			assert.Equal(t, ".gopclntab", e.Section)
+			assert.Equal(t, off, e.Offset)
+			assert.ErrorIs(t, e, errPCLN)
+			assert.Contains(t, e.Error(), `function "main.f" at 0x1000`)
+			t.Log(e)
+		})
+	}
 }

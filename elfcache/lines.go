@@ -45,8 +45,11 @@ type SourceFrame struct {
 // The DWARF is the object's own or else its separate debug file's
 // (DebugFile). When addr has a line but no function in DWARF, one frame
 // named after the symbol table's function is appended. When addr has no
-// DWARF information at all, out is returned unchanged (SourceError says
-// whether DWARF could be read at all).
+// DWARF information at all, the frames come from a Go binary's pclntab
+// (its pcfile, pcln and inline tree tables: Go binaries built with
+// -ldflags='-s -w'), with Go's names and files as the DWARF Go's linker
+// writes would give them; else out is returned unchanged (SourceError
+// says whether DWARF could be read at all).
 //
 // The address-to-unit index is built on the first call; each compilation
 // unit's line table and function ranges are parsed on the first lookup
@@ -56,7 +59,7 @@ type SourceFrame struct {
 func (o *Object) SourceFrames(addr uint64, out []SourceFrame) []SourceFrame {
 	x := o.lineIndex()
 	if x == nil {
-		return out
+		return o.goSourceFrames(addr, out)
 	}
 	for _, ci := range x.cusFor(addr) {
 		if ci < 0 {
@@ -72,14 +75,18 @@ func (o *Object) SourceFrames(addr uint64, out []SourceFrame) []SourceFrame {
 			return out
 		}
 	}
-	return out
+	return o.goSourceFrames(addr, out)
 }
 
 // SourceError returns the error met while reading the DWARF sections, if
 // any, or else the first split DWARF .dwo file that a lookup could not
-// read; nil also when the object simply has no DWARF.
+// read; for a Go binary without DWARF, why its pclntab's inline trees
+// cannot be read. Nil also when the object simply has no DWARF.
 func (o *Object) SourceError() error {
 	x := o.lineIndex()
+	if x == nil && o.lineErr == nil {
+		return o.goLinesError()
+	}
 	if o.lineErr == nil && x != nil {
 		// A split DWARF unit whose .dwo is missing, met by a lookup.
 		x.mu.Lock()

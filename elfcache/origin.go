@@ -42,7 +42,8 @@ type Sources struct {
 	Unwind Origin
 	// Symbols is where the function names come from.
 	Symbols Origin
-	// Lines is where the DWARF line tables and inline chains come from.
+	// Lines is where the line tables and inline chains come from: DWARF,
+	// or for Go binaries without it (OriginGoPCLN) the pclntab.
 	Lines Origin
 	// DebugFile is the path of the separate debug file; "" when none.
 	DebugFile string
@@ -73,6 +74,8 @@ func (o *Object) Sources() Sources {
 		if a, _ := x.owner.supplementary(); a != nil && x.alt != nil {
 			s.Supplementary = a.file
 		}
+	} else if o.goTable() != nil {
+		s.Lines = OriginGoPCLN
 	}
 	if d := o.DebugFile(); d != nil {
 		s.DebugFile = d.file

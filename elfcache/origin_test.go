@@ -24,7 +24,7 @@ func TestSources(t *testing.T) {
 		{"go unstripped", mustOpen(t, goprogAMD64, Options{NoDebugFile: true}),
 			Sources{Unwind: OriginFile, Symbols: OriginFile, Lines: OriginFile}},
 		{"go stripped", mustOpen(t, goprogStrippedAMD64, Options{NoDebugFile: true}),
-			Sources{Unwind: OriginGoPCLN, Symbols: OriginGoPCLN, Lines: OriginNone}},
+			Sources{Unwind: OriginGoPCLN, Symbols: OriginGoPCLN, Lines: OriginGoPCLN}},
 		{"debug file by build-id", chain,
 			Sources{Unwind: OriginFile, Symbols: OriginDebugFile, Lines: OriginDebugFile,
 				DebugFile: filepath.Join(debugDir, ".build-id", id[:2], id[2:]+".debug")}},
