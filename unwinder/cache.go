@@ -33,6 +33,12 @@ type cacheEntry struct {
 
 const cacheEntrySize = 256
 
+// The entry is exactly cacheEntrySize bytes: a cacheEntryData of exactly
+// that size would get a zero-length pad, which Go follows with padding of
+// its own (a pointer to it must not point past the struct), and walkSimple
+// indexes the entries by cacheEntrySize.
+var _ [unsafe.Sizeof(cacheEntry{}) - cacheEntrySize]byte
+
 type cacheEntryData struct {
 	obj  Object
 	addr uint64 // the looked-up link-time address (exact key)

@@ -30,13 +30,15 @@ const (
 	fastExprCFA                      // the CFA rule is an expression
 	fastCFADeref                     // the CFA is the word at base; see fastRow
 	fastSignal                       // the row is a signal trampoline's ('S')
+	fastSimple                       // walkSimple can apply the row; see compact
+	fastCFASP                        // the CFA register is the SP
 )
 
 // maxFastRules bounds the explicit rules of a row in compact form, to keep
-// the hot cache small; rows with more (none seen in practice: a signal
-// frame restores at most the 17 general registers of x86_64) take the
-// general step.
-const maxFastRules = 24
+// the hot cache small (a cacheEntry in 256 bytes); rows with more (an
+// arm64 signal frame's, which restores 33 registers; x86_64's restores 17)
+// take the general step.
+const maxFastRules = 23
 
 // fastRow is the compact form of a cfi.Row that applyFast applies: the
 // common rows, with CFA = register + offset and plain register rules, and
@@ -258,6 +260,18 @@ func (f *fastRow) compact(a arch.Arch, row *cfi.Row, explicit uint64) uint16 {
 	f.nrules = uint8(n)
 	f.noff = uint8(noff)
 	f.raReg, f.pcReg, f.spReg = uint8(ra), uint8(pcReg), uint8(spReg)
+	// The common shape, which walkSimple applies without the general
+	// rules: only RuleOffset rules, the caller's PC among them, the
+	// caller's SP the CFA, and the CFA a register (not the PC) plus
+	// offset.
+	const simpleNot = fastSignal | fastCFADeref | fastUnsetPC | fastRAFromReg
+	if flags&(fastRAOff|fastSetSP) == fastRAOff|fastSetSP && flags&simpleNot == 0 && n == noff && noff > 0 &&
+		int(f.cfaReg) != pcReg {
+		flags |= fastSimple
+	}
+	if int(f.cfaReg) == spReg {
+		flags |= fastCFASP
+	}
 	return flags
 }
 

@@ -108,6 +108,17 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, regs *arch.Regs, w *win
 	pc, pcOK := cur.Get(pcReg)
 	sp, spOK := cur.Get(spReg)
 	for {
+		if pcOK && spOK {
+			// The common frames, in a loop of their own.
+			st := walkState{pc: pc, sp: sp, n: n, method: method, flags: flags}
+			if res, done := u.walkSimple(c, space, cur, w, frames, pacMask, &st); done {
+				return res
+			}
+			if st.n != n {
+				pc, sp, n, method, flags = st.pc, st.sp, st.n, st.method, st.flags
+				prevSameSP = false
+			}
+		}
 		if !pcOK {
 			return Result{Frames: n, Stop: StopUnknownRegister, Err: errPCUnknown}
 		}

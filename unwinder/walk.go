@@ -1,0 +1,135 @@
+package unwinder
+
+import (
+	"encoding/binary"
+	"unsafe"
+
+	"github.com/ustack/ustack/arch"
+)
+
+// walkState is where an unwind stands between two frames: the PC and SP of
+// the next frame to write, how many frames are written, and how the next
+// frame was recovered.
+type walkState struct {
+	pc, sp uint64
+	n      int
+	method Method
+	flags  FrameFlags
+}
+
+// walkSimple is the unwind loop's fast path. From st on it writes frames and
+// steps to their callers for as long as each frame lies in one of the two
+// mappings found last (c.last), has a row of the common shape (fastSimple)
+// in the hot cache, and keeps every save slot inside w's block at or above
+// its SP, updating r in place; then it leaves st at the first frame it did
+// not write, for the general loop to take. done is true when the walk ended
+// (the caller's PC is zero: the outermost frame), with res its Result.
+//
+// For those frames it does exactly what the general loop and applyFast do,
+// and nothing else, in a function of its own so that its few variables stay
+// in registers from one frame to the next: the caller's PC and SP stay in
+// locals and reach r when the walk leaves. It leaves the frame at the depth
+// limit to the general loop, which reports StopDepth.
+func (u *Unwinder) walkSimple(c *Cache, space *AddressSpace, r *arch.Regs, w *window, frames []Frame, pacMask uint64, st *walkState) (res Result, done bool) {
+	a := u.arch
+	mi := c.last[0]
+	data := w.data
+	if uint(mi) >= uint(len(space.maps)) || len(data) < 8 {
+		return Result{}, false
+	}
+	m := &space.maps[mi]
+	vals := r.Values()
+	known := r.KnownMask()
+	waddr, wend := w.addr, uint64(len(data))-8
+	p := unsafe.Pointer(unsafe.SliceData(data))
+	pc, sp, n, method, flags := st.pc, st.sp, st.n, st.method, st.flags
+	start := n
+	for n+1 < len(frames) {
+		if pc-m.Start >= m.End-m.Start {
+			// The other mapping found last, as the general loop
+			// tries it.
+			j := c.last[1]
+			if uint(j) >= uint(len(space.maps)) {
+				break
+			}
+			m2 := &space.maps[j]
+			if pc-m2.Start >= m2.End-m2.Start {
+				break
+			}
+			c.last[0], c.last[1] = j, mi
+			mi, m = j, m2
+		}
+		obj := (*iface)(unsafe.Pointer(&m.Object))
+		if obj.tab == nil {
+			break // no Object: no rows
+		}
+		// The row at PC-1 for a return address (FrameReturnAddress is
+		// 1), at the PC itself for the first frame; c.row, inlined.
+		addr := pc - uint64(flags&FrameReturnAddress) - m.Bias
+		set := cacheSet(addr)
+		e := (*cacheEntry)(unsafe.Add(unsafe.Pointer(&c.entries), set*(cacheWays*cacheEntrySize)))
+		if eo := (*iface)(unsafe.Pointer(&e.obj)); e.addr == addr && eo.data == obj.data && eo.tab == obj.tab {
+			if c.recent[set] != 0 {
+				c.recent[set] = 0
+			}
+		} else {
+			e = (*cacheEntry)(unsafe.Add(unsafe.Pointer(e), cacheEntrySize))
+			if eo := (*iface)(unsafe.Pointer(&e.obj)); e.addr != addr || eo.data != obj.data || eo.tab != obj.tab {
+				break // a miss: the general loop fills the cache
+			}
+			if c.recent[set] != 1 {
+				c.recent[set] = 1
+			}
+		}
+		f := &e.fastRow
+		if f.flags&fastSimple == 0 || f.arch != a {
+			break
+		}
+		cfa := sp
+		if f.flags&fastCFASP == 0 {
+			// Not the PC either (fastSimple): vals holds it.
+			cr := uint(f.cfaReg)
+			if cr >= arch.MaxRegs || known>>cr&1 == 0 {
+				break
+			}
+			cfa = vals[cr]
+		}
+		cfa += uint64(f.cfaOff)
+		// Every save slot lies in [lo, hi+8) of the block: applyFast's
+		// one check, and the caller's SP (the CFA) above this frame's
+		// (callerSane, the return address coming from memory).
+		lo := cfa + uint64(int64(f.minOff))
+		hi := cfa + uint64(int64(f.maxOff)) - waddr
+		if cfa <= sp || lo < sp || lo < waddr || lo-waddr > hi || hi > wend {
+			break
+		}
+		fr := &frames[n]
+		fr.PC, fr.SP, fr.CFA = pc, sp, cfa
+		fr.Mapping, fr.Method, fr.Flags = int32(mi), method, flags
+		n++
+		q := unsafe.Add(p, cfa-waddr)
+		rl := unsafe.Pointer(&f.rules)
+		for end := unsafe.Add(rl, uintptr(f.noff)*unsafe.Sizeof(fastRule{})); rl != end; rl = unsafe.Add(rl, unsafe.Sizeof(fastRule{})) {
+			fr := (*fastRule)(rl)
+			vals[fr.col] = binary.LittleEndian.Uint64((*[8]byte)(unsafe.Add(q, fr.off))[:])
+		}
+		pc = binary.LittleEndian.Uint64((*[8]byte)(unsafe.Add(q, f.raOff))[:]) &^ pacMask
+		known |= f.offMask
+		sp = cfa
+		method, flags = MethodCFI, FrameReturnAddress
+		if pc == 0 {
+			break
+		}
+	}
+	if n != start {
+		pcReg, spReg := a.PC(), a.SP()
+		vals[pcReg], vals[spReg] = pc, sp
+		known |= 1<<uint(pcReg) | 1<<uint(spReg)
+		r.SetKnownMask(known)
+		if pc == 0 {
+			return Result{Frames: n, Stop: StopOutermost}, true
+		}
+	}
+	st.pc, st.sp, st.n, st.method, st.flags = pc, sp, n, method, flags
+	return Result{}, false
+}
