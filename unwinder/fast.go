@@ -32,6 +32,7 @@ const (
 	fastSignal                       // the row is a signal trampoline's ('S')
 	fastSimple                       // walkSimple can apply the row; see compact
 	fastCFASP                        // the CFA register is the SP
+	fastOutermost                    // walkSimple can apply the row: the outermost frame's
 )
 
 // maxFastRules bounds the explicit rules of a row in compact form, to keep
@@ -268,6 +269,11 @@ func (f *fastRow) compact(a arch.Arch, row *cfi.Row, explicit uint64) uint16 {
 	if flags&(fastRAOff|fastSetSP) == fastRAOff|fastSetSP && flags&simpleNot == 0 && n == noff && noff > 0 &&
 		int(f.cfaReg) != pcReg {
 		flags |= fastSimple
+	}
+	// The outermost frame's (_start's), whose only rule makes the return
+	// address undefined: the unwind ends there, with the CFA known.
+	if flags&fastUnsetPC != 0 && flags&(fastSignal|fastCFADeref) == 0 && n == 1 && int(f.cfaReg) != pcReg {
+		flags |= fastOutermost
 	}
 	if int(f.cfaReg) == spReg {
 		flags |= fastCFASP

@@ -23,7 +23,8 @@ type walkState struct {
 // in the hot cache, and keeps every save slot inside w's block at or above
 // its SP, updating r in place; then it leaves st at the first frame it did
 // not write, for the general loop to take. done is true when the walk ended
-// (the caller's PC is zero: the outermost frame), with res its Result.
+// (the outermost frame: the caller's PC is undefined or zero), with res its
+// Result.
 //
 // For those frames it does exactly what the general loop and applyFast do,
 // and nothing else, in a function of its own so that its few variables stay
@@ -82,12 +83,13 @@ func (u *Unwinder) walkSimple(c *Cache, space *AddressSpace, r *arch.Regs, w *wi
 			}
 		}
 		f := &e.fastRow
-		if f.flags&fastSimple == 0 || f.arch != a {
+		if f.flags&(fastSimple|fastOutermost) == 0 || f.arch != a {
 			break
 		}
 		cfa := sp
 		if f.flags&fastCFASP == 0 {
-			// Not the PC either (fastSimple): vals holds it.
+			// Not the PC either (fastSimple, fastOutermost): vals
+			// holds it.
 			cr := uint(f.cfaReg)
 			if cr >= arch.MaxRegs || known>>cr&1 == 0 {
 				break
@@ -95,6 +97,12 @@ func (u *Unwinder) walkSimple(c *Cache, space *AddressSpace, r *arch.Regs, w *wi
 			cfa = vals[cr]
 		}
 		cfa += uint64(f.cfaOff)
+		if f.flags&fastOutermost != 0 {
+			fr := &frames[n]
+			fr.PC, fr.SP, fr.CFA = pc, sp, cfa
+			fr.Mapping, fr.Method, fr.Flags = int32(mi), method, flags
+			return Result{Frames: n + 1, Stop: StopOutermost}, true
+		}
 		// Every save slot lies in [lo, hi+8) of the block: applyFast's
 		// one check, and the caller's SP (the CFA) above this frame's
 		// (callerSane, the return address coming from memory).
