@@ -29,23 +29,31 @@ type walkState struct {
 // For those frames it does exactly what the general loop and applyFast do,
 // and nothing else, in a function of its own so that its few variables stay
 // in registers from one frame to the next: the caller's PC and SP stay in
-// locals and reach r when the walk leaves. It leaves the frame at the depth
+// locals and reach r when the walk leaves, and every frame but the first
+// is a return address recovered by CFI. It leaves the frame at the depth
 // limit to the general loop, which reports StopDepth.
 func (u *Unwinder) walkSimple(c *Cache, space *AddressSpace, r *arch.Regs, w *window, frames []Frame, pacMask uint64, st *walkState) (res Result, done bool) {
 	a := u.arch
 	mi := c.last[0]
 	data := w.data
-	if uint(mi) >= uint(len(space.maps)) || len(data) < 8 {
+	pc, sp := st.pc, st.sp
+	n0 := st.n
+	waddr := w.addr
+	if uint(mi) >= uint(len(space.maps)) || len(data) < 8 || uint(n0)+1 >= uint(len(frames)) || sp < waddr {
 		return Result{}, false
 	}
 	m := &space.maps[mi]
 	vals := r.Values()
 	known := r.KnownMask()
-	waddr, wend := w.addr, uint64(len(data))-8
+	wend := uint64(len(data)) - 8
 	p := unsafe.Pointer(unsafe.SliceData(data))
-	pc, sp, n, method, flags := st.pc, st.sp, st.n, st.method, st.flags
-	start := n
-	for n+1 < len(frames) {
+	// fp walks frames[n0:len(frames)-1]; the first frame's lookup is at
+	// PC-1 only if its PC is a return address (FrameReturnAddress is 1).
+	fp := &frames[n0]
+	last := unsafe.Pointer(&frames[len(frames)-1])
+	adj := uint64(st.flags & FrameReturnAddress)
+	outermost := false
+	for unsafe.Pointer(fp) != last {
 		if pc-m.Start >= m.End-m.Start {
 			// The other mapping found last, as the general loop
 			// tries it.
@@ -64,23 +72,18 @@ func (u *Unwinder) walkSimple(c *Cache, space *AddressSpace, r *arch.Regs, w *wi
 		if obj.tab == nil {
 			break // no Object: no rows
 		}
-		// The row at PC-1 for a return address (FrameReturnAddress is
-		// 1), at the PC itself for the first frame; c.row, inlined.
-		addr := pc - uint64(flags&FrameReturnAddress) - m.Bias
+		// c.row, inlined.
+		addr := pc - adj - m.Bias
 		set := cacheSet(addr)
 		e := (*cacheEntry)(unsafe.Add(unsafe.Pointer(&c.entries), set*(cacheWays*cacheEntrySize)))
 		if eo := (*iface)(unsafe.Pointer(&e.obj)); e.addr == addr && eo.data == obj.data && eo.tab == obj.tab {
-			if c.recent[set] != 0 {
-				c.recent[set] = 0
-			}
+			c.recent[set] = 0
 		} else {
 			e = (*cacheEntry)(unsafe.Add(unsafe.Pointer(e), cacheEntrySize))
 			if eo := (*iface)(unsafe.Pointer(&e.obj)); e.addr != addr || eo.data != obj.data || eo.tab != obj.tab {
 				break // a miss: the general loop fills the cache
 			}
-			if c.recent[set] != 1 {
-				c.recent[set] = 1
-			}
+			c.recent[set] = 1
 		}
 		f := &e.fastRow
 		if f.flags&(fastSimple|fastOutermost) == 0 || f.arch != a {
@@ -98,46 +101,50 @@ func (u *Unwinder) walkSimple(c *Cache, space *AddressSpace, r *arch.Regs, w *wi
 		}
 		cfa += uint64(f.cfaOff)
 		if f.flags&fastOutermost != 0 {
-			fr := &frames[n]
-			fr.PC, fr.SP, fr.CFA = pc, sp, cfa
-			fr.Mapping, fr.Method, fr.Flags = int32(mi), method, flags
-			return Result{Frames: n + 1, Stop: StopOutermost}, true
-		}
-		// Every save slot lies in [lo, hi+8) of the block: applyFast's
-		// one check, and the caller's SP (the CFA) above this frame's
-		// (callerSane, the return address coming from memory).
-		lo := cfa + uint64(int64(f.minOff))
-		hi := cfa + uint64(int64(f.maxOff)) - waddr
-		if cfa <= sp || lo < sp || lo < waddr || lo-waddr > hi || hi > wend {
+			fp.PC, fp.SP, fp.CFA, fp.Mapping = pc, sp, cfa, int32(mi)
+			fp.Method, fp.Flags = MethodCFI, FrameReturnAddress
+			fp = (*Frame)(unsafe.Add(unsafe.Pointer(fp), unsafe.Sizeof(Frame{})))
+			outermost = true
 			break
 		}
-		fr := &frames[n]
-		fr.PC, fr.SP, fr.CFA = pc, sp, cfa
-		fr.Mapping, fr.Method, fr.Flags = int32(mi), method, flags
-		n++
+		// Every save slot lies in [lo, hi+8) of the block: applyFast's
+		// one check (lo >= sp >= waddr), and the caller's SP (the CFA)
+		// above this frame's (callerSane, the return address coming
+		// from memory).
+		lo := cfa + uint64(int64(f.minOff))
+		hi := cfa + uint64(int64(f.maxOff)) - waddr
+		if cfa <= sp || lo < sp || lo-waddr > hi || hi > wend {
+			break
+		}
+		fp.PC, fp.SP, fp.CFA, fp.Mapping = pc, sp, cfa, int32(mi)
+		fp.Method, fp.Flags = MethodCFI, FrameReturnAddress // the first frame's are set below
+		fp = (*Frame)(unsafe.Add(unsafe.Pointer(fp), unsafe.Sizeof(Frame{})))
 		q := unsafe.Add(p, cfa-waddr)
+		pc = binary.LittleEndian.Uint64((*[8]byte)(unsafe.Add(q, f.raOff))[:]) &^ pacMask
+		known |= f.offMask
+		sp = cfa
+		adj = 1
 		rl := unsafe.Pointer(&f.rules)
 		for end := unsafe.Add(rl, uintptr(f.noff)*unsafe.Sizeof(fastRule{})); rl != end; rl = unsafe.Add(rl, unsafe.Sizeof(fastRule{})) {
 			fr := (*fastRule)(rl)
 			vals[fr.col] = binary.LittleEndian.Uint64((*[8]byte)(unsafe.Add(q, fr.off))[:])
 		}
-		pc = binary.LittleEndian.Uint64((*[8]byte)(unsafe.Add(q, f.raOff))[:]) &^ pacMask
-		known |= f.offMask
-		sp = cfa
-		method, flags = MethodCFI, FrameReturnAddress
 		if pc == 0 {
+			outermost = true
 			break
 		}
 	}
-	if n != start {
-		pcReg, spReg := a.PC(), a.SP()
-		vals[pcReg], vals[spReg] = pc, sp
-		known |= 1<<uint(pcReg) | 1<<uint(spReg)
-		r.SetKnownMask(known)
-		if pc == 0 {
-			return Result{Frames: n, Stop: StopOutermost}, true
-		}
+	n := n0 + int((uintptr(unsafe.Pointer(fp))-uintptr(unsafe.Pointer(&frames[n0])))/unsafe.Sizeof(Frame{}))
+	if n == n0 {
+		return Result{}, false
 	}
-	st.pc, st.sp, st.n, st.method, st.flags = pc, sp, n, method, flags
+	frames[n0].Method, frames[n0].Flags = st.method, st.flags
+	if outermost {
+		return Result{Frames: n, Stop: StopOutermost}, true
+	}
+	pcReg, spReg := a.PC(), a.SP()
+	vals[pcReg], vals[spReg] = pc, sp
+	r.SetKnownMask(known | 1<<uint(pcReg) | 1<<uint(spReg))
+	st.pc, st.sp, st.n, st.method, st.flags = pc, sp, n, MethodCFI, FrameReturnAddress
 	return Result{}, false
 }
