@@ -3,19 +3,21 @@
 # callgrind: a figure that, unlike ns/frame, does not depend on what else the
 # machine is running.
 #
-# Builds the unwinder's test binary, runs each Unwind benchmark N times under
-# callgrind collecting only inside unwinder.(*Unwinder).Unwind (the fixture's
-# loading is left out), and prints the instructions per frame: the Ir count
-# divided by the frames unwound (N+1 calls, the benchmark's warm-up included,
-# times the frames of one stack, from the benchmark's ns/op over ns/frame).
+# Builds the unwinder's test binary and runs each Unwind benchmark under
+# callgrind twice, N and 2N calls, collecting only inside
+# unwinder.(*Unwinder).Unwind. The difference of the two instruction counts,
+# over N calls times the frames of one stack (the benchmark's frames/op), is
+# the cost per frame of an unwind with a warm cache: the fixture's loading,
+# the cold warm-up call and the runtime's start cancel out.
 #
 # Needs valgrind. Usage: scripts/bench-unwind-callgrind.sh [BENCH_REGEXP];
-# N=20000 sets the calls per benchmark, TEST=path reuses a built binary.
+# N=10000 sets the calls, TEST=path reuses a test binary built with
+# CGO_ENABLED=0 (callgrind trips over the cgo runtime's signal masks).
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 command -v valgrind >/dev/null || { echo "valgrind is not installed (Debian package valgrind)" >&2; exit 1; }
 pattern="${1:-Unwind}"
-n="${N:-20000}"
+n="${N:-10000}"
 work="$(mktemp -d /tmp/ustack-callgrind.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 test="${TEST:-$work/unwinder.test}"
@@ -23,16 +25,26 @@ if [ -z "${TEST:-}" ]; then
 	(cd "$here" && CGO_ENABLED=0 go test -c -o "$test" ./unwinder)
 fi
 benches="$(cd "$here/unwinder" && "$test" -test.list "Benchmark.*" | grep -E -- "$pattern")"
+
+# run BENCH CALLS prints the benchmark's frames/op and the Ir inside Unwind.
+run() {
+	local out line
+	out="$(cd "$here/unwinder" && GODEBUG=asyncpreemptoff=1 valgrind --tool=callgrind \
+		--callgrind-out-file="$work/cg.out" \
+		--toggle-collect='github.com/ustack/ustack/unwinder.(*Unwinder).Unwind' \
+		"$test" -test.run '^$' -test.bench "^$1\$" -test.benchtime "$2x" -test.cpu 1 2>"$work/vg.err")" ||
+		{ cat "$work/vg.err" >&2; exit 1; }
+	line="$(grep -E "^$1" <<<"$out")" || { echo "$1: no benchmark line" >&2; echo "$out" >&2; exit 1; }
+	# frames/op, or (a binary older than that metric) ns/op over ns/frame.
+	awk '{for (i = 1; i <= NF; i++) { if ($(i) == "frames/op") f = $(i-1); if ($(i) == "ns/op") op = $(i-1);
+		if ($(i) == "ns/frame") fr = $(i-1) } } END { if (f == "") printf "%.0f\n", op / fr; else print f }' <<<"$line"
+	awk '/^summary:/ {print $2}' "$work/cg.out"
+}
+
 printf '%-40s %10s %8s\n' benchmark Ir/frame frames
 for b in $benches; do
-	out="$(cd "$here/unwinder" && GODEBUG=asyncpreemptoff=1 valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" \
-		--toggle-collect='github.com/ustack/ustack/unwinder.(*Unwinder).Unwind' \
-		"$test" -test.run '^$' -test.bench "^$b\$" -test.benchtime "${n}x" -test.cpu 1 2>"$work/vg.err")" ||
-		{ cat "$work/vg.err" >&2; exit 1; }
-	line="$(grep -E "^$b" <<<"$out")"
-	nsop="$(awk '{for(i=1;i<=NF;i++) if($(i)=="ns/op") print $(i-1)}' <<<"$line")"
-	nsframe="$(awk '{for(i=1;i<=NF;i++) if($(i)=="ns/frame") print $(i-1)}' <<<"$line")"
-	ir="$(awk '/^summary:/ {print $2}' "$work/cg.out")"
-	awk -v b="$b" -v ir="$ir" -v n="$n" -v op="$nsop" -v fr="$nsframe" \
-		'BEGIN { f = op / fr; printf "%-40s %10.1f %8.0f\n", b, ir / ((n + 1) * f), f }'
+	read -r -d '' f1 ir1 < <(run "$b" "$n") || true
+	read -r -d '' f2 ir2 < <(run "$b" "$((2 * n))") || true
+	awk -v b="$b" -v f="$f1" -v a="$ir1" -v c="$ir2" -v n="$n" \
+		'BEGIN { printf "%-40s %10.1f %8.0f\n", b, (c - a) / (n * f), f }'
 done

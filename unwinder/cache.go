@@ -73,7 +73,15 @@ type Cache struct {
 	mem     exprMemory   // win as cfi.Memory
 	regs    [2]arch.Regs // the current frame's and the caller's registers
 	last    [2]int       // indexes of the mappings found last
+	// arch is the architecture every entry's compact form was compiled
+	// for (arch.Unknown while there is none, archMixed once there were
+	// two): walkSimple uses the entries only when it is its own, and
+	// need not check each entry's.
+	arch arch.Arch
 }
+
+// archMixed is Cache.arch once entries were compiled for two architectures.
+const archMixed arch.Arch = 255
 
 // Reset empties the cache; call it when an Object may have changed.
 func (c *Cache) Reset() {
@@ -84,6 +92,7 @@ func (c *Cache) Reset() {
 	for i := range c.rows {
 		c.rows[i] = rowEntry{}
 	}
+	c.arch = arch.Unknown
 }
 
 // iface is the layout of a non-empty interface value.
@@ -129,6 +138,13 @@ func (c *Cache) row(a arch.Arch, obj Object, addr uint64) *cacheEntry {
 //
 //go:noinline
 func (c *Cache) rowMiss(a arch.Arch, obj Object, addr, set uint64) *cacheEntry {
+	if c.arch != a {
+		if c.arch == arch.Unknown {
+			c.arch = a
+		} else {
+			c.arch = archMixed
+		}
+	}
 	w := c.recent[set] ^ 1 // replace the way not used last
 	c.recent[set] = w
 	e := &c.entries[set*cacheWays+uint64(w&1)]

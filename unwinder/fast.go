@@ -262,12 +262,13 @@ func (f *fastRow) compact(a arch.Arch, row *cfi.Row, explicit uint64) uint16 {
 	f.noff = uint8(noff)
 	f.raReg, f.pcReg, f.spReg = uint8(ra), uint8(pcReg), uint8(spReg)
 	// The common shape, which walkSimple applies without the general
-	// rules: only RuleOffset rules, the caller's PC among them, the
+	// rules: only RuleOffset rules (of columns below 32, which it need
+	// not check against MaxRegs), the caller's PC among them, the
 	// caller's SP the CFA, and the CFA a register (not the PC) plus
 	// offset.
 	const simpleNot = fastSignal | fastCFADeref | fastUnsetPC | fastRAFromReg
 	if flags&(fastRAOff|fastSetSP) == fastRAOff|fastSetSP && flags&simpleNot == 0 && n == noff && noff > 0 &&
-		int(f.cfaReg) != pcReg {
+		int(f.cfaReg) != pcReg && f.offMask < 1<<32 {
 		flags |= fastSimple
 	}
 	// The outermost frame's (_start's), whose only rule makes the return

@@ -39,7 +39,7 @@ func (u *Unwinder) walkSimple(c *Cache, space *AddressSpace, r *arch.Regs, w *wi
 	pc, sp := st.pc, st.sp
 	n0 := st.n
 	waddr := w.addr
-	if uint(mi) >= uint(len(space.maps)) || len(data) < 8 || uint(n0)+1 >= uint(len(frames)) || sp < waddr {
+	if uint(mi) >= uint(len(space.maps)) || len(data) < 8 || uint(n0)+1 >= uint(len(frames)) || sp < waddr || c.arch != a {
 		return Result{}, false
 	}
 	m := &space.maps[mi]
@@ -86,7 +86,7 @@ func (u *Unwinder) walkSimple(c *Cache, space *AddressSpace, r *arch.Regs, w *wi
 			c.recent[set] = 1
 		}
 		f := &e.fastRow
-		if f.flags&(fastSimple|fastOutermost) == 0 || f.arch != a {
+		if f.flags&(fastSimple|fastOutermost) == 0 { // compiled for a (c.arch)
 			break
 		}
 		cfa := sp
@@ -127,7 +127,7 @@ func (u *Unwinder) walkSimple(c *Cache, space *AddressSpace, r *arch.Regs, w *wi
 		rl := unsafe.Pointer(&f.rules)
 		for end := unsafe.Add(rl, uintptr(f.noff)*unsafe.Sizeof(fastRule{})); rl != end; rl = unsafe.Add(rl, unsafe.Sizeof(fastRule{})) {
 			fr := (*fastRule)(rl)
-			vals[fr.col] = binary.LittleEndian.Uint64((*[8]byte)(unsafe.Add(q, fr.off))[:])
+			vals[fr.col&31] = binary.LittleEndian.Uint64((*[8]byte)(unsafe.Add(q, fr.off))[:])
 		}
 		if pc == 0 {
 			outermost = true
