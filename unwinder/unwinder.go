@@ -80,7 +80,11 @@ func (u *Unwinder) Unwind(c *Cache, space *AddressSpace, regs *arch.Regs, mem Me
 	// object cost write-barrier checks on every Unwind).
 	var w window
 	sp, spOK := regs.Get(a.SP())
-	w.set(mem, sp)
+	if s, ok := mem.(*Stack); ok && s != nil {
+		w.addr, w.data, w.more = s.Addr, s.Data, mem // w.set, inlined
+	} else {
+		w.set(mem, sp)
+	}
 	cur := &c.regs[0]
 	*cur = *regs
 	// The PAC bits to strip from return addresses (none off arm64).

@@ -68,11 +68,10 @@ func (u *Unwinder) walkSimple(c *Cache, space *AddressSpace, r *arch.Regs, w *wi
 			c.last[0], c.last[1] = j, mi
 			mi, m = j, m2
 		}
+		// c.row, inlined. A mapping without an Object matches only
+		// an empty entry, whose flags send the frame to the general
+		// loop.
 		obj := (*iface)(unsafe.Pointer(&m.Object))
-		if obj.tab == nil {
-			break // no Object: no rows
-		}
-		// c.row, inlined.
 		addr := pc - adj - m.Bias
 		set := cacheSet(addr)
 		e := (*cacheEntry)(unsafe.Add(unsafe.Pointer(&c.entries), set*(cacheWays*cacheEntrySize)))
@@ -85,19 +84,22 @@ func (u *Unwinder) walkSimple(c *Cache, space *AddressSpace, r *arch.Regs, w *wi
 			}
 			c.recent[set] = 1
 		}
-		f := &e.fastRow
-		if f.flags&(fastSimple|fastOutermost) == 0 { // compiled for a (c.arch)
-			break
-		}
+		f := &e.fastRow // compiled for a (c.arch)
 		cfa := sp
-		if f.flags&fastCFASP == 0 {
-			// Not the PC either (fastSimple, fastOutermost): vals
-			// holds it.
-			cr := uint(f.cfaReg)
-			if cr >= arch.MaxRegs || known>>cr&1 == 0 {
+		if fl := f.flags; fl&(fastSimple|fastCFASP) != fastSimple|fastCFASP {
+			// Not the commonest shape, CFA = SP + offset.
+			if fl&(fastSimple|fastOutermost) == 0 {
 				break
 			}
-			cfa = vals[cr]
+			if fl&fastCFASP == 0 {
+				// Not the PC either (fastSimple,
+				// fastOutermost): vals holds it.
+				cr := uint(f.cfaReg)
+				if cr >= arch.MaxRegs || known>>cr&1 == 0 {
+					break
+				}
+				cfa = vals[cr]
+			}
 		}
 		cfa += uint64(f.cfaOff)
 		if f.flags&fastOutermost != 0 {
