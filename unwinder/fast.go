@@ -70,6 +70,11 @@ type fastRow struct {
 	spReg  uint8
 	nrules uint8
 	noff   uint8 // rules[:noff] are the RuleOffset rules
+	// nwalk is how many of rules[:noff] walkSimple loads: all but the
+	// last when that is the PC's (x86_64's return address column),
+	// which it loads as the caller's PC and leaves out of the registers
+	// until it stops.
+	nwalk uint8
 	rules  [maxFastRules]fastRule
 }
 
@@ -79,7 +84,7 @@ type fastRow struct {
 func (f *fastRow) compile(a arch.Arch, row *cfi.Row, explicit uint64) {
 	f.arch = a
 	f.flags = 0
-	f.nrules, f.noff = 0, 0
+	f.nrules, f.noff, f.nwalk = 0, 0, 0
 	if a == arch.Unknown {
 		return
 	}
@@ -278,6 +283,10 @@ func (f *fastRow) compact(a arch.Arch, row *cfi.Row, explicit uint64) uint16 {
 	}
 	if int(f.cfaReg) == spReg {
 		flags |= fastCFASP
+	}
+	f.nwalk = uint8(noff)
+	if noff > 0 && int(f.rules[noff-1].col) == pcReg {
+		f.nwalk--
 	}
 	return flags
 }

@@ -127,7 +127,7 @@ func (u *Unwinder) walkSimple(c *Cache, space *AddressSpace, r *arch.Regs, w *wi
 		sp = cfa
 		adj = 1
 		rl := unsafe.Pointer(&f.rules)
-		for end := unsafe.Add(rl, uintptr(f.noff)*unsafe.Sizeof(fastRule{})); rl != end; rl = unsafe.Add(rl, unsafe.Sizeof(fastRule{})) {
+		for end := unsafe.Add(rl, uintptr(f.nwalk)*unsafe.Sizeof(fastRule{})); rl != end; rl = unsafe.Add(rl, unsafe.Sizeof(fastRule{})) {
 			fr := (*fastRule)(rl)
 			vals[fr.col&31] = binary.LittleEndian.Uint64((*[8]byte)(unsafe.Add(q, fr.off))[:])
 		}
