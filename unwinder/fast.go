@@ -75,7 +75,7 @@ type fastRow struct {
 	// which it loads as the caller's PC and leaves out of the registers
 	// until it stops.
 	nwalk uint8
-	rules  [maxFastRules]fastRule
+	rules [maxFastRules]fastRule
 }
 
 // compile fills f with the compact form of row for architecture a; explicit
