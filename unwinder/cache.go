@@ -66,7 +66,7 @@ type rowEntry struct {
 // comparable (pointer types).
 type Cache struct {
 	entries [cacheSets * cacheWays]cacheEntry
-	recent  [cacheSets]uint8 // the way of each set used last
+	victim  [cacheSets]uint8 // the way of each set to replace: the one not used last (way 0 first)
 	rows    [rowSets]rowEntry
 	none    cacheEntry   // the entry of mappings without an Object: no row
 	win     window       // the memory of the unwind in progress
@@ -88,7 +88,7 @@ func (c *Cache) Reset() {
 	for i := range c.entries {
 		c.entries[i] = cacheEntry{}
 	}
-	c.recent = [cacheSets]uint8{}
+	c.victim = [cacheSets]uint8{}
 	for i := range c.rows {
 		c.rows[i] = rowEntry{}
 	}
@@ -120,14 +120,14 @@ func (c *Cache) row(a arch.Arch, obj Object, addr uint64) *cacheEntry {
 	set := cacheSet(addr)
 	ways := (*[cacheWays]cacheEntry)(c.entries[set*cacheWays:])
 	if e := &ways[0]; e.addr == addr && sameObject(&e.obj, &obj) {
-		if c.recent[set] != 0 {
-			c.recent[set] = 0
+		if c.victim[set] != 1 {
+			c.victim[set] = 1
 		}
 		return e
 	}
 	if e := &ways[1]; e.addr == addr && sameObject(&e.obj, &obj) {
-		if c.recent[set] != 1 {
-			c.recent[set] = 1
+		if c.victim[set] != 0 {
+			c.victim[set] = 0
 		}
 		return e
 	}
@@ -145,9 +145,9 @@ func (c *Cache) rowMiss(a arch.Arch, obj Object, addr, set uint64) *cacheEntry {
 			c.arch = archMixed
 		}
 	}
-	w := c.recent[set] ^ 1 // replace the way not used last
-	c.recent[set] = w
-	e := &c.entries[set*cacheWays+uint64(w&1)]
+	w := c.victim[set] & 1 // the way not used last; way 0 of an empty set
+	c.victim[set] = w ^ 1
+	e := &c.entries[set*cacheWays+uint64(w)]
 	e.obj = obj
 	e.addr = addr
 	r := c.fullRow(obj, addr)

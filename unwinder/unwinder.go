@@ -206,12 +206,12 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 			set := cacheSet(addr)
 			ways := (*[cacheWays]cacheEntry)(c.entries[set*cacheWays:])
 			if e = &ways[0]; e.addr == addr && sameObject(&e.obj, &m.Object) {
-				if c.recent[set] != 0 {
-					c.recent[set] = 0
+				if c.victim[set] != 1 {
+					c.victim[set] = 1
 				}
 			} else if e = &ways[1]; e.addr == addr && sameObject(&e.obj, &m.Object) {
-				if c.recent[set] != 1 {
-					c.recent[set] = 1
+				if c.victim[set] != 0 {
+					c.victim[set] = 0
 				}
 			} else {
 				e = c.rowMiss(a, m.Object, addr, set)

@@ -76,13 +76,13 @@ func (u *Unwinder) walkSimple(c *Cache, space *AddressSpace, r *arch.Regs, w *wi
 		set := cacheSet(addr)
 		e := (*cacheEntry)(unsafe.Add(unsafe.Pointer(&c.entries), set*(cacheWays*cacheEntrySize)))
 		if eo := (*iface)(unsafe.Pointer(&e.obj)); e.addr == addr && eo.data == obj.data && eo.tab == obj.tab {
-			c.recent[set] = 0
+			c.victim[set] = 1
 		} else {
 			e = (*cacheEntry)(unsafe.Add(unsafe.Pointer(e), cacheEntrySize))
 			if eo := (*iface)(unsafe.Pointer(&e.obj)); e.addr != addr || eo.data != obj.data || eo.tab != obj.tab {
 				break // a miss: the general loop fills the cache
 			}
-			c.recent[set] = 1
+			c.victim[set] = 0
 		}
 		f := &e.fastRow // compiled for a (c.arch)
 		cfa := sp
