@@ -113,15 +113,16 @@ func (u *Unwinder) walkSimple(c *Cache, space *AddressSpace, r *arch.Regs, w *wi
 		// one check (lo >= sp >= waddr), and the caller's SP (the CFA)
 		// above this frame's (callerSane, the return address coming
 		// from memory).
-		lo := cfa + uint64(int64(f.minOff))
-		hi := cfa + uint64(int64(f.maxOff)) - waddr
-		if cfa <= sp || lo < sp || lo-waddr > hi || hi > wend {
+		off := cfa - waddr
+		lo := off + uint64(int64(f.minOff))
+		hi := off + uint64(int64(f.maxOff))
+		if cfa <= sp || lo < sp-waddr || lo > hi || hi > wend {
 			break
 		}
 		fp.PC, fp.SP, fp.CFA, fp.Mapping = pc, sp, cfa, int32(mi)
 		fp.Method, fp.Flags = MethodCFI, FrameReturnAddress // the first frame's are set below
 		fp = (*Frame)(unsafe.Add(unsafe.Pointer(fp), unsafe.Sizeof(Frame{})))
-		q := unsafe.Add(p, cfa-waddr)
+		q := unsafe.Add(p, off)
 		pc = binary.LittleEndian.Uint64((*[8]byte)(unsafe.Add(q, f.raOff))[:]) &^ pacMask
 		known |= f.offMask
 		sp = cfa
