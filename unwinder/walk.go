@@ -109,10 +109,11 @@ func (u *Unwinder) walkSimple(c *Cache, space *AddressSpace, r *arch.Regs, w *wi
 			outermost = true
 			break
 		}
-		// Every save slot lies in [lo, hi+8) of the block: applyFast's
-		// one check (lo >= sp >= waddr), and the caller's SP (the CFA)
-		// above this frame's (callerSane, the return address coming
-		// from memory).
+		// Every save slot lies at offsets [lo, hi+8) of the block and
+		// at or above the SP (applyFast's one check; sp >= waddr
+		// throughout), and the caller's SP (the CFA) is above this
+		// frame's (callerSane, the return address coming from
+		// memory).
 		off := cfa - waddr
 		lo := off + uint64(int64(f.minOff))
 		hi := off + uint64(int64(f.maxOff))
