@@ -8,7 +8,10 @@
 # unwinder.(*Unwinder).Unwind. The difference of two instruction counts,
 # over N calls times the frames of one stack (the benchmark's frames/op), is
 # the cost per frame of an unwind with a warm cache: the fixture's loading,
-# the cold warm-up call and the runtime's start cancel out.
+# the cold warm-up call and the runtime's start cancel out. Only the
+# instructions of package unwinder's functions count (the runtime runs
+# work of its own where Unwind's prologue yields); the garbage collector
+# and asynchronous preemption are off.
 #
 # Needs valgrind. Usage: scripts/bench-unwind-callgrind.sh [BENCH_REGEXP];
 # N=10000 sets the calls, TEST=path reuses a test binary built with
@@ -29,7 +32,7 @@ benches="$(cd "$here/unwinder" && "$test" -test.list "Benchmark.*" | grep -E -- 
 # run BENCH CALLS prints the benchmark's frames/op and the Ir inside Unwind.
 run() {
 	local out line
-	out="$(cd "$here/unwinder" && GODEBUG=asyncpreemptoff=1 valgrind --tool=callgrind \
+	out="$(cd "$here/unwinder" && GOGC=off GODEBUG=asyncpreemptoff=1 valgrind --tool=callgrind \
 		--callgrind-out-file="$work/cg.out" \
 		--toggle-collect='github.com/ustack/ustack/unwinder.(*Unwinder).Unwind' \
 		"$test" -test.run '^$' -test.bench "^$1\$" -test.benchtime "$2x" -test.cpu 1 2>"$work/vg.err")" ||
@@ -38,11 +41,18 @@ run() {
 	# frames/op, or (a binary older than that metric) ns/op over ns/frame.
 	awk '{for (i = 1; i <= NF; i++) { if ($(i) == "frames/op") f = $(i-1); if ($(i) == "ns/op") op = $(i-1);
 		if ($(i) == "ns/frame") fr = $(i-1) } } END { if (f == "") printf "%.0f\n", op / fr; else print f }' <<<"$line"
-	awk '/^summary:/ {print $2}' "$work/cg.out"
+	# The instructions of the unwinder's own functions (with what they
+	# inline): the runtime's occasional work done where Unwind's
+	# prologue yields is not the unwinder's.
+	callgrind_annotate --threshold=100 --show-percs=no "$work/cg.out" 2>/dev/null |
+		awk '$2 ~ /:github\.com\/ustack\/ustack\/unwinder\./ { gsub(",", "", $1); s += $1 } END { print s }'
 }
 
 printf '%-40s %10s %8s\n' benchmark Ir/frame frames
 for b in $benches; do
+	# A first run fills the caches on disk (decompressed debug sections)
+	# that the cold warm-up call of the later runs then reads.
+	run "$b" 1 >/dev/null
 	read -r -d '' f1 ir1 < <(run "$b" "$n") || true
 	read -r -d '' f2 ir2 < <(run "$b" "$((2 * n))") || true
 	read -r -d '' f3 ir3 < <(run "$b" "$((3 * n))") || true
