@@ -63,7 +63,9 @@ type rowEntry struct {
 // keyed by object and address, and the registers of the frames being
 // stepped. It is not safe for concurrent use; give each goroutine its own.
 // The zero Cache is ready to use. Objects used as cache keys must be
-// comparable (pointer types).
+// comparable (pointer types). A Cache serves Unwinders of one architecture
+// best: shared by two, it still gives the same frames, more slowly (every
+// frame takes the general loop until Reset).
 type Cache struct {
 	entries [cacheSets * cacheWays]cacheEntry
 	victim  [cacheSets]uint8 // the way of each set to replace: the one not used last (way 0 first)

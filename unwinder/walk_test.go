@@ -85,3 +85,42 @@ func garbageFrames(n int) []unwinder.Frame {
 	}
 	return frames
 }
+
+// TestCacheSharedByTwoArchitectures unwinds an x86_64 and an arm64 capture
+// alternately with one Cache: each must give the frames and result it gives
+// with a Cache of its own (the shared Cache's rows are then of two
+// architectures, and walkSimple leaves every frame to the general loop).
+func TestCacheSharedByTwoArchitectures(t *testing.T) {
+	type capture struct {
+		u     *unwinder.Unwinder
+		p     *fixture.Prepared
+		want  []unwinder.Frame
+		wantR unwinder.Result
+	}
+	var caps []capture
+	for _, path := range []string{
+		fixture.Dir() + "/fixtures/x86_64/syscall_gcc_O2.json",
+		fixture.Dir() + "/fixtures/aarch64/a64_syscall_O2_nofp.json",
+	} {
+		f, err := fixture.Load(path)
+		require.NoError(t, err)
+		cache := f.NewCache()
+		t.Cleanup(func() { cache.Close() })
+		p, err := f.Prepare(cache)
+		require.NoError(t, err)
+		u := unwinder.New(p.Arch, unwinder.Options{})
+		want := make([]unwinder.Frame, 64)
+		res := u.Unwind(new(unwinder.Cache), p.Space, &p.Regs, &p.Stack, want)
+		require.Greater(t, res.Frames, 2, path)
+		caps = append(caps, capture{u, p, want[:res.Frames], res})
+	}
+	var shared unwinder.Cache
+	for round := 0; round < 3; round++ {
+		for _, cp := range caps {
+			got := garbageFrames(64)
+			res := cp.u.Unwind(&shared, cp.p.Space, &cp.p.Regs, &cp.p.Stack, got)
+			require.Equal(t, cp.wantR, res, "round %d %v", round, cp.p.Arch)
+			require.Equal(t, cp.want, got[:res.Frames], "round %d %v", round, cp.p.Arch)
+		}
+	}
+}
