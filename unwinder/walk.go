@@ -20,7 +20,8 @@ type walkState struct {
 // walkSimple is the unwind loop's fast path. From st on it writes frames and
 // steps to their callers for as long as each frame lies in one of the two
 // mappings found last (c.last), has a row of the common shape (fastSimple)
-// in the hot cache, and keeps every save slot inside w's block at or above
+// or the outermost frame's (fastOutermost) in the hot cache, compiled for
+// u's architecture, and keeps every save slot inside w's block at or above
 // its SP, updating r in place; then it leaves st at the first frame it did
 // not write, for the general loop to take. done is true when the walk ended
 // (the outermost frame: the caller's PC is undefined or zero), with res its
