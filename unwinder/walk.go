@@ -66,8 +66,8 @@ func (u *Unwinder) walkSimple(c *Cache, space *AddressSpace, r *arch.Regs, w *wi
 			if pc-m2.Start >= m2.End-m2.Start {
 				break
 			}
-			c.last[0], c.last[1] = j, mi
-			mi, m = j, m2
+			c.last[0], c.last[1] = j, c.last[0]
+			m = m2
 		}
 		// c.row, inlined. A mapping without an Object matches only
 		// an empty entry, whose flags send the frame to the general
@@ -104,7 +104,7 @@ func (u *Unwinder) walkSimple(c *Cache, space *AddressSpace, r *arch.Regs, w *wi
 		}
 		cfa += uint64(f.cfaOff)
 		if f.flags&fastOutermost != 0 {
-			fp.PC, fp.SP, fp.CFA, fp.Mapping = pc, sp, cfa, int32(mi)
+			fp.PC, fp.SP, fp.CFA, fp.Mapping = pc, sp, cfa, int32(c.last[0])
 			fp.Method, fp.Flags = MethodCFI, FrameReturnAddress
 			fp = (*Frame)(unsafe.Add(unsafe.Pointer(fp), unsafe.Sizeof(Frame{})))
 			outermost = true
@@ -121,7 +121,7 @@ func (u *Unwinder) walkSimple(c *Cache, space *AddressSpace, r *arch.Regs, w *wi
 		if cfa <= sp || lo < sp-waddr || lo > hi || hi > wend {
 			break
 		}
-		fp.PC, fp.SP, fp.CFA, fp.Mapping = pc, sp, cfa, int32(mi)
+		fp.PC, fp.SP, fp.CFA, fp.Mapping = pc, sp, cfa, int32(c.last[0])
 		fp.Method, fp.Flags = MethodCFI, FrameReturnAddress // the first frame's are set below
 		fp = (*Frame)(unsafe.Add(unsafe.Pointer(fp), unsafe.Sizeof(Frame{})))
 		q := unsafe.Add(p, off)
