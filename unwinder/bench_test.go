@@ -46,6 +46,7 @@ func benchFixtureMemory(b *testing.B, archName, name string, segments bool) {
 	}
 	cpu1, _ := processCPU()
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(total), "ns/frame")
+	b.ReportMetric(float64(total)/float64(b.N), "frames/op")
 	if cpuOK {
 		b.ReportMetric(float64(cpu1-cpu0)/float64(total), "cpu-ns/frame")
 	}

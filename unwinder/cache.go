@@ -33,6 +33,12 @@ type cacheEntry struct {
 
 const cacheEntrySize = 256
 
+// The entry is exactly cacheEntrySize bytes: a cacheEntryData of exactly
+// that size would get a zero-length pad, which Go follows with padding of
+// its own (a pointer to it must not point past the struct), and walkSimple
+// indexes the entries by cacheEntrySize.
+var _ [unsafe.Sizeof(cacheEntry{}) - cacheEntrySize]byte
+
 type cacheEntryData struct {
 	obj  Object
 	addr uint64 // the looked-up link-time address (exact key)
@@ -57,27 +63,38 @@ type rowEntry struct {
 // keyed by object and address, and the registers of the frames being
 // stepped. It is not safe for concurrent use; give each goroutine its own.
 // The zero Cache is ready to use. Objects used as cache keys must be
-// comparable (pointer types).
+// comparable (pointer types). A Cache serves Unwinders of one architecture
+// best: shared by two, it still gives the same frames, more slowly (every
+// frame takes the general loop until Reset).
 type Cache struct {
 	entries [cacheSets * cacheWays]cacheEntry
-	recent  [cacheSets]uint8 // the way of each set used last
+	victim  [cacheSets]uint8 // the way of each set to replace: the one not used last (way 0 first)
 	rows    [rowSets]rowEntry
 	none    cacheEntry   // the entry of mappings without an Object: no row
 	win     window       // the memory of the unwind in progress
 	mem     exprMemory   // win as cfi.Memory
 	regs    [2]arch.Regs // the current frame's and the caller's registers
 	last    [2]int       // indexes of the mappings found last
+	// arch is the architecture every entry's compact form was compiled
+	// for (arch.Unknown while there is none, archMixed once there were
+	// two): walkSimple uses the entries only when it is its own, and
+	// need not check each entry's.
+	arch arch.Arch
 }
+
+// archMixed is Cache.arch once entries were compiled for two architectures.
+const archMixed arch.Arch = 255
 
 // Reset empties the cache; call it when an Object may have changed.
 func (c *Cache) Reset() {
 	for i := range c.entries {
 		c.entries[i] = cacheEntry{}
 	}
-	c.recent = [cacheSets]uint8{}
+	c.victim = [cacheSets]uint8{}
 	for i := range c.rows {
 		c.rows[i] = rowEntry{}
 	}
+	c.arch = arch.Unknown
 }
 
 // iface is the layout of a non-empty interface value.
@@ -105,14 +122,14 @@ func (c *Cache) row(a arch.Arch, obj Object, addr uint64) *cacheEntry {
 	set := cacheSet(addr)
 	ways := (*[cacheWays]cacheEntry)(c.entries[set*cacheWays:])
 	if e := &ways[0]; e.addr == addr && sameObject(&e.obj, &obj) {
-		if c.recent[set] != 0 {
-			c.recent[set] = 0
+		if c.victim[set] != 1 {
+			c.victim[set] = 1
 		}
 		return e
 	}
 	if e := &ways[1]; e.addr == addr && sameObject(&e.obj, &obj) {
-		if c.recent[set] != 1 {
-			c.recent[set] = 1
+		if c.victim[set] != 0 {
+			c.victim[set] = 0
 		}
 		return e
 	}
@@ -123,9 +140,16 @@ func (c *Cache) row(a arch.Arch, obj Object, addr uint64) *cacheEntry {
 //
 //go:noinline
 func (c *Cache) rowMiss(a arch.Arch, obj Object, addr, set uint64) *cacheEntry {
-	w := c.recent[set] ^ 1 // replace the way not used last
-	c.recent[set] = w
-	e := &c.entries[set*cacheWays+uint64(w&1)]
+	if c.arch != a {
+		if c.arch == arch.Unknown {
+			c.arch = a
+		} else {
+			c.arch = archMixed
+		}
+	}
+	w := c.victim[set] & 1 // the way not used last; way 0 of an empty set
+	c.victim[set] = w ^ 1
+	e := &c.entries[set*cacheWays+uint64(w)]
 	e.obj = obj
 	e.addr = addr
 	r := c.fullRow(obj, addr)

@@ -35,8 +35,13 @@
 // (or the word at register plus offset) and plain offset, value and
 // register rules, with DWARF expressions of the form "register plus
 // offset" (glibc's signal trampolines) turned into such rules once. The
-// loop applies that form with direct loads from a *Stack's snapshot. Rows
-// with other expressions, and addresses without CFI, take the general step
+// loop applies that form with direct loads from a *Stack's snapshot (or
+// the core segment holding the stack). Most frames take a tighter loop of
+// their own (walk.go): a frame in one of the two mappings found last, with
+// a cached row of the common shape (only save slots, the caller's SP the
+// CFA, the CFA a register plus offset) whose slots lie inside that block;
+// it hands any other frame to the general loop, and takes over again after
+// it. Rows with other expressions, and addresses without CFI, take the general step
 // (step.go), which evaluates expressions with cfi.Eval and runs the
 // fallbacks (fallback.go).
 //

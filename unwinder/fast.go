@@ -30,13 +30,16 @@ const (
 	fastExprCFA                      // the CFA rule is an expression
 	fastCFADeref                     // the CFA is the word at base; see fastRow
 	fastSignal                       // the row is a signal trampoline's ('S')
+	fastSimple                       // walkSimple can apply the row; see compact
+	fastCFASP                        // the CFA register is the SP
+	fastOutermost                    // walkSimple can apply the row: the outermost frame's
 )
 
 // maxFastRules bounds the explicit rules of a row in compact form, to keep
-// the hot cache small; rows with more (none seen in practice: a signal
-// frame restores at most the 17 general registers of x86_64) take the
-// general step.
-const maxFastRules = 24
+// the hot cache small (a cacheEntry in 256 bytes); rows with more (an
+// arm64 signal frame's, which restores 33 registers; x86_64's restores 17)
+// take the general step.
+const maxFastRules = 23
 
 // fastRow is the compact form of a cfi.Row that applyFast applies: the
 // common rows, with CFA = register + offset and plain register rules, and
@@ -67,7 +70,12 @@ type fastRow struct {
 	spReg  uint8
 	nrules uint8
 	noff   uint8 // rules[:noff] are the RuleOffset rules
-	rules  [maxFastRules]fastRule
+	// nwalk is how many of rules[:noff] walkSimple loads: all but the
+	// last when that is the PC's (x86_64's return address column),
+	// which it loads as the caller's PC and leaves out of the registers
+	// until it stops.
+	nwalk uint8
+	rules [maxFastRules]fastRule
 }
 
 // compile fills f with the compact form of row for architecture a; explicit
@@ -76,7 +84,7 @@ type fastRow struct {
 func (f *fastRow) compile(a arch.Arch, row *cfi.Row, explicit uint64) {
 	f.arch = a
 	f.flags = 0
-	f.nrules, f.noff = 0, 0
+	f.nrules, f.noff, f.nwalk = 0, 0, 0
 	if a == arch.Unknown {
 		return
 	}
@@ -258,6 +266,28 @@ func (f *fastRow) compact(a arch.Arch, row *cfi.Row, explicit uint64) uint16 {
 	f.nrules = uint8(n)
 	f.noff = uint8(noff)
 	f.raReg, f.pcReg, f.spReg = uint8(ra), uint8(pcReg), uint8(spReg)
+	// The common shape, which walkSimple applies without the general
+	// rules: only RuleOffset rules (of columns below 32, which it need
+	// not check against MaxRegs), the caller's PC among them, the
+	// caller's SP the CFA, and the CFA a register (not the PC) plus
+	// offset.
+	const simpleNot = fastSignal | fastCFADeref | fastUnsetPC | fastRAFromReg
+	if flags&(fastRAOff|fastSetSP) == fastRAOff|fastSetSP && flags&simpleNot == 0 && n == noff && noff > 0 &&
+		int(f.cfaReg) != pcReg && f.offMask < 1<<32 {
+		flags |= fastSimple
+	}
+	// The outermost frame's (_start's), whose only rule makes the return
+	// address undefined: the unwind ends there, with the CFA known.
+	if flags&fastUnsetPC != 0 && flags&(fastSignal|fastCFADeref) == 0 && n == 1 && int(f.cfaReg) != pcReg {
+		flags |= fastOutermost
+	}
+	if int(f.cfaReg) == spReg {
+		flags |= fastCFASP
+	}
+	f.nwalk = uint8(noff)
+	if noff > 0 && int(f.rules[noff-1].col) == pcReg {
+		f.nwalk--
+	}
 	return flags
 }
 

@@ -154,9 +154,19 @@ func NewSegments(segs []Segment) (*Segments, error) {
 
 // find returns the index of the segment containing addr, or -1.
 func (m *Segments) find(addr uint64) int {
-	i := sort.Search(len(m.segs), func(i int) bool { return m.segs[i].Addr+m.segs[i].Size > addr })
-	if i < len(m.segs) && m.segs[i].Addr <= addr {
-		return i
+	// sort.Search, without its call per probe: the first segment that
+	// ends above addr.
+	lo, hi := 0, len(m.segs)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if m.segs[mid].Addr+m.segs[mid].Size <= addr {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	if lo < len(m.segs) && m.segs[lo].Addr <= addr {
+		return lo
 	}
 	return -1
 }

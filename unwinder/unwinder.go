@@ -68,46 +68,76 @@ var (
 // nothing once c is warm, except to build the error of a Result that
 // carries one.
 func (u *Unwinder) Unwind(c *Cache, space *AddressSpace, regs *arch.Regs, mem Memory, frames []Frame) Result {
+	a := u.arch
+	if u.opts.MaxFrames > 0 && u.opts.MaxFrames < len(frames) {
+		frames = frames[:u.opts.MaxFrames]
+	}
+	if len(frames) == 0 {
+		return Result{Stop: StopDepth}
+	}
 	// The window lives on the stack: the fast path reads it there, and
 	// only the general step copies it into c (pointer stores into a heap
 	// object cost write-barrier checks on every Unwind).
 	var w window
-	sp, _ := regs.Get(u.arch.SP())
-	w.set(mem, sp)
-	return u.unwind(c, space, regs, &w, frames)
-}
-
-// unwind is Unwind reading memory through w.
-func (u *Unwinder) unwind(c *Cache, space *AddressSpace, regs *arch.Regs, w *window, frames []Frame) Result {
-	a := u.arch
-	limit := len(frames)
-	if u.opts.MaxFrames > 0 && u.opts.MaxFrames < limit {
-		limit = u.opts.MaxFrames
+	sp, spOK := regs.Get(a.SP())
+	if s, ok := mem.(*Stack); ok && s != nil {
+		w.addr, w.data, w.more = s.Addr, s.Data, mem // w.set, inlined
+	} else {
+		w.set(mem, sp)
 	}
-	if limit == 0 {
-		return Result{Stop: StopDepth}
-	}
-	frames = frames[:limit]
-
-	pcReg, spReg := a.PC(), a.SP()
-	cur, next := &c.regs[0], &c.regs[1]
+	cur := &c.regs[0]
 	*cur = *regs
-	method := MethodContext
-	var flags FrameFlags
-	n := 0
-	lastSignalSP := uint64(0)
-	signalFrames := 0
-	prevSameSP := false
 	// The PAC bits to strip from return addresses (none off arm64).
 	pacMask := uint64(0)
 	if a == arch.ARM64 {
 		pacMask = u.opts.PACMask
 	}
+	st := walkState{sp: sp, method: MethodContext}
+	pc, pcOK := regs.Get(a.PC())
+	st.pc = pc
+	if pcOK && spOK {
+		// Most stacks are walked to their end here, without the
+		// general loop.
+		if res, done := u.walkSimple(c, space, cur, &w, frames, pacMask, &st); done {
+			return res
+		}
+		if st.n > 0 {
+			return u.unwind(c, space, &w, frames, pacMask, &st, true, true)
+		}
+	}
+	return u.unwind(c, space, &w, frames, pacMask, &st, pcOK, spOK)
+}
+
+// unwind is Unwind's general loop, reading memory through w. It goes on from
+// st, with the registers of the frame st.n in c.regs[0]; pcOK and spOK say
+// whether its PC and SP are known. walkSimple has just stopped at that
+// frame (or was not called for it).
+func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Frame, pacMask uint64, st *walkState, pcOK, spOK bool) Result {
+	a := u.arch
+	limit := len(frames)
+	pcReg, spReg := a.PC(), a.SP()
+	cur, next := &c.regs[0], &c.regs[1]
+	method, flags, n := st.method, st.flags, st.n
+	lastSignalSP := uint64(0)
+	signalFrames := 0
+	prevSameSP := false
 	// The frame's PC and SP travel in locals from one frame to the next,
 	// rather than through cur.
-	pc, pcOK := cur.Get(pcReg)
-	sp, spOK := cur.Get(spReg)
+	pc, sp := st.pc, st.sp
+	walked := true
 	for {
+		if pcOK && spOK && !walked {
+			// The common frames, in a loop of their own.
+			st := walkState{pc: pc, sp: sp, n: n, method: method, flags: flags}
+			if res, done := u.walkSimple(c, space, cur, w, frames, pacMask, &st); done {
+				return res
+			}
+			if st.n != n {
+				pc, sp, n, method, flags = st.pc, st.sp, st.n, st.method, st.flags
+				prevSameSP = false
+			}
+		}
+		walked = false
 		if !pcOK {
 			return Result{Frames: n, Stop: StopUnknownRegister, Err: errPCUnknown}
 		}
@@ -176,12 +206,12 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, regs *arch.Regs, w *win
 			set := cacheSet(addr)
 			ways := (*[cacheWays]cacheEntry)(c.entries[set*cacheWays:])
 			if e = &ways[0]; e.addr == addr && sameObject(&e.obj, &m.Object) {
-				if c.recent[set] != 0 {
-					c.recent[set] = 0
+				if c.victim[set] != 1 {
+					c.victim[set] = 1
 				}
 			} else if e = &ways[1]; e.addr == addr && sameObject(&e.obj, &m.Object) {
-				if c.recent[set] != 1 {
-					c.recent[set] = 1
+				if c.victim[set] != 0 {
+					c.victim[set] = 0
 				}
 			} else {
 				e = c.rowMiss(a, m.Object, addr, set)
