@@ -54,16 +54,19 @@ const (
 	kindKernel
 	kindInlined
 	kindJIT
-	kindGroup // "all" and the comm/process/thread boxes
+	kindGroup    // "all" and the comm/process/thread boxes
+	kindTailCall // a frame recovered from DWARF call sites (resolve.HowTailCall)
 )
 
 // kindClass is the class a box's <g> carries for its kind.
-var kindClass = [...]string{kindUser: "u", kindKernel: "k", kindInlined: "i", kindJIT: "j", kindGroup: "g"}
+var kindClass = [...]string{kindUser: "u", kindKernel: "k", kindInlined: "i", kindJIT: "j", kindGroup: "g", kindTailCall: "t"}
 
 func kindOf(fr *Frame) frameKind {
 	switch {
 	case fr.Kernel:
 		return kindKernel
+	case fr.How == resolve.HowTailCall:
+		return kindTailCall
 	case fr.Inlined:
 		return kindInlined
 	case fr.Module != "" && (resolve.IsAnonymous(fr.Module) || isPerfMap(fr.Module)):
@@ -113,8 +116,8 @@ type flameFrame struct {
 }
 
 type rawFrame struct {
-	symbol, module  string
-	kernel, inlined bool
+	symbol, module        string
+	kernel, inlined, tail bool
 }
 
 type groupKey struct {
@@ -173,7 +176,7 @@ func (f *stackFolder) add(s *Sample) {
 	}
 	for i := len(s.Frames) - 1; i >= 0; i-- {
 		fr := &s.Frames[i]
-		rf := rawFrame{fr.Symbol, fr.Module, fr.Kernel, fr.Inlined}
+		rf := rawFrame{fr.Symbol, fr.Module, fr.Kernel, fr.Inlined, fr.How == resolve.HowTailCall}
 		id, ok := f.seen[rf]
 		if !ok {
 			id = f.intern(flameFrame{f.names.Frame(fr), kindOf(fr)})
@@ -415,6 +418,7 @@ func (l *flameLayout) legend(w *bufio.Writer) {
 		{"kernel", flameColour(kindKernel, "legend"), ""},
 		{"inlined", flameColour(kindInlined, "legend"), ""},
 		{"JIT", flameColour(kindJIT, "legend"), ""},
+		{"tail call", flameColour(kindTailCall, "legend"), ""},
 		{"fallback (fp, lr)", "rgb(245,245,238)", ` stroke="rgb(0,0,0)" stroke-width="1.5" stroke-dasharray="4 2"`},
 	}
 	x := float64(flamePadX)
@@ -522,6 +526,8 @@ func flameColour(kind frameKind, name string) string {
 		r, g, bl = 50+60*a, 170+50*a, 170+60*b
 	case kindJIT:
 		r, g, bl = 60+60*a, 190+60*a, 60+50*b
+	case kindTailCall:
+		r, g, bl = 160+40*a, 120+40*a, 210+40*b
 	case kindGroup:
 		r, g, bl = 190+20*a, 190+20*a, 200+20*a
 	default:

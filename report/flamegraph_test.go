@@ -204,7 +204,7 @@ func checkFlameGeometry(t *testing.T, boxes []svgBox, root svgRoot, samples int)
 
 // frames builds a stack innermost first from "name" or "name@how" (how
 // defaults to cfi); "k:" marks a kernel frame, "i:" an inlined one, "j:" a
-// JIT frame.
+// JIT frame, "t:" one recovered from call sites (a tail call).
 func frames(spec ...string) []Frame {
 	var out []Frame
 	for _, s := range spec {
@@ -219,6 +219,8 @@ func frames(spec ...string) []Frame {
 			s, f.Inlined = s[2:], true
 		case strings.HasPrefix(s, "j:"):
 			s, f.Module = s[2:], "/tmp/perf-42.map"
+		case strings.HasPrefix(s, "t:"):
+			s, f.How = s[2:], "tailcall"
 		}
 		f.Symbol = s
 		out = append(out, f)
@@ -337,6 +339,33 @@ func TestFlameGraphStructure(t *testing.T) {
 	for _, m := range regexp.MustCompile(`(?i)(https?://[^"\s<]*|\burl\(|@import|\bsrc=|href=)`).FindAllString(string(svg), -1) {
 		assert.Equal(t, "http://www.w3.org/2000/svg", m, "the flame graph refers to something outside it")
 	}
+}
+
+// TestFlameGraphTailCallBoxes: a frame recovered from DWARF call sites (a
+// function that tail-called on, whose frame is gone) is a box of its own
+// kind, apart from the same function where it was unwound, and the legend
+// names the kind; the counts stay those of the folded output.
+func TestFlameGraphTailCallBoxes(t *testing.T) {
+	var ss []*Sample
+	for i := 0; i < 6; i++ {
+		fr := frames("boom", "t:mid", "main", "_start")
+		if i%3 == 0 {
+			fr = frames("boom", "mid", "main", "_start") // mid unwound by CFI
+		}
+		ss = append(ss, &Sample{Index: i, Pid: 1, Tid: 1, Comm: "prog", Event: "cpu-clock", Period: 1, Frames: fr})
+	}
+	svg := writeFlame(t, ss, WriterOptions{})
+	boxes, root := parseFlameSVG(t, svg)
+	checkFlameGeometry(t, boxes, root, len(ss))
+	assert.Equal(t, parseFolded(t, folded(t, ss)), svgFolded(boxes))
+	classes := map[string]int{}
+	for _, b := range boxes {
+		if b.Name == "mid" {
+			classes[b.Class] += b.Count
+		}
+	}
+	assert.Equal(t, map[string]int{"t": 4, "u": 2}, classes)
+	assert.Contains(t, string(svg), ">tail call</text>")
 }
 
 func TestFlameGraphOptions(t *testing.T) {
