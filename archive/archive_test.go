@@ -68,6 +68,36 @@ func TestArchiveRoundTrip(t *testing.T) {
 	}
 }
 
+// TestRewriteDrops: Rewrite keeps every member keep accepts, byte for byte
+// and checked, and only those.
+func TestRewriteDrops(t *testing.T) {
+	dir := t.TempDir()
+	writeTestArchive(t, dir, false)
+	p := filepath.Join(dir, "a.ustack")
+	require.NoError(t, Rewrite(p, func(e Entry) bool { return e.Kind != KindKallsyms }))
+	a, err := Open(p, Options{})
+	require.NoError(t, err)
+	defer a.Close()
+	require.NoError(t, a.Err())
+	assert.Nil(t, a.Kallsyms(), "kallsyms kept")
+	d, path, ok := a.ObjectByID([]byte{0xde, 0xad, 0xbe, 0xef})
+	assert.True(t, ok)
+	assert.Equal(t, "/usr/bin/x", path)
+	assert.Equal(t, "\x7fELF object bytes", string(d))
+	v, _, ok := a.VDSO()
+	assert.True(t, ok)
+	assert.Equal(t, "vdso image", string(v))
+	dbg, ok := a.DebugFile([]byte{0xde, 0xad, 0xbe, 0xef})
+	assert.True(t, ok)
+	assert.Equal(t, "debug", string(dbg))
+	kinds := map[string]int{}
+	for _, e := range a.Entries() {
+		kinds[e.Kind]++
+	}
+	assert.Zero(t, kinds[KindKallsyms])
+	assert.Equal(t, 2, kinds[KindObject])
+}
+
 // TestObject checks the resolver's form: by build-id, the vdso by name,
 // and by path only when the build-ids agree.
 func TestObject(t *testing.T) {

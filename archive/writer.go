@@ -386,7 +386,12 @@ func (a *Writer) Close() error {
 // contents), in place: the new archive replaces the old one only once
 // complete. A damaged member fails the compaction, leaving the archive as
 // it was.
-func Compact(path string) error {
+func Compact(path string) error { return Rewrite(path, nil) }
+
+// Rewrite is Compact keeping only the members keep accepts (all with a nil
+// keep): a bundled recording's archive without the recording machine's
+// kallsyms, say. The metadata and manifest are always rewritten.
+func Rewrite(path string, keep func(Entry) bool) error {
 	a, err := Open(path, Options{})
 	if err != nil {
 		return err
@@ -407,7 +412,7 @@ func Compact(path string) error {
 	}
 	for i := range a.entries {
 		e := a.entries[i]
-		if e.Kind == KindMeta || e.Kind == KindManifest {
+		if e.Kind == KindMeta || e.Kind == KindManifest || keep != nil && !keep(e) {
 			continue
 		}
 		data, err := a.read(i)

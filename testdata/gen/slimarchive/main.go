@@ -8,7 +8,6 @@
 package main
 
 import (
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -33,55 +32,7 @@ func slim(data string) error {
 	if err := userOnly(data); err != nil {
 		return err
 	}
-	path := data + ".ustack"
-	a, err := archive.Open(path, archive.Options{})
-	if err != nil {
-		return err
-	}
-	defer a.Close()
-	if err := a.Err(); err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	w, err := archive.Create(tmp, a.Meta(), true)
-	if err != nil {
-		return err
-	}
-	for _, e := range a.Entries() {
-		id, _ := hex.DecodeString(e.BuildID)
-		var (
-			b  []byte
-			ok bool
-		)
-		switch e.Kind {
-		case archive.KindMeta, archive.KindManifest, archive.KindKallsyms:
-			continue
-		case archive.KindObject:
-			if b, _, ok = a.ObjectByID(id); ok {
-				err = w.AddObject(id, e.Path, b)
-			}
-		case archive.KindDebug:
-			if b, ok = a.DebugFile(id); ok {
-				err = w.AddDebugFile(id, e.Path, b)
-			}
-		case archive.KindVDSO:
-			if b, id, ok = a.VDSO(); ok {
-				err = w.AddVDSO(id, b)
-			}
-		default:
-			return fmt.Errorf("%s: member %s: kind %q unknown to slimarchive", path, e.Member, e.Kind)
-		}
-		if !ok {
-			return fmt.Errorf("%s: member %s unreadable", path, e.Member)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	if err := w.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return archive.Rewrite(data+".ustack", func(e archive.Entry) bool { return e.Kind != archive.KindKallsyms })
 }
 
 // userOnly fails unless every sample of the recording was taken in user
