@@ -13,43 +13,26 @@ import (
 // depend on what the cache holds.
 func TestWarmCacheMatchesCold(t *testing.T) {
 	var shared unwinder.Cache
-	for _, archName := range []string{"x86_64", "aarch64"} {
-		paths, err := fixture.Glob(archName)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, path := range paths {
-			f, err := fixture.Load(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cache := f.NewCache()
-			p, err := f.Prepare(cache)
-			if err != nil {
-				cache.Close()
-				t.Fatal(err)
-			}
-			for _, opts := range []unwinder.Options{{}, {NoFramePointer: true}, {MaxFrames: 3}} {
-				u := unwinder.New(p.Arch, opts)
-				var c unwinder.Cache
-				want := make([]unwinder.Frame, 512)
-				wantRes := u.Unwind(&c, p.Space, &p.Regs, &p.Stack, want)
-				for pass, cc := range []*unwinder.Cache{&c, &shared, &shared} {
-					got := make([]unwinder.Frame, 512)
-					res := u.Unwind(cc, p.Space, &p.Regs, &p.Stack, got)
-					if res != wantRes {
-						t.Errorf("%s %+v pass %d: %+v; cold cache %+v", path, opts, pass, res, wantRes)
-						continue
-					}
-					for i := range got[:res.Frames] {
-						if got[i] != want[i] {
-							t.Errorf("%s %+v pass %d: frame %d %+v; cold cache %+v", path, opts, pass, i, got[i], want[i])
-							break
-						}
+	eachPrepared(t, func(path string, p *fixture.Prepared) {
+		for _, opts := range []unwinder.Options{{}, {NoFramePointer: true}, {MaxFrames: 3}} {
+			u := unwinder.New(p.Arch, opts)
+			var c unwinder.Cache
+			want := make([]unwinder.Frame, 512)
+			wantRes := u.Unwind(&c, p.Space, &p.Regs, &p.Stack, want)
+			for pass, cc := range []*unwinder.Cache{&c, &shared, &shared} {
+				got := make([]unwinder.Frame, 512)
+				res := u.Unwind(cc, p.Space, &p.Regs, &p.Stack, got)
+				if res != wantRes {
+					t.Errorf("%s %+v pass %d: %+v; cold cache %+v", path, opts, pass, res, wantRes)
+					continue
+				}
+				for i := range got[:res.Frames] {
+					if got[i] != want[i] {
+						t.Errorf("%s %+v pass %d: frame %d %+v; cold cache %+v", path, opts, pass, i, got[i], want[i])
+						break
 					}
 				}
 			}
-			cache.Close()
 		}
-	}
+	})
 }

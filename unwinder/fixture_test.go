@@ -31,6 +31,29 @@ func TestFixtures(t *testing.T) {
 	}
 }
 
+// eachPrepared calls fn with every committed capture of both
+// architectures, prepared (objects opened, address space built); the
+// objects are closed when fn returns.
+func eachPrepared(t *testing.T, fn func(path string, p *fixture.Prepared)) {
+	t.Helper()
+	for _, archName := range []string{"x86_64", "aarch64"} {
+		paths, err := fixture.Glob(archName)
+		require.NoError(t, err)
+		for _, path := range paths {
+			f, err := fixture.Load(path)
+			require.NoError(t, err)
+			cache := f.NewCache()
+			p, err := f.Prepare(cache)
+			if err != nil {
+				cache.Close()
+				t.Fatal(err)
+			}
+			fn(path, p)
+			cache.Close()
+		}
+	}
+}
+
 func checkFixture(t *testing.T, path string) {
 	f, err := fixture.Load(path)
 	if err != nil {

@@ -155,41 +155,28 @@ func stackSegments(t testing.TB, s *unwinder.Stack) *unwinder.Segments {
 // Segments, and through an opaque Memory that Unwind can only call: the
 // frames and results must be the same.
 func TestMemoryImplementationsAgree(t *testing.T) {
-	for _, archName := range []string{"x86_64", "aarch64"} {
-		paths, err := fixture.Glob(archName)
-		require.NoError(t, err)
-		for _, path := range paths {
-			f, err := fixture.Load(path)
-			require.NoError(t, err)
-			cache := f.NewCache()
-			p, err := f.Prepare(cache)
-			if err != nil {
-				cache.Close()
-				t.Fatal(err)
-			}
-			for _, opts := range []unwinder.Options{{}, {NoFramePointer: true}} {
-				u := unwinder.New(p.Arch, opts)
-				var c unwinder.Cache
-				want := make([]unwinder.Frame, 512)
-				wantRes := u.Unwind(&c, p.Space, &p.Regs, &p.Stack, want)
-				for _, m := range []struct {
-					name string
-					mem  unwinder.Memory
-				}{
-					{"segments", stackSegments(t, &p.Stack)},
-					{"opaque", opaqueMemory{&p.Stack}},
-				} {
-					got := make([]unwinder.Frame, 512)
-					res := u.Unwind(&c, p.Space, &p.Regs, m.mem, got)
-					if !assert.Equal(t, wantRes, res, "%s %+v %s: result", path, opts, m.name) {
-						continue
-					}
-					assert.Equal(t, want[:wantRes.Frames], got[:res.Frames], "%s %+v %s: frames", path, opts, m.name)
+	eachPrepared(t, func(path string, p *fixture.Prepared) {
+		for _, opts := range []unwinder.Options{{}, {NoFramePointer: true}} {
+			u := unwinder.New(p.Arch, opts)
+			var c unwinder.Cache
+			want := make([]unwinder.Frame, 512)
+			wantRes := u.Unwind(&c, p.Space, &p.Regs, &p.Stack, want)
+			for _, m := range []struct {
+				name string
+				mem  unwinder.Memory
+			}{
+				{"segments", stackSegments(t, &p.Stack)},
+				{"opaque", opaqueMemory{&p.Stack}},
+			} {
+				got := make([]unwinder.Frame, 512)
+				res := u.Unwind(&c, p.Space, &p.Regs, m.mem, got)
+				if !assert.Equal(t, wantRes, res, "%s %+v %s: result", path, opts, m.name) {
+					continue
 				}
+				assert.Equal(t, want[:wantRes.Frames], got[:res.Frames], "%s %+v %s: frames", path, opts, m.name)
 			}
-			cache.Close()
 		}
-	}
+	})
 }
 
 // TestUnwindMemoryAllocs checks that unwinding through Segments and through

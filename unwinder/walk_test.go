@@ -21,59 +21,46 @@ import (
 // frame buffers start out full of garbage, so that a field either loop
 // leaves unwritten shows.
 func TestWalkAgreesWithGeneralLoop(t *testing.T) {
-	for _, archName := range []string{"x86_64", "aarch64"} {
-		paths, err := fixture.Glob(archName)
-		require.NoError(t, err)
-		for _, path := range paths {
-			f, err := fixture.Load(path)
-			require.NoError(t, err)
-			cache := f.NewCache()
-			p, err := f.Prepare(cache)
-			if err != nil {
-				cache.Close()
-				t.Fatal(err)
-			}
-			var c unwinder.Cache
-			compare := func(opts unwinder.Options, stack *unwinder.Stack, what string) unwinder.Result {
-				u := unwinder.New(p.Arch, opts)
-				want := garbageFrames(512)
-				wantRes := u.Unwind(&c, p.Space, &p.Regs, opaqueMemory{stack}, want)
-				got := garbageFrames(512)
-				res := u.Unwind(&c, p.Space, &p.Regs, stack, got)
-				require.Equal(t, wantRes, res, "%s %s: result", path, what)
-				require.Equal(t, want[:wantRes.Frames], got[:res.Frames], "%s %s: frames", path, what)
-				return res
-			}
-			full := compare(unwinder.Options{}, &p.Stack, "full")
-			// The snapshot reaching below the SP, as a window that
-			// starts at an earlier frame's does: a save slot below
-			// the SP (an epilogue's) is then inside it but still
-			// means the register was restored.
-			below := unwinder.Stack{Addr: p.Stack.Addr - 64, Extra: p.Stack.Extra}
-			below.Data = append(bytes.Repeat([]byte{0x5a}, 64), p.Stack.Data...)
-			compare(unwinder.Options{}, &below, "below SP")
-			for limit := 1; limit <= full.Frames+1; limit++ {
-				compare(unwinder.Options{MaxFrames: limit}, &p.Stack, "MaxFrames")
-			}
-			// The highest CFA the walk reached bounds the bytes worth
-			// cutting at.
-			frames := make([]unwinder.Frame, 512)
-			res := unwinder.New(p.Arch, unwinder.Options{}).Unwind(&c, p.Space, &p.Regs, &p.Stack, frames)
-			top := uint64(0)
-			for _, fr := range frames[:res.Frames] {
-				top = max(top, fr.CFA)
-			}
-			if top > p.Stack.Addr {
-				n := min(int(top-p.Stack.Addr)+16, len(p.Stack.Data))
-				for cut := 0; cut <= n; cut++ {
-					short := p.Stack
-					short.Data = short.Data[:cut]
-					compare(unwinder.Options{}, &short, "cut")
-				}
-			}
-			cache.Close()
+	eachPrepared(t, func(path string, p *fixture.Prepared) {
+		var c unwinder.Cache
+		compare := func(opts unwinder.Options, stack *unwinder.Stack, what string) unwinder.Result {
+			u := unwinder.New(p.Arch, opts)
+			want := garbageFrames(512)
+			wantRes := u.Unwind(&c, p.Space, &p.Regs, opaqueMemory{stack}, want)
+			got := garbageFrames(512)
+			res := u.Unwind(&c, p.Space, &p.Regs, stack, got)
+			require.Equal(t, wantRes, res, "%s %s: result", path, what)
+			require.Equal(t, want[:wantRes.Frames], got[:res.Frames], "%s %s: frames", path, what)
+			return res
 		}
-	}
+		full := compare(unwinder.Options{}, &p.Stack, "full")
+		// The snapshot reaching below the SP, as a window that
+		// starts at an earlier frame's does: a save slot below
+		// the SP (an epilogue's) is then inside it but still
+		// means the register was restored.
+		below := unwinder.Stack{Addr: p.Stack.Addr - 64, Extra: p.Stack.Extra}
+		below.Data = append(bytes.Repeat([]byte{0x5a}, 64), p.Stack.Data...)
+		compare(unwinder.Options{}, &below, "below SP")
+		for limit := 1; limit <= full.Frames+1; limit++ {
+			compare(unwinder.Options{MaxFrames: limit}, &p.Stack, "MaxFrames")
+		}
+		// The highest CFA the walk reached bounds the bytes worth
+		// cutting at.
+		frames := make([]unwinder.Frame, 512)
+		res := unwinder.New(p.Arch, unwinder.Options{}).Unwind(&c, p.Space, &p.Regs, &p.Stack, frames)
+		top := uint64(0)
+		for _, fr := range frames[:res.Frames] {
+			top = max(top, fr.CFA)
+		}
+		if top > p.Stack.Addr {
+			n := min(int(top-p.Stack.Addr)+16, len(p.Stack.Data))
+			for cut := 0; cut <= n; cut++ {
+				short := p.Stack
+				short.Data = short.Data[:cut]
+				compare(unwinder.Options{}, &short, "cut")
+			}
+		}
+	})
 }
 
 // garbageFrames returns n frames with every field set to a value no unwind
