@@ -1,7 +1,6 @@
 package elfcache
 
 import (
-	"debug/elf"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -228,60 +227,28 @@ func BenchmarkCallSiteAt(b *testing.B) {
 // 4 and 5 (each input names a section, an offset and bytes to write there)
 // and checks that the call-site queries neither panic nor hang.
 func FuzzCallSites(f *testing.F) {
-	needTool(f, "gcc")
-	dir := f.TempDir()
-	var bins [][]byte
-	for i, v := range []string{"4", "5"} {
-		src := filepath.Join(dir, "p.c")
-		os.WriteFile(src, []byte(cTailCalls), 0o644)
-		out := filepath.Join(dir, "p"+string(rune('0'+i)))
-		run(f, "gcc", "-O2", "-g", "-gdwarf-"+v, "-o", out, src)
-		data, err := os.ReadFile(out)
-		if err != nil {
-			f.Fatal(err)
-		}
-		bins = append(bins, data)
-	}
-	type sec struct{ off, size uint64 }
-	var secs [2][]sec
-	var addrs [2][]uint64
-	for i, data := range bins {
-		o, err := OpenBytes("seed", data, Options{})
-		if err != nil {
-			f.Fatal(err)
-		}
-		for _, s := range o.Sections() {
-			if strings.HasPrefix(s.Name, ".debug_") && s.Type != elf.SHT_NOBITS {
-				secs[i] = append(secs[i], sec{s.Offset, s.Size})
-			}
-		}
+	d := newDWARFDamage(f, cTailCalls, func(o *Object) []uint64 {
+		var addrs []uint64
 		for _, s := range o.Symbols() {
-			addrs[i] = append(addrs[i], s.Addr, s.Addr+1, s.Addr+s.Size/2)
+			addrs = append(addrs, s.Addr, s.Addr+1, s.Addr+s.Size/2)
 			for _, c := range o.TailCallSites(s.Addr) {
-				addrs[i] = append(addrs[i], c.ReturnPC)
+				addrs = append(addrs, c.ReturnPC)
 			}
 		}
-		o.Close()
-	}
+		return addrs
+	})
 	for k := 0; k < 8; k++ {
 		f.Add(uint8(k&1), uint8(k), uint32(k*53), []byte{0xff, 0x7f, 0x80, 0})
 	}
 	f.Add(uint8(1), uint8(0), uint32(0), []byte{0x48, 0x00, 0x7d})
 	f.Fuzz(func(t *testing.T, which, secIdx uint8, off uint32, patch []byte) {
 		defer failIfSlow(10 * time.Second)()
-		w := int(which) & 1
-		data := append([]byte(nil), bins[w]...)
-		s := secs[w][int(secIdx)%len(secs[w])]
-		if s.size > 0 {
-			at := s.off + uint64(off)%s.size
-			copy(data[at:min(s.off+s.size, at+uint64(len(patch)))], patch)
-		}
-		o, err := OpenBytes("fuzz", data, Options{MaxSectionSize: 1 << 24})
-		if err != nil {
+		o, addrs, ok := d.open(which, secIdx, off, patch)
+		if !ok {
 			return
 		}
 		defer o.Close()
-		for _, a := range addrs[w] {
+		for _, a := range addrs {
 			if cs, ok := o.CallSiteAt(a); ok && cs.ReturnPC != a {
 				t.Fatalf("CallSiteAt(%#x) returned the call site of %#x", a, cs.ReturnPC)
 			}

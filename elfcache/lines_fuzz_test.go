@@ -50,59 +50,81 @@ func TestDemangle(t *testing.T) {
 	}
 }
 
-// FuzzSourceFrames damages the DWARF sections of a small gcc -O2 -g
-// program (each input names a section, an offset and bytes to write
-// there) and checks that SourceFrames neither panics nor hangs.
-func FuzzSourceFrames(f *testing.F) {
+// dwarfDamage holds a C program built by gcc with DWARF 4 and with DWARF
+// 5, the .debug_* sections of each build and the addresses to query, for
+// fuzz targets that damage the DWARF and query the object.
+type dwarfDamage struct {
+	bins  [2][]byte
+	secs  [2][]struct{ off, size uint64 }
+	addrs [2][]uint64
+}
+
+// newDWARFDamage builds src with gcc -O2 -g -gdwarf-4 and -gdwarf-5;
+// addrs picks each build's addresses to query.
+func newDWARFDamage(f *testing.F, src string, addrs func(*Object) []uint64) *dwarfDamage {
 	needTool(f, "gcc")
 	dir := f.TempDir()
-	var bins [][]byte
-	for i, flags := range [][]string{{"-O2", "-g", "-gdwarf-4"}, {"-O2", "-g", "-gdwarf-5"}} {
-		src := filepath.Join(dir, "p.c")
-		os.WriteFile(src, []byte(cInline), 0o644)
-		out := filepath.Join(dir, "p"+string(rune('0'+i)))
-		run(f, "gcc", append(flags, "-o", out, src)...)
+	d := &dwarfDamage{}
+	for i, v := range []string{"4", "5"} {
+		cfile := filepath.Join(dir, "p.c")
+		os.WriteFile(cfile, []byte(src), 0o644)
+		out := filepath.Join(dir, "p"+v)
+		run(f, "gcc", "-O2", "-g", "-gdwarf-"+v, "-o", out, cfile)
 		data, err := os.ReadFile(out)
 		if err != nil {
 			f.Fatal(err)
 		}
-		bins = append(bins, data)
-	}
-	type sec struct{ off, size uint64 }
-	var secs [2][]sec
-	var addrs [2][]uint64
-	for i, data := range bins {
+		d.bins[i] = data
 		o, err := OpenBytes("seed", data, Options{})
 		if err != nil {
 			f.Fatal(err)
 		}
 		for _, s := range o.Sections() {
 			if strings.HasPrefix(s.Name, ".debug_") && s.Type != elf.SHT_NOBITS {
-				secs[i] = append(secs[i], sec{s.Offset, s.Size})
+				d.secs[i] = append(d.secs[i], struct{ off, size uint64 }{s.Offset, s.Size})
 			}
 		}
-		addrs[i] = sampleAddrs(o, 64, nil)
+		d.addrs[i] = addrs(o)
 		o.Close()
 	}
+	return d
+}
+
+// open returns build which&1 with patch written into its section
+// secIdx (modulo their number) at off (modulo its size), opened, and the
+// addresses to query; false when the damaged object does not open.
+func (d *dwarfDamage) open(which, secIdx uint8, off uint32, patch []byte) (*Object, []uint64, bool) {
+	w := int(which) & 1
+	data := append([]byte(nil), d.bins[w]...)
+	s := d.secs[w][int(secIdx)%len(d.secs[w])]
+	if s.size > 0 {
+		at := s.off + uint64(off)%s.size
+		copy(data[at:min(s.off+s.size, at+uint64(len(patch)))], patch)
+	}
+	o, err := OpenBytes("fuzz", data, Options{MaxSectionSize: 1 << 24})
+	if err != nil {
+		return nil, nil, false
+	}
+	return o, d.addrs[w], true
+}
+
+// FuzzSourceFrames damages the DWARF sections of a small gcc -O2 -g
+// program (each input names a section, an offset and bytes to write
+// there) and checks that SourceFrames neither panics nor hangs.
+func FuzzSourceFrames(f *testing.F) {
+	d := newDWARFDamage(f, cInline, func(o *Object) []uint64 { return sampleAddrs(o, 64, nil) })
 	for k := 0; k < 8; k++ {
 		f.Add(uint8(k&1), uint8(k), uint32(k*37), []byte{0xff, 0x7f, 0x80, 0})
 	}
 	f.Fuzz(func(t *testing.T, which, secIdx uint8, off uint32, patch []byte) {
 		defer failIfSlow(10 * time.Second)()
-		w := int(which) & 1
-		data := append([]byte(nil), bins[w]...)
-		s := secs[w][int(secIdx)%len(secs[w])]
-		if s.size > 0 {
-			at := s.off + uint64(off)%s.size
-			copy(data[at:min(s.off+s.size, at+uint64(len(patch)))], patch)
-		}
-		o, err := OpenBytes("fuzz", data, Options{MaxSectionSize: 1 << 24})
-		if err != nil {
+		o, addrs, ok := d.open(which, secIdx, off, patch)
+		if !ok {
 			return
 		}
 		defer o.Close()
 		var buf []SourceFrame
-		for _, a := range addrs[w] {
+		for _, a := range addrs {
 			buf = o.SourceFrames(a, buf[:0])
 		}
 		o.SourceError()
