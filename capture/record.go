@@ -906,14 +906,7 @@ func (r *Recorder) killCommand() {
 func (r *Recorder) cleanup() {
 	r.waiter.close()
 	r.waiter = nil
-	for _, rg := range r.rings {
-		rg.close()
-	}
-	r.rings = nil
-	for _, fd := range r.fds {
-		unix.Close(fd)
-	}
-	r.fds = nil
+	r.closeEvents()
 	if r.epfd >= 0 {
 		unix.Close(r.epfd)
 		r.epfd = -1
