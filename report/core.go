@@ -363,6 +363,9 @@ func RunCore(c *Core, opts CoreOptions, emit func(*Sample) error) (*Summary, err
 		}
 	}
 	sum.Missing = s.resolver.Missing()
+	if opts.ObjectSources {
+		sum.Objects = s.resolver.Objects()
+	}
 	return sum, nil
 }
 

@@ -50,7 +50,7 @@ func sniffCore(path string) (coredump.Compression, bool) {
 type coreFlags struct {
 	opts              report.Options
 	exe               string
-	info              bool
+	info, verbose     bool
 	output, format    string
 	fields, time, cpu string
 	wo                report.WriterOptions
@@ -118,15 +118,9 @@ func reportCore(path string, in io.Reader, f coreFlags, stdout, stderr io.Writer
 		return exitUsage
 	}
 	sum, err := report.RunCore(c, copts, sink.Write)
-	if ferr := sink.Close(); err == nil {
-		err = ferr
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "ustack report: %v\n", err)
+	if !finishReport(sink, sum, err, f.verbose, stderr, "thread") {
 		return exitError
 	}
-	sum.WriteSummary(stderr)
-	writeSummaryLine(stderr, sum, "thread")
 	if len(c.Warnings) > 0 {
 		fmt.Fprintf(stderr, "ustack report: %s is damaged: %d problems (above); every thread that could be read is reported\n", path, len(c.Warnings))
 		return exitPartial

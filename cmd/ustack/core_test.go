@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand"
@@ -338,4 +339,39 @@ func TestReportCoreOptions(t *testing.T) {
 	assert.Equal(t, exitError, code)
 	assert.Contains(t, errs, p+": not an ELF core dump")
 	assert.Contains(t, errs, "zstd-compressed")
+}
+
+// TestReportCoreVerbose: --verbose says for a core, as for a recording,
+// where each object's information came from: on stderr, and in JSON as the
+// last record; the objects are the ones eu-unstrip lists for the core,
+// with its build-ids.
+func TestReportCoreVerbose(t *testing.T) {
+	tr, symfs, _ := coreFixture(t, "x86_64/threads")
+	core := filepath.Join(coreTestdata, tr.Core)
+	code, out, errs := runCore(t, "--symfs", symfs, "--verbose", "--format", "json", core)
+	require.Equal(t, exitOK, code, errs)
+	assert.Contains(t, errs, "where the information of")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var last struct {
+		Summary *struct {
+			Objects []struct {
+				Path    string `json:"path"`
+				BuildID string `json:"build_id"`
+			} `json:"objects"`
+		} `json:"summary"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &last))
+	require.NotNil(t, last.Summary, "the JSON does not end with a summary record")
+	got := map[string]string{}
+	for _, o := range last.Summary.Objects {
+		got[filepath.Base(o.Path)] = o.BuildID
+	}
+	n := 0
+	for _, u := range tr.EuUnstrip {
+		if id, ok := got[u.Name]; ok {
+			assert.Equal(t, u.BuildID, id, u.Name)
+			n++
+		}
+	}
+	assert.GreaterOrEqual(t, n, 3, "summary objects %v; eu-unstrip %v", got, tr.EuUnstrip)
 }

@@ -133,7 +133,8 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	}
 	// A core dump is recognised by its first bytes, also on standard input
 	// (coredumpctl dump PID | ustack report -i -).
-	cf := coreFlags{opts: opts, exe: *exe, info: *coreInfo, output: *output, format: *format,
+	opts.ObjectSources = *verbose
+	cf := coreFlags{opts: opts, verbose: *verbose, exe: *exe, info: *coreInfo, output: *output, format: *format,
 		fields: *fields, time: filt.time, cpu: filt.cpu,
 		wo: report.WriterOptions{Events: []string{report.CoreEvent}, Raw: *noDemangle, Srcline: *srcline,
 			Title: *title, Inverted: *inverted, Width: *width, MinWidth: *minWidth, GroupBy: *groupBy}}
@@ -251,7 +252,6 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		opts.Debuginfod = newDebuginfod(opts.Warn, fetch)
 		defer opts.Debuginfod.Close()
 	}
-	opts.ObjectSources = *verbose
 	opts.HostVDSO = capture.ReadVDSO
 
 	var names []string
@@ -280,18 +280,9 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	sum, err := report.Run(r, opts, sink.Write)
 	prog.finish()
 	fetch.finish()
-	if sw, ok := sink.(report.SummaryWriter); ok && *verbose && err == nil {
-		err = sw.WriteSummary(sum)
-	}
-	if ferr := sink.Close(); err == nil {
-		err = ferr
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "ustack report: %v\n", err)
+	if !finishReport(sink, sum, err, *verbose, stderr, "sample") {
 		return exitError
 	}
-	sum.WriteSummary(stderr)
-	writeSummaryLine(stderr, sum, "sample")
 	if sum.DecodeError != nil {
 		return exitPartial
 	}
@@ -324,6 +315,26 @@ func envSet(name string) bool {
 // how many samples (of a core: threads) it printed and how their user
 // stacks ended, by stop reason (docs/GLOSSARY.md). Nothing when no sample
 // was printed: checkInput says why.
+// finishReport ends a report's output: with verbose, the writer's own
+// summary (JSON's last record) first; then the writer is closed and the
+// summary printed on stderr. It says false, having printed why, when the
+// run or the writer failed.
+func finishReport(sink report.Writer, sum *report.Summary, err error, verbose bool, stderr io.Writer, unit string) bool {
+	if sw, ok := sink.(report.SummaryWriter); ok && verbose && err == nil {
+		err = sw.WriteSummary(sum)
+	}
+	if ferr := sink.Close(); err == nil {
+		err = ferr
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "ustack report: %v\n", err)
+		return false
+	}
+	sum.WriteSummary(stderr)
+	writeSummaryLine(stderr, sum, unit)
+	return true
+}
+
 func writeSummaryLine(w io.Writer, sum *report.Summary, unit string) {
 	if sum.Samples == 0 {
 		return
