@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"github.com/ustack/ustack/elfcache"
 	"github.com/ustack/ustack/internal/testprog"
 	"github.com/ustack/ustack/perfdata"
@@ -153,7 +154,9 @@ const junkFrame = "ffffffffffffffff [unknown] ([unknown])"
 // failed unwind with a junk all-ones frame, stops early (.debug_frame-only
 // code, Go, some of ld.so), cuts stacks at 127 frames, leaves PLT stubs
 // unnamed or names them after _init, names assembly functions by
-// another alias, and recovers no tail call frames. Each is shown against
+// another alias, labels an inlined frame with its object when it has the
+// name of the function it was inlined into, and recovers no tail call
+// frames. Each is shown against
 // gdb or objdump in the tests that name them.
 func perfDefect(a, b []string) string {
 	if len(a) == 0 || len(b) == 0 || a[0] != b[0] {
@@ -179,6 +182,10 @@ func perfDefect(a, b []string) string {
 		case physicalInlined(a, i, b[i]):
 			if kind == "" {
 				kind = "physical frame labelled inlined"
+			}
+		case sameNameInlined(a, b, i):
+			if kind == "" {
+				kind = "same-name inlined frame labelled physical"
 			}
 		case sameFunctionAlias(a[i], b[i], moduleOf(b[i:])):
 			if kind == "" {
@@ -295,6 +302,23 @@ func physicalInlined(a []string, i int, y string) bool {
 		}
 	}
 	return fx[1] == fy[1] || sameFunctionAlias(a[i], y, strings.Trim(fy[2], "()"))
+}
+
+// sameNameInlined reports whether perf printed an inlined frame with its
+// object instead of "(inlined)" because the inlined function has the name
+// of the symbol it was inlined into (ld.so's call_init, inlined into the
+// out-of-line call_init: eu-addr2line -i says "call_init inlined at
+// dl-init.c:26 in call_init"); perf 6.1's new_inline_sym then reuses the
+// symbol, whose label is the object. Both print the inlined and the
+// physical frame at one address; only the first frame's label differs.
+func sameNameInlined(a, b []string, i int) bool {
+	if i+1 >= len(a) || i+1 >= len(b) || a[i+1] != b[i+1] {
+		return false
+	}
+	fx, fy, next := strings.Fields(a[i]), strings.Fields(b[i]), strings.Fields(a[i+1])
+	return len(fx) == 3 && len(fy) == 3 && len(next) == 3 &&
+		fx[0] == fy[0] && fx[1] == fy[1] && fy[2] == "(inlined)" &&
+		next[0] == fx[0] && next[1] == fx[1] && next[2] == fx[2] && fx[2] != "(inlined)"
 }
 
 // unnamedPLT reports whether perf printed a PLT stub without its name
@@ -416,7 +440,8 @@ func TestPerfParity(t *testing.T) {
 	// named, or where perf labels a physical frame "(inlined)" and ustack
 	// names its object, print the same functions; count them with the
 	// identical ones.
-	if (res.same+res.defects["alias"]+res.defects["plt name"]+res.defects["physical frame labelled inlined"])*100 < res.total*99 {
+	if (res.same+res.defects["alias"]+res.defects["plt name"]+res.defects["physical frame labelled inlined"]+
+		res.defects["same-name inlined frame labelled physical"])*100 < res.total*99 {
 		t.Errorf("only %d of %d samples identical to perf script (%d more differ only by alias)",
 			res.same, res.total, res.defects["alias"])
 	}
@@ -536,4 +561,29 @@ func indexOf(s []string, x string) int {
 		}
 	}
 	return -1
+}
+
+// TestPerfDefectSameNameInlined: a sample of CI's (TestPerfParityDeepRecursion
+// under load caught one in ld.so's start-up) where perf labels the inlined
+// call_init with ld.so's name; any other difference in those lines stays
+// unexplained.
+func TestPerfDefectSameNameInlined(t *testing.T) {
+	head := "rec  9361 16913.832554:                cpu-clock: "
+	ld := "(/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2)"
+	perf := []string{head,
+		"\t          16a642 __strrchr_evex+0x2 (/usr/lib/x86_64-linux-gnu/libc.so.6)",
+		"\t            4a1d call_init+0xcd " + ld,
+		"\t            4a1d call_init+0xcd " + ld,
+		"\t            4b03 _dl_init+0x73 " + ld,
+	}
+	ours := append([]string(nil), perf...)
+	ours[2] = "\t            4a1d call_init+0xcd (inlined)"
+	require.Equal(t, "same-name inlined frame labelled physical", perfDefect(perf, ours))
+
+	other := append([]string(nil), ours...)
+	other[2] = "\t            4a1d _dl_init+0xcd (inlined)"
+	require.Empty(t, perfDefect(perf, other), "another name is no such defect")
+	moved := append([]string(nil), ours...)
+	moved[3] = "\t            4a1e call_init+0xce " + ld
+	require.Empty(t, perfDefect(perf, moved), "the physical frames differ")
 }
