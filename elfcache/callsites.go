@@ -294,12 +294,14 @@ func (x *callSites) parse(s *cuSlot) (u *cuCallSites, err error) {
 	if err != nil || e == nil {
 		return nil, newErr(path, ".debug_info", int64(s.off), errors.Join(err, errors.New("no unit")))
 	}
-	if e.Tag == dwarf.TagSkeletonUnit {
+	if isSkeleton(e) {
 		abs := *e
 		abs.Offset += base
 		dx, dr, split, dwo, err := ux.dwoOpen(&abs)
 		if err != nil {
-			return nil, err
+			// Said once, with the source frames' (SplitDWARFError).
+			x.lx.splitFailed(s.off, err)
+			return nil, nil
 		}
 		if dwo != nil {
 			defer dwo.Close()
@@ -386,7 +388,7 @@ func (b *callSiteBuilder) subprogram(e *dwarf.Entry) uint64 {
 // entryOf returns a subprogram's entry (DW_AT_low_pc, else the start of its
 // first range) and its ranges.
 func (b *callSiteBuilder) entryOf(e *dwarf.Entry) (uint64, [][2]uint64) {
-	rs, _ := b.x.d.Ranges(e)
+	rs, _ := b.x.ranges(e)
 	if lo, ok := e.Val(dwarf.AttrLowpc).(uint64); ok && lo != 0 {
 		return lo, rs
 	}

@@ -280,13 +280,20 @@ func (a *cuAttrs) rangesOf(s dwarfSecs, u unitSpan) [][2]uint64 {
 	if a.ranges > uint64(len(s.ranges)) {
 		return nil
 	}
-	b := &bufReader{b: s.ranges[a.ranges:]}
+	return dwarf4Ranges(s.ranges[a.ranges:], base, u.asize, ret)
+}
+
+// dwarf4Ranges reads the .debug_ranges list at the start of sec (DWARF 2
+// to 4: pairs of addresses relative to base, or a base address selection)
+// as debug/dwarf does, appending to ret.
+func dwarf4Ranges(sec []byte, base uint64, asize uint8, ret [][2]uint64) [][2]uint64 {
+	b := &bufReader{b: sec}
 	for len(b.b) > 0 {
-		lo, hi := b.addr(u.asize), b.addr(u.asize)
+		lo, hi := b.addr(asize), b.addr(asize)
 		if b.bad || lo == 0 && hi == 0 {
 			break
 		}
-		if lo == ^uint64(0)>>(64-8*uint(u.asize)) {
+		if lo == ^uint64(0)>>(64-8*uint(asize)) {
 			base = hi
 		} else {
 			ret = append(ret, [2]uint64{base + lo, base + hi})

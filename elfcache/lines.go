@@ -124,6 +124,8 @@ type lineIndex struct {
 	mu                 sync.Mutex   // serializes parsing and eviction
 	live               []int32      // parsed units, for eviction
 	dwoErr             error        // the first split DWARF unit whose .dwo could not be read (under mu)
+	dwoFailed          atomic.Bool  // dwoErr is set
+	gnu                *gnuRanges   // how a DWARF 4 split unit's (.dwo) range lists are read; nil for others
 	clock              atomic.Int64 // use counter for LRU
 }
 
@@ -565,36 +567,28 @@ func (x *lineIndex) parse(s *cuSlot) (cu *cuLines) {
 		return cu
 	}
 	fileIdx := cu.parseLines(ux, e)
-	if e.Tag == dwarf.TagSkeletonUnit {
+	if isSkeleton(e) {
 		// Split DWARF: the scopes are in the unit's .dwo, whose
 		// call_file numbers name the same files as the skeleton's line
-		// table (gcc writes one file table to both). dwoOpen finds the
-		// skeleton's header by the entry's .debug_info offset.
+		// table (gcc and clang write one file table to both). dwoOpen
+		// finds a DWARF 5 skeleton's header by the entry's .debug_info
+		// offset.
 		abs := *e
 		abs.Offset += base
 		dx, dr, split, dwo, err := ux.dwoOpen(&abs)
-		if err != nil {
-			cu.err = err
-			if x.dwoErr == nil {
-				x.dwoErr = newErr(x.owner.path, ".debug_info", int64(off), err)
+		if err == nil {
+			if dwo != nil {
+				defer dwo.Close()
+			}
+			if split.Children {
+				cu.parseScopes(dx, dr, fileIdx)
 			}
 			return cu
 		}
-		if dwo != nil {
-			defer dwo.Close()
-		}
-		if split.Children {
-			cu.parseScopes(dx, dr, fileIdx)
-		}
-		return cu
-	}
-	if !e.Children && e.Val(attrGNUDwoName) != nil {
-		// gcc -gdwarf-4 -gsplit-dwarf: the GNU forms of the .dwo
-		// (DW_FORM_GNU_addr_index, ...) are not read; lines only.
-		cu.err = errors.New("GNU (DWARF 4) split DWARF unit: its .dwo is not read")
-		if x.dwoErr == nil {
-			x.dwoErr = newErr(x.owner.path, ".debug_info", int64(off), cu.err)
-		}
+		cu.err = err
+		x.splitFailed(off, err)
+		// clang -fsplit-dwarf-inlining keeps the inlined calls in the
+		// skeleton too.
 	}
 	if e.Children {
 		cu.parseScopes(ux, r, fileIdx)
@@ -602,8 +596,31 @@ func (x *lineIndex) parse(s *cuSlot) (cu *cuLines) {
 	return cu
 }
 
-// attrGNUDwoName is DW_AT_GNU_dwo_name, the .dwo of a DWARF 4 split unit.
-const attrGNUDwoName dwarf.Attr = 0x2130
+// splitFailed records that the .dwo of the split unit at off could not be
+// read, for SourceError and SplitDWARFError. Called under x.mu.
+func (x *lineIndex) splitFailed(off dwarf.Offset, err error) {
+	if x.dwoErr == nil {
+		x.dwoErr = newErr(x.owner.path, ".debug_info", int64(off), err)
+		x.dwoFailed.Store(true)
+	}
+}
+
+// SplitDWARFError returns why the first split DWARF unit that a lookup
+// (SourceFrames, or the call sites) met could not be read from its .dwo
+// file or the .dwp package: not found (the error names the files looked
+// at), or a DWO id that is not the skeleton's. Its functions and inlined
+// calls are then missing; the lines still come from the skeleton. The
+// error names the object and the skeleton unit's offset in .debug_info.
+// Nil while there is none; cheap.
+func (o *Object) SplitDWARFError() error {
+	x := o.lineIndex()
+	if x == nil || !x.dwoFailed.Load() {
+		return nil
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.dwoErr
+}
 
 // parseLines reads the unit's line table into cu.rows and cu.files and
 // returns the map from the line table's file numbers to cu.files.
@@ -739,7 +756,7 @@ func (cu *cuLines) parseScopes(x *lineIndex, r *dwarf.Reader, fileIdx []int32) {
 			}
 			continue
 		}
-		ranges, _ := x.d.Ranges(e)
+		ranges, _ := x.ranges(e)
 		var valid [][2]uint64
 		for _, rg := range ranges {
 			if rg[1] > rg[0] && rg[0] != 0 {

@@ -148,6 +148,7 @@ type Object struct {
 
 	dwpOnce sync.Once // the split DWARF package FILE.dwp
 	dwp     *dwpPackage
+	dwpErr  error // why a FILE.dwp found could not be read
 
 	goOnce sync.Once
 	gopcln *goPCLN

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -92,6 +93,7 @@ func TestSplitDWARF(t *testing.T) {
 	require.Len(t, fr, 1)
 	assert.NotZero(t, fr[0].Line)
 	assert.ErrorContains(t, o2.SourceError(), "a.dwo")
+	assert.ErrorContains(t, o2.SplitDWARFError(), "a.dwo")
 
 	// A .dwp package next to the executable instead (binutils' dwp 2.40
 	// drops DWARF 5 units; llvm-dwp keeps them).
@@ -108,28 +110,117 @@ func TestSplitDWARF(t *testing.T) {
 	assert.NoError(t, o3.SourceError())
 }
 
-// TestSplitDWARF4Reported checks that a DWARF 4 (GNU) split unit, whose
-// .dwo is not read, is reported rather than passed over silently, and
-// that its lines still come from the skeleton.
-func TestSplitDWARF4Reported(t *testing.T) {
-	needTool(t, "gcc")
-	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "common.h"), []byte(dwzHeader), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "a.c"), []byte(dwzProgs["a"]), 0o644))
-	testprog.Tool(t, dir, "gcc", "-g", "-O2", "-gdwarf-4", "-gsplit-dwarf", "-o", "a", "a.c")
-	o := mustOpen(t, filepath.Join(dir, "a"), Options{NoDebugFile: true})
-	var a uint64
-	for _, s := range o.Symbols() {
-		if s.Name == "work_a" {
-			a = s.Addr
+// TestSplitDWARF4 checks the GNU split DWARF of -gdwarf-4 -gsplit-dwarf
+// (DW_AT_GNU_dwo_name skeletons, DW_FORM_GNU_addr_index and
+// DW_FORM_GNU_str_index in the .dwo, range lists in the executable), from
+// gcc and clang, read from the .dwo files and from a version 2 .dwp
+// package (binutils' dwp for gcc's, llvm-dwp for clang's): the source
+// frames at every address of the program's functions (inline chains of
+// three levels in both units, files, lines) equal llvm-addr2line's, which
+// reads the .dwo and .dwp itself, and the tail call site of hop is found
+// in the .dwo (its target is work_b, as the source says and gdb shows).
+func TestSplitDWARF4(t *testing.T) {
+	needTool(t, "llvm-addr2line")
+	for _, c := range []struct{ cc, pack string }{
+		{"gcc", ""}, {"gcc", "dwp"}, {"clang", ""}, {"clang", "llvm-dwp"},
+	} {
+		name := c.cc + "_dwo"
+		if c.pack != "" {
+			name = c.cc + "_" + c.pack
 		}
+		t.Run(name, func(t *testing.T) {
+			bin := testprog.BuildSplit(t, t.TempDir(), c.cc, 4, c.pack)
+			o := mustOpen(t, bin, Options{NoDebugFile: true})
+			syms := map[string]Symbol{}
+			var addrs []uint64
+			for _, s := range o.Symbols() {
+				switch s.Name {
+				case "main", "work_a", "work_b", "hop":
+					syms[s.Name] = s
+					for a := s.Addr; a < s.Addr+s.Size; a++ {
+						addrs = append(addrs, a)
+					}
+				}
+			}
+			require.Len(t, syms, 4)
+			compareTool(t, "llvm-addr2line", o, bin, addrs)
+			require.NoError(t, o.SplitDWARFError())
+			require.NoError(t, o.SourceError())
+			// Both units' inline chains are read: leaf, middle,
+			// outer and the function they are inlined into.
+			for _, fn := range []string{"work_a", "work_b"} {
+				s := syms[fn]
+				depth := maxInlineDepth(o, []uint64{s.Addr, s.Addr + s.Size/4, s.Addr + s.Size/2, s.Addr + 3*s.Size/4})
+				assert.GreaterOrEqual(t, depth, 4, "inline chain in %s", fn)
+			}
+			if c.pack != "" {
+				p, err := o.dwpFile()
+				require.NoError(t, err)
+				require.NotNil(t, p)
+				assert.EqualValues(t, 2, p.version, "%s writes a version 2 index for DWARF 4", c.pack)
+			}
+			hop := syms["hop"]
+			tails := o.TailCallSites(hop.Addr)
+			require.Len(t, tails, 1, "hop's tail call to work_b")
+			assert.Equal(t, syms["work_b"].Addr, tails[0].Target)
+			assert.Equal(t, hop.Addr+hop.Size, tails[0].ReturnPC, "hop ends with its jmp")
+			require.NoError(t, o.CallSitesError())
+		})
 	}
-	require.NotZero(t, a)
-	fr := o.SourceFrames(a, nil)
-	require.Len(t, fr, 1)
-	assert.Equal(t, "work_a", fr[0].Function)
-	assert.NotZero(t, fr[0].Line)
-	assert.ErrorContains(t, o.SourceError(), "DWARF 4")
+}
+
+// TestSplitDWARF4Missing checks what is said when a GNU split unit's .dwo
+// cannot be used: not there, or rebuilt since the program was linked (its
+// DWO id, as readelf prints it, differs from the skeleton's). The error
+// names the object, the .dwo, the files looked at and the ids; the other
+// unit keeps its inline chains and the lines still come from the
+// skeleton.
+func TestSplitDWARF4Missing(t *testing.T) {
+	dir := t.TempDir()
+	bin := testprog.BuildSplit(t, dir, "gcc", 4, "")
+	id := func(file string) string {
+		out := testprog.Tool(t, dir, "readelf", "--debug-dump=info", file)
+		m := regexp.MustCompile(`DW_AT_GNU_dwo_id\s*:\s*(0x[0-9a-f]+)`).FindAllStringSubmatch(out, -1)
+		require.NotEmpty(t, m, "readelf shows no DW_AT_GNU_dwo_id in %s", file)
+		return m[len(m)-1][1]
+	}
+	want := id("prog")
+	check := func(t *testing.T, msg ...string) {
+		o := mustOpen(t, bin, Options{NoDebugFile: true})
+		var workA, workB uint64
+		for _, s := range o.Symbols() {
+			switch s.Name {
+			case "work_a":
+				workA = s.Addr + s.Size/2
+			case "work_b":
+				workB = s.Addr + s.Size/2
+			}
+		}
+		fr := o.SourceFrames(workB, nil)
+		require.Len(t, fr, 1)
+		assert.Equal(t, "work_b", fr[0].Function)
+		assert.NotZero(t, fr[0].Line)
+		assert.GreaterOrEqual(t, len(o.SourceFrames(workA, nil)), 2, "a.dwo is still read")
+		err := o.SplitDWARFError()
+		require.Error(t, err)
+		t.Log(err)
+		for _, m := range append(msg, bin, "b.dwo") {
+			assert.Contains(t, err.Error(), m)
+		}
+		assert.Equal(t, err, o.SourceError())
+	}
+	require.NoError(t, os.Rename(filepath.Join(dir, "b.dwo"), filepath.Join(dir, "b.dwo.gone")))
+	t.Run("not_found", func(t *testing.T) {
+		check(t, "not found", "DWO id "+want, filepath.Join(dir, "b.dwo"))
+	})
+	// b.c changed and recompiled, the program not relinked.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "b.c"), []byte(testprog.SplitSources["b.c"]+"int later(int x) { return hop(x) + 1; }\n"), 0o644))
+	testprog.Tool(t, dir, "gcc", "-O2", "-g", "-gdwarf-4", "-gsplit-dwarf", "-c", "-o", "b.o", "b.c")
+	got := id("b.dwo")
+	require.NotEqual(t, want, got)
+	t.Run("id_differs", func(t *testing.T) {
+		check(t, "has DWO id "+got, "expects "+want)
+	})
 }
 
 // FuzzSplitDWARF damages the .dwo file of a -gsplit-dwarf build (a section,

@@ -1,6 +1,7 @@
 package resolve
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/ustack/ustack/elfcache"
@@ -161,6 +162,7 @@ func (z *Symbolizer) appendFrames(out []Frame, s *Space, fr *unwinder.Frame, how
 	if name, off, ok := z.lookup(obj, addr-m.bias, addr); ok {
 		f.Symbol, f.SymOff = Unversioned(name), off
 	}
+	s.checkSplitDWARF(m)
 	if innermost && len(z.src) > 1 {
 		z.src = z.src[:1]
 	}
@@ -183,6 +185,21 @@ func (z *Symbolizer) appendFrames(out []Frame, s *Space, fr *unwinder.Frame, how
 		out = append(out, f)
 	}
 	return out
+}
+
+// checkSplitDWARF warns, once per object, when a split DWARF unit of the
+// mapping's object could not be read from its .dwo or .dwp: its inlined
+// functions are then missing and the names are the symbol table's.
+func (s *Space) checkSplitDWARF(m *spaceMap) {
+	if m.splitWarned.Load() {
+		return
+	}
+	if err := m.obj.SplitDWARFError(); err != nil {
+		m.splitWarned.Store(true)
+		if s.r != nil {
+			s.r.warnOnce("splitdwarf\x00"+m.obj.Path(), fmt.Sprintf("%v: inlined functions there are missing and names are the symbol table's", err))
+		}
+	}
 }
 
 // sourceName is a source frame's name as gdb prints it: the linkage name

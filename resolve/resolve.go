@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ustack/ustack/elfcache"
 	"github.com/ustack/ustack/procmaps"
@@ -275,6 +276,9 @@ type spaceMap struct {
 	obj       *elfcache.Object
 	bias      uint64
 	anonymous bool // JIT code may live here
+	// splitWarned is set once the object's split DWARF problem has
+	// been handed to warnOnce, which then need not be asked again.
+	splitWarned atomic.Bool
 }
 
 // AddressSpace returns the space to unwind in.
@@ -356,7 +360,8 @@ func (r *Resolver) NewSpace(pid uint32, maps []Mapping) *Space {
 	for i := range maps {
 		m := &maps[i]
 		um := unwinder.Mapping{Start: m.Start, End: m.End, Exec: m.Exec, Name: m.Path, Tag: i}
-		sm := spaceMap{path: m.Path, start: m.Start, pgoff: m.PgOff, anonymous: IsAnonymous(m.Path)}
+		sm := &s.maps[i]
+		sm.path, sm.start, sm.pgoff, sm.anonymous = m.Path, m.Start, m.PgOff, IsAnonymous(m.Path)
 		switch {
 		case m.Object != nil:
 			um.Object, um.Bias = m.Object, m.Start-m.PgOff
@@ -375,7 +380,7 @@ func (r *Resolver) NewSpace(pid uint32, maps []Mapping) *Space {
 		}
 		sm.bias = um.Bias
 		anon = anon || (m.Exec && sm.anonymous)
-		ums[i], s.maps[i] = um, sm
+		ums[i] = um
 	}
 	s.as = unwinder.NewAddressSpace(ums)
 	if anon {
