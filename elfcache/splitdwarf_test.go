@@ -223,11 +223,41 @@ func TestSplitDWARF4Missing(t *testing.T) {
 	})
 }
 
-// FuzzSplitDWARF damages the .dwo file of a -gsplit-dwarf build (a section,
-// an offset and bytes to write there) and the skeleton's addr_base
-// section, and checks that SourceFrames neither panics nor hangs.
+// FuzzSplitDWARF damages one split DWARF file of a -gsplit-dwarf build (a
+// section, an offset and bytes to write there): gcc's DWARF 5 .dwo, a
+// DWARF 4 (GNU) .dwo, or a DWARF 4 .dwp package (binutils' dwp, a version
+// 2 index), and the skeleton's addr_base section through them. It checks
+// that the source frames and the call sites neither panic nor hang, and
+// that a split unit that could not be read is reported naming the program
+// and the unit's offset.
 func FuzzSplitDWARF(f *testing.F) {
 	needTool(f, "gcc")
+	type target struct {
+		bin, file string
+		data      []byte
+		secs      []Section
+		addrs     []uint64
+	}
+	var targets []target
+	add := func(bin, file string) {
+		data, err := os.ReadFile(file)
+		require.NoError(f, err)
+		tg := target{bin: bin, file: file, data: data}
+		o := mustOpen(f, bin, Options{NoDebugFile: true})
+		for _, s := range o.Symbols() {
+			for a := s.Addr; a < s.Addr+s.Size; a += 2 {
+				tg.addrs = append(tg.addrs, a)
+			}
+		}
+		d := mustOpen(f, file, Options{NoDebugFile: true})
+		for _, s := range d.Sections() {
+			if strings.HasSuffix(s.Name, ".dwo") || strings.HasSuffix(s.Name, "_index") {
+				tg.secs = append(tg.secs, s)
+			}
+		}
+		require.NotEmpty(f, tg.secs, file)
+		targets = append(targets, tg)
+	}
 	dir := f.TempDir()
 	require.NoError(f, os.WriteFile(filepath.Join(dir, "common.h"), []byte(dwzHeader), 0o644))
 	require.NoError(f, os.WriteFile(filepath.Join(dir, "a.c"), []byte(dwzProgs["a"]), 0o644))
@@ -239,47 +269,52 @@ func FuzzSplitDWARF(f *testing.F) {
 		}
 	}
 	require.NotEmpty(f, dwoPath, "gcc wrote no .dwo")
-	dwo, err := os.ReadFile(dwoPath)
-	require.NoError(f, err)
-	o := mustOpen(f, filepath.Join(dir, "a"), Options{NoDebugFile: true})
-	var addrs []uint64
-	for _, s := range o.Symbols() {
-		for a := s.Addr; a < s.Addr+s.Size; a += 2 {
-			addrs = append(addrs, a)
+	add(filepath.Join(dir, "a"), dwoPath)
+	dir4 := f.TempDir()
+	add(testprog.BuildSplit(f, dir4, "gcc", 4, ""), filepath.Join(dir4, "b.dwo"))
+	if _, err := exec.LookPath("dwp"); err == nil {
+		dirP := f.TempDir()
+		bin := testprog.BuildSplit(f, dirP, "gcc", 4, "dwp")
+		add(bin, bin+".dwp")
+	} else {
+		f.Log("dwp (binutils) not installed: .dwp packages not fuzzed")
+	}
+	for k := range targets {
+		for j := 0; j < 8; j++ {
+			f.Add(uint8(k), uint8(j), uint32(j*29), []byte{0xff, 0x7f, 0x80, 0})
 		}
 	}
-	d := mustOpen(f, dwoPath, Options{NoDebugFile: true})
-	var secs []Section
-	for _, s := range d.Sections() {
-		if strings.HasSuffix(s.Name, ".dwo") {
-			secs = append(secs, s)
-		}
-	}
-	require.NotEmpty(f, secs)
-	for k := 0; k < 8; k++ {
-		f.Add(uint8(k), uint32(k*29), []byte{0xff, 0x7f, 0x80, 0})
-	}
-	f.Fuzz(func(t *testing.T, secIdx uint8, off uint32, patch []byte) {
+	f.Fuzz(func(t *testing.T, which, secIdx uint8, off uint32, patch []byte) {
 		defer failIfSlow(10 * time.Second)()
-		data := append([]byte(nil), dwo...)
-		s := secs[int(secIdx)%len(secs)]
+		tg := targets[int(which)%len(targets)]
+		data := append([]byte(nil), tg.data...)
+		s := tg.secs[int(secIdx)%len(tg.secs)]
 		if s.Size > 0 {
 			at := s.Offset + uint64(off)%s.Size
 			copy(data[at:min(s.Offset+s.Size, at+uint64(len(patch)))], patch)
 		}
-		if err := os.WriteFile(dwoPath, data, 0o600); err != nil {
+		if err := os.WriteFile(tg.file, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		o, err := Open(filepath.Join(dir, "a"), Options{NoDebugFile: true, MaxSectionSize: 1 << 24})
+		o, err := Open(tg.bin, Options{NoDebugFile: true, MaxSectionSize: 1 << 24})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer o.Close()
 		var buf []SourceFrame
-		for _, a := range addrs {
+		for _, a := range tg.addrs {
 			buf = o.SourceFrames(a, buf[:0])
+			o.CallSiteAt(a)
+			o.TailCallSites(a)
 		}
 		o.SourceError()
+		o.CallSitesError()
+		if err := o.SplitDWARFError(); err != nil {
+			msg := err.Error()
+			if !strings.Contains(msg, tg.bin) || !strings.Contains(msg, "section .debug_info at offset 0x") {
+				t.Errorf("split DWARF error does not name the program and the unit: %v", err)
+			}
+		}
 	})
 }
 
@@ -298,6 +333,10 @@ func FuzzDWPIndex(f *testing.F) {
 	le.PutUint32(seed[40:], dwSectInfo)
 	le.PutUint32(seed[44:], dwSectAbbrev)
 	f.Add(seed, uint64(0x1122334455667788))
+	// The same as a version 2 (GNU DWARF 4) index.
+	v2 := append([]byte(nil), seed...)
+	le.PutUint16(v2, 2)
+	f.Add(v2, uint64(0x1122334455667788))
 	f.Fuzz(func(t *testing.T, index []byte, id uint64) {
 		p, err := parseDWPIndex("fuzz.dwp", index)
 		if err != nil {
@@ -309,6 +348,8 @@ func FuzzDWPIndex(f *testing.F) {
 			get("info")
 			get("abbrev")
 			get("line")
+			get("str_offsets")
+			get("rnglists")
 		}
 	})
 }
