@@ -132,21 +132,29 @@ func (x *lineIndex) dwoOpen(e *dwarf.Entry) (dx *lineIndex, r *dwarf.Reader, spl
 	} else if dwpErr != nil {
 		tried = append(tried, dwpErr.Error())
 	}
-	var cands []string
-	if filepath.IsAbs(sk.name) {
-		cands = append(cands, sk.name)
-	} else if sk.compDir != "" {
-		cands = append(cands, filepath.Join(sk.compDir, sk.name))
-	}
-	// Moved builds: next to the executable and next to its debug file.
-	cands = append(cands, filepath.Join(filepath.Dir(x.owner.path), filepath.Base(sk.name)))
+	// The path the skeleton names is one of the profiled machine's, so
+	// under Options.SymFS; for moved builds, the file next to the object
+	// whose DWARF this is (the executable or its debug file) too, where
+	// it was found on this machine.
 	opts := x.owner.opts
 	opts.NoDebugFile = true
+	var cands []string
+	named := sk.name
+	if !filepath.IsAbs(named) && sk.compDir != "" {
+		named = filepath.Join(sk.compDir, named)
+	}
+	if filepath.IsAbs(named) {
+		if p, err := opts.symfsPath(named); err == nil {
+			cands = append(cands, p)
+		} else {
+			tried = append(tried, fmt.Sprintf("%s (%v)", named, err))
+		}
+	}
+	cands = append(cands, filepath.Join(filepath.Dir(x.owner.file), filepath.Base(sk.name)))
 	var mismatch *dwoMismatch
 	seen := map[string]bool{}
-	for _, c := range cands {
-		p, err := opts.symfsPath(c)
-		if err != nil || seen[p] {
+	for _, p := range cands {
+		if seen[p] {
 			continue
 		}
 		seen[p] = true

@@ -223,6 +223,74 @@ func TestSplitDWARF4Missing(t *testing.T) {
 	})
 }
 
+// TestSplitDWARF4Moved checks where a GNU split unit's .dwo is found when
+// the build is not where the skeleton's DW_AT_comp_dir says: under
+// Options.SymFS at that directory, and next to the program (a moved
+// build, also under a SymFS), and next to the program's debug file (found
+// by its debug link) when the program is stripped. In each case the inline chains of both
+// units are there (llvm-addr2line gives four frames, leaf to work_a and
+// work_b, at their close calls: TestSplitDWARF4) and nothing is reported.
+func TestSplitDWARF4Moved(t *testing.T) {
+	build := t.TempDir()
+	testprog.BuildSplit(t, build, "gcc", 4, "")
+	files := []string{"prog", "a.dwo", "b.dwo"}
+	copyTo := func(dir string) {
+		require.NoError(t, os.MkdirAll(dir, 0o755))
+		for _, f := range files {
+			data, err := os.ReadFile(filepath.Join(build, f))
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(filepath.Join(dir, f), data, 0o755))
+		}
+	}
+	root, root2 := t.TempDir(), t.TempDir()
+	copyTo(filepath.Join(root, build))    // the build as it was, under a symfs
+	copyTo(filepath.Join(root2, "moved")) // moved, under a symfs
+	moved := filepath.Join(t.TempDir(), "x", "prog")
+	copyTo(filepath.Dir(moved)) // moved
+	// Stripped, its DWARF (the skeletons) in a debug file found by its
+	// debug link in .debug/, with the .dwo files beside that.
+	stripped := filepath.Join(t.TempDir(), "prog")
+	debugDir := filepath.Join(filepath.Dir(stripped), ".debug")
+	copyTo(debugDir)
+	testprog.Tool(t, debugDir, "objcopy", "--only-keep-debug", "prog", "prog.debug")
+	testprog.Tool(t, debugDir, "objcopy", "--strip-debug", "--add-gnu-debuglink=prog.debug", "prog", stripped)
+	require.NoError(t, os.Remove(filepath.Join(debugDir, "prog")))
+	for _, f := range files[1:] {
+		require.NoError(t, os.Remove(filepath.Join(build, f)))
+	}
+	for _, c := range []struct {
+		name, bin string
+		opts      Options
+	}{
+		// With a SymFS, Open is given the profiled machine's path.
+		{"symfs", filepath.Join(build, "prog"), Options{SymFS: root}},
+		{"moved_symfs", "/moved/prog", Options{SymFS: root2}},
+		{"moved", moved, Options{}},
+		{"debug_file", stripped, Options{}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.opts.NoDebugFile = c.name != "debug_file"
+			c.opts.DebugDirs = []string{t.TempDir()}
+			o := mustOpen(t, c.bin, c.opts)
+			for _, s := range o.Symbols() {
+				if s.Name != "work_a" && s.Name != "work_b" {
+					continue
+				}
+				var deepest []SourceFrame
+				for a := s.Addr; a < s.Addr+s.Size; a++ {
+					if fr := o.SourceFrames(a, nil); len(fr) > len(deepest) {
+						deepest = fr
+					}
+				}
+				require.Len(t, deepest, 4, "%s: %s", s.Name, fmtFrames(deepest))
+				assert.Equal(t, "leaf", deepest[0].Function)
+				assert.Equal(t, s.Name, deepest[3].Function)
+			}
+			require.NoError(t, o.SplitDWARFError())
+		})
+	}
+}
+
 // FuzzSplitDWARF damages one split DWARF file of a -gsplit-dwarf build (a
 // section, an offset and bytes to write there): gcc's DWARF 5 .dwo, a
 // DWARF 4 (GNU) .dwo, or a DWARF 4 .dwp package (binutils' dwp, a version
