@@ -37,8 +37,12 @@
 //   - the line index for SourceFrames (lines.go): the units of the DWARF
 //     (the object's or the debug file's), with names shared through a dwz
 //     supplementary file resolved in it (dwz.go) and the scopes of split
-//     DWARF skeleton units read from their .dwo file or the FILE.dwp
-//     package (splitdwarf.go). Where DWARF has nothing for an address,
+//     DWARF skeleton units, DWARF 5's and the GNU DWARF 4 form of
+//     -gdwarf-4 -gsplit-dwarf, read from their .dwo file (as named, under
+//     Options.SymFS, or next to the file the skeletons are in) or the
+//     FILE.dwp package (index version 5 or 2) (splitdwarf.go); a unit
+//     whose .dwo is missing or has another DWO id keeps its lines and is
+//     reported by SplitDWARFError. Where DWARF has nothing for an address,
 //     a Go function's pcfile and pcln tables give its file and line and
 //     its inline tree (in go:func.*) the inlined calls, as Go's runtime
 //     reads them for its tracebacks (golines.go); the function and file

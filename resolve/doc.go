@@ -27,7 +27,10 @@
 // build-id differs is refused with a warning naming both ids. Objects that
 // could not be used are collected for the report's summary (Missing), and
 // where each object found got its information (Objects); each warning is
-// given once per path. Prepare opens an object ahead of its first sample,
+// given once per path. An object whose split DWARF (a .dwo or .dwp, DWARF 5
+// or GNU DWARF 4) a frame's lookup could not read is warned about once too,
+// naming the object, the .dwo, the files looked at and the DWO ids:
+// its inlined functions are missing then. Prepare opens an object ahead of its first sample,
 // so that a front end can fetch a recording's objects in parallel. JIT code
 // in anonymous memory is named from the JIT's /tmp/perf-PID.map.
 //

@@ -20,7 +20,9 @@
 // tool's output.
 //
 // [Tool] runs any other tool (objcopy, readelf, a cross compiler) the
-// same way.
+// same way. [BuildSplit] builds [SplitSources], a program of two units
+// with inlined calls and a tail call, as gcc's or clang's split DWARF
+// (DWARF 4 or 5), its .dwo files beside it or packed into a .dwp.
 //
 // Users: the tests of capture, elfcache, perfdata, tracefmt, report
 // (parity, pprof, nostack and through them browser), debuginfod's server
