@@ -90,26 +90,35 @@ func textChain(block []string, module string) (chain []string, ok bool) {
 	return chain, ok
 }
 
-// TestReportSplitDWARF4 records close() in a program built with gcc and
+// TestReportSplitDWARF records close() in a program built with gcc and
 // clang as DWARF 4 (GNU) split DWARF, its debug information in .dwo files
 // or in a .dwp package, and checks that ustack report's text for each
 // close sample is one of gdb's three chains at close (three levels of
 // inlined functions in each of two units, and hop's tail call), frame for
 // frame, and that each chain is seen. With a .dwo gone, the report says so
-// once, naming the program and the file.
-func TestReportSplitDWARF4(t *testing.T) {
+// once, naming the program and the file; so it does for gcc's DWARF 5
+// split units.
+func TestReportSplitDWARF(t *testing.T) {
 	requirePerf(t)
 	testprog.NeedTracefs(t, "syscalls/sys_enter_close")
-	for _, c := range []struct{ cc, pack string }{
-		{"gcc", ""}, {"gcc", "dwp"}, {"clang", ""}, {"clang", "llvm-dwp"},
+	for _, c := range []struct {
+		cc, pack string
+		version  int
+	}{
+		{"gcc", "", 4}, {"gcc", "dwp", 4}, {"clang", "", 4}, {"clang", "llvm-dwp", 4},
+		// DWARF 5's split units are reported alike.
+		{"gcc", "", 5},
 	} {
 		name := c.cc + "_dwo"
 		if c.pack != "" {
 			name = c.cc + "_" + c.pack
 		}
+		if c.version == 5 {
+			name += "_dwarf5"
+		}
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			bin := testprog.BuildSplit(t, dir, c.cc, 4, c.pack)
+			bin := testprog.BuildSplit(t, dir, c.cc, c.version, c.pack)
 			chains := gdbCloseChains(t, dir, bin)
 			t.Logf("gdb: %q", chains)
 			data := testprog.Record(t, filepath.Join(dir, "close.data"),
