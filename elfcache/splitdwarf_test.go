@@ -169,6 +169,44 @@ func TestSplitDWARF4(t *testing.T) {
 	}
 }
 
+// TestSplitDWARF4CXX checks GNU split DWARF of a C++ program (templates,
+// member functions, names given by DW_AT_linkage_name as
+// DW_FORM_GNU_str_index) from g++ and clang++, with the types in type
+// units (-fdebug-types-section, .debug_types.dwo): its source frames equal
+// addr2line's (llvm-addr2line's where binutils is wrong: compareTool) on
+// the same code built without -gsplit-dwarf (objcopy shows the same
+// .text), so that a C++ function clone (f(...) (.isra.0)) is named as
+// for any C++ DWARF.
+func TestSplitDWARF4CXX(t *testing.T) {
+	needTool(t, "objcopy")
+	for _, cxx := range []string{"g++", "clang++"} {
+		t.Run(cxx, func(t *testing.T) {
+			dir := t.TempDir()
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "inl.cc"), []byte(cxxInline), 0o644))
+			build := func(name string, flags ...string) string {
+				require.NoError(t, os.MkdirAll(filepath.Join(dir, name), 0o755))
+				obj := filepath.Join(name, "inl.o")
+				testprog.Tool(t, dir, cxx, append([]string{"-O2", "-g", "-gdwarf-4", "-c", "-o", obj, "inl.cc"}, flags...)...)
+				testprog.Tool(t, dir, cxx, "-o", filepath.Join(name, "inl"), obj)
+				testprog.Tool(t, dir, "objcopy", "-O", "binary", "-j", ".text", filepath.Join(name, "inl"), filepath.Join(name, "text"))
+				text, err := os.ReadFile(filepath.Join(dir, name, "text"))
+				require.NoError(t, err)
+				return string(text)
+			}
+			plainText := build("plain")
+			splitText := build("split", "-gsplit-dwarf", "-fdebug-types-section")
+			require.Equal(t, plainText, splitText, "-gsplit-dwarf changed the code")
+			bin := filepath.Join(dir, "split", "inl")
+			o := mustOpen(t, bin, Options{NoDebugFile: true})
+			require.NotNil(t, o.section(".debug_info"))
+			addrs := sampleAddrs(o, 600, nil)
+			compareTool(t, "addr2line", o, filepath.Join(dir, "plain", "inl"), addrs)
+			assert.GreaterOrEqual(t, maxInlineDepth(o, addrs), 3)
+			require.NoError(t, o.SplitDWARFError())
+		})
+	}
+}
+
 // TestSplitDWARF4Missing checks what is said when a GNU split unit's .dwo
 // cannot be used: not there, or rebuilt since the program was linked (its
 // DWO id, as readelf prints it, differs from the skeleton's). The error
