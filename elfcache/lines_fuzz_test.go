@@ -17,6 +17,7 @@ func FuzzDemangle(f *testing.F) {
 	for _, s := range []string{
 		"main", "_Z3fooi", "_ZN3geo4PolyC2Ei", "_ZNKSt6vectorIiSaIiEE4sizeEv",
 		"_ZN4core3fmt5write17h0123456789abcdefE", "_RNvCs1234_7mycrate3foo",
+		"_ZN3std3sys9backtrace28__rust_begin_short_backtrace17h04278d78974f9046E", "_ZN3foo6a$u7b$b..c$XX17h0123456789abcdefE",
 		"_ZSt4sortIN9__gnu_cxx17__normal_iteratorIPiSt6vectorIiSaIiEEEEEvT_S7_",
 		"_Z1fIiEvT_.cold", "_Z", "_R", "_ZZ", "",
 	} {
