@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
@@ -39,6 +40,9 @@ type Core struct {
 	// holding AT_ENTRY); "" when the core does not say.
 	ExePath string
 	exe     string
+	// openMapped opens a mapped file where it is found now: --exe for
+	// the main executable, else the path under --symfs.
+	openMapped func(path string) (*os.File, error)
 }
 
 // OpenCore opens the core dump at path (an ELF core, or one compressed with
@@ -58,12 +62,13 @@ func OpenCoreReader(r io.Reader, name string, opts CoreOptions) (*Core, error) {
 
 func openCore(name string, opts CoreOptions, open func(*coredump.Options) (*coredump.Core, error)) (*Core, error) {
 	cc := &Core{exe: opts.Exe}
-	copts := &coredump.Options{OpenMapped: func(p string) (coredump.ReaderAt, error) {
+	cc.openMapped = func(p string) (*os.File, error) {
 		if cc.exe != "" && p == cc.ExePath {
 			return os.Open(cc.exe)
 		}
 		return os.Open(filepath.Join(opts.SymFS, p))
-	}}
+	}
+	copts := &coredump.Options{OpenMapped: func(p string) (coredump.ReaderAt, error) { return cc.openMapped(p) }}
 	c, err := open(copts)
 	if err != nil {
 		return nil, err
@@ -167,7 +172,7 @@ func newCoreSession(c *Core, opts CoreOptions) *coreSession {
 		MoreBuildIDDirs: ropts.MoreBuildIDDirs, Objects: ropts.Objects, VDSO: vdso,
 		NoInline: ropts.NoInline, NoTailCall: ropts.NoTailCall, Warn: s.warn, Origin: "the core",
 	})
-	s.maps = coreMappings(c.Core)
+	s.maps = coreMappings(c)
 	if len(s.maps) == 0 {
 		s.warn(fmt.Sprintf("%s: the core lists no mapped files (no NT_FILE note): frames will not be symbolized", c.File))
 	}
@@ -249,8 +254,10 @@ func pidOf(c *coredump.Core) uint32 {
 // resolver's mappings: a mapping is executable when its PT_LOAD segment
 // is, or, where the core has no segment for it (gdb's gcore leaves out
 // what it did not dump), when it is file-backed memory the core did not
-// write; each carries the build-id read from the core's memory.
-func coreMappings(c *coredump.Core) []resolve.Mapping {
+// write and its file is not known to be data (see isData); each carries
+// the build-id read from the core's memory.
+func coreMappings(cc *Core) []resolve.Mapping {
+	c := cc.Core
 	segs := c.Memory().Segments()
 	ids := map[string][]byte{}
 	for _, o := range c.Objects() {
@@ -259,10 +266,18 @@ func coreMappings(c *coredump.Core) []resolve.Mapping {
 		}
 	}
 	var out []resolve.Mapping
+	data := map[string]bool{}
 	for _, m := range c.Mappings {
 		prot, exec := uint32(0), true
 		i := sort.Search(len(segs), func(i int) bool { return segs[i].Addr+segs[i].Size > m.Start })
-		if i < len(segs) && segs[i].Addr <= m.Start {
+		if i >= len(segs) || segs[i].Addr > m.Start {
+			d, ok := data[m.Path]
+			if !ok {
+				d = cc.isData(m.Path)
+				data[m.Path] = d
+			}
+			exec = !d
+		} else {
 			sg := segs[i]
 			exec = sg.Exec
 			if sg.Read {
@@ -286,6 +301,25 @@ func coreMappings(c *coredump.Core) []resolve.Mapping {
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Start < out[j].Start })
 	return out
+}
+
+// isData reports whether the file mapped at path, where it is found now,
+// is no ELF object (a locale archive, gconv's module cache: data a
+// process maps read-only), so that a mapping of it the core has no
+// segment for is not taken for code whose object is missing. A file that
+// cannot be read is not known to be data.
+func (c *Core) isData(path string) bool {
+	f, err := c.openMapped(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var magic [4]byte
+	n, err := f.ReadAt(magic[:], 0)
+	if n < len(magic) && err != io.EOF {
+		return false
+	}
+	return !bytes.Equal(magic[:n], []byte(elf.ELFMAG))
 }
 
 // RunCore reports every thread of a core dump as one sample of event

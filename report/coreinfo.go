@@ -87,6 +87,8 @@ func WriteCoreInfo(w io.Writer, c *Core, opts CoreOptions) error {
 			fmt.Fprintf(bw, "found %s\n", found[o.Path])
 		case missing[o.Path] != "":
 			fmt.Fprintf(bw, "missing: %s\n", missing[o.Path])
+		case o.BuildID == nil && c.isData(o.Path):
+			fmt.Fprintf(bw, "not used (a data file, not an ELF object)\n")
 		default:
 			fmt.Fprintf(bw, "not used (no executable mapping)\n")
 		}
