@@ -299,7 +299,44 @@ func coreMappings(cc *Core) []resolve.Mapping {
 				BuildID: o.BuildID, Prot: 5, Exec: true}})
 		}
 	}
+	out = append(out, anonCode(segs, out)...)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Start < out[j].Start })
+	return out
+}
+
+// anonCode returns the executable segments of user memory no mapping in
+// have covers (NT_FILE lists only file-backed memory) as anonymous
+// mappings, "//anon" as perf names them: the code a JIT (V8, the JVM,
+// LuaJIT) wrote, which the unwinder walks by frame pointers and a perf
+// map (/tmp/perf-PID.map) names. Without them a thread stopped in JIT code
+// ended at its first frame with no_mapping.
+func anonCode(segs []coredump.Segment, have []resolve.Mapping) []resolve.Mapping {
+	var out []resolve.Mapping
+	for _, sg := range segs {
+		// The upper half is the kernel's ([vsyscall] on x86_64).
+		if !sg.Exec || sg.Size == 0 || sg.Addr >= 1<<63 {
+			continue
+		}
+		covered := false
+		for i := range have {
+			if have[i].Start < sg.Addr+sg.Size && sg.Addr < have[i].End {
+				covered = true
+				break
+			}
+		}
+		if covered {
+			continue
+		}
+		prot := uint32(4)
+		if sg.Read {
+			prot |= 1
+		}
+		if sg.Write {
+			prot |= 2
+		}
+		out = append(out, resolve.Mapping{Map: procmaps.Map{Start: sg.Addr, End: sg.Addr + sg.Size,
+			Path: "//anon", Prot: prot, Exec: true}})
+	}
 	return out
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -73,4 +74,54 @@ func TestCoreDataFileMappingIsNotCode(t *testing.T) {
 	require.NoError(t, WriteCoreInfo(&info, c, opts))
 	assert.Contains(t, info.String(), data+" at ", "--core-info lists the mapped file")
 	assert.Contains(t, info.String(), "not used (a data file, not an ELF object)")
+}
+
+// jitCrashSrc calls cb through a frame-pointer trampoline it writes into
+// anonymous executable memory, as a JIT does; cb crashes.
+const jitCrashSrc = `#include <string.h>
+#include <sys/mman.h>
+static volatile int sink;
+__attribute__((noinline)) void cb(void) { *(volatile int *)(long)sink = 1; sink++; }
+int main(int argc, char **argv) {
+	/* push %rbp; mov %rsp,%rbp; call *%rdi; pop %rbp; ret */
+	static const unsigned char code[] = {0x55, 0x48, 0x89, 0xe5, 0xff, 0xd7, 0x5d, 0xc3};
+	unsigned char *p = mmap(0, 4096, PROT_READ|PROT_WRITE|PROT_EXEC, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0);
+	memcpy(p, code, sizeof code);
+	((void (*)(void (*)(void)))p)(cb);
+	return 0;
+}
+`
+
+// TestCoreJITFrameInAnonymousMemory: NT_FILE lists only file-backed
+// memory, so JIT code (node's, the JVM's) is in no mapping the core names;
+// its executable PT_LOAD is. A thread stopped under JIT code is unwound
+// through it by its frame pointer, as eu-stack does, instead of ending at
+// the JIT frame's return address with no_mapping. (gdb, without a symbol
+// for the JIT code, takes the saved frame pointer for a return address and
+// prints a frame that is not one: it is compared where it is right.)
+func TestCoreJITFrameInAnonymousMemory(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the trampoline is x86_64 code")
+	}
+	dir := t.TempDir()
+	bin := testprog.Build(t, dir, "jit.c", jitCrashSrc, "-O2", "-g", "-fno-omit-frame-pointer")
+	gdbFrames, core := crashUnderGDB(t, dir, bin)
+	opts := CoreOptions{Options: Options{Kallsyms: "-", BuildIDDir: t.TempDir()}}
+	got := reportFrames(t, core, opts)
+	t.Logf("gdb:    %s", describeGDB(gdbFrames))
+	t.Logf("ustack: %s", describeFrames(got))
+	require.GreaterOrEqual(t, len(got), 3, "cb, the JIT frame, main")
+	assert.Equal(t, "cb", gdbFrames[0].name)
+	assert.Equal(t, "cb", got[0].Symbol)
+	assert.Equal(t, gdbFrames[0].pc, got[0].PC, "cb's pc")
+	jit := got[1]
+	assert.Equal(t, "//anon", jit.Module, "the JIT frame's mapping")
+	assert.Equal(t, jit.Addr, jit.Offset, "anonymous memory's offset is its address, as perf prints it")
+	assert.Equal(t, "main", got[2].Symbol)
+	assert.Equal(t, "fp", got[2].How, "no CFI in JIT code: its caller by the frame pointer rule")
+	assert.Equal(t, gdbFrames[len(gdbFrames)-1].name, "main")
+	assert.Equal(t, gdbFrames[len(gdbFrames)-1].pc, got[2].PC, "main's pc")
+	if eu := euStackFrames(t, core, bin, nil); eu != nil {
+		assert.Equal(t, strings.Join(eu, " "), describeFrames(got), "eu-stack")
+	}
 }

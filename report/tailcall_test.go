@@ -241,7 +241,8 @@ func readelfTailSites(t *testing.T, dir string) int {
 }
 
 // euStackFrames returns eu-stack's frames of the core's first thread down
-// to main, as name@pc; nil when eu-stack is not installed.
+// to main, as name@pc (@pc for a frame in no symbol); nil when eu-stack is
+// not installed.
 func euStackFrames(t *testing.T, core, bin string, env []string) []string {
 	t.Helper()
 	if _, err := exec.LookPath("eu-stack"); err != nil {
@@ -254,12 +255,15 @@ func euStackFrames(t *testing.T, core, bin string, env []string) []string {
 	var frames []string
 	for _, line := range strings.Split(string(out), "\n") {
 		f := strings.Fields(line)
-		if len(f) != 3 || !strings.HasPrefix(f[0], "#") {
+		if len(f) < 2 || len(f) > 3 || !strings.HasPrefix(f[0], "#") {
 			continue
 		}
 		pc, err := strconv.ParseUint(strings.TrimPrefix(f[1], "0x"), 16, 64)
 		require.NoError(t, err, line)
-		name, _, _ := strings.Cut(f[2], "(") // C++ names come with parameters
+		name := "" // a frame in no symbol (JIT code) has no name
+		if len(f) == 3 {
+			name, _, _ = strings.Cut(f[2], "(") // C++ names come with parameters
+		}
 		frames = append(frames, fmt.Sprintf("%s@%#x", name, pc))
 		if name == "main" {
 			break
