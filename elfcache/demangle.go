@@ -37,6 +37,32 @@ func Demangle(name string) (out string) {
 	return s
 }
 
+// DemangleShort is Demangle without C++ parameter lists (and so without
+// the const of a member function and the [clone .cold] of a part), as perf
+// prints names: the clones and parts of a function read as the function.
+// Rust names are Demangle's.
+func DemangleShort(name string) (out string) {
+	if len(name) > maxDemangleInput || !strings.HasPrefix(name, "_Z") && !strings.HasPrefix(name, "_R") {
+		return name
+	}
+	if s, ok := demangleRustLegacy(name); ok {
+		return s
+	}
+	if strings.HasPrefix(name, "_R") {
+		return Demangle(name)
+	}
+	defer func() {
+		if recover() != nil {
+			out = name
+		}
+	}()
+	s, err := demangle.ToString(name, demangle.NoParams, demangle.MaxLength(20))
+	if err != nil || s == "" {
+		return name
+	}
+	return s
+}
+
 // demangleRustLegacy demangles a legacy Rust name (_ZN, length-prefixed
 // identifiers, a last element h<16 hex digits>, E) by rustc-demangle's
 // rules, which c++filt and gdb follow, and leaves the hash out. A length

@@ -37,7 +37,7 @@ fn main() {
 // TestDemangleRustLegacyMatchesCxxfilt demangles every legacy Rust symbol
 // of a program rustc builds (the program's and std's) and compares each
 // with c++filt's (binutils', by rustc-demangle's rules) without the hash,
-// as gdb prints them.
+// as gdb prints them; DemangleShort, what the report prints, too.
 func TestDemangleRustLegacyMatchesCxxfilt(t *testing.T) {
 	dir := t.TempDir()
 	bin := testprog.BuildRust(t, dir, "names.rs", rustNames, "-C", "opt-level=1")
@@ -66,6 +66,7 @@ func TestDemangleRustLegacyMatchesCxxfilt(t *testing.T) {
 			continue
 		}
 		assert.Equal(t, w, Demangle(n), "Demangle(%q)", n)
+		assert.Equal(t, w, DemangleShort(n), "DemangleShort(%q)", n)
 		for _, part := range []string{"__rust_begin_short_backtrace", "::__two_leading", "::_one_leading", "{{closure}}", " as "} {
 			if strings.Contains(w, part) {
 				checked[part] = true
@@ -92,6 +93,17 @@ func TestDemangleRustLegacyCases(t *testing.T) {
 		{"_ZN3geo4PolyC2Ei", "geo::Poly::Poly(int)"},
 	} {
 		assert.Equal(t, c.want, Demangle(c.in), "Demangle(%q)", c.in)
+	}
+	// Without parameters, as perf prints C++ names (c++filt -p).
+	for _, c := range []struct{ in, want string }{
+		{"_ZN3app4deepIlLi0EEET_RKNS_3BoxIS1_EEi", "app::deep<long, 0>"},
+		{"_ZNKSt8functionIFiiEEclEi", "std::function<int (int)>::operator()"},
+		{"_Z3fooi.cold", "foo"},
+		{"_ZN3std3sys9backtrace28__rust_begin_short_backtrace17h04278d78974f9046E", "std::sys::backtrace::__rust_begin_short_backtrace"},
+		{"_RNvCs15kBYyAo9fc_7mycrate7example", "mycrate::example"},
+		{"main", "main"},
+	} {
+		assert.Equal(t, c.want, DemangleShort(c.in), "DemangleShort(%q)", c.in)
 	}
 	for _, s := range []string{"_ZN99foo17h0123456789abcdefE", "_ZN17h0123456789abcdefE", "_ZN3f\xffo17h0123456789abcdefE"} {
 		_, ok := demangleRustLegacy(s)

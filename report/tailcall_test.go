@@ -155,7 +155,7 @@ func crashUnderGDB(t *testing.T, dir, bin string, env ...string) ([]gdbFrame, st
 	t.Logf("gdb:\n%s", out)
 	var frames []gdbFrame
 	for _, line := range strings.Split(string(out), "\n") {
-		f := strings.Fields(line)
+		f := strings.SplitN(line, " ", 4) // C++ names have spaces
 		if len(f) != 4 || f[0] != "FRAME" {
 			continue
 		}
@@ -172,23 +172,31 @@ func crashUnderGDB(t *testing.T, dir, bin string, env ...string) ([]gdbFrame, st
 // inlined frames left out, down to main.
 func reportFrames(t *testing.T, core string, opts CoreOptions) []Frame {
 	t.Helper()
+	var frames []Frame
+	for _, f := range signalledFrames(t, core, opts) {
+		if f.Inlined || f.Kernel {
+			continue
+		}
+		frames = append(frames, f)
+		if f.Symbol == "main" {
+			break
+		}
+	}
+	return frames
+}
+
+// signalledFrames reports core and returns all the frames of its
+// signalled thread (the first).
+func signalledFrames(t *testing.T, core string, opts CoreOptions) []Frame {
+	t.Helper()
 	c, err := OpenCore(core, opts)
 	require.NoError(t, err)
 	defer c.Close()
 	var frames []Frame
 	n := 0
 	_, err = RunCore(c, opts, func(s *Sample) error {
-		if n++; n > 1 {
-			return nil
-		}
-		for _, f := range s.Frames {
-			if f.Inlined || f.Kernel {
-				continue
-			}
-			frames = append(frames, f)
-			if f.Symbol == "main" {
-				break
-			}
+		if n++; n == 1 {
+			frames = append(frames, s.Frames...)
 		}
 		return nil
 	})
