@@ -153,6 +153,14 @@ func crashUnderGDB(t *testing.T, dir, bin string, env ...string) ([]gdbFrame, st
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "gdb: %s", out)
 	t.Logf("gdb:\n%s", out)
+	frames := parseGDBFrames(t, out)
+	require.FileExists(t, core)
+	return frames, core
+}
+
+// parseGDBFrames reads the lines gdbFramesPy printed in gdb's output.
+func parseGDBFrames(t *testing.T, out []byte) []gdbFrame {
+	t.Helper()
 	var frames []gdbFrame
 	for _, line := range strings.Split(string(out), "\n") {
 		f := strings.SplitN(line, " ", 4) // C++ names have spaces
@@ -163,9 +171,8 @@ func crashUnderGDB(t *testing.T, dir, bin string, env ...string) ([]gdbFrame, st
 		require.NoError(t, err, line)
 		frames = append(frames, gdbFrame{pc, f[2], f[3]})
 	}
-	require.NotEmpty(t, frames, "gdb printed no frames")
-	require.FileExists(t, core)
-	return frames, core
+	require.NotEmpty(t, frames, "gdb printed no frames: %s", out)
+	return frames
 }
 
 // reportFrames reports core and returns the signalled thread's frames,
