@@ -509,6 +509,10 @@ func (r *Resolver) find(pid uint32, path string, buildID []byte) (*elfcache.Obje
 	}
 	if why == "" {
 		why = "not found"
+		if r.opts.SymFS != "" && path != "[vdso]" {
+			// Where it was looked for: a copied root that lacks it.
+			why += " under " + r.opts.SymFS
+		}
 		if fetchWhy != "" {
 			why += "; " + fetchWhy
 		}
