@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/ustack/ustack/arch"
 	"github.com/ustack/ustack/coredump"
@@ -66,7 +67,13 @@ func openCore(name string, opts CoreOptions, open func(*coredump.Options) (*core
 		if cc.exe != "" && p == cc.ExePath {
 			return os.Open(cc.exe)
 		}
-		return os.Open(filepath.Join(opts.SymFS, p))
+		f, err := os.Open(filepath.Join(opts.SymFS, p))
+		if q, ok := strings.CutSuffix(p, " (deleted)"); ok && err != nil && cc.hasBuildID(p) {
+			// Deleted while mapped: the file now at the path, whose
+			// build-id coredump checks against the core's.
+			return os.Open(filepath.Join(opts.SymFS, q))
+		}
+		return f, err
 	}
 	copts := &coredump.Options{OpenMapped: func(p string) (coredump.ReaderAt, error) { return cc.openMapped(p) }}
 	c, err := open(copts)
@@ -338,6 +345,20 @@ func anonCode(segs []coredump.Segment, have []resolve.Mapping) []resolve.Mapping
 			Path: "//anon", Prot: prot, Exec: true}})
 	}
 	return out
+}
+
+// hasBuildID reports whether the core's memory gives the build-id of the
+// object mapped from path.
+func (c *Core) hasBuildID(path string) bool {
+	if c.Core == nil {
+		return false
+	}
+	for _, o := range c.Objects() {
+		if o.Path == path && o.BuildID != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // isData reports whether the file mapped at path, where it is found now,

@@ -2,11 +2,15 @@ package report
 
 import (
 	"bytes"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -59,13 +63,7 @@ func TestCoreDataFileMappingIsNotCode(t *testing.T) {
 	for p, why := range sum.Missing {
 		assert.NotContains(t, why, "not a valid ELF file", "%s is not ELF: data, not a missing object", p)
 	}
-	got := reportFrames(t, core, opts)
-	t.Logf("gdb:    %s", describeGDB(gdbFrames))
-	t.Logf("ustack: %s", describeFrames(got))
-	require.Len(t, got, len(gdbFrames), "frames against gdb's")
-	for i, g := range gdbFrames {
-		assert.Equal(t, g.name, plainName(got[i].Symbol), "frame %d", i)
-	}
+	assertFramesMatchGDB(t, gdbFrames, reportFrames(t, core, opts))
 
 	var info strings.Builder
 	c, err = OpenCore(core, opts)
@@ -124,4 +122,76 @@ func TestCoreJITFrameInAnonymousMemory(t *testing.T) {
 	if eu := euStackFrames(t, core, bin, nil); eu != nil {
 		assert.Equal(t, strings.Join(eu, " "), describeFrames(got), "eu-stack")
 	}
+}
+
+// pauseSrc waits in pause() until killed.
+const pauseSrc = `#include <unistd.h>
+__attribute__((noinline)) void wait_here(void) { for (;;) pause(); }
+int main(void) { wait_here(); }
+`
+
+// TestCoreDeletedMappedFile: a program whose file was deleted while it ran
+// (replaced by a package upgrade, or rebuilt and put back) is mapped as
+// "PATH (deleted)" in the core's NT_FILE. The file now at PATH is the one
+// when its build-id is the core's: the stack is gdb's (given the file),
+// nothing is missing; a file of another build there is refused.
+func TestCoreDeletedMappedFile(t *testing.T) {
+	if _, err := exec.LookPath("gcore"); err != nil {
+		t.Skip("gcore is not installed (Debian package gdb)")
+	}
+	dir := t.TempDir()
+	bin := testprog.Build(t, dir, "paused.c", pauseSrc, "-O2", "-g")
+	keep := bin + ".keep"
+	data, err := os.ReadFile(bin)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(keep, data, 0o755))
+	cmd := exec.Command(bin)
+	require.NoError(t, cmd.Start())
+	defer cmd.Process.Kill()
+	waitSleeping(t, cmd.Process.Pid)
+	// Deleted and put back: a new file at the path, the same build.
+	require.NoError(t, os.Remove(bin))
+	require.NoError(t, os.WriteFile(bin, data, 0o755))
+	core := filepath.Join(dir, "core")
+	testprog.Tool(t, dir, "gcore", "-o", core, strconv.Itoa(cmd.Process.Pid))
+	core = fmt.Sprintf("%s.%d", core, cmd.Process.Pid)
+	cmd.Process.Kill()
+	cmd.Wait()
+
+	opts := CoreOptions{Options: Options{Kallsyms: "-", BuildIDDir: t.TempDir()}}
+	c, err := OpenCore(core, opts)
+	require.NoError(t, err)
+	deleted := false
+	for _, m := range c.Mappings {
+		deleted = deleted || m.Path == bin+" (deleted)"
+	}
+	c.Close()
+	require.True(t, deleted, "the core maps %s (deleted)", bin)
+
+	gdbFrames := gdbCoreFrames(t, dir, bin, core)
+	_, sum := coreReport(t, core, "text", opts)
+	assert.Empty(t, sum.Missing, "the file at the path is the deleted one's build")
+	assertFramesMatchGDB(t, gdbFrames, reportFrames(t, core, opts))
+
+	// Another build at the path is refused, naming both build-ids.
+	testprog.Build(t, dir, "paused.c", pauseSrc+"int other;\n", "-O2", "-g", "-Wl,--build-id=sha1")
+	var warnings []string
+	opts.Warn = func(s string) { warnings = append(warnings, s) }
+	_, sum = coreReport(t, core, "text", opts)
+	assert.Contains(t, sum.Missing[bin+" (deleted)"], "build-id mismatch")
+	assert.NotEmpty(t, warnings, "a mismatch is warned about")
+}
+
+// waitSleeping waits until process pid sleeps (state S in /proc/PID/stat).
+func waitSleeping(t *testing.T, pid int) {
+	t.Helper()
+	for i := 0; i < 200; i++ {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		require.NoError(t, err)
+		if f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])); len(f) > 0 && f[0] == "S" {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("process %d never slept", pid)
 }

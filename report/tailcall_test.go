@@ -211,6 +211,19 @@ func signalledFrames(t *testing.T, core string, opts CoreOptions) []Frame {
 	return frames
 }
 
+// assertFramesMatchGDB: ustack's frames (reportFrames') are gdb's, by
+// name (without parameters) and pc.
+func assertFramesMatchGDB(t *testing.T, gdbFrames []gdbFrame, got []Frame) {
+	t.Helper()
+	t.Logf("gdb:    %s", describeGDB(gdbFrames))
+	t.Logf("ustack: %s", describeFrames(got))
+	require.Len(t, got, len(gdbFrames), "frames against gdb's")
+	for i, g := range gdbFrames {
+		assert.Equal(t, g.name, plainName(got[i].Symbol), "frame %d", i)
+		assert.Equal(t, fmt.Sprintf("%#x", g.pc), fmt.Sprintf("%#x", got[i].PC), "frame %d (%s) pc", i, g.name)
+	}
+}
+
 func describeGDB(fs []gdbFrame) string {
 	var b []string
 	for _, f := range fs {
@@ -345,12 +358,8 @@ func TestTailCallFramesMatchGDB(t *testing.T) {
 
 				opts := CoreOptions{Options: Options{Kallsyms: "-", BuildIDDir: t.TempDir()}}
 				got := reportFrames(t, core, opts)
-				t.Logf("gdb:    %s", describeGDB(gdbFrames))
-				t.Logf("ustack: %s", describeFrames(got))
-				require.Len(t, got, len(gdbFrames), "frames against gdb's")
+				assertFramesMatchGDB(t, gdbFrames, got)
 				for i, g := range gdbFrames {
-					assert.Equal(t, g.name, plainName(got[i].Symbol), "frame %d", i)
-					assert.Equal(t, fmt.Sprintf("%#x", g.pc), fmt.Sprintf("%#x", got[i].PC), "frame %d (%s) pc", i, g.name)
 					assert.Equal(t, g.kind == "tailcall", got[i].How == resolve.HowTailCall, "frame %d (%s) is a tail call frame", i, g.name)
 				}
 

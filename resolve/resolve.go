@@ -470,6 +470,14 @@ func (r *Resolver) find(pid uint32, path string, buildID []byte) (*elfcache.Obje
 		if obj := r.openFile(pid, path, buildID, keep); obj != nil {
 			return obj, FoundFile, ""
 		}
+		// A file deleted while mapped (a library upgraded under a
+		// running process) is named "PATH (deleted)"; the file now at
+		// PATH is it when its build-id says so.
+		if p, ok := strings.CutSuffix(path, deletedSuffix); ok {
+			if obj := r.openFile(pid, p, buildID, keep); obj != nil {
+				return obj, FoundFile, ""
+			}
+		}
 	}
 	if r.opts.Objects != nil {
 		if data, name, ok := r.opts.Objects.Object(buildID, path); ok {
@@ -519,6 +527,10 @@ func (r *Resolver) find(pid uint32, path string, buildID []byte) (*elfcache.Obje
 	}
 	return nil, "", why
 }
+
+// deletedSuffix is what the kernel appends to the path of a mapped file
+// that has been deleted (in /proc/PID/maps and a core's NT_FILE).
+const deletedSuffix = " (deleted)"
 
 // openFile opens the mapped file (under SymFS), or with ProcRoot the same
 // path inside the process's root.
