@@ -311,6 +311,9 @@ func coreMappings(cc *Core) []resolve.Mapping {
 	return out
 }
 
+// anonPath is the path of anonymous executable memory, as perf names it.
+const anonPath = "//anon"
+
 // anonCode returns the executable segments of user memory no mapping in
 // have covers (NT_FILE lists only file-backed memory) as anonymous
 // mappings, "//anon" as perf names them: the code a JIT (V8, the JVM,
@@ -342,7 +345,7 @@ func anonCode(segs []coredump.Segment, have []resolve.Mapping) []resolve.Mapping
 			prot |= 2
 		}
 		out = append(out, resolve.Mapping{Map: procmaps.Map{Start: sg.Addr, End: sg.Addr + sg.Size,
-			Path: "//anon", Prot: prot, Exec: true}})
+			Path: anonPath, Prot: prot, Exec: true}})
 	}
 	return out
 }

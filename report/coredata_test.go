@@ -122,6 +122,21 @@ func TestCoreJITFrameInAnonymousMemory(t *testing.T) {
 	if eu := euStackFrames(t, core, bin, nil); eu != nil {
 		assert.Equal(t, strings.Join(eu, " "), describeFrames(got), "eu-stack")
 	}
+
+	// --core-info shows the memory the JIT frame is in.
+	var info strings.Builder
+	c, err := OpenCore(core, opts)
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, WriteCoreInfo(&info, c, opts))
+	listed := false
+	for _, line := range strings.Split(info.String(), "\n") {
+		var lo, hi uint64
+		if n, _ := fmt.Sscanf(line, "  %x-%x //anon", &lo, &hi); n == 2 && lo <= jit.PC && jit.PC < hi {
+			listed = true
+		}
+	}
+	assert.True(t, listed, "--core-info lists the anonymous memory holding %#x:\n%s", jit.PC, info.String())
 }
 
 // pauseSrc waits in pause() until killed.
