@@ -237,6 +237,9 @@ type exeSource struct {
 	next       resolve.ObjectSource
 }
 
+// Given is true for the main executable's path: --exe comes first.
+func (e exeSource) Given(path string) bool { return path == e.path }
+
 func (e exeSource) Object(buildID []byte, path string) ([]byte, string, bool) {
 	if path == e.path {
 		return e.data, e.file, true

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ustack/ustack/internal/testprog"
+	"github.com/ustack/ustack/resolve"
 )
 
 // mapDataSrc maps the data file $DATA read-only (as glibc maps locale
@@ -209,4 +210,44 @@ func waitSleeping(t *testing.T, pid int) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatalf("process %d never slept", pid)
+}
+
+// crashSrc crashes two calls down from main.
+const crashSrc = `volatile int *target;
+__attribute__((noipa)) void boom(int n) { *target = n; }
+__attribute__((noipa)) void mid(int n) { boom(n + 1); }
+int main(int c, char **v) { mid(c); return 0; }
+`
+
+// TestCoreExeOverridesFileOfSameBuild: the core of a stripped program (as
+// deployed) is reported with --exe naming the unstripped build, the same
+// build-id: --exe is the program's object, not the stripped file still at
+// the recorded path, and the frames are gdb's given that file. (--exe was
+// used only where the recorded path had no file, silently ignored here.)
+func TestCoreExeOverridesFileOfSameBuild(t *testing.T) {
+	dir := t.TempDir()
+	full := testprog.Build(t, dir, "crash.c", crashSrc, "-O2", "-g")
+	stripped := full + ".stripped"
+	testprog.Tool(t, dir, "strip", "-o", stripped, full)
+	_, core := crashUnderGDB(t, dir, stripped)
+	gdbFrames := gdbCoreFrames(t, dir, full, core)
+	require.Equal(t, "boom", gdbFrames[0].name, "gdb names the frames from the unstripped build")
+
+	opts := CoreOptions{Options: Options{Kallsyms: "-", BuildIDDir: t.TempDir()}}
+	before := reportFrames(t, core, opts)
+	require.NotEmpty(t, before)
+	assert.Empty(t, before[0].Symbol, "the stripped file has no symbol for boom: the test would show nothing")
+
+	opts.Exe = full
+	assertFramesMatchGDB(t, gdbFrames, reportFrames(t, core, opts))
+	opts.ObjectSources = true
+	_, sum := coreReport(t, core, "text", opts)
+	found := false
+	for _, o := range sum.Objects {
+		if o.Path == stripped {
+			found = true
+			assert.Equal(t, resolve.FoundGiven, o.FoundIn, "where the program's object came from")
+		}
+	}
+	assert.True(t, found, "the summary says where %s came from", stripped)
 }

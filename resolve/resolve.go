@@ -25,6 +25,16 @@ type ObjectSource interface {
 	Object(buildID []byte, path string) (data []byte, name string, ok bool)
 }
 
+// GivenSource is an ObjectSource some of whose objects the user named for
+// their paths (ustack report --exe): those come before the file at the
+// path, even one of the same build (a stripped copy of the binary given
+// with its symbols), and are reported as FoundGiven.
+type GivenSource interface {
+	ObjectSource
+	// Given reports whether path's object is one the user named.
+	Given(path string) bool
+}
+
 // Options configure a Resolver. The zero value resolves a process of this
 // machine from the files on disk.
 type Options struct {
@@ -133,6 +143,7 @@ type foundAt struct {
 // Where an object was found, in ObjectInfo.FoundIn.
 const (
 	FoundFile         = "file"           // its path (under SymFS, or the process's root)
+	FoundGiven        = "given"          // the file the user named for the path (GivenSource)
 	FoundArchive      = "archive"        // the recording's archive
 	FoundBuildIDCache = "build-id cache" // perf's build-id cache
 	FoundDebuginfod   = "debuginfod"     // fetched by build-id through Options.Fetcher
@@ -462,6 +473,13 @@ func (r *Resolver) find(pid uint32, path string, buildID []byte) (*elfcache.Obje
 	if path == "[vdso]" && len(r.opts.VDSO) > 0 {
 		if obj := r.fromBytes("[vdso]", r.opts.VDSO, nil, "the given vdso", keep); obj != nil {
 			return obj, FoundVDSO, ""
+		}
+	}
+	if g, ok := r.opts.Objects.(GivenSource); ok && g.Given(path) {
+		if data, name, ok := g.Object(buildID, path); ok {
+			if obj := r.fromBytes(name, data, buildID, name, keep); obj != nil {
+				return obj, FoundGiven, ""
+			}
 		}
 	}
 	// A file is trusted first only when the recording says which build
