@@ -251,3 +251,38 @@ func TestCoreExeOverridesFileOfSameBuild(t *testing.T) {
 	}
 	assert.True(t, found, "the summary says where %s came from", stripped)
 }
+
+// deepSrc recurses 3000 calls deep before it crashes, as a runaway
+// recursion does on its way to a stack overflow.
+const deepSrc = `volatile int *target;
+__attribute__((noinline)) int rec(int n) { volatile char buf[64]; buf[0] = n; if (n == 3000) *target = n; return rec(n + 1) + buf[0]; }
+int main(void) { return rec(0); }
+`
+
+// TestCoreDeepStack: a stack deeper than the frame limit stops with depth
+// and the summary says so and how to go deeper; with the limit raised the
+// stack is gdb's, every one of its 3002 frames down to main.
+func TestCoreDeepStack(t *testing.T) {
+	dir := t.TempDir()
+	bin := testprog.Build(t, dir, "deep.c", deepSrc, "-O1", "-g")
+	gdbFrames, core := crashUnderGDB(t, dir, bin)
+	require.Len(t, gdbFrames, 3002, "rec 3001 times and main")
+
+	opts := CoreOptions{Options: Options{Kallsyms: "-", BuildIDDir: t.TempDir()}}
+	_, sum := coreReport(t, core, "text", opts)
+	assert.Equal(t, 1, sum.Stops["depth"], "the default limit (1024) cuts the stack")
+	var b strings.Builder
+	sum.WriteSummary(&b)
+	assert.Contains(t, b.String(), "1 stacks reached the limit of 1024 frames and were cut there; --max-stack raises it")
+
+	opts.MaxFrames = 5000
+	_, sum = coreReport(t, core, "text", opts)
+	assert.Zero(t, sum.Stops["depth"])
+	got := reportFrames(t, core, opts)
+	require.Len(t, got, len(gdbFrames), "frames against gdb's")
+	for i, g := range gdbFrames {
+		if g.name != plainName(got[i].Symbol) || g.pc != got[i].PC {
+			t.Fatalf("frame %d: gdb %s@%#x, ustack %s@%#x", i, g.name, g.pc, got[i].Symbol, got[i].PC)
+		}
+	}
+}
