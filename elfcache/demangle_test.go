@@ -18,7 +18,8 @@ import (
 // leading underscores (std's __rust_begin_short_backtrace) Demangle must
 // read as rustc-demangle does.
 const rustNames = `
-use std::hint::black_box;
+// black_box without std::hint (Rust 1.66), for older rustc.
+#[inline(never)] fn black_box(x: u64) -> u64 { unsafe { std::ptr::read_volatile(&x) } }
 trait Shape { fn area(&self) -> u64; }
 struct Sq<T>(T);
 impl<T: Copy + Into<u64>> Shape for Sq<T> {

@@ -21,7 +21,8 @@ import (
 // rustCrashSrc crashes in a thread, under closures and iterator adapters
 // inlined into each other, in a function whose name starts with
 // underscores (as std's __rust_begin_short_backtrace, on the stack too).
-const rustCrashSrc = `use std::hint::black_box;
+const rustCrashSrc = `// black_box without std::hint (Rust 1.66), for older rustc.
+#[inline(never)] fn black_box(x: usize) -> usize { unsafe { std::ptr::read_volatile(&x) } }
 #[inline(never)]
 fn crash(p: usize) { unsafe { std::ptr::write_volatile(p as *mut u8, 1) } }
 #[inline(never)]
