@@ -447,7 +447,7 @@ func (b *callSiteBuilder) target(site *CallSite, origin dwarf.Offset, alt bool) 
 	if b.cache == nil {
 		b.cache = map[uint64][3]string{}
 	}
-	n := b.x.resolveName(oe, b.cache, 0, alt)
+	n := b.x.resolveName(oe, b.cache, nil, 0, alt)
 	site.TargetName = n[1]
 	if site.TargetName == "" {
 		site.TargetName = n[2]

@@ -227,7 +227,7 @@ func BenchmarkCallSiteAt(b *testing.B) {
 // 4 and 5 (each input names a section, an offset and bytes to write there)
 // and checks that the call-site queries neither panic nor hang.
 func FuzzCallSites(f *testing.F) {
-	d := newDWARFDamage(f, cTailCalls, func(o *Object) []uint64 {
+	d := newDWARFDamage(f, "p.c", cTailCalls, func(o *Object) []uint64 {
 		var addrs []uint64
 		for _, s := range o.Symbols() {
 			addrs = append(addrs, s.Addr, s.Addr+1, s.Addr+s.Size/2)

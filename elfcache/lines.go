@@ -581,7 +581,7 @@ func (x *lineIndex) parse(s *cuSlot) (cu *cuLines) {
 				defer dwo.Close()
 			}
 			if split.Children {
-				cu.parseScopes(dx, dr, fileIdx)
+				cu.parseScopes(dx, dr, fileIdx, hasClasses(split))
 			}
 			return cu
 		}
@@ -591,7 +591,7 @@ func (x *lineIndex) parse(s *cuSlot) (cu *cuLines) {
 		// skeleton too.
 	}
 	if e.Children {
-		cu.parseScopes(ux, r, fileIdx)
+		cu.parseScopes(ux, r, fileIdx, hasClasses(e))
 	}
 	return cu
 }
@@ -620,6 +620,17 @@ func (o *Object) SplitDWARFError() error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return x.dwoErr
+}
+
+// hasClasses reports whether the unit's language (DW_AT_language) nests
+// functions in classes, structs and unions, whose names qualify theirs:
+// C++, Objective-C++, D.
+func hasClasses(unit *dwarf.Entry) bool {
+	switch lang, _ := unit.Val(dwarf.AttrLanguage).(int64); lang {
+	case 0x4, 0x11, 0x13, 0x1a, 0x21, 0x2b: // C++, ObjC++, D, C++03, C++11, C++14
+		return true
+	}
+	return false
 }
 
 // parseLines reads the unit's line table into cu.rows and cu.files and
@@ -716,7 +727,15 @@ func (cu *cuLines) parseLines(x *lineIndex, e *dwarf.Entry) []int32 {
 const attrMIPSLinkageName dwarf.Attr = 0x2007
 
 // parseScopes reads the unit's functions and inlined calls.
-func (cu *cuLines) parseScopes(x *lineIndex, r *dwarf.Reader, fileIdx []int32) {
+//
+// A function DWARF gives no linkage name (gcc leaves it out for members of
+// templates instantiated with local types, lambdas' operator()) is named as
+// gdb names it: qualified by the namespaces and, where classes is set, the
+// named classes, structs and unions it is declared in (none inside a
+// function or an anonymous class). So the walk goes into those too, noting
+// the qualifier of each function declared there (quals, by offset); names
+// are resolved once it is over, since a declaration may follow its use.
+func (cu *cuLines) parseScopes(x *lineIndex, r *dwarf.Reader, fileIdx []int32, classes bool) {
 	type ranged struct {
 		lo, hi uint64
 		scope  int32
@@ -724,9 +743,12 @@ func (cu *cuLines) parseScopes(x *lineIndex, r *dwarf.Reader, fileIdx []int32) {
 	}
 	var rs []ranged
 	names := make(map[uint64][3]string)
+	quals := make(map[dwarf.Offset]string)
+	var entries []*dwarf.Entry // the entry of each of cu.scopes
 	type level struct {
-		scope int32 // innermost enclosing scope at this level
-		depth int32 // nesting of scopes
+		scope  int32  // innermost enclosing scope at this level
+		depth  int32  // nesting of scopes
+		prefix string // what qualifies the names declared at this level
 	}
 	stack := []level{{scope: -1}}
 	for len(stack) > 0 {
@@ -745,10 +767,40 @@ func (cu *cuLines) parseScopes(x *lineIndex, r *dwarf.Reader, fileIdx []int32) {
 		top := stack[len(stack)-1]
 		switch e.Tag {
 		case dwarf.TagSubprogram, dwarf.TagInlinedSubroutine:
-		case dwarf.TagLexDwarfBlock, dwarf.TagNamespace, dwarf.TagModule:
+			if top.prefix != "" && e.Tag == dwarf.TagSubprogram {
+				quals[e.Offset] = top.prefix
+			}
+		case dwarf.TagLexDwarfBlock:
 			if e.Children {
 				stack = append(stack, top)
 			}
+			continue
+		case dwarf.TagNamespace, dwarf.TagModule:
+			if e.Children {
+				in := top
+				name, _ := e.Val(dwarf.AttrName).(string)
+				if name == "" && e.Tag == dwarf.TagNamespace {
+					name = "(anonymous namespace)"
+				}
+				in.prefix = qualified(top.prefix, name)
+				stack = append(stack, in)
+			}
+			continue
+		case dwarf.TagClassType, dwarf.TagStructType, dwarf.TagUnionType, dwarf.TagInterfaceType:
+			if !classes || !e.Children {
+				if e.Children {
+					r.SkipChildren()
+				}
+				continue
+			}
+			// An anonymous class (a lambda's) qualifies nothing, as
+			// in gdb.
+			in := top
+			in.prefix = ""
+			if name, _ := e.Val(dwarf.AttrName).(string); name != "" {
+				in.prefix = qualified(top.prefix, name)
+			}
+			stack = append(stack, in)
 			continue
 		default:
 			if e.Children {
@@ -781,18 +833,22 @@ func (cu *cuLines) parseScopes(x *lineIndex, r *dwarf.Reader, fileIdx []int32) {
 				s.callLine = int32(v)
 			}
 		}
-		s.name, s.linkage = x.funcName(e, names)
 		s.entry = valid[0][0]
 		if lo, ok := e.Val(dwarf.AttrLowpc).(uint64); ok && lo != 0 {
 			s.entry = lo
 		}
 		cu.scopes = append(cu.scopes, s)
+		entries = append(entries, e)
 		for _, rg := range valid {
 			rs = append(rs, ranged{lo: rg[0], hi: rg[1], scope: si, depth: top.depth + 1})
 		}
 		if e.Children {
+			// Names declared in a function are not qualified by it.
 			stack = append(stack, level{scope: si, depth: top.depth + 1})
 		}
+	}
+	for i, e := range entries {
+		cu.scopes[i].name, cu.scopes[i].linkage = x.funcName(e, names, quals)
 	}
 	cu.spans = innermostSpans(len(rs), func(i int) (uint64, uint64, int32, int32) {
 		return rs[i].lo, rs[i].hi, rs[i].scope, rs[i].depth
@@ -856,22 +912,35 @@ func innermostSpans(n int, get func(int) (lo, hi uint64, scope, depth int32)) []
 // inlined call, following DW_AT_abstract_origin and DW_AT_specification as
 // addr2line does: a linkage name anywhere on the chain wins over
 // DW_AT_name. Resolved origins are cached in cache.
-func (x *lineIndex) funcName(e *dwarf.Entry, cache map[uint64][3]string) (display, linkage string) {
-	n := x.resolveName(e, cache, 0, false)
+func (x *lineIndex) funcName(e *dwarf.Entry, cache map[uint64][3]string, quals map[dwarf.Offset]string) (display, linkage string) {
+	n := x.resolveName(e, cache, quals, 0, false)
 	return n[0], n[1]
 }
 
+// qualified returns name qualified by prefix ("" or "ns::C::").
+func qualified(prefix, name string) string {
+	if name == "" {
+		return prefix
+	}
+	return prefix + name + "::"
+}
+
 // resolveName returns {display, linkage, name} for e, an entry of the
-// supplementary file when inAlt is set.
-func (x *lineIndex) resolveName(e *dwarf.Entry, cache map[uint64][3]string, depth int, inAlt bool) [3]string {
+// supplementary file when inAlt is set; name is qualified by quals (the
+// unit's, not the supplementary file's).
+func (x *lineIndex) resolveName(e *dwarf.Entry, cache map[uint64][3]string, quals map[dwarf.Offset]string, depth int, inAlt bool) [3]string {
 	var name, linkage string
 	if v, ok := x.attrString(e, dwarf.AttrLinkageName); ok {
 		linkage = v
 	} else if v, ok := x.attrString(e, attrMIPSLinkageName); ok {
 		linkage = v
 	}
+	qual := ""
+	if !inAlt {
+		qual = quals[e.Offset]
+	}
 	if v, ok := x.attrString(e, dwarf.AttrName); ok {
-		name = v
+		name = qual + v
 	}
 	if linkage == "" && depth < 16 {
 		ref, alt, ok := x.attrRef(e, dwarf.AttrAbstractOrigin, inAlt)
@@ -886,14 +955,17 @@ func (x *lineIndex) resolveName(e *dwarf.Entry, cache map[uint64][3]string, dept
 			o, hit := cache[key]
 			if !hit {
 				if oe := x.entryAt(ref, alt); oe != nil {
-					o = x.resolveName(oe, cache, depth+1, alt)
+					o = x.resolveName(oe, cache, quals, depth+1, alt)
 				}
 				if len(cache) < 1<<16 {
 					cache[key] = o
 				}
 			}
 			linkage = o[1]
-			if name == "" {
+			// The declaration's name is qualified by the class it
+			// is in; a definition outside the class repeats the
+			// bare name.
+			if name == "" || qual == "" && o[2] != "" {
 				name = o[2]
 			}
 			if linkage != "" {

@@ -11,24 +11,30 @@ import (
 	"unicode/utf8"
 )
 
-// FuzzDemangle checks that Demangle never panics, returns unmangled names
+// FuzzDemangle checks that Demangle and DemangleShort never panic, returns unmangled names
 // unchanged and gives valid text.
 func FuzzDemangle(f *testing.F) {
 	for _, s := range []string{
 		"main", "_Z3fooi", "_ZN3geo4PolyC2Ei", "_ZNKSt6vectorIiSaIiEE4sizeEv",
 		"_ZN4core3fmt5write17h0123456789abcdefE", "_RNvCs1234_7mycrate3foo",
+		"_ZN3std3sys9backtrace28__rust_begin_short_backtrace17h04278d78974f9046E", "_ZN3foo6a$u7b$b..c$XX17h0123456789abcdefE",
 		"_ZSt4sortIN9__gnu_cxx17__normal_iteratorIPiSt6vectorIiSaIiEEEEEvT_S7_",
 		"_Z1fIiEvT_.cold", "_Z", "_R", "_ZZ", "",
 	} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
-		out := Demangle(name)
-		if !strings.HasPrefix(name, "_Z") && !strings.HasPrefix(name, "_R") && out != name {
-			t.Fatalf("Demangle(%q) = %q, want it unchanged", name, out)
-		}
-		if utf8.ValidString(name) && !utf8.ValidString(out) {
-			t.Fatalf("Demangle(%q) = %q: invalid UTF-8", name, out)
+		for _, f := range []struct {
+			name string
+			fn   func(string) string
+		}{{"Demangle", Demangle}, {"DemangleShort", DemangleShort}} {
+			out := f.fn(name)
+			if !strings.HasPrefix(name, "_Z") && !strings.HasPrefix(name, "_R") && out != name {
+				t.Fatalf("%s(%q) = %q, want it unchanged", f.name, name, out)
+			}
+			if utf8.ValidString(name) && !utf8.ValidString(out) {
+				t.Fatalf("%s(%q) = %q: invalid UTF-8", f.name, name, out)
+			}
 		}
 	})
 }
@@ -59,17 +65,22 @@ type dwarfDamage struct {
 	addrs [2][]uint64
 }
 
-// newDWARFDamage builds src with gcc -O2 -g -gdwarf-4 and -gdwarf-5;
-// addrs picks each build's addresses to query.
-func newDWARFDamage(f *testing.F, src string, addrs func(*Object) []uint64) *dwarfDamage {
-	needTool(f, "gcc")
+// newDWARFDamage builds src (C, or C++ for a file ending in .cc) with
+// gcc or g++ -O2 -g -gdwarf-4 and -gdwarf-5; addrs picks each build's
+// addresses to query.
+func newDWARFDamage(f *testing.F, file, src string, addrs func(*Object) []uint64) *dwarfDamage {
+	cc := "gcc"
+	if strings.HasSuffix(file, ".cc") {
+		cc = "g++"
+	}
+	needTool(f, cc)
 	dir := f.TempDir()
 	d := &dwarfDamage{}
 	for i, v := range []string{"4", "5"} {
-		cfile := filepath.Join(dir, "p.c")
+		cfile := filepath.Join(dir, file)
 		os.WriteFile(cfile, []byte(src), 0o644)
 		out := filepath.Join(dir, "p"+v)
-		run(f, "gcc", "-O2", "-g", "-gdwarf-"+v, "-o", out, cfile)
+		run(f, cc, "-O2", "-g", "-gdwarf-"+v, "-o", out, cfile)
 		data, err := os.ReadFile(out)
 		if err != nil {
 			f.Fatal(err)
@@ -112,7 +123,35 @@ func (d *dwarfDamage) open(which, secIdx uint8, off uint32, patch []byte) (*Obje
 // program (each input names a section, an offset and bytes to write
 // there) and checks that SourceFrames neither panics nor hangs.
 func FuzzSourceFrames(f *testing.F) {
-	d := newDWARFDamage(f, cInline, func(o *Object) []uint64 { return sampleAddrs(o, 64, nil) })
+	fuzzSourceFrames(f, newDWARFDamage(f, "p.c", cInline, func(o *Object) []uint64 { return sampleAddrs(o, 64, nil) }))
+}
+
+// cxxScopes has what C++ functions are named by: namespaces (one
+// anonymous), classes, a template over a lambda, whose instances gcc gives
+// no linkage name.
+const cxxScopes = `#include <algorithm>
+#include <vector>
+namespace outer { namespace {
+struct K {
+	int v;
+	template <typename F> __attribute__((noinline)) int each(F f) { int s = 0; for (int i = 0; i < v; i++) s += f(i); return s; }
+};
+} }
+int main(int c, char **) {
+	std::vector<int> xs{3, 1, 2};
+	outer::K k{c + 2};
+	std::for_each(xs.begin(), xs.end(), [&](int x) { k.v += x; });
+	return k.each([&](int i) { return i * c; });
+}
+`
+
+// FuzzSourceFramesCxx is FuzzSourceFrames on a C++ program, whose
+// functions are named after the namespaces and classes they are in.
+func FuzzSourceFramesCxx(f *testing.F) {
+	fuzzSourceFrames(f, newDWARFDamage(f, "p.cc", cxxScopes, func(o *Object) []uint64 { return sampleAddrs(o, 64, nil) }))
+}
+
+func fuzzSourceFrames(f *testing.F, d *dwarfDamage) {
 	for k := 0; k < 8; k++ {
 		f.Add(uint8(k&1), uint8(k), uint32(k*37), []byte{0xff, 0x7f, 0x80, 0})
 	}

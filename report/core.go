@@ -2,12 +2,14 @@ package report
 
 import (
 	"bytes"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/ustack/ustack/arch"
 	"github.com/ustack/ustack/coredump"
@@ -39,6 +41,9 @@ type Core struct {
 	// holding AT_ENTRY); "" when the core does not say.
 	ExePath string
 	exe     string
+	// openMapped opens a mapped file where it is found now: --exe for
+	// the main executable, else the path under --symfs.
+	openMapped func(path string) (*os.File, error)
 }
 
 // OpenCore opens the core dump at path (an ELF core, or one compressed with
@@ -58,12 +63,19 @@ func OpenCoreReader(r io.Reader, name string, opts CoreOptions) (*Core, error) {
 
 func openCore(name string, opts CoreOptions, open func(*coredump.Options) (*coredump.Core, error)) (*Core, error) {
 	cc := &Core{exe: opts.Exe}
-	copts := &coredump.Options{OpenMapped: func(p string) (coredump.ReaderAt, error) {
+	cc.openMapped = func(p string) (*os.File, error) {
 		if cc.exe != "" && p == cc.ExePath {
 			return os.Open(cc.exe)
 		}
-		return os.Open(filepath.Join(opts.SymFS, p))
-	}}
+		f, err := os.Open(filepath.Join(opts.SymFS, p))
+		if q, ok := strings.CutSuffix(p, " (deleted)"); ok && err != nil && cc.hasBuildID(p) {
+			// Deleted while mapped: the file now at the path, whose
+			// build-id coredump checks against the core's.
+			return os.Open(filepath.Join(opts.SymFS, q))
+		}
+		return f, err
+	}
+	copts := &coredump.Options{OpenMapped: func(p string) (coredump.ReaderAt, error) { return cc.openMapped(p) }}
 	c, err := open(copts)
 	if err != nil {
 		return nil, err
@@ -167,7 +179,7 @@ func newCoreSession(c *Core, opts CoreOptions) *coreSession {
 		MoreBuildIDDirs: ropts.MoreBuildIDDirs, Objects: ropts.Objects, VDSO: vdso,
 		NoInline: ropts.NoInline, NoTailCall: ropts.NoTailCall, Warn: s.warn, Origin: "the core",
 	})
-	s.maps = coreMappings(c.Core)
+	s.maps = coreMappings(c)
 	if len(s.maps) == 0 {
 		s.warn(fmt.Sprintf("%s: the core lists no mapped files (no NT_FILE note): frames will not be symbolized", c.File))
 	}
@@ -225,6 +237,9 @@ type exeSource struct {
 	next       resolve.ObjectSource
 }
 
+// Given is true for the main executable's path: --exe comes first.
+func (e exeSource) Given(path string) bool { return path == e.path }
+
 func (e exeSource) Object(buildID []byte, path string) ([]byte, string, bool) {
 	if path == e.path {
 		return e.data, e.file, true
@@ -249,8 +264,10 @@ func pidOf(c *coredump.Core) uint32 {
 // resolver's mappings: a mapping is executable when its PT_LOAD segment
 // is, or, where the core has no segment for it (gdb's gcore leaves out
 // what it did not dump), when it is file-backed memory the core did not
-// write; each carries the build-id read from the core's memory.
-func coreMappings(c *coredump.Core) []resolve.Mapping {
+// write and its file is not known to be data (see isData); each carries
+// the build-id read from the core's memory.
+func coreMappings(cc *Core) []resolve.Mapping {
+	c := cc.Core
 	segs := c.Memory().Segments()
 	ids := map[string][]byte{}
 	for _, o := range c.Objects() {
@@ -259,10 +276,18 @@ func coreMappings(c *coredump.Core) []resolve.Mapping {
 		}
 	}
 	var out []resolve.Mapping
+	data := map[string]bool{}
 	for _, m := range c.Mappings {
 		prot, exec := uint32(0), true
 		i := sort.Search(len(segs), func(i int) bool { return segs[i].Addr+segs[i].Size > m.Start })
-		if i < len(segs) && segs[i].Addr <= m.Start {
+		if i >= len(segs) || segs[i].Addr > m.Start {
+			d, ok := data[m.Path]
+			if !ok {
+				d = cc.isData(m.Path)
+				data[m.Path] = d
+			}
+			exec = !d
+		} else {
 			sg := segs[i]
 			exec = sg.Exec
 			if sg.Read {
@@ -284,8 +309,81 @@ func coreMappings(c *coredump.Core) []resolve.Mapping {
 				BuildID: o.BuildID, Prot: 5, Exec: true}})
 		}
 	}
+	out = append(out, anonCode(segs, out)...)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Start < out[j].Start })
 	return out
+}
+
+// anonPath is the path of anonymous executable memory, as perf names it.
+const anonPath = "//anon"
+
+// anonCode returns the executable segments of user memory no mapping in
+// have covers (NT_FILE lists only file-backed memory) as anonymous
+// mappings, "//anon" as perf names them: the code a JIT (V8, the JVM,
+// LuaJIT) wrote, which the unwinder walks by frame pointers and a perf
+// map (/tmp/perf-PID.map) names. Without them a thread stopped in JIT code
+// ended at its first frame with no_mapping.
+func anonCode(segs []coredump.Segment, have []resolve.Mapping) []resolve.Mapping {
+	var out []resolve.Mapping
+	for _, sg := range segs {
+		// The upper half is the kernel's ([vsyscall] on x86_64).
+		if !sg.Exec || sg.Size == 0 || sg.Addr >= 1<<63 {
+			continue
+		}
+		covered := false
+		for i := range have {
+			if have[i].Start < sg.Addr+sg.Size && sg.Addr < have[i].End {
+				covered = true
+				break
+			}
+		}
+		if covered {
+			continue
+		}
+		prot := uint32(4)
+		if sg.Read {
+			prot |= 1
+		}
+		if sg.Write {
+			prot |= 2
+		}
+		out = append(out, resolve.Mapping{Map: procmaps.Map{Start: sg.Addr, End: sg.Addr + sg.Size,
+			Path: anonPath, Prot: prot, Exec: true}})
+	}
+	return out
+}
+
+// hasBuildID reports whether the core's memory gives the build-id of the
+// object mapped from path.
+func (c *Core) hasBuildID(path string) bool {
+	if c.Core == nil {
+		return false
+	}
+	for _, o := range c.Objects() {
+		if o.Path == path && o.BuildID != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// isData reports whether the file mapped at path, where it is found now,
+// is no ELF object (a locale archive, gconv's module cache: data a
+// process maps read-only), so that a mapping of it the core has no
+// segment for is not taken for code whose object is missing. A file that
+// cannot be read is not known to be data.
+func (c *Core) isData(path string) bool {
+	f, err := c.openMapped(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var magic [4]byte
+	n, err := f.ReadAt(magic[:], 0)
+	if n < len(magic) && err != io.EOF {
+		return false
+	}
+	return !bytes.Equal(magic[:n], []byte(elf.ELFMAG))
 }
 
 // RunCore reports every thread of a core dump as one sample of event
@@ -299,7 +397,7 @@ func RunCore(c *Core, opts CoreOptions, emit func(*Sample) error) (*Summary, err
 	s := newCoreSession(c, opts)
 	defer s.close()
 	a := c.Arch
-	sum := &Summary{Stops: map[string]int{}, Skipped: map[string]int{}, core: true}
+	sum := &Summary{Stops: map[string]int{}, Skipped: map[string]int{}, MaxFrames: s.opts.MaxFrames, core: true}
 	defaultMask := opts.PACMask
 	if a == arch.ARM64 {
 		sum.PACMask, sum.PACSource = opts.PACMask, "--pac-mask"

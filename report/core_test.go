@@ -221,6 +221,9 @@ func withoutParams(name string) string {
 		case '(':
 			depth--
 			if depth == 0 {
+				if strings.HasSuffix(name[:i], "operator") {
+					return name // gdb's "operator()" of a lambda: no parameters
+				}
 				return name[:i]
 			}
 		}

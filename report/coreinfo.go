@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/ustack/ustack/coredump"
+	"github.com/ustack/ustack/resolve"
 )
 
 // WriteCoreInfo describes a core dump for ustack report --core-info: the
@@ -63,6 +64,20 @@ func WriteCoreInfo(w io.Writer, c *Core, opts CoreOptions) error {
 	for _, m := range c.Mappings {
 		fmt.Fprintf(bw, "  %016x-%016x %08x %s\n", m.Start, m.End, m.FileOffset, m.Path)
 	}
+	// Executable memory no file backs (a JIT's code): NT_FILE leaves it
+	// out, the report walks it by frame pointers.
+	var anon []resolve.Mapping
+	for _, m := range s.maps {
+		if m.Path == anonPath {
+			anon = append(anon, m)
+		}
+	}
+	if len(anon) > 0 {
+		fmt.Fprintf(bw, "anonymous executable memory (JIT code; no file, no unwind information): %d\n", len(anon))
+		for _, m := range anon {
+			fmt.Fprintf(bw, "  %016x-%016x %s\n", m.Start, m.End, m.Path)
+		}
+	}
 	// The objects, and the file behind each as the report resolves it.
 	found := map[string]string{}
 	as := s.space.AddressSpace()
@@ -87,6 +102,8 @@ func WriteCoreInfo(w io.Writer, c *Core, opts CoreOptions) error {
 			fmt.Fprintf(bw, "found %s\n", found[o.Path])
 		case missing[o.Path] != "":
 			fmt.Fprintf(bw, "missing: %s\n", missing[o.Path])
+		case o.BuildID == nil && c.isData(o.Path):
+			fmt.Fprintf(bw, "not used (a data file, not an ELF object)\n")
 		default:
 			fmt.Fprintf(bw, "not used (no executable mapping)\n")
 		}

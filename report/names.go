@@ -3,7 +3,6 @@ package report
 import (
 	"strings"
 
-	"github.com/ianlancetaylor/demangle"
 	"github.com/ustack/ustack/elfcache"
 )
 
@@ -29,7 +28,7 @@ func (n *names) Short(s string) string {
 	if d, ok := n.short[s]; ok {
 		return d
 	}
-	d := shortDemangle(s)
+	d := elfcache.DemangleShort(s)
 	n.short[s] = d
 	return d
 }
@@ -53,19 +52,3 @@ func (n *names) Frame(fr *Frame) string {
 }
 
 func isMangled(s string) bool { return strings.HasPrefix(s, "_Z") || strings.HasPrefix(s, "_R") }
-
-func shortDemangle(s string) (out string) {
-	defer func() {
-		if recover() != nil {
-			out = s
-		}
-	}()
-	if strings.HasPrefix(s, "_R") {
-		return elfcache.Demangle(s)
-	}
-	d, err := demangle.ToString(s, demangle.NoParams, demangle.MaxLength(20))
-	if err != nil || d == "" {
-		return s
-	}
-	return d
-}

@@ -61,7 +61,8 @@ type Options struct {
 	NoDemangle bool
 	// Jobs is the number of unwinding workers (default GOMAXPROCS).
 	Jobs int
-	// MaxFrames bounds the user frames of one stack (default 1024).
+	// MaxFrames bounds the user frames of one stack (default 1024;
+	// ustack report --max-stack).
 	MaxFrames int
 	// PACMask is the arm64 pointer authentication mask (0: from a 48-bit
 	// virtual address space).
@@ -170,6 +171,9 @@ type Summary struct {
 	// Objects says where each object's information came from; filled
 	// with Options.ObjectSources.
 	Objects []resolve.ObjectInfo
+	// MaxFrames is the bound on the user frames of one stack that was in
+	// force (Options.MaxFrames); stacks cut by it stopped with "depth".
+	MaxFrames int
 
 	core bool // a core dump's threads: no stack snapshot to enlarge
 }
@@ -365,7 +369,7 @@ type job struct {
 var jobPool = sync.Pool{New: func() any { return &job{done: make(chan struct{}, 1)} }}
 
 func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary, error) {
-	sum := &Summary{Stops: map[string]int{}, Missing: map[string]string{}, Skipped: map[string]int{}}
+	sum := &Summary{Stops: map[string]int{}, Missing: map[string]string{}, Skipped: map[string]int{}, MaxFrames: p.opts.MaxFrames}
 	if p.arch == arch.ARM64 {
 		// perf.data does not record the PAC mask.
 		sum.PACMask, sum.PACSource = p.opts.PACMask, "--pac-mask"
@@ -637,6 +641,11 @@ func (s *Summary) WriteSummary(w io.Writer) {
 			fmt.Fprintf(w, " %s %d", k, s.Stops[k])
 		}
 		fmt.Fprintln(w)
+	}
+	if n := s.Stops["depth"]; n > 0 && s.MaxFrames > 0 {
+		// A stack overflow's core, a deep recursion: the outermost
+		// frames (main) are past the limit, not lost.
+		fmt.Fprintf(w, "ustack: %d stacks reached the limit of %d frames and were cut there; --max-stack raises it\n", n, s.MaxFrames)
 	}
 	if fix := s.StackSizeFix(); fix != "" {
 		fmt.Fprintf(w, "ustack: %d of %d stacks were cut short by the size of the stack snapshot; %s\n", s.Stops["truncated"], s.Samples, fix)

@@ -153,9 +153,17 @@ func crashUnderGDB(t *testing.T, dir, bin string, env ...string) ([]gdbFrame, st
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "gdb: %s", out)
 	t.Logf("gdb:\n%s", out)
+	frames := parseGDBFrames(t, out)
+	require.FileExists(t, core)
+	return frames, core
+}
+
+// parseGDBFrames reads the lines gdbFramesPy printed in gdb's output.
+func parseGDBFrames(t *testing.T, out []byte) []gdbFrame {
+	t.Helper()
 	var frames []gdbFrame
 	for _, line := range strings.Split(string(out), "\n") {
-		f := strings.Fields(line)
+		f := strings.SplitN(line, " ", 4) // C++ names have spaces
 		if len(f) != 4 || f[0] != "FRAME" {
 			continue
 		}
@@ -163,14 +171,30 @@ func crashUnderGDB(t *testing.T, dir, bin string, env ...string) ([]gdbFrame, st
 		require.NoError(t, err, line)
 		frames = append(frames, gdbFrame{pc, f[2], f[3]})
 	}
-	require.NotEmpty(t, frames, "gdb printed no frames")
-	require.FileExists(t, core)
-	return frames, core
+	require.NotEmpty(t, frames, "gdb printed no frames: %s", out)
+	return frames
 }
 
 // reportFrames reports core and returns the signalled thread's frames,
 // inlined frames left out, down to main.
 func reportFrames(t *testing.T, core string, opts CoreOptions) []Frame {
+	t.Helper()
+	var frames []Frame
+	for _, f := range signalledFrames(t, core, opts) {
+		if f.Inlined || f.Kernel {
+			continue
+		}
+		frames = append(frames, f)
+		if f.Symbol == "main" {
+			break
+		}
+	}
+	return frames
+}
+
+// signalledFrames reports core and returns all the frames of its
+// signalled thread (the first).
+func signalledFrames(t *testing.T, core string, opts CoreOptions) []Frame {
 	t.Helper()
 	c, err := OpenCore(core, opts)
 	require.NoError(t, err)
@@ -178,22 +202,26 @@ func reportFrames(t *testing.T, core string, opts CoreOptions) []Frame {
 	var frames []Frame
 	n := 0
 	_, err = RunCore(c, opts, func(s *Sample) error {
-		if n++; n > 1 {
-			return nil
-		}
-		for _, f := range s.Frames {
-			if f.Inlined || f.Kernel {
-				continue
-			}
-			frames = append(frames, f)
-			if f.Symbol == "main" {
-				break
-			}
+		if n++; n == 1 {
+			frames = append(frames, s.Frames...)
 		}
 		return nil
 	})
 	require.NoError(t, err)
 	return frames
+}
+
+// assertFramesMatchGDB: ustack's frames (reportFrames') are gdb's, by
+// name (without parameters) and pc.
+func assertFramesMatchGDB(t *testing.T, gdbFrames []gdbFrame, got []Frame) {
+	t.Helper()
+	t.Logf("gdb:    %s", describeGDB(gdbFrames))
+	t.Logf("ustack: %s", describeFrames(got))
+	require.Len(t, got, len(gdbFrames), "frames against gdb's")
+	for i, g := range gdbFrames {
+		assert.Equal(t, g.name, plainName(got[i].Symbol), "frame %d", i)
+		assert.Equal(t, fmt.Sprintf("%#x", g.pc), fmt.Sprintf("%#x", got[i].PC), "frame %d (%s) pc", i, g.name)
+	}
 }
 
 func describeGDB(fs []gdbFrame) string {
@@ -241,7 +269,8 @@ func readelfTailSites(t *testing.T, dir string) int {
 }
 
 // euStackFrames returns eu-stack's frames of the core's first thread down
-// to main, as name@pc; nil when eu-stack is not installed.
+// to main, as name@pc (@pc for a frame in no symbol); nil when eu-stack is
+// not installed.
 func euStackFrames(t *testing.T, core, bin string, env []string) []string {
 	t.Helper()
 	if _, err := exec.LookPath("eu-stack"); err != nil {
@@ -254,12 +283,15 @@ func euStackFrames(t *testing.T, core, bin string, env []string) []string {
 	var frames []string
 	for _, line := range strings.Split(string(out), "\n") {
 		f := strings.Fields(line)
-		if len(f) != 3 || !strings.HasPrefix(f[0], "#") {
+		if len(f) < 2 || len(f) > 3 || !strings.HasPrefix(f[0], "#") {
 			continue
 		}
 		pc, err := strconv.ParseUint(strings.TrimPrefix(f[1], "0x"), 16, 64)
 		require.NoError(t, err, line)
-		name, _, _ := strings.Cut(f[2], "(") // C++ names come with parameters
+		name := "" // a frame in no symbol (JIT code) has no name
+		if len(f) == 3 {
+			name, _, _ = strings.Cut(f[2], "(") // C++ names come with parameters
+		}
 		frames = append(frames, fmt.Sprintf("%s@%#x", name, pc))
 		if name == "main" {
 			break
@@ -326,12 +358,8 @@ func TestTailCallFramesMatchGDB(t *testing.T) {
 
 				opts := CoreOptions{Options: Options{Kallsyms: "-", BuildIDDir: t.TempDir()}}
 				got := reportFrames(t, core, opts)
-				t.Logf("gdb:    %s", describeGDB(gdbFrames))
-				t.Logf("ustack: %s", describeFrames(got))
-				require.Len(t, got, len(gdbFrames), "frames against gdb's")
+				assertFramesMatchGDB(t, gdbFrames, got)
 				for i, g := range gdbFrames {
-					assert.Equal(t, g.name, plainName(got[i].Symbol), "frame %d", i)
-					assert.Equal(t, fmt.Sprintf("%#x", g.pc), fmt.Sprintf("%#x", got[i].PC), "frame %d (%s) pc", i, g.name)
 					assert.Equal(t, g.kind == "tailcall", got[i].How == resolve.HowTailCall, "frame %d (%s) is a tail call frame", i, g.name)
 				}
 

@@ -18,8 +18,11 @@
 // caller, it appends the functions that tail-called between it and its
 // callee (tailcall.go: DWARF call sites followed by gdb's rules).
 //
-// Objects are chosen as perf does, never silently wrong: the file itself
-// (under Options.SymFS) when its build-id matches the one the recording gave;
+// Objects are chosen as perf does, never silently wrong: an object the user
+// named for the path (a GivenSource, ustack report --exe) when its build-id
+// matches; the file itself (under Options.SymFS, or the path without the
+// kernel's " (deleted)" for a file deleted while mapped) when its build-id
+// matches the one the recording gave;
 // else the recording's archive copy (Options.Objects); else perf's build-id
 // cache (Options.BuildIDDir, including [vdso]/ID/vdso); else, with
 // Options.Fetcher (debuginfod), the object fetched by its build-id. Debug

@@ -84,11 +84,12 @@ func TestFetcher(t *testing.T) {
 	})
 	t.Run("not on the server", func(t *testing.T) {
 		f := newFetcher()
-		r := New(Options{SymFS: t.TempDir(), Fetcher: f})
+		root := t.TempDir()
+		r := New(Options{SymFS: root, Fetcher: f})
 		defer r.Close()
 		r.NewSpace(1, with("/gone/prog", []byte{1, 2, 3, 4}))
 		why := r.Missing()["/gone/prog"]
-		assert.Contains(t, why, "not found; ")
+		assert.Contains(t, why, "not found under "+root+"; ")
 		assert.Contains(t, why, "01020304")
 		assert.Contains(t, why, errNoSuchFile.Error())
 		assert.NotContains(t, why, "/gone/prog", "the summary names the path already")

@@ -25,7 +25,7 @@ type Frame struct {
 	// perf map, or "" when the address is in no known mapping.
 	Module string
 	// Offset is Addr relative to the mapping's file offset (perf's
-	// map-relative ip); Addr when Module is "".
+	// map-relative ip); Addr when Module is "" or anonymous memory.
 	Offset uint64
 	// Symbol is the function's name: the one debug info gives (what gdb
 	// prints: the linkage name, mangled for C++ and Rust, else the
@@ -149,7 +149,11 @@ func (z *Symbolizer) appendFrames(out []Frame, s *Space, fr *unwinder.Frame, how
 		return append(out, f)
 	}
 	f.Module = m.path
-	f.Offset = addr - m.start + m.pgoff
+	if !m.anonymous {
+		// Anonymous memory has no file offsets: perf maps its
+		// addresses to themselves, and so does Offset.
+		f.Offset = addr - m.start + m.pgoff
+	}
 	obj := m.obj
 	if obj == nil {
 		if m.anonymous && s.jit != nil {

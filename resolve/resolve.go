@@ -26,6 +26,16 @@ type ObjectSource interface {
 	Object(buildID []byte, path string) (data []byte, name string, ok bool)
 }
 
+// GivenSource is an ObjectSource some of whose objects the user named for
+// their paths (ustack report --exe): those come before the file at the
+// path, even one of the same build (a stripped copy of the binary given
+// with its symbols), and are reported as FoundGiven.
+type GivenSource interface {
+	ObjectSource
+	// Given reports whether path's object is one the user named.
+	Given(path string) bool
+}
+
 // Options configure a Resolver. The zero value resolves a process of this
 // machine from the files on disk.
 type Options struct {
@@ -134,6 +144,7 @@ type foundAt struct {
 // Where an object was found, in ObjectInfo.FoundIn.
 const (
 	FoundFile         = "file"           // its path (under SymFS, or the process's root)
+	FoundGiven        = "given"          // the file the user named for the path (GivenSource)
 	FoundArchive      = "archive"        // the recording's archive
 	FoundBuildIDCache = "build-id cache" // perf's build-id cache
 	FoundDebuginfod   = "debuginfod"     // fetched by build-id through Options.Fetcher
@@ -469,11 +480,26 @@ func (r *Resolver) find(pid uint32, path string, buildID []byte) (*elfcache.Obje
 			return obj, FoundVDSO, ""
 		}
 	}
+	if g, ok := r.opts.Objects.(GivenSource); ok && g.Given(path) {
+		if data, name, ok := g.Object(buildID, path); ok {
+			if obj := r.fromBytes(name, data, buildID, name, keep); obj != nil {
+				return obj, FoundGiven, ""
+			}
+		}
+	}
 	// A file is trusted first only when the recording says which build
 	// it wants; else the recording's own copy comes first.
 	if path != "[vdso]" && len(buildID) > 0 {
 		if obj := r.openFile(pid, path, buildID, keep); obj != nil {
 			return obj, FoundFile, ""
+		}
+		// A file deleted while mapped (a library upgraded under a
+		// running process) is named "PATH (deleted)"; the file now at
+		// PATH is it when its build-id says so.
+		if p, ok := strings.CutSuffix(path, deletedSuffix); ok {
+			if obj := r.openFile(pid, p, buildID, keep); obj != nil {
+				return obj, FoundFile, ""
+			}
 		}
 	}
 	if r.opts.Objects != nil {
@@ -514,12 +540,20 @@ func (r *Resolver) find(pid uint32, path string, buildID []byte) (*elfcache.Obje
 	}
 	if why == "" {
 		why = "not found"
+		if r.opts.SymFS != "" && path != "[vdso]" {
+			// Where it was looked for: a copied root that lacks it.
+			why += " under " + r.opts.SymFS
+		}
 		if fetchWhy != "" {
 			why += "; " + fetchWhy
 		}
 	}
 	return nil, "", why
 }
+
+// deletedSuffix is what the kernel appends to the path of a mapped file
+// that has been deleted (in /proc/PID/maps and a core's NT_FILE).
+const deletedSuffix = " (deleted)"
 
 // openFile opens the mapped file (under SymFS), or with ProcRoot the same
 // path inside the process's root.

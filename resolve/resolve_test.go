@@ -173,10 +173,11 @@ func TestBuildIDPolicy(t *testing.T) {
 	})
 
 	t.Run("missing", func(t *testing.T) {
-		r := New(Options{SymFS: t.TempDir()})
+		root := t.TempDir()
+		r := New(Options{SymFS: root})
 		defer r.Close()
 		assert.False(t, resolved(r.NewSpace(1, with("/gone/prog", id))))
-		assert.Equal(t, "not found", r.Missing()["/gone/prog"])
+		assert.Equal(t, "not found under "+root, r.Missing()["/gone/prog"], "names the root it looked in")
 	})
 }
 

@@ -50,6 +50,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	noCache := fs.Bool("no-cache", false, "do not keep decompressed debug sections and the running kernel's symbols in ~/.cache/ustack ($XDG_CACHE_HOME; also USTACK_NO_CACHE=1)")
 	srcline := fs.Bool("srcline", false, "text format: print each frame's source file and line, like perf script -F +srcline")
 	jobs := fs.Int("j", 0, "unwinding workers (default: one per CPU)")
+	maxStack := fs.Int("max-stack", 0, "unwind at most `N` user frames of each stack (default 1024), like perf script's --max-stack: a stack overflow's core needs more to reach main")
 	pacMask := fs.String("pac-mask", "", "arm64 pointer authentication `mask` (hex), or va:BITS (default va:48)")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of ustack itself to `file`")
 	title := fs.String("title", "", "flamegraph, speedscope: the picture's `title`")
@@ -85,7 +86,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		*input = inputSet
 	}
 	opts := report.Options{SymFS: *symfs, Kallsyms: *kall, BuildIDDir: *buildIDDir,
-		NoInline: *noInline, NoTailCall: *noTailCall, NoDemangle: *noDemangle, Jobs: *jobs,
+		NoInline: *noInline, NoTailCall: *noTailCall, NoDemangle: *noDemangle, Jobs: *jobs, MaxFrames: *maxStack,
 		Warn: func(msg string) { fmt.Fprintf(stderr, "ustack: warning: %s\n", msg) }}
 	if *debugDir != "" {
 		opts.DebugDirs = strings.Split(*debugDir, ":")

@@ -1,5 +1,5 @@
 // Package testprog is what tests use to make and observe real programs:
-// it compiles a C or C++ source with the system's compiler, runs perf
+// it compiles a C, C++ or Rust source with the system's compiler, runs perf
 // (record, script, archive) under a timeout, and reads perf script's text
 // back into samples and call chains, the independent truth many tests
 // compare ustack with.
@@ -18,6 +18,9 @@
 // [NeedTracefs] when a tracepoint is not to be found, and [Record] skips with perf's own message when perf cannot record here.
 // A compiler error or a failing perf script is a test failure, with the
 // tool's output.
+//
+// [BuildRust] compiles a Rust source (std only) with rustc, found on PATH
+// or in ~/.cargo/bin, skipping the test where there is none.
 //
 // [Tool] runs any other tool (objcopy, readelf, a cross compiler) the
 // same way. [BuildSplit] builds [SplitSources], a program of two units

@@ -1,0 +1,288 @@
+package report
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ustack/ustack/internal/testprog"
+	"github.com/ustack/ustack/resolve"
+)
+
+// mapDataSrc maps the data file $DATA read-only (as glibc maps locale
+// archives and gconv's module cache) and crashes with it mapped.
+const mapDataSrc = `#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+volatile const char *table;
+__attribute__((noipa)) void boom(char *p) { strcpy(p, (const char *)table); }
+__attribute__((noipa)) void load(const char *path) {
+	int fd = open(path, O_RDONLY);
+	if (fd < 0) abort();
+	table = mmap(0, 4096, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (table == MAP_FAILED) abort();
+	boom(NULL);
+}
+int main(int c, char **v) { load(getenv("DATA")); return 0; }
+`
+
+// TestCoreDataFileMappingIsNotCode: gdb's core (like gcore's) has no
+// segment for a file mapped read-only and not written, so the core does
+// not say whether the mapping is code. A file that is not ELF is data: the
+// report must not list it among the objects without unwind or symbol
+// information, and the stack is gdb's.
+func TestCoreDataFileMappingIsNotCode(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "table.dat")
+	require.NoError(t, os.WriteFile(data, bytes.Repeat([]byte("a data file, not code\n"), 400), 0o644))
+	bin := testprog.Build(t, dir, "mapdata.c", mapDataSrc, "-O1", "-g")
+	gdbFrames, core := crashUnderGDB(t, dir, bin, "DATA="+data)
+
+	opts := CoreOptions{Options: Options{Kallsyms: "-", BuildIDDir: t.TempDir()}}
+	c, err := OpenCore(core, opts)
+	require.NoError(t, err)
+	mapped := false
+	for _, m := range c.Mappings {
+		mapped = mapped || m.Path == data
+	}
+	c.Close()
+	require.True(t, mapped, "the core's NT_FILE lists %s", data)
+
+	_, sum := coreReport(t, core, "text", opts)
+	assert.NotContains(t, sum.Missing, data, "a data file is not an object without unwind information")
+	for p, why := range sum.Missing {
+		assert.NotContains(t, why, "not a valid ELF file", "%s is not ELF: data, not a missing object", p)
+	}
+	assertFramesMatchGDB(t, gdbFrames, reportFrames(t, core, opts))
+
+	var info strings.Builder
+	c, err = OpenCore(core, opts)
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, WriteCoreInfo(&info, c, opts))
+	assert.Contains(t, info.String(), data+" at ", "--core-info lists the mapped file")
+	assert.Contains(t, info.String(), "not used (a data file, not an ELF object)")
+}
+
+// jitCrashSrc calls cb through a frame-pointer trampoline it writes into
+// anonymous executable memory, as a JIT does; cb crashes.
+const jitCrashSrc = `#include <string.h>
+#include <sys/mman.h>
+static volatile int sink;
+__attribute__((noinline)) void cb(void) { *(volatile int *)(long)sink = 1; sink++; }
+int main(int argc, char **argv) {
+	/* push %rbp; mov %rsp,%rbp; call *%rdi; pop %rbp; ret */
+	static const unsigned char code[] = {0x55, 0x48, 0x89, 0xe5, 0xff, 0xd7, 0x5d, 0xc3};
+	unsigned char *p = mmap(0, 4096, PROT_READ|PROT_WRITE|PROT_EXEC, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0);
+	memcpy(p, code, sizeof code);
+	((void (*)(void (*)(void)))p)(cb);
+	return 0;
+}
+`
+
+// TestCoreJITFrameInAnonymousMemory: NT_FILE lists only file-backed
+// memory, so JIT code (node's, the JVM's) is in no mapping the core names;
+// its executable PT_LOAD is. A thread stopped under JIT code is unwound
+// through it by its frame pointer, as eu-stack does, instead of ending at
+// the JIT frame's return address with no_mapping. (gdb, without a symbol
+// for the JIT code, takes the saved frame pointer for a return address and
+// prints a frame that is not one: it is compared where it is right.)
+func TestCoreJITFrameInAnonymousMemory(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the trampoline is x86_64 code")
+	}
+	dir := t.TempDir()
+	bin := testprog.Build(t, dir, "jit.c", jitCrashSrc, "-O2", "-g", "-fno-omit-frame-pointer")
+	gdbFrames, core := crashUnderGDB(t, dir, bin)
+	opts := CoreOptions{Options: Options{Kallsyms: "-", BuildIDDir: t.TempDir()}}
+	got := reportFrames(t, core, opts)
+	t.Logf("gdb:    %s", describeGDB(gdbFrames))
+	t.Logf("ustack: %s", describeFrames(got))
+	require.GreaterOrEqual(t, len(got), 3, "cb, the JIT frame, main")
+	assert.Equal(t, "cb", gdbFrames[0].name)
+	assert.Equal(t, "cb", got[0].Symbol)
+	assert.Equal(t, gdbFrames[0].pc, got[0].PC, "cb's pc")
+	jit := got[1]
+	assert.Equal(t, "//anon", jit.Module, "the JIT frame's mapping")
+	assert.Equal(t, jit.Addr, jit.Offset, "anonymous memory's offset is its address, as perf prints it")
+	assert.Equal(t, "main", got[2].Symbol)
+	assert.Equal(t, "fp", got[2].How, "no CFI in JIT code: its caller by the frame pointer rule")
+	assert.Equal(t, gdbFrames[len(gdbFrames)-1].name, "main")
+	assert.Equal(t, gdbFrames[len(gdbFrames)-1].pc, got[2].PC, "main's pc")
+	if eu := euStackFrames(t, core, bin, nil); eu != nil {
+		assert.Equal(t, strings.Join(eu, " "), describeFrames(got), "eu-stack")
+	}
+
+	// --core-info shows the memory the JIT frame is in.
+	var info strings.Builder
+	c, err := OpenCore(core, opts)
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, WriteCoreInfo(&info, c, opts))
+	listed := false
+	for _, line := range strings.Split(info.String(), "\n") {
+		var lo, hi uint64
+		if n, _ := fmt.Sscanf(line, "  %x-%x //anon", &lo, &hi); n == 2 && lo <= jit.PC && jit.PC < hi {
+			listed = true
+		}
+	}
+	assert.True(t, listed, "--core-info lists the anonymous memory holding %#x:\n%s", jit.PC, info.String())
+}
+
+// pauseSrc waits in pause() until killed.
+const pauseSrc = `#include <unistd.h>
+__attribute__((noinline)) void wait_here(void) { for (;;) pause(); }
+int main(void) { wait_here(); }
+`
+
+// TestCoreDeletedMappedFile: a program whose file was deleted while it ran
+// (replaced by a package upgrade, or rebuilt and put back) is mapped as
+// "PATH (deleted)" in the core's NT_FILE. The file now at PATH is the one
+// when its build-id is the core's: the stack is gdb's (given the file),
+// nothing is missing; a file of another build there is refused.
+func TestCoreDeletedMappedFile(t *testing.T) {
+	if _, err := exec.LookPath("gcore"); err != nil {
+		t.Skip("gcore is not installed (Debian package gdb)")
+	}
+	dir := t.TempDir()
+	bin := testprog.Build(t, dir, "paused.c", pauseSrc, "-O2", "-g")
+	keep := bin + ".keep"
+	data, err := os.ReadFile(bin)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(keep, data, 0o755))
+	cmd := exec.Command(bin)
+	require.NoError(t, cmd.Start())
+	defer cmd.Process.Kill()
+	waitSleeping(t, cmd.Process.Pid)
+	// Deleted and put back: a new file at the path, the same build.
+	require.NoError(t, os.Remove(bin))
+	require.NoError(t, os.WriteFile(bin, data, 0o755))
+	core := filepath.Join(dir, "core")
+	testprog.Tool(t, dir, "gcore", "-o", core, strconv.Itoa(cmd.Process.Pid))
+	core = fmt.Sprintf("%s.%d", core, cmd.Process.Pid)
+	cmd.Process.Kill()
+	cmd.Wait()
+
+	opts := CoreOptions{Options: Options{Kallsyms: "-", BuildIDDir: t.TempDir()}}
+	c, err := OpenCore(core, opts)
+	require.NoError(t, err)
+	deleted := false
+	for _, m := range c.Mappings {
+		deleted = deleted || m.Path == bin+" (deleted)"
+	}
+	c.Close()
+	require.True(t, deleted, "the core maps %s (deleted)", bin)
+
+	gdbFrames := gdbCoreFrames(t, dir, bin, core)
+	_, sum := coreReport(t, core, "text", opts)
+	assert.Empty(t, sum.Missing, "the file at the path is the deleted one's build")
+	assertFramesMatchGDB(t, gdbFrames, reportFrames(t, core, opts))
+
+	// Another build at the path is refused, naming both build-ids.
+	testprog.Build(t, dir, "paused.c", pauseSrc+"int other;\n", "-O2", "-g", "-Wl,--build-id=sha1")
+	var warnings []string
+	opts.Warn = func(s string) { warnings = append(warnings, s) }
+	_, sum = coreReport(t, core, "text", opts)
+	assert.Contains(t, sum.Missing[bin+" (deleted)"], "build-id mismatch")
+	assert.NotEmpty(t, warnings, "a mismatch is warned about")
+}
+
+// waitSleeping waits until process pid sleeps (state S in /proc/PID/stat).
+func waitSleeping(t *testing.T, pid int) {
+	t.Helper()
+	for i := 0; i < 200; i++ {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		require.NoError(t, err)
+		if f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])); len(f) > 0 && f[0] == "S" {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("process %d never slept", pid)
+}
+
+// crashSrc crashes two calls down from main.
+const crashSrc = `volatile int *target;
+__attribute__((noipa)) void boom(int n) { *target = n; }
+__attribute__((noipa)) void mid(int n) { boom(n + 1); }
+int main(int c, char **v) { mid(c); return 0; }
+`
+
+// TestCoreExeOverridesFileOfSameBuild: the core of a stripped program (as
+// deployed) is reported with --exe naming the unstripped build, the same
+// build-id: --exe is the program's object, not the stripped file still at
+// the recorded path, and the frames are gdb's given that file. (--exe was
+// used only where the recorded path had no file, silently ignored here.)
+func TestCoreExeOverridesFileOfSameBuild(t *testing.T) {
+	dir := t.TempDir()
+	full := testprog.Build(t, dir, "crash.c", crashSrc, "-O2", "-g")
+	stripped := full + ".stripped"
+	testprog.Tool(t, dir, "strip", "-o", stripped, full)
+	_, core := crashUnderGDB(t, dir, stripped)
+	gdbFrames := gdbCoreFrames(t, dir, full, core)
+	require.Equal(t, "boom", gdbFrames[0].name, "gdb names the frames from the unstripped build")
+
+	opts := CoreOptions{Options: Options{Kallsyms: "-", BuildIDDir: t.TempDir()}}
+	before := reportFrames(t, core, opts)
+	require.NotEmpty(t, before)
+	assert.Empty(t, before[0].Symbol, "the stripped file has no symbol for boom: the test would show nothing")
+
+	opts.Exe = full
+	assertFramesMatchGDB(t, gdbFrames, reportFrames(t, core, opts))
+	opts.ObjectSources = true
+	_, sum := coreReport(t, core, "text", opts)
+	found := false
+	for _, o := range sum.Objects {
+		if o.Path == stripped {
+			found = true
+			assert.Equal(t, resolve.FoundGiven, o.FoundIn, "where the program's object came from")
+		}
+	}
+	assert.True(t, found, "the summary says where %s came from", stripped)
+}
+
+// deepSrc recurses 3000 calls deep before it crashes, as a runaway
+// recursion does on its way to a stack overflow.
+const deepSrc = `volatile int *target;
+__attribute__((noinline)) int rec(int n) { volatile char buf[64]; buf[0] = n; if (n == 3000) *target = n; return rec(n + 1) + buf[0]; }
+int main(void) { return rec(0); }
+`
+
+// TestCoreDeepStack: a stack deeper than the frame limit stops with depth
+// and the summary says so and how to go deeper; with the limit raised the
+// stack is gdb's, every one of its 3002 frames down to main.
+func TestCoreDeepStack(t *testing.T) {
+	dir := t.TempDir()
+	bin := testprog.Build(t, dir, "deep.c", deepSrc, "-O1", "-g")
+	gdbFrames, core := crashUnderGDB(t, dir, bin)
+	require.Len(t, gdbFrames, 3002, "rec 3001 times and main")
+
+	opts := CoreOptions{Options: Options{Kallsyms: "-", BuildIDDir: t.TempDir()}}
+	_, sum := coreReport(t, core, "text", opts)
+	assert.Equal(t, 1, sum.Stops["depth"], "the default limit (1024) cuts the stack")
+	var b strings.Builder
+	sum.WriteSummary(&b)
+	assert.Contains(t, b.String(), "1 stacks reached the limit of 1024 frames and were cut there; --max-stack raises it")
+
+	opts.MaxFrames = 5000
+	_, sum = coreReport(t, core, "text", opts)
+	assert.Zero(t, sum.Stops["depth"])
+	got := reportFrames(t, core, opts)
+	require.Len(t, got, len(gdbFrames), "frames against gdb's")
+	for i, g := range gdbFrames {
+		if g.name != plainName(got[i].Symbol) || g.pc != got[i].PC {
+			t.Fatalf("frame %d: gdb %s@%#x, ustack %s@%#x", i, g.name, g.pc, got[i].Symbol, got[i].PC)
+		}
+	}
+}
