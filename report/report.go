@@ -82,6 +82,11 @@ type Options struct {
 	// PerfMapDir is where JIT symbol maps (perf-PID.map) are looked for
 	// (default /tmp).
 	PerfMapDir string
+	// JITDumpDirs are directories where a JIT's jitdump (jit-PID.dump) is
+	// looked for by its base name when its recorded path (under SymFS)
+	// does not hold it: the recording's own directory (cmd/ustack passes
+	// it), where node --perf-prof writes the dump.
+	JITDumpDirs []string
 	// HostVDSO, when set, reads the vdso of the kernel ustack runs on
 	// (capture.ReadVDSO). It serves "[vdso]" mappings that neither the
 	// archive nor a build-id cache holds (pipe-mode perf.data, perf
@@ -553,7 +558,7 @@ func (p *processor) newJob(s *perfdata.Sample, index int) *job {
 		}
 	}
 	snap := p.tracker.Maps(s.Pid)
-	j.space = p.spaceFor(s.Pid, snap)
+	j.space = p.spaceFor(s.Pid, snap).At(s.Time)
 	j.out.space = j.space
 	return j
 }

@@ -38,6 +38,7 @@ func newResolver(opts *Options, s *perfdata.Session, warn func(string)) *resolve
 		MoreBuildIDDirs: opts.MoreBuildIDDirs,
 		Objects:         opts.Objects,
 		PerfMapDir:      opts.PerfMapDir,
+		JITDumpDirs:     opts.JITDumpDirs,
 		NoInline:        opts.NoInline,
 		NoTailCall:      opts.NoTailCall,
 		Warn:            warn,

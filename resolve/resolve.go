@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/ustack/ustack/elfcache"
+	"github.com/ustack/ustack/jitdump"
 	"github.com/ustack/ustack/procmaps"
 	"github.com/ustack/ustack/unwinder"
 )
@@ -72,6 +73,11 @@ type Options struct {
 	// PerfMapDir is where JIT symbol maps (perf-PID.map) are looked for;
 	// "" for none.
 	PerfMapDir string
+	// JITDumpDirs are directories where a JIT's jitdump (jit-PID.dump,
+	// the file of a marker mapping) is looked for by its base name after
+	// its recorded path (under SymFS): the recording's directory, where
+	// node writes it.
+	JITDumpDirs []string
 	// NoInline leaves the frames of inlined functions out.
 	NoInline bool
 	// NoTailCall leaves out the frames of functions that tail-called
@@ -114,6 +120,7 @@ type Resolver struct {
 	objects map[objectKey]*elfcache.Object // nil: could not be used
 	owned   []*elfcache.Object             // opened from bytes; closed by Close
 	jit     map[uint32]*perfMap
+	dumps   map[string]*jitDump // by marker path; nil: not found
 	missing map[string]string
 	warned  map[string]bool
 	closed  bool
@@ -148,7 +155,7 @@ type objectKey struct {
 // New returns a Resolver.
 func New(opts Options) *Resolver {
 	r := &Resolver{opts: opts, cache: opts.Cache, objects: map[objectKey]*elfcache.Object{},
-		jit: map[uint32]*perfMap{}, missing: map[string]string{}, warned: map[string]bool{},
+		jit: map[uint32]*perfMap{}, dumps: map[string]*jitDump{}, missing: map[string]string{}, warned: map[string]bool{},
 		found: map[*elfcache.Object]foundAt{}}
 	if r.cache == nil {
 		r.cache = elfcache.NewCache(elfcache.Options{DebugDirs: opts.DebugDirs, SymFS: opts.SymFS,
@@ -179,7 +186,7 @@ func (r *Resolver) Close() error {
 			first = err
 		}
 	}
-	r.owned, r.objects, r.jit, r.found = nil, nil, nil, nil
+	r.owned, r.objects, r.jit, r.dumps, r.found = nil, nil, nil, nil, nil
 	if r.ownsCache {
 		if err := r.cache.Close(); err != nil && first == nil {
 			first = err
@@ -261,6 +268,10 @@ type Space struct {
 	pid  uint32
 	maps []spaceMap // indexed by unwinder.Mapping.Tag
 	jit  *perfMap
+	// jitd is the process's jitdump, nil without one; epoch is the
+	// dump's epoch this Space shows (see jitDump.bounds).
+	jitd  *jitState
+	epoch int
 	// noInline is the Resolver's Options.NoInline.
 	noInline bool
 	// noTailCall is the Resolver's Options.NoTailCall.
@@ -274,7 +285,8 @@ type spaceMap struct {
 	pgoff     uint64
 	obj       *elfcache.Object
 	bias      uint64
-	anonymous bool // JIT code may live here
+	anonymous bool     // JIT code may live here
+	jit       *jitFunc // a function of the process's jitdump
 }
 
 // AddressSpace returns the space to unwind in.
@@ -332,7 +344,7 @@ func (s *Space) Mapping(i int) (MappingInfo, bool) {
 func (s *Space) MainMapping() (MappingInfo, bool) {
 	for i := 0; i < s.as.Len(); i++ {
 		sm := s.mapOf(i)
-		if s.as.Mapping(i).Exec && !isPseudoPath(sm.path) && !sm.anonymous {
+		if s.as.Mapping(i).Exec && !isPseudoPath(sm.path) && !sm.anonymous && sm.jit == nil {
 			return s.Mapping(i)
 		}
 	}
@@ -353,11 +365,17 @@ func (r *Resolver) NewSpace(pid uint32, maps []Mapping) *Space {
 	s := &Space{pid: pid, maps: make([]spaceMap, len(maps)), noInline: r.opts.NoInline, noTailCall: r.opts.NoTailCall, r: r}
 	ums := make([]unwinder.Mapping, len(maps))
 	anon := false
+	marker := ""
 	for i := range maps {
 		m := &maps[i]
 		um := unwinder.Mapping{Start: m.Start, End: m.End, Exec: m.Exec, Name: m.Path, Tag: i}
 		sm := spaceMap{path: m.Path, start: m.Start, pgoff: m.PgOff, anonymous: IsAnonymous(m.Path)}
+		_, isMarker := jitdump.IsMarkerPath(m.Path)
 		switch {
+		case isMarker && m.Object == nil && m.File == "":
+			// A JIT's jitdump, mapped so that perf sees it: no code
+			// runs there, its records name the JIT's code.
+			marker = m.Path
 		case m.Object != nil:
 			um.Object, um.Bias = m.Object, m.Start-m.PgOff
 			if o, ok := m.Object.(*elfcache.Object); ok {
@@ -380,6 +398,14 @@ func (r *Resolver) NewSpace(pid uint32, maps []Mapping) *Space {
 	s.as = unwinder.NewAddressSpace(ums)
 	if anon {
 		s.jit = r.perfMap(pid)
+	}
+	if marker != "" {
+		if d := r.jitDump(pid, marker); d != nil {
+			j := &jitState{dump: d, ums: ums, base: s.maps, epochs: map[int]*Space{}}
+			// The code in force at the end of the dump (a live process,
+			// a core); At gives a sample's own.
+			return j.space(s, len(d.bounds))
+		}
 	}
 	return s
 }
