@@ -178,6 +178,7 @@ func TestJITDump(t *testing.T) {
 				assert.Equal(t, "jit.src", f.File)
 				assert.Equal(t, 101, f.Line, "the call's line (the return address is at +6, its call at +4)")
 				assert.Equal(t, uint64(5), f.SymOff)
+				assert.Equal(t, kindJIT, kindOf(&f), "the flame graph's kind of the JIT frame")
 			case f.Symbol == "main":
 				assert.Equal(t, "cfi", f.How, "main is recovered by the JIT code's CFI")
 			}
