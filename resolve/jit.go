@@ -22,7 +22,7 @@ import (
 // jitDump is what a process's jitdump (jit-PID.dump) says of its JIT code:
 // every function the JIT loaded, with the time span it held its addresses.
 type jitDump struct {
-	path  string     // the file read, the Module of its frames
+	path  string     // the marker's path as mapped: the Module of its frames
 	funcs []*jitFunc // in load order
 	// bounds are the distinct times, ascending, at which a function
 	// stopped holding its addresses (other code loaded over it, or it
@@ -304,6 +304,9 @@ func (r *Resolver) jitDump(pid uint32, path string) *jitDump {
 	}
 	r.mu.Unlock()
 	d, warn := r.readJITDump(path)
+	if d != nil {
+		d.path = path // frames name the mapped file, wherever its copy was found
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.dumps == nil {
@@ -321,6 +324,18 @@ func (r *Resolver) jitDump(pid uint32, path string) *jitDump {
 		}
 	}
 	return r.dumps[path]
+}
+
+// dumpWarning is the warning for a dump read with readJITDump: none, a
+// damaged one, or one that cannot be used at all (the error names it).
+func dumpWarning(d *jitDump, err error) string {
+	switch {
+	case d == nil:
+		return fmt.Sprintf("the JIT's jitdump cannot be used: %v; its JIT code stays unnamed", err)
+	case err != nil:
+		return fmt.Sprintf("jitdump damaged, the functions before the damage are used: %v", err)
+	}
+	return ""
 }
 
 // readJITDump looks for a marker's dump where it was written (under
@@ -359,25 +374,13 @@ func (r *Resolver) readJITDump(path string) (*jitDump, string) {
 		}
 		d, err := readJITDump(c, f, st.Size())
 		f.Close()
-		if d == nil {
-			return nil, fmt.Sprintf("the JIT's jitdump %s cannot be used: %v; its JIT code stays unnamed", c, err)
-		}
-		if err != nil {
-			return d, fmt.Sprintf("jitdump damaged, the functions before the damage are used: %v", err)
-		}
-		return d, ""
+		return d, dumpWarning(d, err)
 	}
 	if r.opts.Objects != nil {
 		if data, _, ok := r.opts.Objects.Object(nil, path); ok {
 			name := path + " (in the recording's archive)"
 			d, err := readJITDump(name, bytes.NewReader(data), int64(len(data)))
-			if d == nil {
-				return nil, fmt.Sprintf("the JIT's jitdump in the recording's archive cannot be used: %v; its JIT code stays unnamed", err)
-			}
-			if err != nil {
-				return d, fmt.Sprintf("jitdump damaged, the functions before the damage are used: %v", err)
-			}
-			return d, ""
+			return d, dumpWarning(d, err)
 		}
 		tried = append(tried, "the recording's archive")
 	}
