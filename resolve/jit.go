@@ -30,6 +30,8 @@ type jitDump struct {
 	// address space serves every sample in between: epoch i is
 	// [bounds[i-1], bounds[i]).
 	bounds []uint64
+	// note is a warning about the dump as a whole.
+	note string
 }
 
 // jitFunc is one function's code at one place: its CODE_LOAD, or a
@@ -196,6 +198,9 @@ func readJITDump(path string, r io.ReaderAt, size int64) (*jitDump, error) {
 		d.bounds = append(d.bounds, t)
 	}
 	sort.Slice(d.bounds, func(i, j int) bool { return d.bounds[i] < d.bounds[j] })
+	if rd.Header().Flags&jitdump.FlagArchTimestamp != 0 && len(d.bounds) > 0 {
+		d.note = "its timestamps are the CPU's time-stamp counter, which ustack does not convert to the recording's clock: where the JIT reused or moved code, frames may name the code of another time"
+	}
 	return d, damage
 }
 
@@ -335,7 +340,7 @@ func dumpWarning(d *jitDump, err error) string {
 	case err != nil:
 		return fmt.Sprintf("jitdump damaged, the functions before the damage are used: %v", err)
 	}
-	return ""
+	return d.note
 }
 
 // readJITDump looks for a marker's dump where it was written (under
