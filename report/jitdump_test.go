@@ -101,4 +101,22 @@ func TestJITDump(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 20, n, "close samples through jit_hop_b with the dump beside the recording")
+
+	// Recorded in perf's own clock (no -k 1): the dump's times can only be
+	// matched approximately (by when the dump was mapped), and the report
+	// says so. Calls microseconds apart from a reload or move may be
+	// misattributed; most are named.
+	data = recordWith(t, dir, "jd-perfclock", []string{"--call-graph", "dwarf"}, bin)
+	warnings = nil
+	_, samples = ustackScriptWith(t, data, Options{Warn: func(m string) { warnings = append(warnings, m) }})
+	require.Len(t, warnings, 1, "%q", warnings)
+	assert.Contains(t, warnings[0], "CLOCK_MONOTONIC")
+	assert.Contains(t, warnings[0], "-k 1")
+	n = 0
+	for _, s := range samples {
+		if c := userChain(s); s.Event == "syscalls:sys_enter_close" && len(c) > 1 && hasPrefixChain(c[1:], "cb", "jit_hop_a|jit_hop_b", "main") {
+			n++
+		}
+	}
+	assert.GreaterOrEqual(t, n, 15, "of 30 close samples, through a named JIT frame into main")
 }

@@ -32,6 +32,8 @@ type jitDump struct {
 	bounds []uint64
 	// note is a warning about the dump as a whole.
 	note string
+	// created is the header's timestamp, when the JIT made the dump.
+	created uint64
 }
 
 // jitFunc is one function's code at one place: its CODE_LOAD, or a
@@ -122,7 +124,7 @@ func readJITDump(path string, r io.ReaderAt, size int64) (*jitDump, error) {
 	if rd.Header().ElfMach == 183 { // EM_AARCH64
 		a = arch.ARM64
 	}
-	d := &jitDump{path: path}
+	d := &jitDump{path: path, created: rd.Header().Timestamp}
 	var (
 		lines   []jitdump.DebugEntry
 		unwind  *jitdump.UnwindingInfo
@@ -311,6 +313,9 @@ func (r *Resolver) jitDump(pid uint32, path string) *jitDump {
 	d, warn := r.readJITDump(path)
 	if d != nil {
 		d.path = path // frames name the mapped file, wherever its copy was found
+		if w := r.alignJITClock(d, path); w != "" && warn == "" {
+			warn = w
+		}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -329,6 +334,34 @@ func (r *Resolver) jitDump(pid uint32, path string) *jitDump {
 		}
 	}
 	return r.dumps[path]
+}
+
+// alignJITClock shifts the dump's times into the samples' clock when that
+// is not CLOCK_MONOTONIC (Options.JITClock), by the time the marker was
+// mapped: JITs map it right after writing the header. It returns a
+// warning where the times matter (code reused or moved).
+func (r *Resolver) alignJITClock(d *jitDump, path string) string {
+	if r.opts.JITClock == nil {
+		return ""
+	}
+	mapped, mono := r.opts.JITClock(path)
+	if mono || mapped == 0 {
+		return ""
+	}
+	off := mapped - d.created // modular: adding it shifts either way
+	for _, f := range d.funcs {
+		f.load += off
+		if f.until != math.MaxUint64 {
+			f.until += off
+		}
+	}
+	for i := range d.bounds {
+		d.bounds[i] += off
+	}
+	if len(d.bounds) == 0 {
+		return ""
+	}
+	return "the recording's clock is not CLOCK_MONOTONIC, the dump's (record with perf record -k 1): its times were matched to the samples' by when the dump was mapped, so frames near a reload or move of JIT code may name the code of another time"
 }
 
 // dumpWarning is the warning for a dump read with readJITDump: none, a

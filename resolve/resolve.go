@@ -78,6 +78,15 @@ type Options struct {
 	// its recorded path (under SymFS): the recording's directory, where
 	// node writes it.
 	JITDumpDirs []string
+	// JITClock, when set, says how a jitdump's timestamps (the JIT's
+	// CLOCK_MONOTONIC) relate to the samples' times: given the marker
+	// mapping's path it returns the time, in the samples' clock, at which
+	// the process mapped it, and whether the samples' clock is
+	// CLOCK_MONOTONIC too (perf record -k 1, ustack record). When it is
+	// not, the dump's times are shifted so that the dump's creation falls
+	// at that mapping, with a warning where the dump's times matter. It
+	// is called from NewSpace.
+	JITClock func(markerPath string) (mapped uint64, monotonic bool)
 	// NoInline leaves the frames of inlined functions out.
 	NoInline bool
 	// NoTailCall leaves out the frames of functions that tail-called
