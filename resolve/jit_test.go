@@ -185,3 +185,30 @@ func FuzzReadJITDump(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkSpaceAt: a sample's Space by its time, in a process whose
+// jitdump reloaded code (one lookup per sample; no allocation once the
+// epoch's Space is built).
+func BenchmarkSpaceAt(b *testing.B) {
+	dir := b.TempDir()
+	marker := filepath.Join(dir, "jit-1.dump")
+	var recs []jitRecord
+	for i := 0; i < 100; i++ {
+		recs = append(recs, jitRecord{0, uint64(10 * (i + 1)), codeLoad(0x1000+uint64(i%10)*0x100, "f", 64, uint64(i))})
+	}
+	require.NoError(b, os.WriteFile(marker, dumpBytes(recs), 0o600))
+	r := New(Options{})
+	defer r.Close()
+	s := r.NewSpace(1, []Mapping{
+		{Map: procmaps.Map{Start: 0x1000, End: 0x6000, Exec: true, Path: "//anon"}},
+		{Map: procmaps.Map{Start: 0x7000, End: 0x8000, Exec: true, Path: marker}},
+	})
+	s.At(555)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if s.At(555+uint64(i&3)) == nil {
+			b.Fatal("no space")
+		}
+	}
+}
