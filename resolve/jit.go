@@ -133,14 +133,20 @@ func readJITDump(path string, r io.ReaderAt, size int64) (*jitDump, error) {
 		bounds  = map[uint64]bool{}
 		damage  error
 	)
+	// end makes f stop holding its addresses at ts.
+	end := func(f *jitFunc, ts uint64) {
+		if f.until > ts {
+			f.until = ts
+			bounds[ts] = true
+		}
+	}
 	// place makes f hold its addresses from time ts: the functions it
 	// overlaps stop holding theirs.
 	place := func(f *jitFunc, ts uint64) {
 		i := sort.Search(len(live), func(i int) bool { return live[i].end > f.start })
 		j := i
 		for j < len(live) && live[j].start < f.end {
-			live[j].until = ts
-			bounds[ts] = true
+			end(live[j], ts)
 			j++
 		}
 		live = append(live[:i], append([]*jitFunc{f}, live[j:]...)...)
@@ -188,9 +194,12 @@ func readJITDump(path string, r io.ReaderAt, size int64) (*jitDump, error) {
 				f.table = jitTable(a, old.unwind, f.start, uint64(len(old.code)), path)
 			}
 			f.unwind = old.unwind
-			if old.until > rec.Timestamp {
-				old.until = rec.Timestamp
-				bounds[rec.Timestamp] = true
+			end(old, rec.Timestamp)
+			for k, g := range live {
+				if g == old {
+					live = append(live[:k], live[k+1:]...)
+					break
+				}
 			}
 			byIndex[m.CodeIndex] = f
 			place(f, rec.Timestamp)
@@ -234,9 +243,10 @@ type jitState struct {
 	epochs map[int]*Space
 }
 
-// maxEpochSpaces bounds the epoch Spaces kept per process: samples come in
-// time order, so the last few serve nearly all.
-const maxEpochSpaces = 16
+// maxEpochSpaces bounds the epoch Spaces kept per Space NewSpace made (each
+// holds a mapping per live JIT function): samples come in time order, so
+// the last few serve nearly all.
+const maxEpochSpaces = 4
 
 // At returns the Space of a sample taken at time (in the recording's
 // clock): the same Space unless the process's jitdump says that some

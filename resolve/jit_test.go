@@ -95,14 +95,18 @@ func jitName(s *Space, pc uint64) (string, string, int) {
 func TestJITDumpTimes(t *testing.T) {
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "jit-1.dump")
-	b := writeDump(t, marker, []jitRecord{
+	recs := []jitRecord{
 		{2, 10, debugInfo(0x1000, map[uint64]uint32{0x1000: 7, 0x1008: 8}, 0x1000, 0x1008)},
 		{0, 10, codeLoad(0x1000, "LazyCompile:a f.js:1", 16, 1)},
 		{0, 20, codeLoad(0x1000, "LazyCompile:b f.js:5", 16, 2)},
 		{0, 25, codeLoad(0x5000, "LazyCompile:c f.js:9", 16, 3)}, // not over another: no new epoch
 		{1, 30, codeMove(0x1000, 0x2000, 16, 2)},
-		{3, 40, nil},
-	})
+		{0, 45, codeLoad(0x3000, "x", 16, 4)},
+		{1, 50, codeMove(0x3000, 0x4000, 16, 4)},
+		{0, 60, codeLoad(0x3000, "y", 16, 5)}, // over x's old place: x's end stays 50
+		{3, 70, nil},
+	}
+	writeDump(t, marker, recs)
 	var warnings []string
 	r := New(Options{Warn: func(m string) { warnings = append(warnings, m) }})
 	defer r.Close()
@@ -124,6 +128,11 @@ func TestJITDumpTimes(t *testing.T) {
 		{35, 0x1004, "", 0},
 		{35, 0x2004, "LazyCompile:b f.js:5", 0},
 		{1 << 62, 0x2004, "LazyCompile:b f.js:5", 0},
+		{47, 0x3004, "x", 0},
+		{55, 0x3004, "y", 0}, // x left at 50; nothing else held it before y came
+		{55, 0x4004, "x", 0},
+		{65, 0x3004, "y", 0},
+		{65, 0x4004, "x", 0},
 	} {
 		name, module, line := jitName(s.At(c.time), c.pc)
 		assert.Equal(t, c.name, name, "%#x at %d", c.pc, c.time)
@@ -140,7 +149,8 @@ func TestJITDumpTimes(t *testing.T) {
 	// Cut inside the move: the loads before it stay, one warning.
 	damaged := filepath.Join(dir, "d", "jit-2.dump")
 	require.NoError(t, os.MkdirAll(filepath.Dir(damaged), 0o700))
-	require.NoError(t, os.WriteFile(damaged, b[:len(b)-16-30], 0o600))
+	cut := dumpBytes(recs[:5]) // up to the move of b, cut in its middle
+	require.NoError(t, os.WriteFile(damaged, cut[:len(cut)-30], 0o600))
 	maps[1].Path = damaged
 	s = r.NewSpace(2, maps)
 	require.Len(t, warnings, 1)
