@@ -94,11 +94,16 @@ func TestJITDumpNode(t *testing.T) {
 	var warnings []string
 	_, samples := ustackScriptWith(t, data, Options{Warn: func(m string) { warnings = append(warnings, m) }})
 	for _, w := range warnings {
-		assert.NotContains(t, w, "jit-", "a warning about the dump")
+		// node 20 writes some DEBUG_INFO records with a freed file
+		// name's bytes, which misalign the entries after it: those are
+		// left out, with one warning.
+		if !strings.Contains(w, "DEBUG_INFO of") {
+			assert.NotContains(t, w, "jit-", "a warning about the dump")
+		}
 	}
 	require.Equal(t, len(perf), len(samples), "samples: perf script on the injected recording vs ustack")
 
-	var matched, differ, perfOnly, ustackOnly, jsSamples, intoStart int
+	var matched, differ, perfOnly, ustackOnly, jsSamples, intoStart, lined int
 	for i, s := range samples {
 		p := perf[i]
 		require.Equal(t, p.tid, s.Tid, "sample %d's thread", i)
@@ -110,6 +115,13 @@ func TestJITDumpNode(t *testing.T) {
 			chain = append(chain, f.Symbol)
 			if f.Module == dumps[0] {
 				jit = append(jit, f.Symbol)
+				if f.HasSource {
+					// The lines kept are node's own: a JS file, a line
+					// within reach.
+					lined++
+					assert.True(t, strings.HasSuffix(f.File, ".js") || strings.HasPrefix(f.File, "node:"), "JIT frame %s: file %q", f.Symbol, f.File)
+					assert.Less(t, f.Line, 100000, "JIT frame %s: line", f.Symbol)
+				}
 			}
 		}
 		// perf stops early at some frames: compare the frames both print.
@@ -135,8 +147,8 @@ func TestJITDumpNode(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("JIT frames: %d named as perf inject names them, %d differently; %d only perf printed, %d only ustack; %d of %d samples in JS unwound into node::Start",
-		matched, differ, perfOnly, ustackOnly, intoStart, jsSamples)
+	t.Logf("JIT frames: %d named as perf inject names them, %d differently; %d only perf printed, %d only ustack; %d with a source line; %d of %d samples in JS unwound into node::Start",
+		matched, differ, perfOnly, ustackOnly, lined, intoStart, jsSamples)
 	assert.Zero(t, differ, "JIT frames named otherwise than perf inject names them")
 	assert.Greater(t, matched, 1000, "JIT frames compared")
 	assert.Zero(t, perfOnly, "JIT frames perf names and ustack does not")

@@ -126,12 +126,18 @@ func readJITDump(path string, r io.ReaderAt, size int64) (*jitDump, error) {
 	}
 	d := &jitDump{path: path, created: rd.Header().Timestamp}
 	var (
-		lines   []jitdump.DebugEntry
-		unwind  *jitdump.UnwindingInfo
-		byIndex = map[uint64]*jitFunc{}
-		live    []*jitFunc // sorted by start, non-overlapping
-		bounds  = map[uint64]bool{}
-		damage  error
+		lines []jitdump.DebugEntry
+		// linesAddr is the code address the pending DEBUG_INFO is for.
+		linesAddr uint64
+		// badLines counts the DEBUG_INFO records that do not fit their
+		// function, the first one's function named.
+		badLines        int
+		badLinesExample string
+		unwind          *jitdump.UnwindingInfo
+		byIndex         = map[uint64]*jitFunc{}
+		live            []*jitFunc // sorted by start, non-overlapping
+		bounds          = map[uint64]bool{}
+		damage          error
 	)
 	// end makes f stop holding its addresses at ts.
 	end := func(f *jitFunc, ts uint64) {
@@ -163,14 +169,24 @@ func readJITDump(path string, r io.ReaderAt, size int64) (*jitDump, error) {
 		}
 		switch {
 		case rec.Debug != nil:
-			lines = rec.Debug.Entries
+			lines, linesAddr = rec.Debug.Entries, rec.Debug.CodeAddr
 		case rec.Unwind != nil:
 			unwind = rec.Unwind
 		case rec.Load != nil:
 			l := rec.Load
 			f := &jitFunc{start: l.CodeAddr, end: l.CodeAddr + l.CodeSize, name: l.Name, code: l.Code,
-				lines: lines, load: rec.Timestamp, until: math.MaxUint64}
-			sort.SliceStable(f.lines, func(i, j int) bool { return f.lines[i].Addr < f.lines[j].Addr })
+				load: rec.Timestamp, until: math.MaxUint64}
+			if lines != nil {
+				if linesFit(lines, linesAddr, f) {
+					f.lines = lines
+					sort.SliceStable(f.lines, func(i, j int) bool { return f.lines[i].Addr < f.lines[j].Addr })
+				} else {
+					if badLines == 0 {
+						badLinesExample = f.name
+					}
+					badLines++
+				}
+			}
 			if unwind != nil {
 				f.table, f.unwind = jitTable(a, unwind, f.start, l.CodeSize, path), unwind
 			}
@@ -209,10 +225,36 @@ func readJITDump(path string, r io.ReaderAt, size int64) (*jitDump, error) {
 		d.bounds = append(d.bounds, t)
 	}
 	sort.Slice(d.bounds, func(i, j int) bool { return d.bounds[i] < d.bounds[j] })
+	var notes []string
 	if rd.Header().Flags&jitdump.FlagArchTimestamp != 0 && len(d.bounds) > 0 {
-		d.note = "its timestamps are the CPU's time-stamp counter, which ustack does not convert to the recording's clock: where the JIT reused or moved code, frames may name the code of another time"
+		notes = append(notes, "its timestamps are the CPU's time-stamp counter, which ustack does not convert to the recording's clock: where the JIT reused or moved code, frames may name the code of another time")
 	}
+	if badLines > 0 {
+		notes = append(notes, fmt.Sprintf("the DEBUG_INFO of %d functions (the first: %s) is for other code or has entries outside the function's code: those functions are left without source lines", badLines, badLinesExample))
+	}
+	d.note = strings.Join(notes, "; ")
 	return d, damage
+}
+
+// lineSlack is how far past a function's code a DEBUG_INFO entry may lie:
+// perf reads entries GEN_ELF_TEXT_OFFSET (0x80) past where the
+// specification puts them, and V8 writes them 0x40 past (for perf's
+// earlier offset); this package follows the specification.
+const lineSlack = 0x80
+
+// linesFit reports whether a DEBUG_INFO (for code at addr) can describe f:
+// for f's address, every entry inside f's code (a damaged record, or a JIT
+// that wrote a file name it had freed, misaligns the entries after it).
+func linesFit(lines []jitdump.DebugEntry, addr uint64, f *jitFunc) bool {
+	if addr != f.start {
+		return false
+	}
+	for _, e := range lines {
+		if e.Addr < f.start || e.Addr > f.end+lineSlack {
+			return false
+		}
+	}
+	return true
 }
 
 // jitTable makes the CFI table of code at addr from its UNWINDING_INFO:

@@ -222,3 +222,36 @@ func BenchmarkSpaceAt(b *testing.B) {
 		}
 	}
 }
+
+// TestJITDumpBadLines: a DEBUG_INFO whose entries fall outside its
+// function's code (node 20 writes some with a freed file name, which
+// misaligns the entries after it) gives no lines, and one warning; the
+// function is still named.
+func TestJITDumpBadLines(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "jit-1.dump")
+	writeDump(t, marker, []jitRecord{
+		{2, 10, debugInfo(0x1000, map[uint64]uint32{0x1000: 7, 0x9000: 8}, 0x1000, 0x9000)},
+		{0, 10, codeLoad(0x1000, "f", 16, 1)},
+		{2, 11, debugInfo(0x5000, map[uint64]uint32{0x2000: 3}, 0x2000)}, // for other code
+		{0, 11, codeLoad(0x2000, "g", 16, 2)},
+		{2, 12, debugInfo(0x3000, map[uint64]uint32{0x3000: 4, 0x3010: 5}, 0x3000, 0x3010)}, // 0x3010: at the end, kept
+		{0, 12, codeLoad(0x3000, "h", 16, 3)},
+	})
+	var warnings []string
+	r := New(Options{Warn: func(m string) { warnings = append(warnings, m) }})
+	defer r.Close()
+	s := r.NewSpace(1, []Mapping{
+		{Map: procmaps.Map{Start: 0x1000, End: 0x4000, Exec: true, Path: "//anon"}},
+		{Map: procmaps.Map{Start: 0x7000, End: 0x8000, Exec: true, Path: marker}},
+	})
+	for pc, want := range map[uint64]struct {
+		name string
+		line int
+	}{0x1004: {"f", 0}, 0x2004: {"g", 0}, 0x3004: {"h", 4}} {
+		name, _, line := jitName(s, pc)
+		assert.Equal(t, want.name, name)
+		assert.Equal(t, want.line, line, name)
+	}
+	require.Len(t, warnings, 1)
+	assert.Contains(t, warnings[0], "DEBUG_INFO of 2 functions (the first: f)")
+}
