@@ -15,6 +15,7 @@ import (
 
 	"github.com/ustack/ustack/archive"
 	"github.com/ustack/ustack/elfcache"
+	"github.com/ustack/ustack/jitdump"
 	"github.com/ustack/ustack/perfdata"
 	"golang.org/x/sys/unix"
 )
@@ -39,6 +40,10 @@ type objectSet struct {
 	log     io.Writer
 	wg      sync.WaitGroup
 	buf     []byte
+	// jitdumps are the JITs' dumps (jit-PID.dump marker mappings),
+	// archived when the recording ends: the JIT appends to them while
+	// it runs.
+	jitdumps []pendingObj
 }
 
 type pendingObj struct {
@@ -160,6 +165,12 @@ func (s *objectSet) process(p pendingObj) {
 		}
 		return
 	}
+	if _, ok := jitdump.IsMarkerPath(p.path); ok {
+		s.mu.Lock()
+		s.jitdumps = append(s.jitdumps, p)
+		s.mu.Unlock()
+		return
+	}
 	f, size, err := openObject(p.pid, p.path)
 	if err != nil {
 		s.logf("ustack record: cannot archive %s: %v\n", p.path, err)
@@ -224,6 +235,7 @@ func (s *objectSet) finish() ([]perfdata.BuildID, int, error) {
 	s.wg.Wait()
 	var err error
 	if s.aw != nil {
+		s.archiveJITDumps()
 		path := s.aw.Path()
 		err = s.aw.Close()
 		s.aw = nil
@@ -232,6 +244,28 @@ func (s *objectSet) finish() ([]perfdata.BuildID, int, error) {
 		}
 	}
 	return s.ids, s.n, errors.Join(s.err, err)
+}
+
+// archiveJITDumps stores each JIT's dump, as it is now that the recording
+// ends, in the archive like an object without a build-id (by its path),
+// for a report on another machine.
+func (s *objectSet) archiveJITDumps() {
+	for _, p := range s.jitdumps {
+		f, size, err := openObject(p.pid, p.path)
+		if err != nil {
+			s.logf("ustack record: cannot archive the jitdump %s: %v; a report elsewhere cannot name its JIT code\n", p.path, err)
+			continue
+		}
+		if s.buf == nil {
+			s.buf = make([]byte, 256<<10)
+		}
+		if err := s.aw.AddObjectFile(nil, p.path, io.NewSectionReader(f, 0, size), size, s.buf); err != nil {
+			s.setErr(err)
+		} else {
+			s.n++
+		}
+		f.Close()
+	}
 }
 
 // abort stops the worker without finishing the archive (error paths).

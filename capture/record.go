@@ -413,6 +413,11 @@ func (r *Recorder) buildAttr(i int, ev *Event) *perfdata.Attr {
 	if r.opts.NoInherit {
 		a.Flags &^= perfdata.AttrInherit
 	}
+	// Samples in CLOCK_MONOTONIC (perf record -k 1): the clock of the
+	// timestamps JITs write in their jitdumps, which say which code an
+	// address held at a sample's time.
+	a.Flags |= perfdata.AttrUseClockID
+	a.ClockID = unix.CLOCK_MONOTONIC
 	// Wake the reader when a quarter of the ring is full.
 	a.Flags |= perfdata.AttrWatermark
 	a.WakeupEvents = uint32(r.wakeupBytes())
@@ -431,7 +436,7 @@ func toUnixAttr(a *perfdata.Attr) unix.PerfEventAttr {
 		Sample: a.SamplePeriod, Sample_type: a.SampleType, Read_format: a.ReadFormat,
 		Bits: a.Flags, Wakeup: a.WakeupEvents, Bp_type: a.BPType,
 		Ext1: a.Config1, Ext2: a.Config2, Sample_regs_user: a.SampleRegsUser,
-		Sample_stack_user: a.SampleStackUser, Sample_max_stack: a.SampleMaxStack,
+		Sample_stack_user: a.SampleStackUser, Sample_max_stack: a.SampleMaxStack, Clockid: a.ClockID,
 	}
 }
 

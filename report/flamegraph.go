@@ -12,6 +12,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/ustack/ustack/jitdump"
 	"github.com/ustack/ustack/resolve"
 )
 
@@ -69,14 +70,19 @@ func kindOf(fr *Frame) frameKind {
 		return kindTailCall
 	case fr.Inlined:
 		return kindInlined
-	case fr.Module != "" && (resolve.IsAnonymous(fr.Module) || isPerfMap(fr.Module)):
+	case fr.Module != "" && (resolve.IsAnonymous(fr.Module) || isJITModule(fr.Module)):
 		return kindJIT
 	}
 	return kindUser
 }
 
-func isPerfMap(path string) bool {
+// isJITModule reports whether a frame's module is what names JIT code: a
+// perf map (perf-PID.map) or a jitdump (jit-PID.dump).
+func isJITModule(path string) bool {
 	b := baseName(path)
+	if _, ok := jitdump.IsMarkerPath(path); ok {
+		return true
+	}
 	return strings.HasPrefix(b, "perf-") && strings.HasSuffix(b, ".map")
 }
 

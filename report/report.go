@@ -15,6 +15,7 @@ import (
 	"github.com/ustack/ustack/arch"
 	"github.com/ustack/ustack/debuginfod"
 	"github.com/ustack/ustack/elfcache"
+	"github.com/ustack/ustack/jitdump"
 	"github.com/ustack/ustack/kallsyms"
 	"github.com/ustack/ustack/perfdata"
 	"github.com/ustack/ustack/procmaps"
@@ -83,6 +84,11 @@ type Options struct {
 	// PerfMapDir is where JIT symbol maps (perf-PID.map) are looked for
 	// (default /tmp).
 	PerfMapDir string
+	// JITDumpDirs are directories where a JIT's jitdump (jit-PID.dump) is
+	// looked for by its base name when its recorded path (under SymFS)
+	// does not hold it: the recording's own directory (cmd/ustack passes
+	// it), where node --perf-prof writes the dump.
+	JITDumpDirs []string
 	// HostVDSO, when set, reads the vdso of the kernel ustack runs on
 	// (capture.ReadVDSO). It serves "[vdso]" mappings that neither the
 	// archive nor a build-id cache holds (pipe-mode perf.data, perf
@@ -187,7 +193,7 @@ func Run(r *perfdata.Reader, opts Options, emit func(*Sample) error) (*Summary, 
 		return nil, err
 	}
 	// What Run opens it closes: the objects and the cache holding them.
-	p.resolver = newResolver(&p.opts, p.session, func(msg string) { p.warn("%s", msg) })
+	p.resolver = newResolver(&p.opts, p.session, func(msg string) { p.warn("%s", msg) }, p.jitClock)
 	defer func() {
 		p.ksymsLoading.Wait() // the loading goroutine, and its cache write
 		p.storeKernelSyms()   // when a worker or a tracepoint loaded them
@@ -218,6 +224,9 @@ type processor struct {
 	tracker      *procmaps.Tracker
 	comms        map[uint32]string // tid -> comm
 	buildID      map[string][]byte // path -> build-id from the recording
+	// markers are the jitdump marker mappings seen: when each was first
+	// mapped, and whether the recording's clock is CLOCK_MONOTONIC.
+	markers map[string]markerTime
 
 	spaces map[uint64]*resolve.Space // snapshot version -> address space
 	mapBuf []resolve.Mapping
@@ -251,6 +260,7 @@ func newProcessor(s *perfdata.Session, opts Options) (*processor, error) {
 		tracker: procmaps.NewTracker(),
 		comms:   map[uint32]string{},
 		buildID: map[string][]byte{},
+		markers: map[string]markerTime{},
 		spaces:  map[uint64]*resolve.Space{},
 	}
 	p.traces.p = p
@@ -557,7 +567,7 @@ func (p *processor) newJob(s *perfdata.Sample, index int) *job {
 		}
 	}
 	snap := p.tracker.Maps(s.Pid)
-	j.space = p.spaceFor(s.Pid, snap)
+	j.space = p.spaceFor(s.Pid, snap).At(s.Time)
 	j.out.space = j.space
 	return j
 }
@@ -600,8 +610,35 @@ func (p *processor) mmap(m *perfdata.Mmap) {
 	if len(m.BuildID) > 0 {
 		p.buildID[m.Filename] = append([]byte(nil), m.BuildID...)
 	}
+	if _, ok := jitdump.IsMarkerPath(m.Filename); ok && m.Time != 0 {
+		if _, seen := p.markers[m.Filename]; !seen {
+			a := m.Header().Attr
+			p.markers[m.Filename] = markerTime{mapped: m.Time,
+				monotonic: a != nil && a.Flags&perfdata.AttrUseClockID != 0 && a.ClockID == clockMonotonic}
+		}
+	}
 	p.tracker.Mmap(m.Pid, procmaps.Map{Start: m.Start, End: m.Start + m.Len, PgOff: m.PgOff,
 		Path: m.Filename, BuildID: p.buildID[m.Filename], Prot: m.Prot, Exec: exec})
+}
+
+// markerTime is when a jitdump's marker was mapped, in the samples' clock.
+type markerTime struct {
+	mapped    uint64
+	monotonic bool
+}
+
+// clockMonotonic is CLOCK_MONOTONIC, the clock JITs stamp jitdumps with.
+const clockMonotonic = 1
+
+// jitClock answers resolve.Options.JITClock from the marker mappings seen;
+// it runs on the reading goroutine, as mmap does. A marker the recording
+// synthesized (time 0) or never saw counts as in the same clock.
+func (p *processor) jitClock(path string) (uint64, bool) {
+	m, ok := p.markers[path]
+	if !ok {
+		return 0, true
+	}
+	return m.mapped, m.monotonic
 }
 
 // sortedKeys returns the keys of a count map, most frequent first.

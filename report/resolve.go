@@ -23,7 +23,7 @@ type Frame = resolve.Frame
 
 // newResolver returns the resolver of a report's options: objects from the
 // files (under SymFS), the recording's archive, then perf's build-id cache.
-func newResolver(opts *Options, s *perfdata.Session, warn func(string)) *resolve.Resolver {
+func newResolver(opts *Options, s *perfdata.Session, warn func(string), jitClock func(string) (uint64, bool)) *resolve.Resolver {
 	var host func() []byte
 	if opts.HostVDSO != nil {
 		host = func() []byte { return hostVDSO(opts.HostVDSO, s, warn) }
@@ -38,6 +38,8 @@ func newResolver(opts *Options, s *perfdata.Session, warn func(string)) *resolve
 		MoreBuildIDDirs: opts.MoreBuildIDDirs,
 		Objects:         opts.Objects,
 		PerfMapDir:      opts.PerfMapDir,
+		JITDumpDirs:     opts.JITDumpDirs,
+		JITClock:        jitClock,
 		NoInline:        opts.NoInline,
 		NoTailCall:      opts.NoTailCall,
 		Warn:            warn,

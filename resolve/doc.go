@@ -35,9 +35,16 @@
 // naming the object, the .dwo, the files looked at and the DWO ids:
 // its inlined functions are missing then. Prepare opens an object ahead of its first sample,
 // so that a front end can fetch a recording's objects in parallel. JIT code
-// in anonymous memory is named from the JIT's /tmp/perf-PID.map.
+// in anonymous memory is named from the JIT's /tmp/perf-PID.map; a process
+// that mapped a JIT's jitdump (a marker mapping of jit-PID.dump, found at
+// its path under SymFS, in Options.JITDumpDirs or in the archive) gets each
+// function the dump loaded as a mapping of its own, laid over the JIT's
+// memory (jit.go): named by the dump, with its source lines, and unwound by
+// the CFI of its UNWINDING_INFO. Which code an address held depends on the
+// time: Space.At returns the Space of a sample's time, by the dump's load
+// and move timestamps.
 //
 // A Resolver owns what it opens: Close releases its object cache (unless the
 // caller supplied one), the objects it made from archive or vdso bytes, and
-// its perf maps.
+// its perf maps and jitdumps.
 package resolve

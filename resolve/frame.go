@@ -22,10 +22,12 @@ type Frame struct {
 	// PC is the frame's program counter as unwound.
 	PC uint64
 	// Module is the object's path, "[vdso]", "[kernel.kallsyms]", the JIT's
-	// perf map, or "" when the address is in no known mapping.
+	// perf map or jitdump (jit-PID.dump), or "" when the address is in no
+	// known mapping.
 	Module string
 	// Offset is Addr relative to the mapping's file offset (perf's
-	// map-relative ip); Addr when Module is "" or anonymous memory.
+	// map-relative ip); Addr when Module is "", anonymous memory or JIT code
+	// named from a jitdump.
 	Offset uint64
 	// Symbol is the function's name: the one debug info gives (what gdb
 	// prints: the linkage name, mangled for C++ and Rust, else the
@@ -156,6 +158,11 @@ func (z *Symbolizer) appendFrames(out []Frame, s *Space, fr *unwinder.Frame, how
 	}
 	obj := m.obj
 	if obj == nil {
+		if jf := m.jit; jf != nil { // named by the JIT's jitdump
+			f.Symbol, f.SymOff, f.Offset = jf.name, addr-jf.start, addr
+			f.File, f.Line, f.HasSource = jf.line(addr)
+			return append(out, f)
+		}
 		if m.anonymous && s.jit != nil {
 			if name, off, ok := s.jit.lookup(addr); ok {
 				f.Symbol, f.SymOff, f.Module, f.Offset = name, off, s.jit.path, addr

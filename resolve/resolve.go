@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 
 	"github.com/ustack/ustack/elfcache"
+	"github.com/ustack/ustack/jitdump"
 	"github.com/ustack/ustack/procmaps"
 	"github.com/ustack/ustack/unwinder"
 )
@@ -83,6 +84,20 @@ type Options struct {
 	// PerfMapDir is where JIT symbol maps (perf-PID.map) are looked for;
 	// "" for none.
 	PerfMapDir string
+	// JITDumpDirs are directories where a JIT's jitdump (jit-PID.dump,
+	// the file of a marker mapping) is looked for by its base name after
+	// its recorded path (under SymFS): the recording's directory, where
+	// node writes it.
+	JITDumpDirs []string
+	// JITClock, when set, says how a jitdump's timestamps (the JIT's
+	// CLOCK_MONOTONIC) relate to the samples' times: given the marker
+	// mapping's path it returns the time, in the samples' clock, at which
+	// the process mapped it, and whether the samples' clock is
+	// CLOCK_MONOTONIC too (perf record -k 1, ustack record). When it is
+	// not, the dump's times are shifted so that the dump's creation falls
+	// at that mapping, with a warning where the dump's times matter. It
+	// is called from NewSpace.
+	JITClock func(markerPath string) (mapped uint64, monotonic bool)
 	// NoInline leaves the frames of inlined functions out.
 	NoInline bool
 	// NoTailCall leaves out the frames of functions that tail-called
@@ -125,6 +140,7 @@ type Resolver struct {
 	objects map[objectKey]*elfcache.Object // nil: could not be used
 	owned   []*elfcache.Object             // opened from bytes; closed by Close
 	jit     map[uint32]*perfMap
+	dumps   map[string]*jitDump // by marker path; nil: not found
 	missing map[string]string
 	warned  map[string]bool
 	closed  bool
@@ -160,7 +176,7 @@ type objectKey struct {
 // New returns a Resolver.
 func New(opts Options) *Resolver {
 	r := &Resolver{opts: opts, cache: opts.Cache, objects: map[objectKey]*elfcache.Object{},
-		jit: map[uint32]*perfMap{}, missing: map[string]string{}, warned: map[string]bool{},
+		jit: map[uint32]*perfMap{}, dumps: map[string]*jitDump{}, missing: map[string]string{}, warned: map[string]bool{},
 		found: map[*elfcache.Object]foundAt{}}
 	if r.cache == nil {
 		r.cache = elfcache.NewCache(elfcache.Options{DebugDirs: opts.DebugDirs, SymFS: opts.SymFS,
@@ -191,7 +207,7 @@ func (r *Resolver) Close() error {
 			first = err
 		}
 	}
-	r.owned, r.objects, r.jit, r.found = nil, nil, nil, nil
+	r.owned, r.objects, r.jit, r.dumps, r.found = nil, nil, nil, nil, nil
 	if r.ownsCache {
 		if err := r.cache.Close(); err != nil && first == nil {
 			first = err
@@ -273,6 +289,10 @@ type Space struct {
 	pid  uint32
 	maps []spaceMap // indexed by unwinder.Mapping.Tag
 	jit  *perfMap
+	// jitd is the process's jitdump, nil without one; epoch is the
+	// dump's epoch this Space shows (see jitDump.bounds).
+	jitd  *jitState
+	epoch int
 	// noInline is the Resolver's Options.NoInline.
 	noInline bool
 	// noTailCall is the Resolver's Options.NoTailCall.
@@ -286,10 +306,12 @@ type spaceMap struct {
 	pgoff     uint64
 	obj       *elfcache.Object
 	bias      uint64
-	anonymous bool // JIT code may live here
+	anonymous bool     // JIT code may live here
+	jit       *jitFunc // a function of the process's jitdump
 	// splitWarned is set once the object's split DWARF problem has
-	// been handed to warnOnce, which then need not be asked again.
-	splitWarned atomic.Bool
+	// been handed to warnOnce, which then need not be asked again
+	// (shared by the copies of a map in a jitdump's spaces).
+	splitWarned *atomic.Bool
 }
 
 // AddressSpace returns the space to unwind in.
@@ -347,7 +369,7 @@ func (s *Space) Mapping(i int) (MappingInfo, bool) {
 func (s *Space) MainMapping() (MappingInfo, bool) {
 	for i := 0; i < s.as.Len(); i++ {
 		sm := s.mapOf(i)
-		if s.as.Mapping(i).Exec && !isPseudoPath(sm.path) && !sm.anonymous {
+		if s.as.Mapping(i).Exec && !isPseudoPath(sm.path) && !sm.anonymous && sm.jit == nil {
 			return s.Mapping(i)
 		}
 	}
@@ -368,12 +390,17 @@ func (r *Resolver) NewSpace(pid uint32, maps []Mapping) *Space {
 	s := &Space{pid: pid, maps: make([]spaceMap, len(maps)), noInline: r.opts.NoInline, noTailCall: r.opts.NoTailCall, r: r}
 	ums := make([]unwinder.Mapping, len(maps))
 	anon := false
+	marker := ""
 	for i := range maps {
 		m := &maps[i]
 		um := unwinder.Mapping{Start: m.Start, End: m.End, Exec: m.Exec, Name: m.Path, Tag: i}
-		sm := &s.maps[i]
-		sm.path, sm.start, sm.pgoff, sm.anonymous = m.Path, m.Start, m.PgOff, IsAnonymous(m.Path)
+		sm := spaceMap{path: m.Path, start: m.Start, pgoff: m.PgOff, anonymous: IsAnonymous(m.Path), splitWarned: new(atomic.Bool)}
+		_, isMarker := jitdump.IsMarkerPath(m.Path)
 		switch {
+		case isMarker && m.Object == nil && m.File == "":
+			// A JIT's jitdump, mapped so that perf sees it: no code
+			// runs there, its records name the JIT's code.
+			marker = m.Path
 		case m.Object != nil:
 			um.Object, um.Bias = m.Object, m.Start-m.PgOff
 			if o, ok := m.Object.(*elfcache.Object); ok {
@@ -391,11 +418,19 @@ func (r *Resolver) NewSpace(pid uint32, maps []Mapping) *Space {
 		}
 		sm.bias = um.Bias
 		anon = anon || (m.Exec && sm.anonymous)
-		ums[i] = um
+		ums[i], s.maps[i] = um, sm
 	}
 	s.as = unwinder.NewAddressSpace(ums)
 	if anon {
 		s.jit = r.perfMap(pid)
+	}
+	if marker != "" {
+		if d := r.jitDump(pid, marker); d != nil {
+			j := &jitState{dump: d, ums: ums, base: s.maps, epochs: map[int]*Space{}}
+			// The code in force at the end of the dump (a live process,
+			// a core); At gives a sample's own.
+			return j.space(s, len(d.bounds))
+		}
 	}
 	return s
 }

@@ -158,6 +158,9 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		r, err = perfdata.NewReader(stdin)
 	} else {
 		r, err = perfdata.OpenMapped(*input)
+		// node --perf-prof writes its jitdump in its working directory,
+		// usually the recording's.
+		opts.JITDumpDirs = []string{filepath.Dir(*input)}
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "ustack report: %v%s\n", err, notPerfData(*input))

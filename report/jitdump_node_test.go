@@ -1,0 +1,159 @@
+package report
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/ustack/ustack/internal/testprog"
+)
+
+// fibJS runs for about a second in nested JS functions (fib optimized by
+// TurboFan, inner and outer interpreted then optimized).
+const fibJS = `
+function fib(n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }
+function inner(k) { let s = 0; for (let i = 0; i < k; i++) s += fib(18); return s; }
+function outer() { const end = Date.now() + 1000; let t = 0; while (Date.now() < end) t += inner(5); return t; }
+console.log(outer());
+`
+
+// perfJITSample is one sample of perf script on an injected recording:
+// its thread, its time as perf prints it, and its frames' names in the
+// jitted-PID-N.so objects perf inject made from the dump.
+type perfJITSample struct {
+	tid  uint32
+	time string
+	jit  []string
+}
+
+// parsePerfJIT reads perf script -F tid,time,ip,sym,dso output. A frame
+// line is "IP NAME (DSO)"; JIT names hold spaces.
+func parsePerfJIT(t *testing.T, out string) []perfJITSample {
+	var samples []perfJITSample
+	for _, block := range strings.Split(out, "\n\n") {
+		lines := strings.Split(strings.Trim(block, "\n"), "\n")
+		if len(lines) == 0 || strings.TrimSpace(lines[0]) == "" {
+			continue
+		}
+		head := strings.Fields(lines[0])
+		require.GreaterOrEqual(t, len(head), 2, "perf script header %q", lines[0])
+		tid, err := strconv.ParseUint(head[0], 10, 32)
+		require.NoError(t, err, "perf script header %q", lines[0])
+		s := perfJITSample{tid: uint32(tid), time: strings.TrimSuffix(head[1], ":")}
+		for _, l := range lines[1:] {
+			l = strings.TrimSpace(l)
+			sp := strings.IndexByte(l, ' ')
+			open := strings.LastIndex(l, " (")
+			if sp < 0 || open < sp || !strings.HasSuffix(l, ")") {
+				continue
+			}
+			if dso := l[open+2 : len(l)-1]; strings.Contains(filepath.Base(dso), "jitted-") {
+				s.jit = append(s.jit, l[sp+1:open])
+			}
+		}
+		samples = append(samples, s)
+	}
+	return samples
+}
+
+// TestJITDumpNode: node --perf-prof writes a jitdump; perf's own reading of
+// it (perf inject --jit, then perf script) is the truth. ustack, on the
+// recording without inject, names the JIT frames of every sample as perf
+// does, and unwinds through the JS frames into node's C++ (JSEntry,
+// node::Start, libc's start; node's main is a jmp to node::Start, so
+// neither tool has a frame for it).
+func TestJITDumpNode(t *testing.T) {
+	requirePerf(t)
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed (Debian package nodejs): no JIT to record")
+	}
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "fib.js"), []byte(fibJS), 0o600))
+	data := filepath.Join(dir, "prof.data")
+	cmd := testprog.PerfCommand(t, "record", "-q", "-k", "1", "--call-graph", "dwarf", "-o", data, "--",
+		node, "--perf-prof", "--perf-prof-unwinding-info", "--interpreted-frames-native-stack", "fib.js")
+	cmd.Dir = dir // node writes jit-PID.dump in its working directory
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Skipf("perf record of node cannot record here: %v: %s", err, out)
+	}
+	dumps, _ := filepath.Glob(filepath.Join(dir, "jit-*.dump"))
+	require.Len(t, dumps, 1, "node --perf-prof wrote no jitdump")
+
+	injected := filepath.Join(dir, "injected.data")
+	testprog.Output(t, testprog.PerfCommand(t, "inject", "--jit", "-i", data, "-o", injected))
+	// --no-inline: perf's inline frames come from running addr2line on
+	// node, minutes long; the JIT frames are the same.
+	perf := parsePerfJIT(t, testprog.Script(t, injected, "--no-inline", "-F", "tid,time,ip,sym,dso"))
+
+	var warnings []string
+	_, samples := ustackScriptWith(t, data, Options{Warn: func(m string) { warnings = append(warnings, m) }})
+	for _, w := range warnings {
+		// node 20 writes some DEBUG_INFO records with a freed file
+		// name's bytes, which misalign the entries after it: those are
+		// left out, with one warning.
+		if !strings.Contains(w, "DEBUG_INFO of") {
+			assert.NotContains(t, w, "jit-", "a warning about the dump")
+		}
+	}
+	require.Equal(t, len(perf), len(samples), "samples: perf script on the injected recording vs ustack")
+
+	var matched, differ, perfOnly, ustackOnly, jsSamples, intoStart, lined int
+	for i, s := range samples {
+		p := perf[i]
+		require.Equal(t, p.tid, s.Tid, "sample %d's thread", i)
+		var jit, chain []string
+		for _, f := range s.Frames {
+			if f.Kernel || f.Inlined {
+				continue
+			}
+			chain = append(chain, f.Symbol)
+			if f.Module == dumps[0] {
+				jit = append(jit, f.Symbol)
+				if f.HasSource {
+					// The lines kept are node's own: a JS file, a line
+					// within reach.
+					lined++
+					assert.True(t, strings.HasSuffix(f.File, ".js") || strings.HasPrefix(f.File, "node:"), "JIT frame %s: file %q", f.Symbol, f.File)
+					assert.Less(t, f.Line, 100000, "JIT frame %s: line", f.Symbol)
+				}
+			}
+		}
+		// perf stops early at some frames: compare the frames both print.
+		n := min(len(jit), len(p.jit))
+		for k := 0; k < n; k++ {
+			if jit[k] == p.jit[k] {
+				matched++
+			} else {
+				differ++
+				if differ <= 5 {
+					t.Errorf("sample %d (%s): JIT frame %d is %q, perf inject's %q\n ustack %q\n perf   %q", i, p.time, k, jit[k], p.jit[k], jit, p.jit)
+				}
+			}
+		}
+		perfOnly += len(p.jit) - n
+		ustackOnly += len(jit) - n
+		if len(jit) > 0 && strings.HasPrefix(jit[0], "JS:") {
+			jsSamples++
+			entry := indexOf(chain, "Builtin:JSEntry")
+			start := indexOf(chain, "_ZN4node5StartEiPPc")
+			if entry >= 0 && start > entry && indexOf(chain, "__libc_start_call_main") > start && s.Stop == "outermost" {
+				intoStart++
+			}
+		}
+	}
+	t.Logf("JIT frames: %d named as perf inject names them, %d differently; %d only perf printed, %d only ustack; %d with a source line; %d of %d samples in JS unwound into node::Start",
+		matched, differ, perfOnly, ustackOnly, lined, intoStart, jsSamples)
+	assert.Zero(t, differ, "JIT frames named otherwise than perf inject names them")
+	assert.Greater(t, matched, 1000, "JIT frames compared")
+	assert.Zero(t, perfOnly, "JIT frames perf names and ustack does not")
+	require.Greater(t, jsSamples, 100, "samples in JS code")
+	// A few stacks may be cut by the 8 KiB snapshot or caught in a frame
+	// being set up; nearly all must reach node::Start.
+	assert.GreaterOrEqual(t, intoStart*100, jsSamples*95, "samples in JS unwound through JSEntry into node::Start")
+}
