@@ -95,11 +95,11 @@ func fromPerfCache(perfCache string) (*Table, []byte) {
 	if perfCache == "" {
 		return nil, nil
 	}
-	id := runningBuildID()
+	id := RunningBuildID()
 	if id == "" {
 		return nil, nil
 	}
-	path := filepath.Join(perfCache, "[kernel.kallsyms]", id, "kallsyms")
+	path := PerfCachePath(perfCache, id)
 	head, err := readHead(path)
 	if err != nil || !procStartsWith(head) {
 		return nil, nil
@@ -130,9 +130,16 @@ func readHead(path string) ([]byte, error) {
 	return prefixOf(b[:n]), nil
 }
 
-// runningBuildID returns the running kernel's build-id in hex, from its
-// GNU build-id note; "" when there is none.
-func runningBuildID() string {
+// PerfCachePath returns where perf record keeps its copy of /proc/kallsyms
+// for the kernel of build-id (hex) in the build-id cache dir (~/.debug, or
+// an unpacked perf archive tarball): [kernel.kallsyms]/BUILD-ID/kallsyms.
+func PerfCachePath(dir, buildID string) string {
+	return filepath.Join(dir, "[kernel.kallsyms]", buildID, "kallsyms")
+}
+
+// RunningBuildID returns the running kernel's build-id in hex, from its
+// GNU build-id note (/sys/kernel/notes); "" when there is none.
+func RunningBuildID() string {
 	b, err := os.ReadFile(kernelNotes)
 	if err != nil {
 		return ""

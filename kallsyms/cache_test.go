@@ -355,7 +355,7 @@ func TestLoadProcFromPerfCache(t *testing.T) {
 	old := kernelNotes
 	kernelNotes = notesFile
 	t.Cleanup(func() { kernelNotes = old })
-	require.Equal(t, hex.EncodeToString(id), runningBuildID())
+	require.Equal(t, hex.EncodeToString(id), RunningBuildID())
 
 	perf := t.TempDir()
 	copyDir := filepath.Join(perf, "[kernel.kallsyms]", hex.EncodeToString(id))

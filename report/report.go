@@ -1,6 +1,7 @@
 package report
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -43,8 +44,11 @@ type Options struct {
 	// MoreBuildIDDirs are further build-id caches searched after
 	// BuildIDDir (an unpacked perf archive tarball).
 	MoreBuildIDDirs []string
-	// Kallsyms is the kernel symbol table (default /proc/kallsyms; "-"
-	// for none).
+	// Kallsyms is the kernel symbol table (default: the recording's
+	// kernel's, which is /proc/kallsyms when the recording was made on the
+	// running kernel, else perf record's copy in the build-id caches, as
+	// perf script finds it; "-" for none). A file given here is used
+	// whatever kernel the recording names.
 	Kallsyms string
 	// KallsymsCache, when set with the default Kallsyms, is the directory
 	// where the running kernel's image symbols are kept between reports
@@ -293,6 +297,9 @@ func (p *processor) kernelSyms() *kallsyms.Table {
 		if p.ksymsPath == "" {
 			return
 		}
+		if p.opts.Kallsyms == "" && !p.recordingKernel() {
+			return
+		}
 		var t *kallsyms.Table
 		var err error
 		if p.ksymsCache != "" {
@@ -307,6 +314,57 @@ func (p *processor) kernelSyms() *kallsyms.Table {
 		}
 	})
 	return p.ksyms
+}
+
+// recordingKernel points the default kernel symbols (/proc/kallsyms) at
+// the kernel the recording was made on, as perf does: when the recording's
+// [kernel.kallsyms] build-id is not the running kernel's, at perf record's
+// copy of that kernel's /proc/kallsyms in a build-id cache (BuildIDDir,
+// MoreBuildIDDirs). It says false, with a warning, when kernel frames must
+// stay unnamed: this machine's symbols would name them wrongly. A recording
+// without a kernel build-id is named from /proc/kallsyms, as perf names it,
+// with a warning when its kernel release is not this machine's. It runs
+// with the first kernel frame, after a pipe-mode recording's features.
+func (p *processor) recordingKernel() bool {
+	var id string
+	for _, b := range p.session.Features.BuildIDs {
+		if b.Misc&perfdata.MiscCPUModeMask == perfdata.MiscKernel && b.Filename == "[kernel.kallsyms]" && len(b.BuildID) > 0 {
+			id = hex.EncodeToString(b.BuildID)
+		}
+	}
+	running := kallsyms.RunningBuildID()
+	if id == "" || running == "" {
+		rel, err := os.ReadFile("/proc/sys/kernel/osrelease")
+		if here := strings.TrimSpace(string(rel)); err == nil && p.session.Features.OSRelease != "" && here != p.session.Features.OSRelease {
+			p.warn("[kernel.kallsyms]: the recording was made on kernel %s and names no kernel build-id; this machine runs %s: kernel frames are named from this machine's %s and may be wrong (--kallsyms FILE gives the recording kernel's symbols)",
+				p.session.Features.OSRelease, here, p.ksymsPath)
+		}
+		return true
+	}
+	if id == running {
+		return true
+	}
+	dirs := append([]string{p.opts.BuildIDDir}, p.opts.MoreBuildIDDirs...)
+	var looked []string
+	for _, dir := range dirs {
+		if dir == "" {
+			continue
+		}
+		path := kallsyms.PerfCachePath(dir, id)
+		if _, err := os.Stat(path); err == nil {
+			p.ksymsPath, p.ksymsCache = path, ""
+			return true
+		}
+		looked = append(looked, path)
+	}
+	where := "no build-id cache"
+	if len(looked) > 0 {
+		where = "not in " + strings.Join(looked, ", ")
+	}
+	p.warn("[kernel.kallsyms]: the recording was made on a kernel with build-id %s, this machine runs %s, and that kernel's kallsyms is %s (perf record keeps it in ~/.debug, perf archive packs it; --kallsyms FILE gives it): kernel frames are not symbolized",
+		id, running, where)
+	p.ksymsPath = ""
+	return false
 }
 
 // storeKernelSyms writes LoadProc's cache entry, once, after the table
