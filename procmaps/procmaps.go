@@ -21,6 +21,11 @@ type Map struct {
 	Path string
 	// BuildID is the file's build-id when the recording carried it.
 	BuildID []byte
+	// Maj, Min and Ino identify the mapped file on the recording
+	// machine (its device's major and minor numbers, its inode) when the
+	// recording carried them (perf's MMAP2 records); Ino is 0 when not.
+	Maj, Min uint32
+	Ino      uint64
 	// Prot holds ProtRead, ProtWrite and ProtExec when known.
 	Prot uint32
 	// Exec is true for executable mappings.

@@ -24,7 +24,12 @@
 // cache (Options.BuildIDDir, including [vdso]/ID/vdso); else, with
 // Options.Fetcher (debuginfod), the object fetched by its build-id. Debug
 // files no local search finds come through the Fetcher too. A file whose
-// build-id differs is refused with a warning naming both ids. Objects that
+// build-id differs is refused with a warning naming both ids. A mapping the
+// recording gives no build-id for (perf record lists only objects with
+// sampled IPs) is checked by its inode when the recording was made on this
+// machine (Options.SameMachine): a file at its path that is another inode
+// of the device the process mapped was replaced (rebuilt) since, and is
+// refused with a warning naming both inodes. Objects that
 // could not be used are collected for the report's summary (Missing), and
 // where each object found got its information (Objects); each warning is
 // given once per path. An object whose split DWARF (a .dwo or .dwp, DWARF 5

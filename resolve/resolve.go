@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ustack/ustack/elfcache"
 	"github.com/ustack/ustack/procmaps"
 	"github.com/ustack/ustack/unwinder"
@@ -88,6 +90,13 @@ type Options struct {
 	// Origin names where the build-ids come from in warnings ("the core");
 	// "" is "the recording".
 	Origin string
+	// SameMachine says the recording was made on this machine, so that
+	// a mapping's device and inode (procmaps.Map's Maj, Min, Ino) name
+	// this machine's files: a file at the mapping's path (not under
+	// SymFS) that the recording gives no build-id for is refused, with a
+	// warning, when it is on the device the process mapped but another
+	// inode (rebuilt, reinstalled or replaced since the recording).
+	SameMachine bool
 }
 
 // Mapping is one mapping handed to NewSpace: the mapping as the process had
@@ -144,6 +153,7 @@ const (
 type objectKey struct {
 	path, buildID string
 	pid           uint32 // with ProcRoot, for what depends on the process's root
+	ino           uint64 // with SameMachine, the inode the process mapped
 }
 
 // New returns a Resolver.
@@ -416,6 +426,9 @@ func (r *Resolver) object(pid uint32, m *Mapping) *elfcache.Object {
 	// An object found by its path serves every process; one found (or
 	// not) inside a process's root only that process.
 	key := objectKey{path: path, buildID: string(m.BuildID)}
+	if r.opts.SameMachine {
+		key.ino = m.Ino
+	}
 	own := key
 	if r.opts.ProcRoot {
 		own.pid = pid
@@ -429,7 +442,7 @@ func (r *Resolver) object(pid uint32, m *Mapping) *elfcache.Object {
 	if seen {
 		return obj
 	}
-	obj, where, why := r.find(pid, path, m.BuildID)
+	obj, where, why := r.find(pid, m)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -446,7 +459,7 @@ func (r *Resolver) object(pid uint32, m *Mapping) *elfcache.Object {
 		if _, ok := r.missing[path]; !ok {
 			r.missing[path] = why
 		}
-		if strings.HasPrefix(why, "build-id mismatch") && !r.warned[path] {
+		if (strings.HasPrefix(why, "build-id mismatch") || strings.HasPrefix(why, replacedFile)) && !r.warned[path] {
 			r.warned[path] = true
 			r.warnLocked(fmt.Sprintf("%s: %s", path, why))
 		}
@@ -457,7 +470,8 @@ func (r *Resolver) object(pid uint32, m *Mapping) *elfcache.Object {
 // find tries the sources of an object in the order of the build-id
 // policy. It returns where it found the object (a FoundIn value), or why
 // none could be used.
-func (r *Resolver) find(pid uint32, path string, buildID []byte) (*elfcache.Object, string, string) {
+func (r *Resolver) find(pid uint32, m *Mapping) (*elfcache.Object, string, string) {
+	path, buildID := m.Path, m.BuildID
 	var why string
 	keep := func(msg string) {
 		if why == "" || strings.HasPrefix(msg, "build-id mismatch") && !strings.HasPrefix(why, "build-id mismatch") {
@@ -485,6 +499,10 @@ func (r *Resolver) find(pid uint32, path string, buildID []byte) (*elfcache.Obje
 	}
 	if path != "[vdso]" && len(buildID) == 0 {
 		if obj := r.openFile(pid, path, nil, keep); obj != nil {
+			if msg := r.replaced(obj, m); msg != "" {
+				keep(msg)
+				return nil, "", msg
+			}
 			return obj, FoundFile, ""
 		}
 	}
@@ -519,6 +537,30 @@ func (r *Resolver) find(pid uint32, path string, buildID []byte) (*elfcache.Obje
 		}
 	}
 	return nil, "", why
+}
+
+// replacedFile starts the reason a file was refused by replaced.
+const replacedFile = "replaced since the recording"
+
+// replaced says why the file opened by its path for a mapping that the
+// recording gives no build-id for is not the file the process mapped, ""
+// when it may be: with Options.SameMachine, the recording's device and
+// inode of the mapping name another file on the same device. (Another
+// machine's inodes say nothing of this one's files.)
+func (r *Resolver) replaced(obj *elfcache.Object, m *Mapping) string {
+	if !r.opts.SameMachine || r.opts.SymFS != "" || m.Ino == 0 {
+		return ""
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(obj.Path(), &st); err != nil {
+		return ""
+	}
+	if unix.Major(st.Dev) != m.Maj || unix.Minor(st.Dev) != m.Min || st.Ino == m.Ino {
+		return ""
+	}
+	return fmt.Sprintf("%s: %s names no build-id for it (perf record lists only objects with samples; perf record --buildid-all lists every one), "+
+		"and the process mapped inode %d of device %d:%d, where %s is inode %d now: its frames are left unnamed, not named from another build",
+		replacedFile, r.origin(), m.Ino, m.Maj, m.Min, obj.Path(), st.Ino)
 }
 
 // openFile opens the mapped file (under SymFS), or with ProcRoot the same
