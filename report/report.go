@@ -655,7 +655,7 @@ func (p *processor) mmap(m *perfdata.Mmap) {
 		p.buildID[m.Filename] = append([]byte(nil), m.BuildID...)
 	}
 	p.tracker.Mmap(m.Pid, procmaps.Map{Start: m.Start, End: m.Start + m.Len, PgOff: m.PgOff,
-		Path: m.Filename, BuildID: p.buildID[m.Filename], Prot: m.Prot, Exec: exec, Maj: m.Maj, Min: m.Min, Ino: m.Ino})
+		Path: m.Filename, BuildID: p.buildID[m.Filename], Prot: m.Prot, Exec: exec, Maj: m.Maj, Min: m.Min, Ino: m.Ino, InoGen: m.InoGen})
 }
 
 // sortedKeys returns the keys of a count map, most frequent first.

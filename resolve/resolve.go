@@ -459,7 +459,7 @@ func (r *Resolver) object(pid uint32, m *Mapping) *elfcache.Object {
 		if _, ok := r.missing[path]; !ok {
 			r.missing[path] = why
 		}
-		if (strings.HasPrefix(why, "build-id mismatch") || strings.HasPrefix(why, replacedFile)) && !r.warned[path] {
+		if (strings.HasPrefix(why, "build-id mismatch") || strings.HasPrefix(why, notMapped)) && !r.warned[path] {
 			r.warned[path] = true
 			r.warnLocked(fmt.Sprintf("%s: %s", path, why))
 		}
@@ -473,6 +473,9 @@ func (r *Resolver) object(pid uint32, m *Mapping) *elfcache.Object {
 func (r *Resolver) find(pid uint32, m *Mapping) (*elfcache.Object, string, string) {
 	path, buildID := m.Path, m.BuildID
 	var why string
+	// suspect: the recording's build-id was read from another file than
+	// the mapped one (otherRoot); nothing is looked up by it.
+	suspect := false
 	keep := func(msg string) {
 		if why == "" || strings.HasPrefix(msg, "build-id mismatch") && !strings.HasPrefix(why, "build-id mismatch") {
 			why = msg
@@ -486,8 +489,16 @@ func (r *Resolver) find(pid uint32, m *Mapping) (*elfcache.Object, string, strin
 	// A file is trusted first only when the recording says which build
 	// it wants; else the recording's own copy comes first.
 	if path != "[vdso]" && len(buildID) > 0 {
-		if obj := r.openFile(pid, path, buildID, keep); obj != nil {
+		if obj := r.mappedFile(m); obj != nil {
 			return obj, FoundFile, ""
+		}
+		if obj := r.openFile(pid, path, buildID, keep); obj != nil {
+			msg := r.otherRoot(obj, m)
+			if msg == "" {
+				return obj, FoundFile, ""
+			}
+			keep(msg)
+			suspect = true
 		}
 	}
 	if r.opts.Objects != nil {
@@ -505,6 +516,9 @@ func (r *Resolver) find(pid uint32, m *Mapping) (*elfcache.Object, string, strin
 			}
 			return obj, FoundFile, ""
 		}
+	}
+	if suspect {
+		return nil, "", why
 	}
 	for _, c := range r.buildIDPaths(path, buildID) {
 		if obj := r.openChecked(r.local, c, buildID, keep); obj != nil {
@@ -539,8 +553,8 @@ func (r *Resolver) find(pid uint32, m *Mapping) (*elfcache.Object, string, strin
 	return nil, "", why
 }
 
-// replacedFile starts the reason a file was refused by replaced.
-const replacedFile = "replaced since the recording"
+// notMapped starts the reason a file was refused by replaced or otherRoot.
+const notMapped = "not the mapped file"
 
 // replaced says why the file opened by its path for a mapping that the
 // recording gives no build-id for is not the file the process mapped, ""
@@ -548,19 +562,111 @@ const replacedFile = "replaced since the recording"
 // inode of the mapping name another file on the same device. (Another
 // machine's inodes say nothing of this one's files.)
 func (r *Resolver) replaced(obj *elfcache.Object, m *Mapping) string {
-	if !r.opts.SameMachine || r.opts.SymFS != "" || m.Ino == 0 {
+	if r.opts.SymFS != "" {
 		return ""
 	}
-	var st unix.Stat_t
-	if err := unix.Stat(obj.Path(), &st); err != nil {
-		return ""
-	}
-	if unix.Major(st.Dev) != m.Maj || unix.Minor(st.Dev) != m.Min || st.Ino == m.Ino {
+	ino, ok := r.otherInode(obj, m)
+	if !ok {
 		return ""
 	}
 	return fmt.Sprintf("%s: %s names no build-id for it (perf record lists only objects with samples; perf record --buildid-all lists every one), "+
-		"and the process mapped inode %d of device %d:%d, where %s is inode %d now: its frames are left unnamed, not named from another build",
-		replacedFile, r.origin(), m.Ino, m.Maj, m.Min, obj.Path(), st.Ino)
+		"and the process mapped inode %d of device %d:%d, where %s is inode %d now (rebuilt or replaced since the recording): its frames are left unnamed, not named from another build",
+		notMapped, r.origin(), m.Ino, m.Maj, m.Min, obj.File(), ino)
+}
+
+// fsIocGetVersion is FS_IOC_GETVERSION (_IOR('v', 1, long) on 64-bit
+// Linux): an inode's generation, which perf's MMAP2 records carry.
+const fsIocGetVersion = 0x80087601
+
+// inodeCheck is what the device and inode of a file say of a mapping's.
+type inodeCheck int
+
+const (
+	inodeUnknown inodeCheck = iota // another device, or nothing to compare
+	inodeSame                      // the inode the process mapped
+	inodeOther                     // another inode, or a reused number of another generation
+)
+
+// checkInode compares file's device, inode and (where the file system
+// tells it) inode generation with the mapping's; its inode is returned for
+// warnings.
+func checkInode(file string, m *Mapping) (inodeCheck, uint64) {
+	var st unix.Stat_t
+	if m.Ino == 0 || unix.Stat(file, &st) != nil || unix.Major(st.Dev) != m.Maj || unix.Minor(st.Dev) != m.Min {
+		return inodeUnknown, 0
+	}
+	if st.Ino != m.Ino {
+		return inodeOther, st.Ino
+	}
+	if m.InoGen != 0 {
+		if fd, err := unix.Open(file, unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+			gen, err := unix.IoctlGetUint32(fd, fsIocGetVersion)
+			unix.Close(fd)
+			if err == nil && uint64(gen) != m.InoGen&0xffffffff {
+				return inodeOther, st.Ino
+			}
+		}
+	}
+	return inodeSame, st.Ino
+}
+
+// otherInode returns the inode of obj's file when, with
+// Options.SameMachine, it is on the device the process mapped but is not
+// the inode it mapped (or a reused number of it): not the mapped file.
+func (r *Resolver) otherInode(obj *elfcache.Object, m *Mapping) (uint64, bool) {
+	if !r.opts.SameMachine {
+		return 0, false
+	}
+	c, ino := checkInode(obj.File(), m)
+	return ino, c == inodeOther
+}
+
+// mappedFile returns the file at the mapping's path (under SymFS) when,
+// with Options.SameMachine, it is the very inode the process mapped: the
+// mapped file, whatever build-id the recording gives. perf takes the
+// build-ids of its list from the paths as this machine's root sees them,
+// so those of a process in a chroot or container are its host's files'
+// (another build, or none); the mapped file is used then, with a warning
+// naming both build-ids. nil when the inodes say nothing.
+func (r *Resolver) mappedFile(m *Mapping) *elfcache.Object {
+	if !r.opts.SameMachine || m.Ino == 0 {
+		return nil
+	}
+	obj, err := r.cache.Open(m.Path)
+	if err != nil {
+		return nil
+	}
+	if c, _ := checkInode(obj.File(), m); c != inodeSame {
+		return nil
+	}
+	if mismatch(obj, m.BuildID) {
+		r.warnOnce(m.Path, fmt.Sprintf("%s: %s gives build-id %x, but %s, the file the process mapped (inode %d of device %d:%d), has %x: "+
+			"perf took the build-id from %s outside the process's root (a chroot or container); using the mapped file",
+			m.Path, r.origin(), m.BuildID, obj.File(), m.Ino, m.Maj, m.Min, obj.BuildID(), m.Path))
+	}
+	return obj
+}
+
+// otherRoot says why the file found at a mapping's path by its build-id
+// (not under SymFS) is not to be used, "" when it may be: with
+// Options.SameMachine, it is another inode of the device the process
+// mapped. Its build-id being the recording's then says only that perf read
+// the build-id from this file, by path: the process ran in another root (a
+// chroot or container) whose file may be another build, or the file was
+// installed again since. Neither it nor a copy by that build-id is the
+// mapped file for sure.
+func (r *Resolver) otherRoot(obj *elfcache.Object, m *Mapping) string {
+	if r.opts.SymFS != "" {
+		return ""
+	}
+	ino, ok := r.otherInode(obj, m)
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf("%s: the process mapped inode %d of device %d:%d, %s is inode %d; %s's build-id %x is this file's, read by perf by its path, "+
+		"and may not be the mapped file's (the process ran in a chroot or container, or the file was installed again since): "+
+		"neither the file nor copies by that build-id are used; --symfs ROOT gives the files of the process's root",
+		notMapped, m.Ino, m.Maj, m.Min, obj.File(), ino, r.origin(), m.BuildID)
 }
 
 // openFile opens the mapped file (under SymFS), or with ProcRoot the same
