@@ -32,12 +32,12 @@
 // (perf reads the build-ids of its list by path as the host sees them, so
 // those of a process in a chroot or container are the host's files'); a
 // file at the path (not under SymFS) that is another inode of the device
-// mapped is not the mapped file: refused with a warning naming both inodes,
-// and, when its build-id is the recording's, no copy by that build-id is
-// used either (the recording's build-id is that file's, not the mapped
-// one's). A mapping without a recorded build-id (perf record lists only
-// objects with sampled IPs) is so caught when its program was rebuilt
-// after the recording. Objects that
+// mapped is not the mapped file: with the recording's build-id it is used
+// as the same build, with a warning that for a chroot's or container's
+// process that build-id is the host file's; without a recorded build-id
+// (perf record lists only objects with sampled IPs) it is refused with a
+// warning naming both inodes: a program rebuilt after the recording.
+// Objects that
 // could not be used are collected for the report's summary (Missing), and
 // where each object found got its information (Objects); each warning is
 // given once per path. An object whose split DWARF (a .dwo or .dwp, DWARF 5

@@ -473,9 +473,6 @@ func (r *Resolver) object(pid uint32, m *Mapping) *elfcache.Object {
 func (r *Resolver) find(pid uint32, m *Mapping) (*elfcache.Object, string, string) {
 	path, buildID := m.Path, m.BuildID
 	var why string
-	// suspect: the recording's build-id was read from another file than
-	// the mapped one (otherRoot); nothing is looked up by it.
-	suspect := false
 	keep := func(msg string) {
 		if why == "" || strings.HasPrefix(msg, "build-id mismatch") && !strings.HasPrefix(why, "build-id mismatch") {
 			why = msg
@@ -493,12 +490,8 @@ func (r *Resolver) find(pid uint32, m *Mapping) (*elfcache.Object, string, strin
 			return obj, FoundFile, ""
 		}
 		if obj := r.openFile(pid, path, buildID, keep); obj != nil {
-			msg := r.otherRoot(obj, m)
-			if msg == "" {
-				return obj, FoundFile, ""
-			}
-			keep(msg)
-			suspect = true
+			r.otherRoot(obj, m)
+			return obj, FoundFile, ""
 		}
 	}
 	if r.opts.Objects != nil {
@@ -516,9 +509,6 @@ func (r *Resolver) find(pid uint32, m *Mapping) (*elfcache.Object, string, strin
 			}
 			return obj, FoundFile, ""
 		}
-	}
-	if suspect {
-		return nil, "", why
 	}
 	for _, c := range r.buildIDPaths(path, buildID) {
 		if obj := r.openChecked(r.local, c, buildID, keep); obj != nil {
@@ -553,7 +543,7 @@ func (r *Resolver) find(pid uint32, m *Mapping) (*elfcache.Object, string, strin
 	return nil, "", why
 }
 
-// notMapped starts the reason a file was refused by replaced or otherRoot.
+// notMapped starts the reason a file was refused by replaced.
 const notMapped = "not the mapped file"
 
 // replaced says why the file opened by its path for a mapping that the
@@ -641,32 +631,30 @@ func (r *Resolver) mappedFile(m *Mapping) *elfcache.Object {
 	}
 	if mismatch(obj, m.BuildID) {
 		r.warnOnce(m.Path, fmt.Sprintf("%s: %s gives build-id %x, but %s, the file the process mapped (inode %d of device %d:%d), has %x: "+
-			"perf took the build-id from %s outside the process's root (a chroot or container); using the mapped file",
-			m.Path, r.origin(), m.BuildID, obj.File(), m.Ino, m.Maj, m.Min, obj.BuildID(), m.Path))
+			"the recording's build-id is another file's at this path (perf reads build-ids by path as the host sees it, outside a chroot's or container's root; "+
+			"a path mapped in two roots gets one build-id); using the mapped file",
+			m.Path, r.origin(), m.BuildID, obj.File(), m.Ino, m.Maj, m.Min, obj.BuildID()))
 	}
 	return obj
 }
 
-// otherRoot says why the file found at a mapping's path by its build-id
-// (not under SymFS) is not to be used, "" when it may be: with
-// Options.SameMachine, it is another inode of the device the process
-// mapped. Its build-id being the recording's then says only that perf read
-// the build-id from this file, by path: the process ran in another root (a
-// chroot or container) whose file may be another build, or the file was
-// installed again since. Neither it nor a copy by that build-id is the
-// mapped file for sure.
-func (r *Resolver) otherRoot(obj *elfcache.Object, m *Mapping) string {
+// otherRoot warns, once per path, when the file found at a mapping's path
+// by its build-id (not under SymFS) is, with Options.SameMachine, another
+// inode of the device the process mapped. The same build-id makes it the
+// same build (installed again, or a twin without debug information), and
+// it is used; but perf reads the build-ids of its list by path as the host
+// sees it, so for a process that ran in a chroot or container the
+// recording's build-id is this file's, whatever that root held: the
+// warning says so, and that --symfs gives the root's files.
+func (r *Resolver) otherRoot(obj *elfcache.Object, m *Mapping) {
 	if r.opts.SymFS != "" {
-		return ""
+		return
 	}
-	ino, ok := r.otherInode(obj, m)
-	if !ok {
-		return ""
+	if ino, ok := r.otherInode(obj, m); ok {
+		r.warnOnce(m.Path, fmt.Sprintf("%s: the process mapped inode %d of device %d:%d, not %s (inode %d), which has %s's build-id %x and is used as the same build; "+
+			"if the process ran in a chroot or container, that build-id is this file's (perf reads build-ids by path), not the mapped one's: --symfs ROOT gives the files of the process's root",
+			m.Path, m.Ino, m.Maj, m.Min, obj.File(), ino, r.origin(), m.BuildID))
 	}
-	return fmt.Sprintf("%s: the process mapped inode %d of device %d:%d, %s is inode %d; %s's build-id %x is this file's, read by perf by its path, "+
-		"and may not be the mapped file's (the process ran in a chroot or container, or the file was installed again since): "+
-		"neither the file nor copies by that build-id are used; --symfs ROOT gives the files of the process's root",
-		notMapped, m.Ino, m.Maj, m.Min, obj.File(), ino, r.origin(), m.BuildID)
 }
 
 // openFile opens the mapped file (under SymFS), or with ProcRoot the same
