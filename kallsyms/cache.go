@@ -112,7 +112,7 @@ func fromPerfCache(perfCache string) (*Table, []byte) {
 	if !ok {
 		return nil, nil
 	}
-	return &Table{syms: syms, partial: true, lo: lo, hi: hi}, head
+	return &Table{syms: syms, partial: true, lo: lo, hi: hi, refs: full.refs}, head
 }
 
 // readHead returns the complete lines of a file's first prefixLen bytes.
@@ -401,5 +401,10 @@ func decodeEntry(b []byte) (*Table, []byte) {
 	if start != names {
 		return nil, nil
 	}
-	return &Table{syms: syms, partial: true, lo: lo, hi: hi}, prefix
+	// The reference symbols are among the first lines, kept whole.
+	var refs []Symbol
+	if head, err := parseText(string(prefix)); err == nil {
+		refs = head.refs
+	}
+	return &Table{syms: syms, partial: true, lo: lo, hi: hi, refs: refs}, prefix
 }

@@ -21,5 +21,7 @@
 //
 // Another kernel's table: RunningBuildID says which kernel runs here, and
 // PerfCachePath where perf record kept the table of the kernel a recording
-// names, for a report of a recording made on another machine.
+// names, for a report of a recording made on another machine; Address
+// gives the reference symbol (_text) that a recording of another boot
+// (KASLR) is relocated by, as perf relocates it.
 package kallsyms

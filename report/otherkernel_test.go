@@ -3,8 +3,10 @@ package report
 import (
 	"bytes"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -40,19 +42,27 @@ func otherKernel(t *testing.T, data string, running, fake []byte) string {
 
 // renamedKallsyms writes /proc/kallsyms with every function's name
 // prefixed "other_" (perf's reference symbols _text and _stext kept) to
-// path: the symbols of another kernel at the same addresses, so that a name
-// says which table it came from.
-func renamedKallsyms(t *testing.T, path string) {
+// path: the symbols of another kernel, so that a name says which table it
+// came from; the kernel image's (lines without a module) moved by shift,
+// as another boot's KASLR offset moves them.
+func renamedKallsyms(t *testing.T, path string, shift uint64) {
 	t.Helper()
 	b, err := os.ReadFile("/proc/kallsyms")
 	require.NoError(t, err)
 	var out bytes.Buffer
 	for _, line := range strings.SplitAfter(string(b), "\n") {
 		f := strings.SplitN(line, " ", 3)
-		if len(f) == 3 && (f[1] == "t" || f[1] == "T") && !strings.HasPrefix(f[2], "_text") && !strings.HasPrefix(f[2], "_stext") {
-			line = f[0] + " " + f[1] + " other_" + f[2]
+		if len(f) != 3 {
+			out.WriteString(line)
+			continue
 		}
-		out.WriteString(line)
+		if addr, err := strconv.ParseUint(f[0], 16, 64); err == nil && shift != 0 && !strings.Contains(f[2], "[") {
+			f[0] = fmt.Sprintf("%016x", addr+shift)
+		}
+		if (f[1] == "t" || f[1] == "T") && !strings.HasPrefix(f[2], "_text") && !strings.HasPrefix(f[2], "_stext") {
+			f[2] = "other_" + f[2]
+		}
+		out.WriteString(strings.Join(f, " "))
 	}
 	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
 	require.NoError(t, os.WriteFile(path, out.Bytes(), 0o600))
@@ -152,7 +162,7 @@ func TestReportOtherKernel(t *testing.T) {
 	// The recording kernel's kallsyms: this machine's addresses, other
 	// names, so that a name says which table it came from.
 	home := t.TempDir()
-	renamedKallsyms(t, kallsyms.PerfCachePath(filepath.Join(home, ".debug"), fakeHex))
+	renamedKallsyms(t, kallsyms.PerfCachePath(filepath.Join(home, ".debug"), fakeHex), 0)
 	perf := perfWith(other, home)
 	t.Run("buildid_cache", func(t *testing.T) {
 		u, warns := ustackWith(other, Options{BuildIDDir: filepath.Join(home, ".debug")})
@@ -173,6 +183,18 @@ func TestReportOtherKernel(t *testing.T) {
 		perf := kernelFrames(splitSamples(testprog.Output(t, cmd)))
 		u, _ := ustackWith(other, Options{Kallsyms: file, BuildIDDir: t.TempDir()})
 		compare(t, perf, u, "other_")
+	})
+
+	t.Run("buildid_cache_other_boot", func(t *testing.T) {
+		// perf record's copy of the kernel's kallsyms is from another
+		// boot, its kernel 2 MB higher (KASLR): perf relocates the
+		// recording's addresses by its _text; so must ustack.
+		home := t.TempDir()
+		renamedKallsyms(t, kallsyms.PerfCachePath(filepath.Join(home, ".debug"), fakeHex), 0x200000)
+		perf := perfWith(other, home)
+		u, warns := ustackWith(other, Options{BuildIDDir: filepath.Join(home, ".debug")})
+		compare(t, perf, u, "other_")
+		require.Empty(t, warns)
 	})
 
 	t.Run("no_buildid_other_release", func(t *testing.T) {

@@ -213,6 +213,15 @@ type processor struct {
 	ksymsStore   func() // LoadProc's cache write, run once the table is handed on
 	storeOnce    sync.Once
 	ksymsStart   bool           // the reader met a kernel frame and started loading
+	// kernelRef is the recording's kernel map (perf's MMAP record of
+	// "[kernel.kallsyms]_text": the reference symbol's name after the
+	// brackets, its address then in PgOff, the kernel text's range), set
+	// by the reader before the first sample; ksymsDelta is what
+	// kernelSyms found the table's reference symbol moved by since
+	// (KASLR: another boot), added to kernel text addresses to look them
+	// up.
+	kernelRef  *perfdata.Mmap
+	ksymsDelta uint64
 	ksymsLoading sync.WaitGroup // the goroutine that loads and stores them
 	unw          *unwinder.Unwinder
 	tracker      *procmaps.Tracker
@@ -309,11 +318,41 @@ func (p *processor) kernelSyms() *kallsyms.Table {
 		}
 		if err == nil {
 			p.ksyms = t
+			p.relocateKernel(t)
 		} else {
 			p.warn("kernel frames will not be symbolized: %v", err)
 		}
 	})
 	return p.ksyms
+}
+
+// relocateKernel sets ksymsDelta from the recording's kernel map: the
+// table's reference symbol (_text) minus where the recording had it, as
+// perf relocates a kallsyms table of another boot (KASLR moves the kernel
+// at every boot; perf record's copy of kallsyms in the build-id cache is
+// of the boot that first recorded that kernel).
+func (p *processor) relocateKernel(t *kallsyms.Table) {
+	ref := p.kernelRef
+	if ref == nil {
+		return
+	}
+	name := strings.TrimPrefix(ref.Filename, "[kernel.kallsyms]")
+	if name == "" {
+		return
+	}
+	if addr, ok := t.Address(name); ok {
+		p.ksymsDelta = addr - ref.PgOff
+	}
+
+}
+
+// lookupKernel names a kernel address of the recording from t: kernel
+// text addresses moved by ksymsDelta, others (modules, BPF) as they are.
+func (p *processor) lookupKernel(t *kallsyms.Table, addr uint64) (*kallsyms.Symbol, uint64, bool) {
+	if ref := p.kernelRef; p.ksymsDelta != 0 && ref != nil && addr >= ref.Start && addr-ref.Start < ref.Len {
+		addr += p.ksymsDelta
+	}
+	return p.kernelTable(t, addr).Lookup(addr)
 }
 
 // recordingKernel points the default kernel symbols (/proc/kallsyms) at
@@ -647,6 +686,12 @@ func missingUserData(s *perfdata.Sample) bool {
 }
 
 func (p *processor) mmap(m *perfdata.Mmap) {
+	if m.Pid == ^uint32(0) && strings.HasPrefix(m.Filename, "[kernel.kallsyms]") {
+		if p.kernelRef == nil {
+			p.kernelRef = m.Clone().(*perfdata.Mmap)
+		}
+		return
+	}
 	exec := m.Prot&procmaps.ProtExec != 0 || (m.Header().Type == perfdata.RecordMmap && !m.Data())
 	if m.Header().Type == perfdata.RecordMmap2 && m.Prot == 0 && !m.Data() {
 		exec = true // synthesized records may carry no prot
