@@ -200,19 +200,19 @@ func Run(r *perfdata.Reader, opts Options, emit func(*Sample) error) (*Summary, 
 }
 
 type processor struct {
-	opts         Options
-	arch         arch.Arch
-	session      *perfdata.Session
-	resolver     *resolve.Resolver
-	ksyms        *kallsyms.Table // loaded by kernelSyms, once (ksymsOnce)
-	ksymsPath    string          // where from; "" for none or when given
-	ksymsCache   string          // LoadProc's cache directory, for /proc/kallsyms
-	ksymsOnce    sync.Once
-	ksymsFull    *kallsyms.Table // the whole table, when ksyms is LoadProc's partial one
-	fullOnce     sync.Once
-	ksymsStore   func() // LoadProc's cache write, run once the table is handed on
-	storeOnce    sync.Once
-	ksymsStart   bool           // the reader met a kernel frame and started loading
+	opts       Options
+	arch       arch.Arch
+	session    *perfdata.Session
+	resolver   *resolve.Resolver
+	ksyms      *kallsyms.Table // loaded by kernelSyms, once (ksymsOnce)
+	ksymsPath  string          // where from; "" for none or when given
+	ksymsCache string          // LoadProc's cache directory, for /proc/kallsyms
+	ksymsOnce  sync.Once
+	ksymsFull  *kallsyms.Table // the whole table, when ksyms is LoadProc's partial one
+	fullOnce   sync.Once
+	ksymsStore func() // LoadProc's cache write, run once the table is handed on
+	storeOnce  sync.Once
+	ksymsStart bool // the reader met a kernel frame and started loading
 	// kernelRef is the recording's kernel map (perf's MMAP record of
 	// "[kernel.kallsyms]_text": the reference symbol's name after the
 	// brackets, its address then in PgOff, the kernel text's range), set
@@ -220,8 +220,8 @@ type processor struct {
 	// kernelSyms found the table's reference symbol moved by since
 	// (KASLR: another boot), added to kernel text addresses to look them
 	// up.
-	kernelRef  *perfdata.Mmap
-	ksymsDelta uint64
+	kernelRef    *perfdata.Mmap
+	ksymsDelta   uint64
 	ksymsLoading sync.WaitGroup // the goroutine that loads and stores them
 	unw          *unwinder.Unwinder
 	tracker      *procmaps.Tracker
