@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/ustack/ustack/archive"
 	"github.com/ustack/ustack/elfcache"
@@ -49,7 +50,24 @@ type objectSet struct {
 type pendingObj struct {
 	pid  uint32
 	path string
+	id   fileID
+	// f, when set, is the file opened when it was mapped (size its
+	// size), so that a process that exits at once (a process in a chroot
+	// or container, whose files only /proc/PID/root reaches) still has
+	// its files read.
+	f    *os.File
+	size int64
 }
+
+// fileID identifies a mapped file as the kernel's mmap records do: its
+// device's major and minor numbers and its inode; ino 0 for unknown.
+type fileID struct {
+	maj, min uint32
+	ino      uint64
+}
+
+// preOpen bounds the files add keeps open for the worker.
+const preOpen = 256
 
 func newObjectSet(archivePath string, withArchive bool, log io.Writer) *objectSet {
 	s := &objectSet{seen: map[string]bool{}, log: log}
@@ -82,19 +100,39 @@ func newObjectSet(archivePath string, withArchive bool, log io.Writer) *objectSe
 	return s
 }
 
-// add queues the object mapped at path by pid.
-func (s *objectSet) add(pid uint32, path string) {
+// add queues the object mapped at path by pid, the file id its mmap record
+// gives: one per path and inode (a path may name another file in another
+// process's root). The file is opened now, through the process's root,
+// while the process lives; the worker reads it.
+func (s *objectSet) add(pid uint32, path string, id fileID) {
 	if path == "" || path == "//anon" || strings.HasPrefix(path, "[") || strings.HasPrefix(path, "/memfd:") ||
 		strings.HasPrefix(path, "/dev/") || strings.HasPrefix(path, "//") {
 		return
 	}
+	key := path + "\x00" + strconv.FormatUint(id.ino, 10)
 	s.mu.Lock()
-	if s.seen[path] || s.done {
+	if s.seen[key] || s.done {
 		s.mu.Unlock()
 		return
 	}
-	s.seen[path] = true
-	s.pending = append(s.pending, pendingObj{pid, path})
+	s.seen[key] = true
+	open := pid != 0 && len(s.pending) < preOpen
+	s.mu.Unlock()
+	p := pendingObj{pid: pid, path: path, id: id}
+	if open {
+		if f, size, err := openObject(pid, path, id); err == nil {
+			p.f, p.size = f, size
+		}
+	}
+	s.mu.Lock()
+	if s.done {
+		s.mu.Unlock()
+		if p.f != nil {
+			p.f.Close()
+		}
+		return
+	}
+	s.pending = append(s.pending, p)
 	s.mu.Unlock()
 	s.cond.Signal()
 }
@@ -166,12 +204,17 @@ func (s *objectSet) process(p pendingObj) {
 		return
 	}
 	if _, ok := jitdump.IsMarkerPath(p.path); ok {
+		// Read when the recording ends (the JIT appends to it), through
+		// the file opened now if the process has gone by then.
 		s.mu.Lock()
 		s.jitdumps = append(s.jitdumps, p)
 		s.mu.Unlock()
 		return
 	}
-	f, size, err := openObject(p.pid, p.path)
+	f, size, err := p.f, p.size, error(nil)
+	if f == nil {
+		f, size, err = openObject(p.pid, p.path, p.id)
+	}
 	if err != nil {
 		s.logf("ustack record: cannot archive %s: %v\n", p.path, err)
 		return
@@ -204,7 +247,7 @@ func (s *objectSet) process(p pendingObj) {
 		// A separate debug file found by build-id travels too.
 		h := hex.EncodeToString(id)
 		dbg := filepath.Join(elfcache.DefaultDebugDir, ".build-id", h[:2], h[2:]+".debug")
-		if df, dsize, err := openObject(0, dbg); err == nil {
+		if df, dsize, err := openObject(0, dbg, fileID{}); err == nil {
 			s.aw.AddDebugFileStream(id, dbg, df, dsize, s.buf)
 			df.Close()
 		}
@@ -251,7 +294,15 @@ func (s *objectSet) finish() ([]perfdata.BuildID, int, error) {
 // for a report on another machine.
 func (s *objectSet) archiveJITDumps() {
 	for _, p := range s.jitdumps {
-		f, size, err := openObject(p.pid, p.path)
+		f, size, err := p.f, int64(0), error(nil)
+		if f != nil {
+			var st os.FileInfo
+			if st, err = f.Stat(); err == nil {
+				size = st.Size()
+			}
+		} else {
+			f, size, err = openObject(p.pid, p.path, p.id)
+		}
 		if err != nil {
 			s.logf("ustack record: cannot archive the jitdump %s: %v; a report elsewhere cannot name its JIT code\n", p.path, err)
 			continue
@@ -283,8 +334,11 @@ func (s *objectSet) abort() {
 }
 
 // openObject opens a mapped file, through /proc/PID/root first (the
-// process may live in another mount namespace).
-func openObject(pid uint32, path string) (*os.File, int64, error) {
+// process may live in another mount namespace, or a chroot), then by its
+// path; with the mapping's file id known, a file that is not the inode
+// mapped is refused (the process exited and the path here is another
+// file, or the pid was reused).
+func openObject(pid uint32, path string, id fileID) (*os.File, int64, error) {
 	try := []string{path}
 	if pid != 0 {
 		try = append([]string{filepath.Join("/proc", strconv.Itoa(int(pid)), "root", path)}, path)
@@ -300,6 +354,13 @@ func openObject(pid uint32, path string) (*os.File, int64, error) {
 		if err != nil || !st.Mode().IsRegular() {
 			f.Close()
 			return nil, 0, fmt.Errorf("not a regular file")
+		}
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok && id.ino != 0 &&
+			(sys.Ino != id.ino || unix.Major(uint64(sys.Dev)) != id.maj || unix.Minor(uint64(sys.Dev)) != id.min) {
+			f.Close()
+			lastErr = fmt.Errorf("%s is inode %d of device %d:%d, not the file the process mapped (inode %d of device %d:%d): the process was gone before its file could be read",
+				p, sys.Ino, unix.Major(uint64(sys.Dev)), unix.Minor(uint64(sys.Dev)), id.ino, id.maj, id.min)
+			continue
 		}
 		if st.Size() > maxObjectSize {
 			f.Close()

@@ -1145,7 +1145,8 @@ func (r *Recorder) note(rec []byte) {
 			start, ln, pgoff := le.Uint64(body[8:]), le.Uint64(body[16:]), le.Uint64(body[24:])
 			prot := le.Uint32(body[56:])
 			name := cString(body[64:])
-			r.noteMmap(pid, start, ln, pgoff, prot, name)
+			id := fileID{maj: le.Uint32(body[32:]), min: le.Uint32(body[36:]), ino: le.Uint64(body[40:])}
+			r.noteMmap(pid, start, ln, pgoff, prot, name, id)
 		}
 	case perfdata.RecordComm:
 		if misc&perfdata.MiscCommExec != 0 && len(body) >= 8 && r.uw != nil {
@@ -1176,12 +1177,12 @@ func cString(b []byte) string {
 
 // noteMmap records an executable mapping: its object goes to the archive
 // and the BUILD_ID feature, and to the live unwinder.
-func (r *Recorder) noteMmap(pid uint32, start, ln, pgoff uint64, prot uint32, name string) {
+func (r *Recorder) noteMmap(pid uint32, start, ln, pgoff uint64, prot uint32, name string, id fileID) {
 	if prot&procmaps.ProtExec == 0 {
 		return
 	}
 	if r.objs != nil {
-		r.objs.add(pid, name)
+		r.objs.add(pid, name, id)
 	}
 	if r.uw != nil {
 		r.uw.mmap(pid, start, ln, pgoff, prot, name)

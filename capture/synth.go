@@ -231,7 +231,7 @@ func (s *synthesizer) process(pid int) error {
 		if err := s.w.WriteMmap(rec); err != nil {
 			return err
 		}
-		s.rec.noteMmap(uint32(pid), m.Start, m.End-m.Start, m.PgOff, m.Prot(), name)
+		s.rec.noteMmap(uint32(pid), m.Start, m.End-m.Start, m.PgOff, m.Prot(), name, fileID{maj: m.Maj, min: m.Min, ino: m.Ino})
 	}
 	return nil
 }

@@ -364,6 +364,10 @@ func (o *Object) readDebugLink() {
 // prefix).
 func (o *Object) Path() string { return o.path }
 
+// File returns where the object was read from: Path under SymFS for a
+// file, the name given for an object made from bytes (OpenBytes).
+func (o *Object) File() string { return o.file }
+
 // Arch returns the architecture from the ELF header's e_machine.
 func (o *Object) Arch() arch.Arch { return o.arch }
 

@@ -95,11 +95,11 @@ func fromPerfCache(perfCache string) (*Table, []byte) {
 	if perfCache == "" {
 		return nil, nil
 	}
-	id := runningBuildID()
+	id := RunningBuildID()
 	if id == "" {
 		return nil, nil
 	}
-	path := filepath.Join(perfCache, "[kernel.kallsyms]", id, "kallsyms")
+	path := PerfCachePath(perfCache, id)
 	head, err := readHead(path)
 	if err != nil || !procStartsWith(head) {
 		return nil, nil
@@ -112,7 +112,7 @@ func fromPerfCache(perfCache string) (*Table, []byte) {
 	if !ok {
 		return nil, nil
 	}
-	return &Table{syms: syms, partial: true, lo: lo, hi: hi}, head
+	return &Table{syms: syms, partial: true, lo: lo, hi: hi, refs: full.refs}, head
 }
 
 // readHead returns the complete lines of a file's first prefixLen bytes.
@@ -130,9 +130,16 @@ func readHead(path string) ([]byte, error) {
 	return prefixOf(b[:n]), nil
 }
 
-// runningBuildID returns the running kernel's build-id in hex, from its
-// GNU build-id note; "" when there is none.
-func runningBuildID() string {
+// PerfCachePath returns where perf record keeps its copy of /proc/kallsyms
+// for the kernel of build-id (hex) in the build-id cache dir (~/.debug, or
+// an unpacked perf archive tarball): [kernel.kallsyms]/BUILD-ID/kallsyms.
+func PerfCachePath(dir, buildID string) string {
+	return filepath.Join(dir, "[kernel.kallsyms]", buildID, "kallsyms")
+}
+
+// RunningBuildID returns the running kernel's build-id in hex, from its
+// GNU build-id note (/sys/kernel/notes); "" when there is none.
+func RunningBuildID() string {
 	b, err := os.ReadFile(kernelNotes)
 	if err != nil {
 		return ""
@@ -394,5 +401,10 @@ func decodeEntry(b []byte) (*Table, []byte) {
 	if start != names {
 		return nil, nil
 	}
-	return &Table{syms: syms, partial: true, lo: lo, hi: hi}, prefix
+	// The reference symbols are among the first lines, kept whole.
+	var refs []Symbol
+	if head, err := parseText(string(prefix)); err == nil {
+		refs = head.refs
+	}
+	return &Table{syms: syms, partial: true, lo: lo, hi: hi, refs: refs}, prefix
 }

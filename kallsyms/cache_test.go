@@ -355,7 +355,7 @@ func TestLoadProcFromPerfCache(t *testing.T) {
 	old := kernelNotes
 	kernelNotes = notesFile
 	t.Cleanup(func() { kernelNotes = old })
-	require.Equal(t, hex.EncodeToString(id), runningBuildID())
+	require.Equal(t, hex.EncodeToString(id), RunningBuildID())
 
 	perf := t.TempDir()
 	copyDir := filepath.Join(perf, "[kernel.kallsyms]", hex.EncodeToString(id))
@@ -400,4 +400,40 @@ func TestLoadProcFromPerfCache(t *testing.T) {
 			checkAgainstReference(t, tab, text)
 		})
 	}
+}
+
+// TestReferenceSymbolAddress: the kernel's reference symbols (_text,
+// _stext), which report relocates another boot's addresses by, are found
+// by Address though aliases at their address fold into the last one
+// listed, in the whole table and in LoadProc's cached partial one (whose
+// first lines of /proc/kallsyms hold them), at the address the text gives.
+func TestReferenceSymbolAddress(t *testing.T) {
+	const boot = "0b1d2c3e-aaaa-4bbb-8ccc-123456789abd"
+	const base uint64 = 0xffffffff81000000
+	text := fmt.Sprintf("%016x T srso_alias_untrain_ret\n%016x T _stext\n%016x T _text\n%016x T __pi__text\n", base, base, base, base) +
+		fakeTable(base+0x1000, 3000)
+	fakeKernel(t, text, boot)
+	dir := filepath.Join(t.TempDir(), "kallsyms")
+	first, store, err := LoadProc(dir, "")
+	require.NoError(t, err)
+	require.NotNil(t, store)
+	store()
+	cached, _, err := LoadProc(dir, "")
+	require.NoError(t, err)
+	require.True(t, cached.partial, "the second load did not use the cache")
+	for name, tab := range map[string]*Table{"whole": first, "cached": cached} {
+		sym, _, ok := tab.Lookup(base)
+		require.True(t, ok)
+		assert.Equal(t, "__pi__text", sym.Name, "%s: the last alias names the address", name)
+		for _, ref := range []string{"_text", "_stext"} {
+			a, ok := tab.Address(ref)
+			assert.True(t, ok, "%s: %s not found", name, ref)
+			assert.Equal(t, base, a, "%s: %s", name, ref)
+		}
+		_, ok = tab.Address("no_such_symbol")
+		assert.False(t, ok)
+	}
+	var nilTable *Table
+	_, ok := nilTable.Address("_text")
+	assert.False(t, ok)
 }

@@ -18,4 +18,10 @@
 // holds only the image's symbols, and Covers says which addresses it
 // answers as the whole table would (a module's or BPF program's address
 // needs Load of the whole table).
+//
+// Another kernel's table: RunningBuildID says which kernel runs here, and
+// PerfCachePath where perf record kept the table of the kernel a recording
+// names, for a report of a recording made on another machine; Address
+// gives the reference symbol (_text) that a recording of another boot
+// (KASLR) is relocated by, as perf relocates it.
 package kallsyms

@@ -25,6 +25,15 @@ type Table struct {
 	// lookups of addresses in [lo, hi] are exact (Covers).
 	partial bool
 	lo, hi  uint64
+	// refs are the kernel's reference symbols (_text, _stext), kept
+	// apart: among aliases at one address syms keeps only the last.
+	refs []Symbol
+}
+
+// isRef reports whether s is a reference symbol perf relocates kernel
+// addresses by (its kernel map's "[kernel.kallsyms]_text").
+func isRef(s Symbol) bool {
+	return s.Module == "" && (s.Name == "_text" || s.Name == "_stext")
 }
 
 // Load reads a kallsyms file such as /proc/kallsyms.
@@ -79,6 +88,7 @@ func parseText(text string) (*Table, error) {
 	// megabytes.
 	syms := make([]Symbol, 0, strings.Count(text, "\n")+1)
 	nonzero, sorted := false, true
+	var refs []Symbol
 	for len(text) > 0 {
 		line := text
 		if i := strings.IndexByte(text, '\n'); i >= 0 {
@@ -92,6 +102,9 @@ func parseText(text string) (*Table, error) {
 		}
 		if s.Addr != 0 {
 			nonzero = true
+		}
+		if isRef(s) {
+			refs = append(refs, s)
 		}
 		if n := len(syms); n > 0 && syms[n-1].Addr > s.Addr {
 			sorted = false
@@ -117,7 +130,7 @@ func parseText(text string) (*Table, error) {
 		}
 		out = append(out, s)
 	}
-	return &Table{syms: slices.Clip(out)}, nil
+	return &Table{syms: slices.Clip(out), refs: refs}, nil
 }
 
 // parseLine parses "ADDRESS TYPE NAME [MODULE]" for a text symbol (types
@@ -225,6 +238,26 @@ func (t *Table) Len() int { return len(t.syms) }
 // A nil Table covers nothing.
 func (t *Table) Covers(addr uint64) bool {
 	return t != nil && (!t.partial || t.lo <= addr && addr <= t.hi)
+}
+
+// Address returns the address of the first symbol named name (a
+// reference symbol such as "_text"), for relocating the addresses of a
+// recording made with the kernel loaded elsewhere (KASLR).
+func (t *Table) Address(name string) (uint64, bool) {
+	if t == nil {
+		return 0, false
+	}
+	for _, s := range t.refs {
+		if s.Name == name {
+			return s.Addr, true
+		}
+	}
+	for i := range t.syms {
+		if t.syms[i].Name == name && t.syms[i].Module == "" {
+			return t.syms[i].Addr, true
+		}
+	}
+	return 0, false
 }
 
 // Lookup returns the symbol containing addr (the last symbol at or below

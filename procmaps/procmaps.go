@@ -21,6 +21,13 @@ type Map struct {
 	Path string
 	// BuildID is the file's build-id when the recording carried it.
 	BuildID []byte
+	// Maj, Min, Ino and InoGen identify the mapped file on the
+	// recording machine (its device's major and minor numbers, its inode
+	// and the inode's generation, which tells a reused inode number) when
+	// the recording carried them (perf's MMAP2 records); Ino is 0 when
+	// not.
+	Maj, Min    uint32
+	Ino, InoGen uint64
 	// Prot holds ProtRead, ProtWrite and ProtExec when known.
 	Prot uint32
 	// Exec is true for executable mappings.

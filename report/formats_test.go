@@ -4,11 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/google/pprof/profile"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ustack/ustack/internal/testprog"
 )
 
 // runAll reports a recording into every writer at once.
@@ -178,4 +182,37 @@ func TestBuildIDMismatch(t *testing.T) {
 	if !bytes.Contains(text, []byte("[unknown] ("+bin+")")) {
 		t.Errorf("the program's frames are not reported as unknown frames of %s", bin)
 	}
+}
+
+// TestReplacedWithoutBuildID: perf record lists in HEADER_BUILD_ID only the
+// objects with sampled IPs, so a program seen only in the call chains of
+// close tracepoint samples (the IPs are in libc) has no build-id in the
+// recording. Rebuilt, different, at the same path, perf script names its
+// frames from the new build; ustack, the recording made on this machine,
+// sees that the path is another inode than the process mapped (MMAP2's
+// device and inode) and refuses it with one warning naming the file and
+// both inodes, leaving its frames unnamed.
+func TestReplacedWithoutBuildID(t *testing.T) {
+	requirePerf(t)
+	dir := t.TempDir()
+	bin := build(t, dir, "chain", chainSrc, "-O2", "-g", "-fomit-frame-pointer")
+	data := testprog.Record(t, filepath.Join(dir, "close.data"), "-e", "syscalls:sys_enter_close", "--call-graph", "dwarf", "--", bin)
+	if ids := testprog.Output(t, testprog.PerfCommand(t, "buildid-list", "-i", data)); strings.Contains(ids, bin) {
+		t.Skipf("perf listed a build-id for %s (no need to guess):\n%s", bin, ids)
+	}
+	if !strings.Contains(testprog.Script(t, data), " mid+") {
+		t.Skip("perf script shows no frame of mid before the rebuild")
+	}
+	build(t, dir, "chain", strings.ReplaceAll(chainSrc, "mid", "rebuilt_mid"), "-O1", "-g")
+	script := testprog.Script(t, data)
+	t.Logf("perf script names %d frames from the rebuilt program", strings.Count(script, " rebuilt_mid+"))
+
+	text, _, _, _, warnings := runAll(t, data, Options{BuildIDDir: t.TempDir()})
+	mine := warningsAbout(warnings, bin+":")
+	require.Len(t, mine, 1, "one warning naming %s: %q", bin, warnings)
+	require.Contains(t, mine[0], "not the mapped file")
+	require.Contains(t, mine[0], "inode")
+	require.NotContains(t, string(text), "rebuilt_mid", "frames named from the rebuilt program")
+	require.NotContains(t, string(text), " mid+", "frames named from a program that is gone")
+	require.Contains(t, string(text), "[unknown] ("+bin+")")
 }

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -44,8 +45,11 @@ type Options struct {
 	// MoreBuildIDDirs are further build-id caches searched after
 	// BuildIDDir (an unpacked perf archive tarball).
 	MoreBuildIDDirs []string
-	// Kallsyms is the kernel symbol table (default /proc/kallsyms; "-"
-	// for none).
+	// Kallsyms is the kernel symbol table (default: the recording's
+	// kernel's, which is /proc/kallsyms when the recording was made on the
+	// running kernel, else perf record's copy in the build-id caches, as
+	// perf script finds it; "-" for none). A file given here is used
+	// whatever kernel the recording names.
 	Kallsyms string
 	// KallsymsCache, when set with the default Kallsyms, is the directory
 	// where the running kernel's image symbols are kept between reports
@@ -206,19 +210,28 @@ func Run(r *perfdata.Reader, opts Options, emit func(*Sample) error) (*Summary, 
 }
 
 type processor struct {
-	opts         Options
-	arch         arch.Arch
-	session      *perfdata.Session
-	resolver     *resolve.Resolver
-	ksyms        *kallsyms.Table // loaded by kernelSyms, once (ksymsOnce)
-	ksymsPath    string          // where from; "" for none or when given
-	ksymsCache   string          // LoadProc's cache directory, for /proc/kallsyms
-	ksymsOnce    sync.Once
-	ksymsFull    *kallsyms.Table // the whole table, when ksyms is LoadProc's partial one
-	fullOnce     sync.Once
-	ksymsStore   func() // LoadProc's cache write, run once the table is handed on
-	storeOnce    sync.Once
-	ksymsStart   bool           // the reader met a kernel frame and started loading
+	opts       Options
+	arch       arch.Arch
+	session    *perfdata.Session
+	resolver   *resolve.Resolver
+	ksyms      *kallsyms.Table // loaded by kernelSyms, once (ksymsOnce)
+	ksymsPath  string          // where from; "" for none or when given
+	ksymsCache string          // LoadProc's cache directory, for /proc/kallsyms
+	ksymsOnce  sync.Once
+	ksymsFull  *kallsyms.Table // the whole table, when ksyms is LoadProc's partial one
+	fullOnce   sync.Once
+	ksymsStore func() // LoadProc's cache write, run once the table is handed on
+	storeOnce  sync.Once
+	ksymsStart bool // the reader met a kernel frame and started loading
+	// kernelRef is the recording's kernel map (perf's MMAP record of
+	// "[kernel.kallsyms]_text": the reference symbol's name after the
+	// brackets, its address then in PgOff, the kernel text's range), set
+	// by the reader before the first sample; ksymsDelta is what
+	// kernelSyms found the table's reference symbol moved by since
+	// (KASLR: another boot), added to kernel text addresses to look them
+	// up.
+	kernelRef    *perfdata.Mmap
+	ksymsDelta   uint64
 	ksymsLoading sync.WaitGroup // the goroutine that loads and stores them
 	unw          *unwinder.Unwinder
 	tracker      *procmaps.Tracker
@@ -307,6 +320,9 @@ func (p *processor) kernelSyms() *kallsyms.Table {
 		if p.ksymsPath == "" {
 			return
 		}
+		if p.opts.Kallsyms == "" && !p.recordingKernel() {
+			return
+		}
 		var t *kallsyms.Table
 		var err error
 		if p.ksymsCache != "" {
@@ -316,11 +332,92 @@ func (p *processor) kernelSyms() *kallsyms.Table {
 		}
 		if err == nil {
 			p.ksyms = t
+			p.relocateKernel(t)
 		} else {
 			p.warn("kernel frames will not be symbolized: %v", err)
 		}
 	})
 	return p.ksyms
+}
+
+// relocateKernel sets ksymsDelta from the recording's kernel map: the
+// table's reference symbol (_text) minus where the recording had it, as
+// perf relocates a kallsyms table of another boot (KASLR moves the kernel
+// at every boot; perf record's copy of kallsyms in the build-id cache is
+// of the boot that first recorded that kernel).
+func (p *processor) relocateKernel(t *kallsyms.Table) {
+	ref := p.kernelRef
+	if ref == nil {
+		return
+	}
+	name := strings.TrimPrefix(ref.Filename, "[kernel.kallsyms]")
+	if name == "" {
+		return
+	}
+	if addr, ok := t.Address(name); ok {
+		p.ksymsDelta = addr - ref.PgOff
+	}
+
+}
+
+// lookupKernel names a kernel address of the recording from t: kernel
+// text addresses moved by ksymsDelta, others (modules, BPF) as they are.
+func (p *processor) lookupKernel(t *kallsyms.Table, addr uint64) (*kallsyms.Symbol, uint64, bool) {
+	if ref := p.kernelRef; p.ksymsDelta != 0 && ref != nil && addr >= ref.Start && addr-ref.Start < ref.Len {
+		addr += p.ksymsDelta
+	}
+	return p.kernelTable(t, addr).Lookup(addr)
+}
+
+// recordingKernel points the default kernel symbols (/proc/kallsyms) at
+// the kernel the recording was made on, as perf does: when the recording's
+// [kernel.kallsyms] build-id is not the running kernel's, at perf record's
+// copy of that kernel's /proc/kallsyms in a build-id cache (BuildIDDir,
+// MoreBuildIDDirs). It says false, with a warning, when kernel frames must
+// stay unnamed: this machine's symbols would name them wrongly. A recording
+// without a kernel build-id is named from /proc/kallsyms, as perf names it,
+// with a warning when its kernel release is not this machine's. It runs
+// with the first kernel frame, after a pipe-mode recording's features.
+func (p *processor) recordingKernel() bool {
+	var id string
+	for _, b := range p.session.Features.BuildIDs {
+		if b.Misc&perfdata.MiscCPUModeMask == perfdata.MiscKernel && b.Filename == "[kernel.kallsyms]" && len(b.BuildID) > 0 {
+			id = hex.EncodeToString(b.BuildID)
+		}
+	}
+	running := kallsyms.RunningBuildID()
+	if id == "" || running == "" {
+		rel, err := os.ReadFile("/proc/sys/kernel/osrelease")
+		if here := strings.TrimSpace(string(rel)); err == nil && p.session.Features.OSRelease != "" && here != p.session.Features.OSRelease {
+			p.warn("[kernel.kallsyms]: the recording was made on kernel %s and names no kernel build-id; this machine runs %s: kernel frames are named from this machine's %s and may be wrong (--kallsyms FILE gives the recording kernel's symbols)",
+				p.session.Features.OSRelease, here, p.ksymsPath)
+		}
+		return true
+	}
+	if id == running {
+		return true
+	}
+	dirs := append([]string{p.opts.BuildIDDir}, p.opts.MoreBuildIDDirs...)
+	var looked []string
+	for _, dir := range dirs {
+		if dir == "" {
+			continue
+		}
+		path := kallsyms.PerfCachePath(dir, id)
+		if _, err := os.Stat(path); err == nil {
+			p.ksymsPath, p.ksymsCache = path, ""
+			return true
+		}
+		looked = append(looked, path)
+	}
+	where := "no build-id cache"
+	if len(looked) > 0 {
+		where = "not in " + strings.Join(looked, ", ")
+	}
+	p.warn("[kernel.kallsyms]: the recording was made on a kernel with build-id %s, this machine runs %s, and that kernel's kallsyms is %s (perf record keeps it in ~/.debug, perf archive packs it; --kallsyms FILE gives it): kernel frames are not symbolized",
+		id, running, where)
+	p.ksymsPath = ""
+	return false
 }
 
 // storeKernelSyms writes LoadProc's cache entry, once, after the table
@@ -603,6 +700,12 @@ func missingUserData(s *perfdata.Sample) bool {
 }
 
 func (p *processor) mmap(m *perfdata.Mmap) {
+	if m.Pid == ^uint32(0) && strings.HasPrefix(m.Filename, "[kernel.kallsyms]") {
+		if p.kernelRef == nil {
+			p.kernelRef = m.Clone().(*perfdata.Mmap)
+		}
+		return
+	}
 	exec := m.Prot&procmaps.ProtExec != 0 || (m.Header().Type == perfdata.RecordMmap && !m.Data())
 	if m.Header().Type == perfdata.RecordMmap2 && m.Prot == 0 && !m.Data() {
 		exec = true // synthesized records may carry no prot
@@ -618,7 +721,7 @@ func (p *processor) mmap(m *perfdata.Mmap) {
 		}
 	}
 	p.tracker.Mmap(m.Pid, procmaps.Map{Start: m.Start, End: m.Start + m.Len, PgOff: m.PgOff,
-		Path: m.Filename, BuildID: p.buildID[m.Filename], Prot: m.Prot, Exec: exec})
+		Path: m.Filename, BuildID: p.buildID[m.Filename], Prot: m.Prot, Exec: exec, Maj: m.Maj, Min: m.Min, Ino: m.Ino, InoGen: m.InoGen})
 }
 
 // markerTime is when a jitdump's marker was mapped, in the samples' clock.

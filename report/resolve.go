@@ -44,7 +44,17 @@ func newResolver(opts *Options, s *perfdata.Session, warn func(string), jitClock
 		NoTailCall:      opts.NoTailCall,
 		Warn:            warn,
 		Fetcher:         fetcher(opts.Debuginfod),
+		SameMachine:     sameMachine(s),
 	})
+}
+
+// sameMachine reports whether the recording was made on this machine (its
+// hostname is this one's), so that its mappings' inodes name this
+// machine's files (resolve.Options.SameMachine). A pipe-mode recording's
+// hostname comes later than the resolver is made: false.
+func sameMachine(s *perfdata.Session) bool {
+	host, err := os.Hostname()
+	return err == nil && s.Features.Hostname != "" && s.Features.Hostname == host
 }
 
 // hostVDSO returns the running kernel's vdso when the recording was made

@@ -75,7 +75,7 @@ func (t *traceFormats) parse() {
 // resolveKernel names a kernel address for tracefmt's %pS, from the kernel
 // symbol table once it is loaded.
 func (p *processor) resolveKernel(addr uint64) (string, uint64, bool) {
-	sym, off, ok := p.kernelTable(p.kernelSyms(), addr).Lookup(addr)
+	sym, off, ok := p.lookupKernel(p.kernelSyms(), addr)
 	if !ok {
 		return "", 0, false
 	}

@@ -61,7 +61,7 @@ func (w *worker) kernelFrame(ip uint64) Frame {
 			return f
 		}
 	}
-	if sym, off, ok := w.p.kernelTable(w.ksyms, ip).Lookup(ip); ok {
+	if sym, off, ok := w.p.lookupKernel(w.ksyms, ip); ok {
 		f.Symbol, f.SymOff = sym.Name, off
 		if sym.Module != "" {
 			f.Module = "[" + sym.Module + "]"

@@ -27,7 +27,20 @@
 // cache (Options.BuildIDDir, including [vdso]/ID/vdso); else, with
 // Options.Fetcher (debuginfod), the object fetched by its build-id. Debug
 // files no local search finds come through the Fetcher too. A file whose
-// build-id differs is refused with a warning naming both ids. Objects that
+// build-id differs is refused with a warning naming both ids. When the
+// recording was made on this machine (Options.SameMachine), the device and
+// inode (and inode generation) of perf's MMAP2 records say more: the file
+// at a mapping's path (under SymFS) that is the very inode mapped is used
+// whatever build-id the recording gives, with a warning when it differs
+// (perf reads the build-ids of its list by path as the host sees them, so
+// those of a process in a chroot or container are the host's files'); a
+// file at the path (not under SymFS) that is another inode of the device
+// mapped is not the mapped file: with the recording's build-id it is used
+// as the same build, with a warning that for a chroot's or container's
+// process that build-id is the host file's; without a recorded build-id
+// (perf record lists only objects with sampled IPs) it is refused with a
+// warning naming both inodes: a program rebuilt after the recording.
+// Objects that
 // could not be used are collected for the report's summary (Missing), and
 // where each object found got its information (Objects); each warning is
 // given once per path. An object whose split DWARF (a .dwo or .dwp, DWARF 5

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ustack/ustack/elfcache"
 	"github.com/ustack/ustack/jitdump"
 	"github.com/ustack/ustack/procmaps"
@@ -113,6 +115,13 @@ type Options struct {
 	// Origin names where the build-ids come from in warnings ("the core");
 	// "" is "the recording".
 	Origin string
+	// SameMachine says the recording was made on this machine, so that
+	// a mapping's device and inode (procmaps.Map's Maj, Min, Ino) name
+	// this machine's files: a file at the mapping's path (not under
+	// SymFS) that the recording gives no build-id for is refused, with a
+	// warning, when it is on the device the process mapped but another
+	// inode (rebuilt, reinstalled or replaced since the recording).
+	SameMachine bool
 }
 
 // Mapping is one mapping handed to NewSpace: the mapping as the process had
@@ -171,6 +180,7 @@ const (
 type objectKey struct {
 	path, buildID string
 	pid           uint32 // with ProcRoot, for what depends on the process's root
+	ino           uint64 // with SameMachine, the inode the process mapped
 }
 
 // New returns a Resolver.
@@ -462,6 +472,9 @@ func (r *Resolver) object(pid uint32, m *Mapping) *elfcache.Object {
 	// An object found by its path serves every process; one found (or
 	// not) inside a process's root only that process.
 	key := objectKey{path: path, buildID: string(m.BuildID)}
+	if r.opts.SameMachine {
+		key.ino = m.Ino
+	}
 	own := key
 	if r.opts.ProcRoot {
 		own.pid = pid
@@ -475,7 +488,7 @@ func (r *Resolver) object(pid uint32, m *Mapping) *elfcache.Object {
 	if seen {
 		return obj
 	}
-	obj, where, why := r.find(pid, path, m.BuildID)
+	obj, where, why := r.find(pid, m)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -492,7 +505,7 @@ func (r *Resolver) object(pid uint32, m *Mapping) *elfcache.Object {
 		if _, ok := r.missing[path]; !ok {
 			r.missing[path] = why
 		}
-		if strings.HasPrefix(why, "build-id mismatch") && !r.warned[path] {
+		if (strings.HasPrefix(why, "build-id mismatch") || strings.HasPrefix(why, notMapped)) && !r.warned[path] {
 			r.warned[path] = true
 			r.warnLocked(fmt.Sprintf("%s: %s", path, why))
 		}
@@ -503,7 +516,8 @@ func (r *Resolver) object(pid uint32, m *Mapping) *elfcache.Object {
 // find tries the sources of an object in the order of the build-id
 // policy. It returns where it found the object (a FoundIn value), or why
 // none could be used.
-func (r *Resolver) find(pid uint32, path string, buildID []byte) (*elfcache.Object, string, string) {
+func (r *Resolver) find(pid uint32, m *Mapping) (*elfcache.Object, string, string) {
+	path, buildID := m.Path, m.BuildID
 	var why string
 	keep := func(msg string) {
 		if why == "" || strings.HasPrefix(msg, "build-id mismatch") && !strings.HasPrefix(why, "build-id mismatch") {
@@ -525,7 +539,11 @@ func (r *Resolver) find(pid uint32, path string, buildID []byte) (*elfcache.Obje
 	// A file is trusted first only when the recording says which build
 	// it wants; else the recording's own copy comes first.
 	if path != "[vdso]" && len(buildID) > 0 {
+		if obj := r.mappedFile(m); obj != nil {
+			return obj, FoundFile, ""
+		}
 		if obj := r.openFile(pid, path, buildID, keep); obj != nil {
+			r.otherRoot(obj, m)
 			return obj, FoundFile, ""
 		}
 		// A file deleted while mapped (a library upgraded under a
@@ -546,6 +564,10 @@ func (r *Resolver) find(pid uint32, path string, buildID []byte) (*elfcache.Obje
 	}
 	if path != "[vdso]" && len(buildID) == 0 {
 		if obj := r.openFile(pid, path, nil, keep); obj != nil {
+			if msg := r.replaced(obj, m); msg != "" {
+				keep(msg)
+				return nil, "", msg
+			}
 			return obj, FoundFile, ""
 		}
 	}
@@ -589,6 +611,120 @@ func (r *Resolver) find(pid uint32, path string, buildID []byte) (*elfcache.Obje
 // deletedSuffix is what the kernel appends to the path of a mapped file
 // that has been deleted (in /proc/PID/maps and a core's NT_FILE).
 const deletedSuffix = " (deleted)"
+
+// notMapped starts the reason a file was refused by replaced.
+const notMapped = "not the mapped file"
+
+// replaced says why the file opened by its path for a mapping that the
+// recording gives no build-id for is not the file the process mapped, ""
+// when it may be: with Options.SameMachine, the recording's device and
+// inode of the mapping name another file on the same device. (Another
+// machine's inodes say nothing of this one's files.)
+func (r *Resolver) replaced(obj *elfcache.Object, m *Mapping) string {
+	if r.opts.SymFS != "" {
+		return ""
+	}
+	ino, ok := r.otherInode(obj, m)
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf("%s: %s names no build-id for it (perf record lists only objects with samples; perf record --buildid-all lists every one), "+
+		"and the process mapped inode %d of device %d:%d, where %s is inode %d now (rebuilt or replaced since the recording): its frames are left unnamed, not named from another build",
+		notMapped, r.origin(), m.Ino, m.Maj, m.Min, obj.File(), ino)
+}
+
+// fsIocGetVersion is FS_IOC_GETVERSION (_IOR('v', 1, long) on 64-bit
+// Linux): an inode's generation, which perf's MMAP2 records carry.
+const fsIocGetVersion = 0x80087601
+
+// inodeCheck is what the device and inode of a file say of a mapping's.
+type inodeCheck int
+
+const (
+	inodeUnknown inodeCheck = iota // another device, or nothing to compare
+	inodeSame                      // the inode the process mapped
+	inodeOther                     // another inode, or a reused number of another generation
+)
+
+// checkInode compares file's device, inode and (where the file system
+// tells it) inode generation with the mapping's; its inode is returned for
+// warnings.
+func checkInode(file string, m *Mapping) (inodeCheck, uint64) {
+	var st unix.Stat_t
+	if m.Ino == 0 || unix.Stat(file, &st) != nil || unix.Major(st.Dev) != m.Maj || unix.Minor(st.Dev) != m.Min {
+		return inodeUnknown, 0
+	}
+	if st.Ino != m.Ino {
+		return inodeOther, st.Ino
+	}
+	if m.InoGen != 0 {
+		if fd, err := unix.Open(file, unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+			gen, err := unix.IoctlGetUint32(fd, fsIocGetVersion)
+			unix.Close(fd)
+			if err == nil && uint64(gen) != m.InoGen&0xffffffff {
+				return inodeOther, st.Ino
+			}
+		}
+	}
+	return inodeSame, st.Ino
+}
+
+// otherInode returns the inode of obj's file when, with
+// Options.SameMachine, it is on the device the process mapped but is not
+// the inode it mapped (or a reused number of it): not the mapped file.
+func (r *Resolver) otherInode(obj *elfcache.Object, m *Mapping) (uint64, bool) {
+	if !r.opts.SameMachine {
+		return 0, false
+	}
+	c, ino := checkInode(obj.File(), m)
+	return ino, c == inodeOther
+}
+
+// mappedFile returns the file at the mapping's path (under SymFS) when,
+// with Options.SameMachine, it is the very inode the process mapped: the
+// mapped file, whatever build-id the recording gives. perf takes the
+// build-ids of its list from the paths as this machine's root sees them,
+// so those of a process in a chroot or container are its host's files'
+// (another build, or none); the mapped file is used then, with a warning
+// naming both build-ids. nil when the inodes say nothing.
+func (r *Resolver) mappedFile(m *Mapping) *elfcache.Object {
+	if !r.opts.SameMachine || m.Ino == 0 {
+		return nil
+	}
+	obj, err := r.cache.Open(m.Path)
+	if err != nil {
+		return nil
+	}
+	if c, _ := checkInode(obj.File(), m); c != inodeSame {
+		return nil
+	}
+	if mismatch(obj, m.BuildID) {
+		r.warnOnce(m.Path, fmt.Sprintf("%s: %s gives build-id %x, but %s, the file the process mapped (inode %d of device %d:%d), has %x: "+
+			"the recording's build-id is another file's at this path (perf reads build-ids by path as the host sees it, outside a chroot's or container's root; "+
+			"a path mapped in two roots gets one build-id); using the mapped file",
+			m.Path, r.origin(), m.BuildID, obj.File(), m.Ino, m.Maj, m.Min, obj.BuildID()))
+	}
+	return obj
+}
+
+// otherRoot warns, once per path, when the file found at a mapping's path
+// by its build-id (not under SymFS) is, with Options.SameMachine, another
+// inode of the device the process mapped. The same build-id makes it the
+// same build (installed again, or a twin without debug information), and
+// it is used; but perf reads the build-ids of its list by path as the host
+// sees it, so for a process that ran in a chroot or container the
+// recording's build-id is this file's, whatever that root held: the
+// warning says so, and that --symfs gives the root's files.
+func (r *Resolver) otherRoot(obj *elfcache.Object, m *Mapping) {
+	if r.opts.SymFS != "" {
+		return
+	}
+	if ino, ok := r.otherInode(obj, m); ok {
+		r.warnOnce(m.Path, fmt.Sprintf("%s: the process mapped inode %d of device %d:%d, not %s (inode %d), which has %s's build-id %x and is used as the same build; "+
+			"if the process ran in a chroot or container, that build-id is this file's (perf reads build-ids by path), not the mapped one's: --symfs ROOT gives the files of the process's root",
+			m.Path, m.Ino, m.Maj, m.Min, obj.File(), ino, r.origin(), m.BuildID))
+	}
+}
 
 // openFile opens the mapped file (under SymFS), or with ProcRoot the same
 // path inside the process's root.

@@ -41,7 +41,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	output := fs.String("o", "", "write the report to `file` instead of standard output")
 	format := fs.String("format", "text", "output format: text (like perf script), json, folded, pprof, flamegraph (interactive SVG), speedscope")
 	symfs := fs.String("symfs", "", "look for objects under `dir`, like perf's --symfs")
-	kall := fs.String("kallsyms", "", "kernel symbol `file` (default /proc/kallsyms; - for none)")
+	kall := fs.String("kallsyms", "", "kernel symbol `file` (default: the recording kernel's, /proc/kallsyms or perf record's copy in the build-id cache; - for none)")
 	debugDir := fs.String("debug-dir", "", "colon-separated directories searched for separate debug files (default /usr/lib/debug)")
 	buildIDDir := fs.String("buildid-dir", "", "perf's build-id cache `dir` (default ~/.debug)")
 	noInline := fs.Bool("no-inline", false, "do not show inlined functions")
