@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -57,7 +58,28 @@ func TestOneNamePerFrame(t *testing.T) {
 	requirePerf(t)
 	dir := t.TempDir()
 	bin := build(t, dir, "threads", threadSrc, "-O2", "-g", "-pthread")
-	data := recordWith(t, dir, "dwarf", []string{"--call-graph", "dwarf"}, bin)
+	// perf loses samples on a loaded machine (a CI run once kept 60):
+	// record again, up to three times, until enough are comparable.
+	for attempt := 1; ; attempt++ {
+		data := recordWith(t, dir, fmt.Sprintf("dwarf%d", attempt), []string{"--call-graph", "dwarf"}, bin)
+		compared, clone3, startMain := checkOneNamePerFrame(t, data)
+		t.Logf("%d samples compared in all four formats; %d through clone3, %d through __libc_start_main_impl", compared, clone3, startMain)
+		if compared >= 100 && clone3 > 0 && startMain > 0 || t.Failed() {
+			return
+		}
+		if attempt == 3 {
+			t.Errorf("too few samples compared (%d, %d with clone3, %d with __libc_start_main_impl)", compared, clone3, startMain)
+			return
+		}
+		t.Logf("recording again: too few samples to compare")
+	}
+}
+
+// checkOneNamePerFrame is TestOneNamePerFrame's check of one recording;
+// it returns how many samples it compared, and how many of them went
+// through clone3 and __libc_start_main_impl.
+func checkOneNamePerFrame(t *testing.T, data string) (compared, clone3, startMain int) {
+	t.Helper()
 	text, js, folded, prof, _ := runAll(t, data, Options{})
 
 	for name, out := range map[string][]byte{"text": text, "json": js, "folded": folded} {
@@ -91,7 +113,6 @@ func TestOneNamePerFrame(t *testing.T) {
 
 	// Folded: the text's stacks, outermost first, counted.
 	want := map[string]int{}
-	compared, clone3, startMain := 0, 0, 0
 	for i, names := range stacks {
 		js := jsamples[i].Frames
 		if len(js) != len(names) || slices.Contains(names, "[unknown]") {
@@ -154,10 +175,7 @@ func TestOneNamePerFrame(t *testing.T) {
 			t.Errorf("folded has %d of the text's %d samples of %s", got[stack], n, stack)
 		}
 	}
-	t.Logf("%d samples compared in all four formats; %d through clone3, %d through __libc_start_main_impl", compared, clone3, startMain)
-	if compared < 100 || clone3 == 0 || startMain == 0 {
-		t.Errorf("too few samples compared (%d, %d with clone3, %d with __libc_start_main_impl)", compared, clone3, startMain)
-	}
+	return compared, clone3, startMain
 }
 
 // TestOneNameCPlusPlus: a C++ frame has one name in every format: the
