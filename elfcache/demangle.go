@@ -31,7 +31,7 @@ func Demangle(name string) (out string) {
 		}
 	}()
 	s, err := demangle.ToString(name, demangle.MaxLength(20))
-	if err != nil || s == "" {
+	if err != nil || s == "" || !utf8.ValidString(s) && utf8.ValidString(name) {
 		return name
 	}
 	return s
@@ -57,7 +57,9 @@ func DemangleShort(name string) (out string) {
 		}
 	}()
 	s, err := demangle.ToString(name, demangle.NoParams, demangle.MaxLength(20))
-	if err != nil || s == "" {
+	// The demangle package can cut a name inside a character
+	// (_Z3A0κ: "A0" and κ's first byte): such a name did not demangle.
+	if err != nil || s == "" || !utf8.ValidString(s) && utf8.ValidString(name) {
 		return name
 	}
 	return s
