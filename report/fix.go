@@ -15,7 +15,7 @@ type missingFix struct {
 	// not used).
 	exePath  string
 	exeGiven bool
-	symFS   string
+	symFS    string
 	// buildIDs are the recording's build-ids by path.
 	buildIDs map[string][]byte
 	// buildIDDir: --buildid-dir was given (it lacked them too).
