@@ -50,6 +50,10 @@ type Sources struct {
 	// Supplementary is the path of the debug file's dwz supplementary
 	// file; "" when none.
 	Supplementary string
+	// SplitDWARF are the .dwo files and .dwp package that split units'
+	// inline chains were read from so far (gcc -gsplit-dwarf: the
+	// line tables stay in the object), sorted; nil when none was read.
+	SplitDWARF []string
 }
 
 // Sources reports where the object's information comes from. It builds
@@ -74,6 +78,7 @@ func (o *Object) Sources() Sources {
 		if a, _ := x.owner.supplementary(); a != nil && x.alt != nil {
 			s.Supplementary = a.file
 		}
+		s.SplitDWARF = x.owner.splitFiles()
 	} else if o.goTable() != nil {
 		s.Lines = OriginGoPCLN
 	}

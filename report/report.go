@@ -832,6 +832,9 @@ func (s *Summary) writeObjects(w io.Writer) {
 		if o.Sources.Supplementary != "" {
 			fmt.Fprintf(w, "; supplementary %s", o.Sources.Supplementary)
 		}
+		if len(o.Sources.SplitDWARF) > 0 {
+			fmt.Fprintf(w, "; split DWARF %s", strings.Join(o.Sources.SplitDWARF, ", "))
+		}
 		if len(o.BuildID) > 0 {
 			fmt.Fprintf(w, "; build-id %x", o.BuildID)
 		}
