@@ -23,9 +23,12 @@ const (
 	OriginMiniDebugInfo
 	// OriginGoPCLN: Go's .gopclntab.
 	OriginGoPCLN
+	// OriginJITDump: a JIT's jitdump (jit-PID.dump), for JIT code, which
+	// no ELF file describes (set by package resolve).
+	OriginJITDump
 )
 
-var originNames = [...]string{"none", "file", "debug file", "archive", "debuginfod", "MiniDebugInfo", "pclntab"}
+var originNames = [...]string{"none", "file", "debug file", "archive", "debuginfod", "MiniDebugInfo", "pclntab", "jitdump"}
 
 // String returns the origin's name as a summary prints it.
 func (g Origin) String() string {

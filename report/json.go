@@ -167,6 +167,7 @@ type jsonObject struct {
 	DebugFile     *string  `json:"debug_file"`
 	Supplementary *string  `json:"supplementary"`
 	SplitDWARF    []string `json:"split_dwarf"`
+	File          *string  `json:"file"`
 }
 
 type jsonMissing struct {
@@ -184,7 +185,7 @@ func (j *JSONWriter) WriteSummary(s *Summary) error {
 		jo := jsonObject{Path: o.Path, Object: o.FoundIn, Unwind: o.Sources.Unwind.String(),
 			Symbols: o.Sources.Symbols.String(), Lines: o.Sources.Lines.String(),
 			DebugFile: orNull(o.Sources.DebugFile), Supplementary: orNull(o.Sources.Supplementary),
-			SplitDWARF: append([]string{}, o.Sources.SplitDWARF...)}
+			SplitDWARF: append([]string{}, o.Sources.SplitDWARF...), File: orNull(o.File)}
 		if len(o.BuildID) > 0 {
 			jo.BuildID = orNull(hex.EncodeToString(o.BuildID))
 		}

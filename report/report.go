@@ -835,6 +835,9 @@ func (s *Summary) writeObjects(w io.Writer) {
 		if len(o.Sources.SplitDWARF) > 0 {
 			fmt.Fprintf(w, "; split DWARF %s", strings.Join(o.Sources.SplitDWARF, ", "))
 		}
+		if o.File != "" {
+			fmt.Fprintf(w, "; read from %s", o.File)
+		}
 		if len(o.BuildID) > 0 {
 			fmt.Fprintf(w, "; build-id %x", o.BuildID)
 		}

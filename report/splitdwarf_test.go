@@ -167,7 +167,7 @@ func TestReportSplitDWARF(t *testing.T) {
 				used = filepath.Join(dir, "prog.dwp")
 			}
 			assert.Regexp(t, `(?m)^  `+regexp.QuoteMeta(bin)+`: object file, unwind file, symbols file, lines file; split DWARF `+
-				regexp.QuoteMeta(used)+`; build-id `+testprog.BuildID(t, bin)+`$`, verboseSummary(t, data))
+				regexp.QuoteMeta(used)+`; build-id `+testprog.BuildID(t, bin)+`$`, verboseSummary(t, data, Options{}))
 			if c.pack != "" {
 				return
 			}
@@ -189,12 +189,13 @@ func TestReportSplitDWARF(t *testing.T) {
 	}
 }
 
-// verboseSummary returns the text summary of a report of data with
-// Options.ObjectSources (ustack report --verbose).
-func verboseSummary(t *testing.T, data string) string {
+// verboseSummary returns the text summary of a report of data with opts
+// and Options.ObjectSources (ustack report --verbose).
+func verboseSummary(t *testing.T, data string, opts Options) string {
 	t.Helper()
 	r, _ := openRecording(t, data)
-	sum, err := Run(r, Options{ObjectSources: true}, func(*Sample) error { return nil })
+	opts.ObjectSources = true
+	sum, err := Run(r, opts, func(*Sample) error { return nil })
 	require.NoError(t, err)
 	var b strings.Builder
 	sum.WriteSummary(&b)
