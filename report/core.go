@@ -461,7 +461,7 @@ func RunCore(c *Core, opts CoreOptions, emit func(*Sample) error) (*Summary, err
 		}
 	}
 	sum.Missing = s.resolver.Missing()
-	sum.fix = missingFix{symFS: opts.SymFS, exePath: c.ExePath, exeGiven: opts.Exe != ""}
+	sum.fix = coreFix(c, opts)
 	if opts.ObjectSources {
 		sum.Objects = s.resolver.Objects()
 	}

@@ -27,6 +27,11 @@ type missingFix struct {
 	debuginfodOff bool
 }
 
+// coreFix is what MissingFix needs of a core's report.
+func coreFix(c *Core, opts CoreOptions) missingFix {
+	return missingFix{symFS: opts.SymFS, exePath: c.ExePath, exeGiven: opts.Exe != ""}
+}
+
 // fixable reports whether a missing object's reason is one a file of the
 // object (the right build of it) would cure: not found, or found but
 // another build. Anonymous memory, the vdso and jitdumps are not files a

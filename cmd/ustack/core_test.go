@@ -173,6 +173,15 @@ func TestReportCoreInfo(t *testing.T) {
 	for _, u := range tr.EuUnstrip {
 		assert.Regexp(t, fmt.Sprintf(`build-id %s: found `, u.BuildID), out, u.Name)
 	}
+	assert.NotContains(t, out, "to use them", "every object was found")
+
+	// The program gone from the root: it is missing, and the list ends
+	// with how to give it.
+	require.NoError(t, os.Rename(filepath.Join(symfs, tr.Exe), filepath.Join(t.TempDir(), "gone")))
+	code, out, errs = runCore(t, "--symfs", symfs, "--core-info", filepath.Join(coreTestdata, tr.Core))
+	require.Equal(t, exitOK, code, errs)
+	assert.Regexp(t, `(?m)^  `+regexp.QuoteMeta(tr.Exe)+` at 0x[0-9a-f]+, build-id [0-9a-f]+: missing: not found under .*\n(  .*\n)*`+
+		regexp.QuoteMeta("to use them: --exe FILE gives the main executable (a file of the build the core ran)\n"), out)
 }
 
 // TestReportCoreExe reports a core whose program is not where the core
