@@ -80,7 +80,7 @@ func (s *Summary) MissingFix() string {
 		if f.symFS != "" {
 			ways = append(ways, "--symfs "+f.symFS+" finds them when copied there at their recorded paths")
 		} else {
-			ways = append(ways, "--symfs DIR finds them under DIR, "+root+" (DIR"+others[0]+")")
+			ways = append(ways, "--symfs DIR finds them under DIR, "+root+", holding DIR"+others[0])
 		}
 	}
 	if !s.core && len(withID) > 0 {

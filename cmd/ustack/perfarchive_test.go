@@ -111,7 +111,7 @@ func TestReportPerfArchive(t *testing.T) {
 	run([]string{"report", "-i", data, "--buildid-dir", empty, "--kallsyms", "-", "--perf-archive", "-"}, &stdout, &stderr)
 	assert.Zero(t, chainCount(stdout.String()), "the chain came from somewhere else than the tarball")
 	assert.Contains(t, stdout.String(), unnamed)
-	fix := "ustack: to use them: --symfs DIR finds them under DIR, a copy of the recording machine's root (DIR" + bin + "); " +
+	fix := "ustack: to use them: --symfs DIR finds them under DIR, a copy of the recording machine's root, holding DIR" + bin + "; " +
 		"--perf-archive FILE finds them in the tarball that perf archive makes on the recording machine; " +
 		"DEBUGINFOD_URLS=URL fetches them by build-id from a debuginfod server\n"
 	assert.Regexp(t, "(?m)^  "+regexp.QuoteMeta(bin)+": not found.*\n"+regexp.QuoteMeta(fix), stderr.String())
