@@ -150,6 +150,11 @@ type Object struct {
 	dwp     *dwpPackage
 	dwpErr  error // why a FILE.dwp found could not be read
 
+	// splitMu guards splitUsed: the .dwo files and .dwp package split
+	// units were read from (Sources.SplitDWARF).
+	splitMu   sync.Mutex
+	splitUsed map[string]bool
+
 	goOnce sync.Once
 	gopcln *goPCLN
 	goErr  error

@@ -23,9 +23,12 @@ const (
 	OriginMiniDebugInfo
 	// OriginGoPCLN: Go's .gopclntab.
 	OriginGoPCLN
+	// OriginJITDump: a JIT's jitdump (jit-PID.dump), for JIT code, which
+	// no ELF file describes (set by package resolve).
+	OriginJITDump
 )
 
-var originNames = [...]string{"none", "file", "debug file", "archive", "debuginfod", "MiniDebugInfo", "pclntab"}
+var originNames = [...]string{"none", "file", "debug file", "archive", "debuginfod", "MiniDebugInfo", "pclntab", "jitdump"}
 
 // String returns the origin's name as a summary prints it.
 func (g Origin) String() string {
@@ -50,6 +53,10 @@ type Sources struct {
 	// Supplementary is the path of the debug file's dwz supplementary
 	// file; "" when none.
 	Supplementary string
+	// SplitDWARF are the .dwo files and .dwp package that split units'
+	// inline chains were read from so far (gcc -gsplit-dwarf: the
+	// line tables stay in the object), sorted; nil when none was read.
+	SplitDWARF []string
 }
 
 // Sources reports where the object's information comes from. It builds
@@ -74,6 +81,7 @@ func (o *Object) Sources() Sources {
 		if a, _ := x.owner.supplementary(); a != nil && x.alt != nil {
 			s.Supplementary = a.file
 		}
+		s.SplitDWARF = x.owner.splitFiles()
 	} else if o.goTable() != nil {
 		s.Lines = OriginGoPCLN
 	}

@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -126,6 +128,7 @@ func (x *lineIndex) dwoOpen(e *dwarf.Entry) (dx *lineIndex, r *dwarf.Reader, spl
 			if err != nil {
 				return nil, nil, nil, nil, err
 			}
+			x.owner.usedSplit(dwp.o.file)
 			return dx, r, split, nil, nil
 		}
 		tried = append(tried, dwp.path()+" (not in its index)")
@@ -187,6 +190,7 @@ func (x *lineIndex) dwoOpen(e *dwarf.Entry) (dx *lineIndex, r *dwarf.Reader, spl
 			}
 			return nil, nil, nil, nil, err
 		}
+		x.owner.usedSplit(p)
 		return dx, r, split, o, nil
 	}
 	if mismatch != nil {
@@ -194,6 +198,24 @@ func (x *lineIndex) dwoOpen(e *dwarf.Entry) (dx *lineIndex, r *dwarf.Reader, spl
 			mismatch.path, mismatch.got, sk.id, strings.Join(tried, ", "))
 	}
 	return nil, nil, nil, nil, fmt.Errorf("split DWARF file %s (DWO id %#x) not found; looked for %s", sk.name, sk.id, strings.Join(tried, ", "))
+}
+
+// usedSplit notes that a split unit's DWARF was read from file (a .dwo or
+// the .dwp package), for Sources.SplitDWARF.
+func (o *Object) usedSplit(file string) {
+	o.splitMu.Lock()
+	defer o.splitMu.Unlock()
+	if o.splitUsed == nil {
+		o.splitUsed = map[string]bool{}
+	}
+	o.splitUsed[file] = true
+}
+
+// splitFiles returns the files usedSplit noted, sorted.
+func (o *Object) splitFiles() []string {
+	o.splitMu.Lock()
+	defer o.splitMu.Unlock()
+	return slices.Sorted(maps.Keys(o.splitUsed))
 }
 
 // dwoMismatch is the error of a .dwo whose unit is not the skeleton's.

@@ -461,6 +461,7 @@ func RunCore(c *Core, opts CoreOptions, emit func(*Sample) error) (*Summary, err
 		}
 	}
 	sum.Missing = s.resolver.Missing()
+	sum.fix = coreFix(c, opts)
 	if opts.ObjectSources {
 		sum.Objects = s.resolver.Objects()
 	}

@@ -108,6 +108,10 @@ func WriteCoreInfo(w io.Writer, c *Core, opts CoreOptions) error {
 			fmt.Fprintf(bw, "not used (no executable mapping)\n")
 		}
 	}
+	fixes := &Summary{Missing: missing, core: true, fix: coreFix(c, opts)}
+	if fix := fixes.MissingFix(); fix != "" {
+		fmt.Fprintf(bw, "%s\n", fix)
+	}
 	if len(s.warnings) > 0 {
 		fmt.Fprintf(bw, "warnings: %d\n", len(s.warnings))
 		for _, w := range s.warnings {

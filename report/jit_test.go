@@ -1,9 +1,15 @@
 package report
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/ustack/ustack/internal/testprog"
 )
 
 const jitSrc = `
@@ -65,5 +71,64 @@ func TestJITPerfMap(t *testing.T) {
 	}
 	if n != 10 {
 		t.Errorf("%d close samples through the JIT code; want 10", n)
+	}
+}
+
+// jitElsewhereSrc is jitSrc whose perf map names other code than the
+// trampoline's.
+var jitElsewhereSrc = strings.Replace(jitSrc, `"%lx %zx jitted_trampoline\n", (unsigned long)p, sizeof code`,
+	`"%lx %zx elsewhere\n", (unsigned long)p + 0x800, sizeof code`, 1)
+
+// TestJITUnnamedModule: a frame in anonymous memory that no perf map
+// names is printed as perf script prints it, "[unknown]
+// (/tmp/perf-PID.map)", both when the JIT's map exists without its
+// address and when there is no map at all (perf names anonymous memory
+// after the map either way); the frame's Module (JSON's module) stays the
+// mapping's name, //anon. perf reads only /tmp/perf-PID.map: the map is
+// written there and removed after (or, for no map, in the test's
+// directory).
+func TestJITUnnamedModule(t *testing.T) {
+	requirePerf(t)
+	dir := t.TempDir()
+	bin := build(t, dir, "jitelse", jitElsewhereSrc, "-O2", "-fno-omit-frame-pointer")
+	for _, withMap := range []bool{true, false} {
+		name := "no_map"
+		t.Setenv("JIT_MAP_DIR", dir)
+		if withMap {
+			name = "map_without_address"
+			t.Setenv("JIT_MAP_DIR", "/tmp")
+		}
+		t.Run(name, func(t *testing.T) {
+			data := recordWith(t, dir, name, []string{"--call-graph", "dwarf"}, bin)
+			perf := testprog.Script(t, data, "-F", "comm,tid,time,event,ip,sym,symoff,dso")
+			blocks, samples := ustackScriptWith(t, data, Options{})
+			var text strings.Builder
+			for _, b := range blocks {
+				text.WriteString(strings.Join(b, "\n") + "\n")
+			}
+			var pid uint32
+			n := 0
+			for _, s := range samples {
+				if s.Event != "syscalls:sys_enter_close" || indexOf(userChain(s), "cb") < 0 {
+					continue
+				}
+				pid = s.Pid
+				for _, f := range s.Frames {
+					if f.Module != "//anon" || f.Symbol != "" {
+						continue
+					}
+					n++
+					want := fmt.Sprintf("%16x [unknown] (/tmp/perf-%d.map)", f.Addr, s.Pid)
+					assert.Contains(t, text.String(), "\t"+want+"\n", "ustack's text")
+					assert.Contains(t, perf, want+"\n", "perf script prints the frame so")
+				}
+			}
+			assert.Equal(t, 10, n, "close samples through the unnamed JIT frame (JSON module //anon)")
+			if withMap {
+				mp := fmt.Sprintf("/tmp/perf-%d.map", pid)
+				require.FileExists(t, mp)
+				os.Remove(mp)
+			}
+		})
 	}
 }

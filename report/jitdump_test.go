@@ -59,6 +59,9 @@ func TestJITDump(t *testing.T) {
 		}
 	}
 	require.Len(t, got, 30, "close samples through the JIT code")
+	// --verbose names the dump, found where the JIT wrote it.
+	assert.Contains(t, verboseSummary(t, data, Options{PerfMapDir: dir}),
+		"\n  "+dumps[0]+": object file, unwind jitdump, symbols jitdump, lines jitdump\n")
 	for k := range got {
 		want, wantAddr := "jit_hop_a", addrs[0]
 		switch {
@@ -101,6 +104,9 @@ func TestJITDump(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 20, n, "close samples through jit_hop_b with the dump beside the recording")
+	moved := filepath.Join(other, filepath.Base(dumps[0]))
+	assert.Contains(t, verboseSummary(t, data, Options{PerfMapDir: dir, JITDumpDirs: []string{other}}),
+		"\n  "+dumps[0]+": object beside the recording, unwind jitdump, symbols jitdump, lines jitdump; read from "+moved+"\n")
 
 	// Recorded in perf's own clock (no -k 1): the dump's times can only be
 	// matched approximately (by when the dump was mapped), and the report

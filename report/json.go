@@ -158,14 +158,16 @@ type jsonSummary struct {
 }
 
 type jsonObject struct {
-	Path          string  `json:"path"`
-	BuildID       *string `json:"build_id"`
-	Object        string  `json:"object"`
-	Unwind        string  `json:"unwind"`
-	Symbols       string  `json:"symbols"`
-	Lines         string  `json:"lines"`
-	DebugFile     *string `json:"debug_file"`
-	Supplementary *string `json:"supplementary"`
+	Path          string   `json:"path"`
+	BuildID       *string  `json:"build_id"`
+	Object        string   `json:"object"`
+	Unwind        string   `json:"unwind"`
+	Symbols       string   `json:"symbols"`
+	Lines         string   `json:"lines"`
+	DebugFile     *string  `json:"debug_file"`
+	Supplementary *string  `json:"supplementary"`
+	SplitDWARF    []string `json:"split_dwarf"`
+	File          *string  `json:"file"`
 }
 
 type jsonMissing struct {
@@ -182,7 +184,8 @@ func (j *JSONWriter) WriteSummary(s *Summary) error {
 	for _, o := range s.Objects {
 		jo := jsonObject{Path: o.Path, Object: o.FoundIn, Unwind: o.Sources.Unwind.String(),
 			Symbols: o.Sources.Symbols.String(), Lines: o.Sources.Lines.String(),
-			DebugFile: orNull(o.Sources.DebugFile), Supplementary: orNull(o.Sources.Supplementary)}
+			DebugFile: orNull(o.Sources.DebugFile), Supplementary: orNull(o.Sources.Supplementary),
+			SplitDWARF: append([]string{}, o.Sources.SplitDWARF...), File: orNull(o.File)}
 		if len(o.BuildID) > 0 {
 			jo.BuildID = orNull(hex.EncodeToString(o.BuildID))
 		}

@@ -185,7 +185,8 @@ type Summary struct {
 	// force (Options.MaxFrames); stacks cut by it stopped with "depth".
 	MaxFrames int
 
-	core bool // a core dump's threads: no stack snapshot to enlarge
+	core bool       // a core dump's threads: no stack snapshot to enlarge
+	fix  missingFix // what MissingFix needs
 }
 
 // Run reads the recording and calls emit for every sample, in file order.
@@ -206,7 +207,12 @@ func Run(r *perfdata.Reader, opts Options, emit func(*Sample) error) (*Summary, 
 	if opts.Debuginfod.Enabled() {
 		p.prepareObjects()
 	}
-	return p.run(r, emit)
+	sum, err := p.run(r, emit)
+	if sum != nil {
+		sum.fix = missingFix{symFS: opts.SymFS, buildIDs: p.buildID, buildIDDir: opts.BuildIDDir != "",
+			perfArchive: len(opts.MoreBuildIDDirs) > 0, debuginfodOff: opts.Debuginfod != nil && !opts.Debuginfod.Enabled()}
+	}
+	return sum, err
 }
 
 type processor struct {
@@ -801,6 +807,9 @@ func (s *Summary) WriteSummary(w io.Writer) {
 		for _, k := range keys {
 			fmt.Fprintf(w, "  %s: %s\n", k, s.Missing[k])
 		}
+		if fix := s.MissingFix(); fix != "" {
+			fmt.Fprintf(w, "ustack: %s\n", fix)
+		}
 	}
 	if s.DecodeError != nil {
 		fmt.Fprintf(w, "ustack: the recording is damaged; reading stopped: %v\n", s.DecodeError)
@@ -822,6 +831,12 @@ func (s *Summary) writeObjects(w io.Writer) {
 		}
 		if o.Sources.Supplementary != "" {
 			fmt.Fprintf(w, "; supplementary %s", o.Sources.Supplementary)
+		}
+		if len(o.Sources.SplitDWARF) > 0 {
+			fmt.Fprintf(w, "; split DWARF %s", strings.Join(o.Sources.SplitDWARF, ", "))
+		}
+		if o.File != "" {
+			fmt.Fprintf(w, "; read from %s", o.File)
 		}
 		if len(o.BuildID) > 0 {
 			fmt.Fprintf(w, "; build-id %x", o.BuildID)
@@ -856,7 +871,7 @@ func (s *Summary) StackSizeFix() string {
 	if size >= max {
 		return fmt.Sprintf("the recording already copied %d bytes, the kernel's limit", size)
 	}
-	if len(s.Cmdline) > 0 && filepath.Base(s.Cmdline[0]) == "ustack" {
+	if s.recordedByUstack() {
 		return fmt.Sprintf("record more with ustack record --stack-size %d (this recording copied %d bytes)", next, size)
 	}
 	return fmt.Sprintf("record more with perf record --call-graph dwarf,%d (this recording copied %d bytes)", next, size)

@@ -59,9 +59,9 @@ func TestJSONSummaryRecord(t *testing.T) {
 	require.NoError(t, sw.WriteSummary(sourcesSummary()))
 	require.NoError(t, w.Close())
 	want := `{"summary":{"samples":12,"filtered":2,"lost":1,"objects":[` +
-		`{"path":"/usr/bin/prog","build_id":"abcd","object":"debuginfod","unwind":"file","symbols":"debuginfod","lines":"debuginfod","debug_file":"/cache/abcd/debuginfo","supplementary":"/cache/0a0b/debuginfo"},` +
-		`{"path":"/srv/gosrv","build_id":null,"object":"file","unwind":"pclntab","symbols":"pclntab","lines":"none","debug_file":null,"supplementary":null},` +
-		`{"path":"/usr/lib/libc.so.6","build_id":"01","object":"build-id cache","unwind":"file","symbols":"file","lines":"none","debug_file":null,"supplementary":null}],` +
+		`{"path":"/usr/bin/prog","build_id":"abcd","object":"debuginfod","unwind":"file","symbols":"debuginfod","lines":"debuginfod","debug_file":"/cache/abcd/debuginfo","supplementary":"/cache/0a0b/debuginfo","split_dwarf":[],"file":null},` +
+		`{"path":"/srv/gosrv","build_id":null,"object":"file","unwind":"pclntab","symbols":"pclntab","lines":"none","debug_file":null,"supplementary":null,"split_dwarf":[],"file":null},` +
+		`{"path":"/usr/lib/libc.so.6","build_id":"01","object":"build-id cache","unwind":"file","symbols":"file","lines":"none","debug_file":null,"supplementary":null,"split_dwarf":[],"file":null}],` +
 		`"missing":[{"path":"/usr/lib/libgone.so","why":"not found; object with build-id 0102: debuginfod: not found"}]}}` + "\n"
 	require.Equal(t, want, b.String())
 	sch := reportSchema(t)

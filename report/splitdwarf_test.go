@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -159,6 +160,14 @@ func TestReportSplitDWARF(t *testing.T) {
 			for _, w := range warnings {
 				assert.NotContains(t, w, "split DWARF", "warning")
 			}
+			// --verbose names the files the inline chains came from: the
+			// two units' .dwo files the skeletons name, or the package.
+			used := filepath.Join(dir, "a.dwo") + ", " + filepath.Join(dir, "b.dwo")
+			if c.pack != "" {
+				used = filepath.Join(dir, "prog.dwp")
+			}
+			assert.Regexp(t, `(?m)^  `+regexp.QuoteMeta(bin)+`: object file, unwind file, symbols file, lines file; split DWARF `+
+				regexp.QuoteMeta(used)+`; build-id `+testprog.BuildID(t, bin)+`$`, verboseSummary(t, data, Options{}))
 			if c.pack != "" {
 				return
 			}
@@ -178,4 +187,17 @@ func TestReportSplitDWARF(t *testing.T) {
 			assert.Contains(t, split[0], "not found")
 		})
 	}
+}
+
+// verboseSummary returns the text summary of a report of data with opts
+// and Options.ObjectSources (ustack report --verbose).
+func verboseSummary(t *testing.T, data string, opts Options) string {
+	t.Helper()
+	r, _ := openRecording(t, data)
+	opts.ObjectSources = true
+	sum, err := Run(r, opts, func(*Sample) error { return nil })
+	require.NoError(t, err)
+	var b strings.Builder
+	sum.WriteSummary(&b)
+	return b.String()
 }

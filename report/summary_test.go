@@ -35,3 +35,52 @@ func TestWriteSummary(t *testing.T) {
 		t.Errorf("clean summary printed %q", b.String())
 	}
 }
+
+// TestMissingFix checks which options the summary suggests for missing
+// objects: only those that could find them (a build-id for the build-id
+// ways, DEBUGINFOD_URLS only when unset, perf archive only for perf's
+// recordings, nothing for anonymous memory or the vdso).
+func TestMissingFix(t *testing.T) {
+	s := &Summary{Missing: map[string]string{"/opt/a.so": "not found", "//anon": "not found", "[vdso]": "not found"},
+		fix: missingFix{buildIDs: map[string][]byte{}, buildIDDir: true}}
+	want := "to use them: --symfs DIR finds them under DIR, a copy of the recording machine's root, holding DIR/opt/a.so"
+	if got := s.MissingFix(); got != want {
+		t.Errorf("no build-id:\n got %q\nwant %q", got, want)
+	}
+	s.fix.buildIDs["/opt/a.so"] = []byte{1}
+	s.Cmdline = []string{"/usr/bin/ustack", "record"}
+	if got := s.MissingFix(); got != want {
+		t.Errorf("ustack's recording, --buildid-dir given, DEBUGINFOD_URLS set:\n got %q\nwant %q", got, want)
+	}
+	s.fix.debuginfodOff = true
+	if got, w := s.MissingFix(), want+"; DEBUGINFOD_URLS=URL fetches them by build-id from a debuginfod server"; got != w {
+		t.Errorf("DEBUGINFOD_URLS unset:\n got %q\nwant %q", got, w)
+	}
+	s.Missing = map[string]string{"//anon": "not found", "/opt/b.so": "/opt/b.so: no loadable segment maps file offset 0x1000"}
+	if got := s.MissingFix(); got != "" {
+		t.Errorf("nothing an option could find, yet %q", got)
+	}
+	var b bytes.Buffer
+	s.WriteSummary(&b)
+	if strings.Contains(b.String(), "to use them") {
+		t.Errorf("summary suggests a fix for what none fixes:\n%s", b.String())
+	}
+}
+
+// TestMissingFixCore: a core's program and libraries gone, no --symfs:
+// --exe for the program, --symfs for the others, naming where one of them
+// goes; none of the recordings' build-id ways.
+func TestMissingFixCore(t *testing.T) {
+	s := &Summary{core: true, Missing: map[string]string{"/srv/prog": "not found", "/lib/libc.so.6": "not found", "/lib/libm.so.6": "not found"},
+		fix: missingFix{exePath: "/srv/prog"}}
+	want := "to use them: --exe FILE gives the main executable (a file of the build the core ran); " +
+		"--symfs DIR finds them under DIR, a copy of the root of the machine it ran on, holding DIR/lib/libc.so.6"
+	if got := s.MissingFix(); got != want {
+		t.Errorf("\n got %q\nwant %q", got, want)
+	}
+	s.fix.exeGiven = true
+	s.Missing = map[string]string{"/srv/prog": "build-id mismatch: ..."}
+	if got := s.MissingFix(); got != "" {
+		t.Errorf("--exe given (its warning says why it was not used), yet %q", got)
+	}
+}

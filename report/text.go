@@ -195,7 +195,7 @@ func (t *TextWriter) appendCallchain(b []byte, s *Sample, f Fields) []byte {
 			noUser = true
 			continue
 		}
-		b = t.appendFrame(b, fr, f)
+		b = t.appendFrame(b, fr, f, s.Pid)
 	}
 	return b
 }
@@ -232,7 +232,7 @@ func (t *TextWriter) appendIP(b []byte, s *Sample, f Fields) []byte {
 		if fr == nil || fr.Module == "" {
 			b = append(b, "[unknown]"...)
 		} else {
-			b = append(b, fr.Module...)
+			b = appendModule(b, fr.Module, s.Pid)
 		}
 		b = append(b, ')')
 	}
@@ -274,7 +274,7 @@ func appendUintPadded(b []byte, v uint64, base, width int, pad byte) []byte {
 // "(inlined)" for a function inlined at that address. Every physical frame
 // names its object, also where perf labels it "(inlined)" because its
 // debug-info name differs from its symbol-table name.
-func (t *TextWriter) appendFrame(b []byte, f *Frame, fields Fields) []byte {
+func (t *TextWriter) appendFrame(b []byte, f *Frame, fields Fields, pid uint32) []byte {
 	b = append(b, '\t')
 	addr := f.Offset
 	if f.Module == "" {
@@ -308,7 +308,7 @@ func (t *TextWriter) appendFrame(b []byte, f *Frame, fields Fields) []byte {
 		b = append(b, " ([unknown])"...)
 	default:
 		b = append(b, " ("...)
-		b = append(b, f.Module...)
+		b = appendModule(b, f.Module, pid)
 		b = append(b, ')')
 	}
 	b = append(b, '\n')
@@ -319,6 +319,27 @@ func (t *TextWriter) appendFrame(b []byte, f *Frame, fields Fields) []byte {
 		}
 	}
 	return b
+}
+
+// appendModule prints a frame's module as perf script does: perf names
+// anonymous memory ("//anon", "/dev/zero", "/anon_hugepage", where JITs
+// put their code) after the JIT's symbol map, /tmp/perf-PID.map, whether
+// or not that file exists or names the address (map__new). A frame the
+// perf map named has the map's path as its module already; JSON keeps the
+// mapping's name for the others (docs/PERF_DIFFERENCES.md).
+func appendModule(b []byte, module string, pid uint32) []byte {
+	if !perfAnonymous(module) {
+		return append(b, module...)
+	}
+	b = append(b, "/tmp/perf-"...)
+	b = strconv.AppendInt(b, int64(int32(pid)), 10)
+	return append(b, ".map"...)
+}
+
+// perfAnonymous reports whether perf renames a mapping of this name to
+// the JIT's perf map (is_anon_memory in perf's util/map.c).
+func perfAnonymous(module string) bool {
+	return module == "//anon" || strings.HasPrefix(module, "/dev/zero") || strings.HasPrefix(module, "/anon_hugepage")
 }
 
 // appendSrcline prints a frame's source location as perf does: the file's

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ustack/ustack/arch"
 	"github.com/ustack/ustack/cfi"
+	"github.com/ustack/ustack/elfcache"
 	"github.com/ustack/ustack/jitdump"
 	"github.com/ustack/ustack/unwinder"
 )
@@ -34,6 +35,25 @@ type jitDump struct {
 	note string
 	// created is the header's timestamp, when the JIT made the dump.
 	created uint64
+	// file is where the dump was read from ("" for the recording's
+	// archive) and foundIn says which place that was (ObjectInfo.FoundIn:
+	// FoundFile, FoundBeside or FoundArchive).
+	file, foundIn string
+}
+
+// sources says which of a JIT's information its dump gave: the names,
+// and lines and CFI when a function has them.
+func (d *jitDump) sources() elfcache.Sources {
+	s := elfcache.Sources{Symbols: elfcache.OriginJITDump}
+	for _, f := range d.funcs {
+		if len(f.lines) > 0 {
+			s.Lines = elfcache.OriginJITDump
+		}
+		if f.table != nil {
+			s.Unwind = elfcache.OriginJITDump
+		}
+	}
+	return s
 }
 
 // jitFunc is one function's code at one place: its CODE_LOAD, or a
@@ -438,11 +458,12 @@ func (r *Resolver) readJITDump(path string) (*jitDump, string) {
 		cands = append(cands, filepath.Join(r.opts.SymFS, path))
 	}
 	cands = append(cands, path)
+	recorded := len(cands) // the ones before are where the JIT wrote it
 	for _, dir := range r.opts.JITDumpDirs {
 		cands = append(cands, filepath.Join(dir, filepath.Base(path)))
 	}
 	seen := map[string]bool{}
-	for _, c := range cands {
+	for i, c := range cands {
 		if seen[c] {
 			continue
 		}
@@ -464,12 +485,21 @@ func (r *Resolver) readJITDump(path string) (*jitDump, string) {
 		}
 		d, err := readJITDump(c, f, st.Size())
 		f.Close()
+		if d != nil {
+			d.file, d.foundIn = c, FoundFile
+			if i >= recorded {
+				d.foundIn = FoundBeside
+			}
+		}
 		return d, dumpWarning(d, err)
 	}
 	if r.opts.Objects != nil {
 		if data, _, ok := r.opts.Objects.Object(nil, path); ok {
 			name := path + " (in the recording's archive)"
 			d, err := readJITDump(name, bytes.NewReader(data), int64(len(data)))
+			if d != nil {
+				d.foundIn = FoundArchive
+			}
 			return d, dumpWarning(d, err)
 		}
 		tried = append(tried, "the recording's archive")

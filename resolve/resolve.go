@@ -175,6 +175,9 @@ const (
 	FoundDebuginfod   = "debuginfod"     // fetched by build-id through Options.Fetcher
 	FoundVDSO         = "vdso"           // Options.VDSO
 	FoundHostVDSO     = "running kernel" // Options.HostVDSO
+	// FoundBeside: a JIT's jitdump, found not where the JIT wrote it
+	// but by its name in Options.JITDumpDirs (beside the recording).
+	FoundBeside = "beside the recording"
 )
 
 type objectKey struct {
@@ -253,6 +256,9 @@ type ObjectInfo struct {
 	FoundIn string
 	// Sources says where its unwind rows, names and lines come from.
 	Sources elfcache.Sources
+	// File is where a JIT's jitdump was read from when that is not Path
+	// (found beside the recording, or under SymFS); "" otherwise.
+	File string
 }
 
 // Objects describes the objects the Resolver found, sorted by path. It
@@ -266,10 +272,21 @@ func (r *Resolver) Objects() []ObjectInfo {
 		out = append(out, ObjectInfo{Path: f.path, BuildID: o.BuildID(), FoundIn: f.where})
 		objs = append(objs, o)
 	}
+	var jits []ObjectInfo
+	for path, d := range r.dumps {
+		if d != nil {
+			j := ObjectInfo{Path: path, FoundIn: d.foundIn, Sources: d.sources()}
+			if d.file != path {
+				j.File = d.file
+			}
+			jits = append(jits, j)
+		}
+	}
 	r.mu.Unlock()
 	for i, o := range objs {
 		out[i].Sources = o.Sources()
 	}
+	out = append(out, jits...)
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Path != out[j].Path {
 			return out[i].Path < out[j].Path

@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -172,6 +173,15 @@ func TestReportCoreInfo(t *testing.T) {
 	for _, u := range tr.EuUnstrip {
 		assert.Regexp(t, fmt.Sprintf(`build-id %s: found `, u.BuildID), out, u.Name)
 	}
+	assert.NotContains(t, out, "to use them", "every object was found")
+
+	// The program gone from the root: it is missing, and the list ends
+	// with how to give it.
+	require.NoError(t, os.Rename(filepath.Join(symfs, tr.Exe), filepath.Join(t.TempDir(), "gone")))
+	code, out, errs = runCore(t, "--symfs", symfs, "--core-info", filepath.Join(coreTestdata, tr.Core))
+	require.Equal(t, exitOK, code, errs)
+	assert.Regexp(t, `(?m)^  `+regexp.QuoteMeta(tr.Exe)+` at 0x[0-9a-f]+, build-id [0-9a-f]+: missing: not found under .*\n(  .*\n)*`+
+		regexp.QuoteMeta("to use them: --exe FILE gives the main executable (a file of the build the core ran)\n"), out)
 }
 
 // TestReportCoreExe reports a core whose program is not where the core
@@ -191,6 +201,16 @@ func TestReportCoreExe(t *testing.T) {
 	require.Equal(t, exitOK, code, errs)
 	assert.NotEqual(t, want, out, "without the program its frames are not symbolized")
 	assert.Contains(t, errs, tr.Exe+": not found")
+	// How to fix it, once, right after the list of missing objects.
+	fix := "ustack: to use them: --exe FILE gives the main executable (a file of the build the core ran)\n"
+	assert.Regexp(t, "(?m)^  "+regexp.QuoteMeta(tr.Exe)+": not found under .*\n"+regexp.QuoteMeta(fix), errs)
+	assert.Equal(t, 1, strings.Count(errs, "to use them"), errs)
+	// With a root lacking everything, the other objects get --symfs.
+	empty := t.TempDir()
+	code, _, errs = runCore(t, "--symfs", empty, "--format", "json", core)
+	require.Equal(t, exitOK, code, errs)
+	assert.Contains(t, errs, "ustack: to use them: --exe FILE gives the main executable (a file of the build the core ran); "+
+		"--symfs "+empty+" finds them when copied there at their recorded paths\n")
 
 	code, out, errs = runCore(t, "--symfs", symfs, "--format", "json", "--exe", exe, core)
 	require.Equal(t, exitOK, code, errs)
@@ -208,6 +228,7 @@ func TestReportCoreExe(t *testing.T) {
 	code, _, errs = runCore(t, "--symfs", symfs, "--format", "json", "--exe", other, core)
 	require.Equal(t, exitOK, code, errs)
 	assert.Regexp(t, `warning: --exe .*crash_O2: build-id mismatch: the core's `+tr.Exe+` has `+coreID+`, .*crash_O2 has [0-9a-f]{40}; not used`, errs)
+	assert.NotContains(t, errs, "--exe FILE", "--exe was given: its warning says why it was not used")
 }
 
 // TestReportCoreDamaged feeds ustack report cores cut short, with zeroed

@@ -56,6 +56,9 @@ func TestRecordJITDump(t *testing.T) {
 	}
 	assert.Equal(t, 10, count(out, "jit_hop_a"), "close samples through jit_hop_a, named from the archived dump")
 	assert.Equal(t, 20, count(out, "jit_hop_b"), "close samples through jit_hop_b")
+	// --verbose names the dump the JIT code was named from, and where.
+	_, errs = report("--verbose")
+	assert.Contains(t, errs, "\n  "+dumps[0]+": object archive, unwind jitdump, symbols jitdump, lines jitdump\n")
 
 	out, errs = report("--archive", "-")
 	assert.Zero(t, count(out, "jit_hop_a")+count(out, "jit_hop_b"), "JIT names without the dump")

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -101,9 +102,24 @@ func TestReportPerfArchive(t *testing.T) {
 	assert.NotContains(t, stdout.String(), unnamed, "every frame in the program is named from the tarball")
 	assert.Greater(t, chainCount(stdout.String()), 10, "samples unwound through leaf <- mid <- top <- main:\n%s", head(stdout.String()))
 
-	// Without the tarball the program's frames cannot be named.
+	// Without the tarball the program's frames cannot be named, and the
+	// summary says, once, which options could find it: not
+	// --buildid-dir, given; DEBUGINFOD_URLS, unset.
+	t.Setenv("DEBUGINFOD_URLS", "")
 	stdout.Reset()
+	stderr.Reset()
 	run([]string{"report", "-i", data, "--buildid-dir", empty, "--kallsyms", "-", "--perf-archive", "-"}, &stdout, &stderr)
 	assert.Zero(t, chainCount(stdout.String()), "the chain came from somewhere else than the tarball")
 	assert.Contains(t, stdout.String(), unnamed)
+	fix := "ustack: to use them: --symfs DIR finds them under DIR, a copy of the recording machine's root, holding DIR" + bin + "; " +
+		"--perf-archive FILE finds them in the tarball that perf archive makes on the recording machine; " +
+		"DEBUGINFOD_URLS=URL fetches them by build-id from a debuginfod server\n"
+	assert.Regexp(t, "(?m)^  "+regexp.QuoteMeta(bin)+": not found.*\n"+regexp.QuoteMeta(fix), stderr.String())
+	assert.Equal(t, 1, strings.Count(stderr.String(), "to use them"), stderr.String())
+
+	// Without --buildid-dir (an empty ~/.debug) it is one more way.
+	t.Setenv("HOME", t.TempDir())
+	stderr.Reset()
+	run([]string{"report", "-i", data, "--kallsyms", "-", "--perf-archive", "-", "-o", filepath.Join(dir, "out")}, &stdout, &stderr)
+	assert.Contains(t, stderr.String(), "; --buildid-dir DIR finds them by build-id in DIR, a copy of the recording machine's ~/.debug; ")
 }
