@@ -122,6 +122,7 @@ func ustackScriptWith(t *testing.T, data string, opts Options) ([][]string, []*S
 	r, names := openRecording(t, data)
 	var buf bytes.Buffer
 	tw := NewTextWriter(&buf, EventWidth(names), false)
+	tw.PerfMapNames = true // a recording's text, as perf script prints it
 	var samples []*Sample
 	_, err := Run(r, opts, func(s *Sample) error {
 		c := *s

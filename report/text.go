@@ -20,6 +20,12 @@ type TextWriter struct {
 	// Srcline adds each frame's source file and line on a line of its
 	// own, like perf script -F +srcline.
 	Srcline bool
+	// PerfMapNames prints the module of a frame in anonymous memory
+	// ("//anon", where JITs put their code) as perf script does: the
+	// JIT's symbol map, /tmp/perf-PID.map, whether or not that file
+	// exists. NewTextWriterFor sets it, for recordings; a core dump's
+	// text keeps the mapping's name, as there is no perf map to name.
+	PerfMapNames bool
 
 	w          *bufio.Writer
 	eventWidth int
@@ -68,6 +74,7 @@ func newTextWriterFor(w io.Writer, attrs []*perfdata.Attr, spec FieldSpec, raw, 
 		names[i] = a.Name
 	}
 	t := NewTextWriter(w, EventWidth(names), raw)
+	t.PerfMapNames = true
 	t.layouts = layouts
 	return t, nil
 }
@@ -232,7 +239,7 @@ func (t *TextWriter) appendIP(b []byte, s *Sample, f Fields) []byte {
 		if fr == nil || fr.Module == "" {
 			b = append(b, "[unknown]"...)
 		} else {
-			b = appendModule(b, fr.Module, s.Pid)
+			b = t.appendModule(b, fr.Module, s.Pid)
 		}
 		b = append(b, ')')
 	}
@@ -308,7 +315,7 @@ func (t *TextWriter) appendFrame(b []byte, f *Frame, fields Fields, pid uint32) 
 		b = append(b, " ([unknown])"...)
 	default:
 		b = append(b, " ("...)
-		b = appendModule(b, f.Module, pid)
+		b = t.appendModule(b, f.Module, pid)
 		b = append(b, ')')
 	}
 	b = append(b, '\n')
@@ -327,8 +334,8 @@ func (t *TextWriter) appendFrame(b []byte, f *Frame, fields Fields, pid uint32) 
 // or not that file exists or names the address (map__new). A frame the
 // perf map named has the map's path as its module already; JSON keeps the
 // mapping's name for the others (docs/PERF_DIFFERENCES.md).
-func appendModule(b []byte, module string, pid uint32) []byte {
-	if !perfAnonymous(module) {
+func (t *TextWriter) appendModule(b []byte, module string, pid uint32) []byte {
+	if !t.PerfMapNames || !perfAnonymous(module) {
 		return append(b, module...)
 	}
 	b = append(b, "/tmp/perf-"...)

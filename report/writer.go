@@ -84,6 +84,7 @@ var writerMakers = map[string]func(w io.Writer, o WriterOptions) Writer{
 			tw, _ = NewTextWriterFor(w, o.Attrs, o.Fields, o.Raw) // checked by NewWriter
 		}
 		tw.Srcline = o.Srcline
+		tw.PerfMapNames = o.Attrs != nil || o.Session != nil // a recording's, not a core's
 		if o.Attrs == nil && o.Session != nil {
 			return &lazyText{tw: tw, w: w, o: o}
 		}
