@@ -215,4 +215,12 @@ func TestReplacedWithoutBuildID(t *testing.T) {
 	require.NotContains(t, string(text), "rebuilt_mid", "frames named from the rebuilt program")
 	require.NotContains(t, string(text), " mid+", "frames named from a program that is gone")
 	require.Contains(t, string(text), "[unknown] ("+bin+")")
+
+	// The warning's way out, for a user who knows the file is the same
+	// build: --symfs / takes the files as they are now (here the rebuilt
+	// one, whose names the user then asked for).
+	require.Contains(t, mine[0], "--symfs /")
+	text, _, _, _, warnings = runAll(t, data, Options{BuildIDDir: t.TempDir(), SymFS: "/"})
+	require.Empty(t, warningsAbout(warnings, bin+":"), "with --symfs /")
+	require.Contains(t, string(text), " rebuilt_mid+", "with --symfs /")
 }

@@ -646,7 +646,8 @@ func (r *Resolver) replaced(obj *elfcache.Object, m *Mapping) string {
 		return ""
 	}
 	return fmt.Sprintf("%s: %s names no build-id for it (perf record lists only objects with samples; perf record --buildid-all lists every one), "+
-		"and the process mapped inode %d of device %d:%d, where %s is inode %d now (rebuilt or replaced since the recording): its frames are left unnamed, not named from another build",
+		"and the process mapped inode %d of device %d:%d, where %s is inode %d now (rebuilt or replaced since the recording): its frames are left unnamed, not named from another build "+
+		"(if it is the same build, --symfs / uses it)",
 		notMapped, r.origin(), m.Ino, m.Maj, m.Min, obj.File(), ino)
 }
 
