@@ -4,7 +4,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -21,45 +20,6 @@ function inner(k) { let s = 0; for (let i = 0; i < k; i++) s += fib(18); return 
 function outer() { const end = Date.now() + 1000; let t = 0; while (Date.now() < end) t += inner(5); return t; }
 console.log(outer());
 `
-
-// perfJITSample is one sample of perf script on an injected recording:
-// its thread, its time as perf prints it, and its frames' names in the
-// jitted-PID-N.so objects perf inject made from the dump.
-type perfJITSample struct {
-	tid  uint32
-	time string
-	jit  []string
-}
-
-// parsePerfJIT reads perf script -F tid,time,ip,sym,dso output. A frame
-// line is "IP NAME (DSO)"; JIT names hold spaces.
-func parsePerfJIT(t *testing.T, out string) []perfJITSample {
-	var samples []perfJITSample
-	for _, block := range strings.Split(out, "\n\n") {
-		lines := strings.Split(strings.Trim(block, "\n"), "\n")
-		if len(lines) == 0 || strings.TrimSpace(lines[0]) == "" {
-			continue
-		}
-		head := strings.Fields(lines[0])
-		require.GreaterOrEqual(t, len(head), 2, "perf script header %q", lines[0])
-		tid, err := strconv.ParseUint(head[0], 10, 32)
-		require.NoError(t, err, "perf script header %q", lines[0])
-		s := perfJITSample{tid: uint32(tid), time: strings.TrimSuffix(head[1], ":")}
-		for _, l := range lines[1:] {
-			l = strings.TrimSpace(l)
-			sp := strings.IndexByte(l, ' ')
-			open := strings.LastIndex(l, " (")
-			if sp < 0 || open < sp || !strings.HasSuffix(l, ")") {
-				continue
-			}
-			if dso := l[open+2 : len(l)-1]; strings.Contains(filepath.Base(dso), "jitted-") {
-				s.jit = append(s.jit, l[sp+1:open])
-			}
-		}
-		samples = append(samples, s)
-	}
-	return samples
-}
 
 // TestJITDumpNode: node --perf-prof writes a jitdump; perf's own reading of
 // it (perf inject --jit, then perf script) is the truth. ustack, on the
@@ -89,7 +49,7 @@ func TestJITDumpNode(t *testing.T) {
 	testprog.Output(t, testprog.PerfCommand(t, "inject", "--jit", "-i", data, "-o", injected))
 	// --no-inline: perf's inline frames come from running addr2line on
 	// node, minutes long; the JIT frames are the same.
-	perf := parsePerfJIT(t, testprog.Script(t, injected, "--no-inline", "-F", "tid,time,ip,sym,dso"))
+	perf := parsePerfJIT(t, testprog.Script(t, injected, "--no-inline", "-F", "tid,time,ip,sym,dso"), injectedDSO)
 
 	var warnings []string
 	_, samples := ustackScriptWith(t, data, Options{Warn: func(m string) { warnings = append(warnings, m) }})

@@ -23,11 +23,19 @@ type perfMapSym struct {
 
 // lookup returns the JIT function containing addr.
 func (m *perfMap) lookup(addr uint64) (name string, off uint64, ok bool) {
-	i := sort.Search(len(m.syms), func(i int) bool { return m.syms[i].end > addr })
-	if i < len(m.syms) && m.syms[i].start <= addr {
+	if i := m.index(addr); i >= 0 {
 		return m.syms[i].name, addr - m.syms[i].start, true
 	}
 	return "", 0, false
+}
+
+// index returns the index in syms of the function containing addr, or -1.
+func (m *perfMap) index(addr uint64) int {
+	i := sort.Search(len(m.syms), func(i int) bool { return m.syms[i].end > addr })
+	if i < len(m.syms) && m.syms[i].start <= addr {
+		return i
+	}
+	return -1
 }
 
 // parsePerfMap reads a perf map; malformed lines are skipped. Later lines

@@ -447,10 +447,11 @@ func (r *Resolver) NewSpace(pid uint32, maps []Mapping) *Space {
 		anon = anon || (m.Exec && sm.anonymous)
 		ums[i], s.maps[i] = um, sm
 	}
-	s.as = unwinder.NewAddressSpace(ums)
 	if anon {
 		s.jit = r.perfMap(pid)
+		r.pyTrampolines(s, ums)
 	}
+	s.as = unwinder.NewAddressSpace(ums)
 	if marker != "" {
 		if d := r.jitDump(pid, marker); d != nil {
 			j := &jitState{dump: d, ums: ums, base: s.maps, epochs: map[int]*Space{}}
@@ -868,6 +869,31 @@ func (r *Resolver) perfMap(pid uint32) *perfMap {
 	}
 	r.jit[pid] = m
 	return m
+}
+
+// pyTrampolines gives the anonymous executable mappings of ums the unwind
+// rows of Python 3.12's perf trampolines when s's perf map names some and
+// a mapped libpython holds their known template (pytrampoline.go).
+func (r *Resolver) pyTrampolines(s *Space, ums []unwinder.Mapping) {
+	if s.jit == nil {
+		return
+	}
+	var p *pyTrampolines
+	for i := range s.maps {
+		if o := s.maps[i].obj; o != nil && strings.Contains(filepath.Base(s.maps[i].path), "python") {
+			if p = newPyTrampolines(s.jit, pyTrampolineTemplate(o)); p != nil {
+				break
+			}
+		}
+	}
+	if p == nil {
+		return
+	}
+	for i := range ums {
+		if ums[i].Exec && ums[i].Object == nil && s.maps[ums[i].Tag].anonymous {
+			ums[i].Object, ums[i].Bias = p, 0
+		}
+	}
 }
 
 // IsAnonymous reports whether a mapping name is anonymous memory, where JITs
