@@ -89,27 +89,32 @@ func wellNested(chain []string, file string) bool {
 	return k <= 13 && len(chain) == k+len(want) && strings.Join(chain[k:], "|") == strings.Join(want, "|")
 }
 
-// TestPythonPerfTrampolines: python 3.12 -X perf runs each Python function
-// through a copy of a small trampoline in anonymous memory, named in
-// /tmp/perf-PID.map, with no CFI and no frame pointer: perf script stops at
-// the first. ustack names the frames perf names as perf does, and, from the
-// trampoline's code (libpython's _Py_trampoline_func_start, checked byte
-// for byte), goes on through every Python frame in the order the script
-// calls them (fib..., inner, outer, <module>) into Py_BytesMain and _start.
+// TestPythonPerfTrampolines: python 3.12 and 3.13 -X perf run each Python
+// function through a copy of a small trampoline in anonymous memory, named
+// in /tmp/perf-PID.map, with no CFI and no frame pointer: perf script stops
+// at the first. ustack names the frames perf names as perf does, and, from
+// the trampoline's code (libpython's _Py_trampoline_func_start, checked
+// byte for byte), goes on through every Python frame in the order the
+// script calls them (fib..., inner, outer, <module>) into Py_BytesMain
+// and _start.
 func TestPythonPerfTrampolines(t *testing.T) {
 	requirePerf(t)
-	_, script, data := recordPython(t, "3.12.1", "perf")
-	perf := parsePerfJIT(t, testprog.Script(t, data, "--no-inline", "-F", "tid,time,ip,sym,dso"), perfMapDSO)
-	_, samples := ustackScriptWith(t, data, Options{})
-	removeJITFiles(t, samples)
-	require.Equal(t, len(perf), len(samples), "samples: perf script vs ustack")
+	for _, v := range []string{"3.12.1", "3.13.0"} {
+		t.Run(v, func(t *testing.T) {
+			_, script, data := recordPython(t, v, "perf")
+			perf := parsePerfJIT(t, testprog.Script(t, data, "--no-inline", "-F", "tid,time,ip,sym,dso"), perfMapDSO)
+			_, samples := ustackScriptWith(t, data, Options{})
+			removeJITFiles(t, samples)
+			require.Equal(t, len(perf), len(samples), "samples: perf script vs ustack")
 
-	c := comparePython(t, perf, samples, perfMapDSO, script)
-	t.Logf("Python frames: %d named as perf names them, %d differently, %d only perf printed; %d more that perf did not reach; %d of %d samples in fib well nested, %d into _start",
-		c.matched, c.differ, c.perfOnly, c.ustackOnly, c.nested, c.inFib, c.intoStart)
-	require.Greater(t, c.inFib, 100, "samples in fib")
-	assert.Greater(t, c.matched, c.inFib/2, "Python frames compared with perf")
-	c.check(t)
+			c := comparePython(t, perf, samples, perfMapDSO, script)
+			t.Logf("Python frames: %d named as perf names them, %d differently, %d only perf printed; %d more that perf did not reach; %d of %d samples in fib well nested, %d into _start",
+				c.matched, c.differ, c.perfOnly, c.ustackOnly, c.nested, c.inFib, c.intoStart)
+			require.Greater(t, c.inFib, 100, "samples in fib")
+			assert.Greater(t, c.matched, c.inFib/2, "Python frames compared with perf")
+			c.check(t)
+		})
+	}
 }
 
 // removeJITFiles removes the perf map and jitdump the recorded processes

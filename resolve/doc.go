@@ -48,7 +48,10 @@
 // naming the object, the .dwo, the files looked at and the DWO ids:
 // its inlined functions are missing then. Prepare opens an object ahead of its first sample,
 // so that a front end can fetch a recording's objects in parallel. JIT code
-// in anonymous memory is named from the JIT's /tmp/perf-PID.map; a process
+// in anonymous memory is named from the JIT's /tmp/perf-PID.map (and, for
+// Python's -X perf trampolines, the py:: entries of a process whose
+// libpython holds the known x86-64 trampoline code get that code's unwind
+// rows: pytrampoline.go; other JIT code is walked by frame pointers); a process
 // that mapped a JIT's jitdump (a marker mapping of jit-PID.dump, found at
 // its path under SymFS, in Options.JITDumpDirs or in the archive) gets each
 // function the dump loaded as a mapping of its own, laid over the JIT's
