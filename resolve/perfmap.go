@@ -14,6 +14,8 @@ import (
 type perfMap struct {
 	path string
 	syms []perfMapSym
+	// python: some name is a Python perf trampoline's (py::).
+	python bool
 }
 
 type perfMapSym struct {
@@ -60,6 +62,7 @@ func parsePerfMap(path string) (*perfMap, error) {
 			continue
 		}
 		m.syms = append(m.syms, perfMapSym{start: start, end: start + size, name: fields[2]})
+		m.python = m.python || strings.HasPrefix(fields[2], "py::")
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

@@ -61,16 +61,15 @@ func pyTrampolineTemplate(obj *elfcache.Object) []byte {
 // newPyTrampolines returns the object for a perf map with py:: entries
 // whose code is template, or nil.
 func newPyTrampolines(m *perfMap, template []byte) *pyTrampolines {
-	if m == nil || template == nil {
+	if m == nil || template == nil || !m.hasPython() {
 		return nil
 	}
-	for _, s := range m.syms {
-		if strings.HasPrefix(s.name, "py::") {
-			return &pyTrampolines{m: m, code: template, pre: uint64(len(template) - len(pyTrampolineBody))}
-		}
-	}
-	return nil
+	return &pyTrampolines{m: m, code: template, pre: uint64(len(template) - len(pyTrampolineBody))}
 }
+
+// hasPython reports whether the map names Python trampolines (found once,
+// when it is read).
+func (m *perfMap) hasPython() bool { return m.python }
 
 // entry returns the start of the trampoline copy at addr.
 func (p *pyTrampolines) entry(addr uint64) (uint64, bool) {

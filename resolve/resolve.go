@@ -155,6 +155,9 @@ type Resolver struct {
 	closed  bool
 	// found says where each object was found, for Objects.
 	found map[*elfcache.Object]foundAt
+	// pyCode holds each python object's trampoline template (nil: none),
+	// for pytrampoline.go.
+	pyCode map[*elfcache.Object][]byte
 
 	hostOnce sync.Once
 	hostVDSO []byte // Options.HostVDSO's answer
@@ -190,7 +193,7 @@ type objectKey struct {
 func New(opts Options) *Resolver {
 	r := &Resolver{opts: opts, cache: opts.Cache, objects: map[objectKey]*elfcache.Object{},
 		jit: map[uint32]*perfMap{}, dumps: map[string]*jitDump{}, missing: map[string]string{}, warned: map[string]bool{},
-		found: map[*elfcache.Object]foundAt{}}
+		found: map[*elfcache.Object]foundAt{}, pyCode: map[*elfcache.Object][]byte{}}
 	if r.cache == nil {
 		r.cache = elfcache.NewCache(elfcache.Options{DebugDirs: opts.DebugDirs, SymFS: opts.SymFS,
 			SectionCache: opts.SectionCache, Fetcher: opts.Fetcher})
@@ -878,15 +881,19 @@ func (r *Resolver) pyTrampolines(s *Space, ums []unwinder.Mapping) {
 	if s.jit == nil {
 		return
 	}
+	if !s.jit.hasPython() {
+		return
+	}
 	var p *pyTrampolines
 	for i := range s.maps {
 		if o := s.maps[i].obj; o != nil && strings.Contains(filepath.Base(s.maps[i].path), "python") {
-			if p = newPyTrampolines(s.jit, pyTrampolineTemplate(o)); p != nil {
+			if p = newPyTrampolines(s.jit, r.pyTemplate(o)); p != nil {
 				break
 			}
 		}
 	}
 	if p == nil {
+		r.warnOnce("pytrampoline:"+s.jit.path, fmt.Sprintf("%s names Python's perf trampolines (py::), but no mapped python object ustack could open holds the x86-64 trampoline code it knows (_Py_trampoline_func_start): stacks stop at the first Python frame, as perf's do; python 3.13 -X perf_jit writes a jitdump whose unwinding info goes on", s.jit.path))
 		return
 	}
 	for i := range ums {
@@ -894,6 +901,20 @@ func (r *Resolver) pyTrampolines(s *Space, ums []unwinder.Mapping) {
 			ums[i].Object, ums[i].Bias = p, 0
 		}
 	}
+}
+
+// pyTemplate is pyTrampolineTemplate(o), found once per object.
+func (r *Resolver) pyTemplate(o *elfcache.Object) []byte {
+	r.mu.Lock()
+	code, ok := r.pyCode[o]
+	r.mu.Unlock()
+	if !ok {
+		code = pyTrampolineTemplate(o)
+		r.mu.Lock()
+		r.pyCode[o] = code
+		r.mu.Unlock()
+	}
+	return code
 }
 
 // IsAnonymous reports whether a mapping name is anonymous memory, where JITs
