@@ -1,9 +1,11 @@
 package report
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -25,6 +27,48 @@ const hotJava = `public class Hot {
     }
 }
 `
+
+// recordJava compiles hotJava with the JDK at home (skipping where it is
+// missing) and records it under perf record --call-graph dwarf, the JVM
+// writing its perf map at exit, with the JVM flags given.
+func recordJava(t *testing.T, home string, flags ...string) string {
+	if _, err := os.Stat(filepath.Join(home, "bin", "javac")); err != nil {
+		t.Skipf("no JDK at %s (JDK 17: Debian package openjdk-17-jdk-headless): no JIT to record", home)
+	}
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "Hot.java"), []byte(hotJava), 0o600))
+	javac := exec.Command(filepath.Join(home, "bin", "javac"), "Hot.java")
+	javac.Dir = dir
+	testprog.Output(t, javac)
+	data := filepath.Join(dir, "prof.data")
+	args := append([]string{"record", "-q", "-F", "999", "--call-graph", "dwarf,16384", "-o", data, "--",
+		filepath.Join(home, "bin", "java"), "-XX:+UnlockDiagnosticVMOptions", "-XX:+DumpPerfMapAtExit"}, flags...)
+	cmd := testprog.PerfCommand(t, append(args, "-cp", dir, "Hot")...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Skipf("perf record of java cannot record here: %v: %s", err, out)
+	}
+	return data
+}
+
+// TestJavaNoFramePointer: without -XX:+PreserveFramePointer the JVM's
+// compiled code has neither CFI nor frame pointers: stacks stop in it
+// (perf's too), and the summary says so, naming the perf map and the flag.
+func TestJavaNoFramePointer(t *testing.T) {
+	requirePerf(t)
+	data := recordJava(t, "/usr/lib/jvm/java-17-openjdk-amd64")
+	var inFib []*Sample
+	sum := verboseSummary(t, data, Options{})
+	_, samples := ustackScriptWith(t, data, Options{})
+	removeJITFiles(t, samples)
+	for _, s := range samples {
+		if len(s.Frames) > 0 && s.Frames[0].Symbol == "int Hot.fib(int)" {
+			inFib = append(inFib, s)
+		}
+	}
+	require.Greater(t, len(inFib), 100, "samples in fib")
+	map0 := fmt.Sprintf("/tmp/perf-%d.map", inFib[0].Pid)
+	assert.Regexp(t, `ustack: \d+ of \d+ stacks stopped in JIT code \(`+regexp.QuoteMeta(map0)+`\) with no unwind information and no frame pointer to follow; run the JIT with frame pointers \(java -XX:\+PreserveFramePointer\)`, sum)
+}
 
 // javaNested reports whether the Hot methods of a stack (innermost first)
 // are as hotJava calls them: fib repeated, then inner and main, each of
@@ -57,20 +101,7 @@ func TestJavaPerfMap(t *testing.T) {
 	for _, v := range []string{"17", "25"} {
 		t.Run("jdk"+v, func(t *testing.T) {
 			home := jdks[v]
-			if _, err := os.Stat(filepath.Join(home, "bin", "javac")); err != nil {
-				t.Skipf("JDK %s is not installed at %s (Debian package openjdk-%s-jdk-headless): no JIT to record", v, home, v)
-			}
-			dir := t.TempDir()
-			require.NoError(t, os.WriteFile(filepath.Join(dir, "Hot.java"), []byte(hotJava), 0o600))
-			javac := exec.Command(filepath.Join(home, "bin", "javac"), "Hot.java")
-			javac.Dir = dir
-			testprog.Output(t, javac)
-			data := filepath.Join(dir, "prof.data")
-			cmd := testprog.PerfCommand(t, "record", "-q", "-F", "999", "--call-graph", "dwarf,16384", "-o", data, "--",
-				filepath.Join(home, "bin", "java"), "-XX:+UnlockDiagnosticVMOptions", "-XX:+DumpPerfMapAtExit", "-XX:+PreserveFramePointer", "-cp", dir, "Hot")
-			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Skipf("perf record of java cannot record here: %v: %s", err, out)
-			}
+			data := recordJava(t, home, "-XX:+PreserveFramePointer")
 			perf := parsePerfJIT(t, testprog.Script(t, data, "--no-inline", "-F", "tid,time,ip,sym,dso"), perfMapDSO)
 			_, samples := ustackScriptWith(t, data, Options{})
 			removeJITFiles(t, samples)

@@ -184,6 +184,12 @@ type Summary struct {
 	// MaxFrames is the bound on the user frames of one stack that was in
 	// force (Options.MaxFrames); stacks cut by it stopped with "depth".
 	MaxFrames int
+	// JITStops counts the stacks that stopped with no_unwind_info in JIT
+	// code (a frame named from a perf map, or in anonymous memory), whose
+	// CFI-less code needs frame pointers; JITModule is one such frame's
+	// module.
+	JITStops  int
+	JITModule string
 
 	core bool       // a core dump's threads: no stack snapshot to enlarge
 	fix  missingFix // what MissingFix needs
@@ -517,6 +523,7 @@ func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary,
 				if j.out.Stop != "" {
 					sum.Stops[j.out.Stop]++
 				}
+				sum.countJITStop(&j.out)
 				err = emit(&j.out)
 			}
 			j.release()
@@ -793,6 +800,9 @@ func (s *Summary) WriteSummary(w io.Writer) {
 		// frames (main) are past the limit, not lost.
 		fmt.Fprintf(w, "ustack: %d stacks reached the limit of %d frames and were cut there; --max-stack raises it\n", n, s.MaxFrames)
 	}
+	if s.Samples > 0 && s.JITStops*10 > s.Samples {
+		fmt.Fprintf(w, "ustack: %d of %d stacks stopped in JIT code (%s) with no unwind information and no frame pointer to follow; run the JIT with frame pointers (java -XX:+PreserveFramePointer) or have it write a jitdump with unwinding info (python 3.13 -X perf_jit, node --perf-prof --perf-prof-unwinding-info)\n", s.JITStops, s.Samples, s.JITModule)
+	}
 	if fix := s.StackSizeFix(); fix != "" {
 		fmt.Fprintf(w, "ustack: %d of %d stacks were cut short by the size of the stack snapshot; %s\n", s.Stops["truncated"], s.Samples, fix)
 	}
@@ -842,6 +852,28 @@ func (s *Summary) writeObjects(w io.Writer) {
 			fmt.Fprintf(w, "; build-id %x", o.BuildID)
 		}
 		fmt.Fprintln(w)
+	}
+}
+
+// countJITStop counts out in JITStops when its stack stopped for want of
+// unwind information in JIT code.
+func (s *Summary) countJITStop(out *Sample) {
+	if out.Stop != "no_unwind_info" {
+		return
+	}
+	for i := len(out.Frames) - 1; i >= 0; i-- {
+		f := &out.Frames[i]
+		if f.Kernel {
+			continue
+		}
+		b := filepath.Base(f.Module)
+		if resolve.IsAnonymous(f.Module) || strings.HasPrefix(b, "perf-") && strings.HasSuffix(b, ".map") {
+			s.JITStops++
+			if s.JITModule == "" {
+				s.JITModule = f.Module
+			}
+		}
+		return
 	}
 }
 
