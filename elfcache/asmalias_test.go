@@ -1,9 +1,7 @@
 package elfcache
 
 import (
-	"debug/elf"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -55,7 +53,7 @@ func TestAsmAliasName(t *testing.T) {
 			src := strings.NewReplacer("GLOBALS", tc.globals, "FIRST", tc.first, "LAST", tc.last).Replace(asmAliases)
 			dir := t.TempDir()
 			so := testprog.Compile(t, "gcc", dir, "alias.S", src, "-g", "-shared", "-nostdlib")
-			addr := symbolAddr(t, so, tc.want)
+			addr := symAddr(t, nmSyms(t, "nm", so), tc.want)
 
 			o, err := Open(so, Options{})
 			require.NoError(t, err)
@@ -82,21 +80,4 @@ func TestAsmAliasName(t *testing.T) {
 			}
 		})
 	}
-}
-
-// symbolAddr returns the value of the symbol name in file's .symtab.
-func symbolAddr(t *testing.T, file, name string) uint64 {
-	t.Helper()
-	f, err := elf.Open(file)
-	require.NoError(t, err)
-	defer f.Close()
-	syms, err := f.Symbols()
-	require.NoError(t, err)
-	for _, s := range syms {
-		if s.Name == name {
-			return s.Value
-		}
-	}
-	t.Fatalf("%s: no symbol %s", filepath.Base(file), name)
-	return 0
 }
