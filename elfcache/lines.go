@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -474,8 +475,12 @@ type scope struct {
 	entry         uint64 // the function's entry (low_pc, or its first range)
 	parent        int32  // index in scopes; -1 for none
 	inlined       bool
-	callFile      int32 // index in files; -1 for none
-	callLine      int32
+	// aliased: another subprogram of the unit has exactly this one's
+	// ranges (the assembler writes one per label of a function:
+	// glibc's __clone3, __GI___clone3 and clone3).
+	aliased  bool
+	callFile int32 // index in files; -1 for none
+	callLine int32
 }
 
 type scopeSpan struct {
@@ -504,6 +509,16 @@ func (cu *cuLines) frames(addr uint64, out []SourceFrame, o *Object) []SourceFra
 	for {
 		out = append(out, SourceFrame{Function: s.name, LinkageName: s.linkage, File: file, Line: line, Inlined: s.inlined})
 		if !s.inlined || s.parent < 0 {
+			if !s.inlined && s.aliased {
+				// One of several names of the same code: the one
+				// the symbol table's rules choose, as perf, gdb
+				// and addr2line print glibc's clone3 (not the
+				// first DIE's __clone3).
+				if name, off, ok := o.Symbolize(addr); ok && addr-off == s.entry && cu.aliasNamed(s, name) {
+					out[len(out)-1].Function = name
+				}
+				return out
+			}
 			if !s.inlined && s.linkage == "" {
 				// A split part of a C function (f.cold, f.part.0: a
 				// range of the function other than the one it is
@@ -736,12 +751,7 @@ const attrMIPSLinkageName dwarf.Attr = 0x2007
 // the qualifier of each function declared there (quals, by offset); names
 // are resolved once it is over, since a declaration may follow its use.
 func (cu *cuLines) parseScopes(x *lineIndex, r *dwarf.Reader, fileIdx []int32, classes bool) {
-	type ranged struct {
-		lo, hi uint64
-		scope  int32
-		depth  int32
-	}
-	var rs []ranged
+	var rs []scopeRange
 	names := make(map[uint64][3]string)
 	quals := make(map[dwarf.Offset]string)
 	var entries []*dwarf.Entry // the entry of each of cu.scopes
@@ -840,7 +850,7 @@ func (cu *cuLines) parseScopes(x *lineIndex, r *dwarf.Reader, fileIdx []int32, c
 		cu.scopes = append(cu.scopes, s)
 		entries = append(entries, e)
 		for _, rg := range valid {
-			rs = append(rs, ranged{lo: rg[0], hi: rg[1], scope: si, depth: top.depth + 1})
+			rs = append(rs, scopeRange{lo: rg[0], hi: rg[1], scope: si, depth: top.depth + 1})
 		}
 		if e.Children {
 			// Names declared in a function are not qualified by it.
@@ -850,9 +860,55 @@ func (cu *cuLines) parseScopes(x *lineIndex, r *dwarf.Reader, fileIdx []int32, c
 	for i, e := range entries {
 		cu.scopes[i].name, cu.scopes[i].linkage = x.funcName(e, names, quals)
 	}
+	cu.markAliases(rs)
 	cu.spans = innermostSpans(len(rs), func(i int) (uint64, uint64, int32, int32) {
 		return rs[i].lo, rs[i].hi, rs[i].scope, rs[i].depth
 	})
+}
+
+// scopeRange is one address range of a scope (cuLines.scopes[scope]),
+// depth scopes deep.
+type scopeRange struct {
+	lo, hi uint64
+	scope  int32
+	depth  int32
+}
+
+// markAliases marks the outermost subprograms without a linkage name whose
+// one range another such subprogram has too: names of one function.
+func (cu *cuLines) markAliases(rs []scopeRange) {
+	count := make(map[int32]int, len(cu.scopes))
+	for _, r := range rs {
+		count[r.scope]++
+	}
+	first := make(map[[2]uint64]int32)
+	for _, r := range rs {
+		s := &cu.scopes[r.scope]
+		if s.inlined || s.parent >= 0 || s.linkage != "" || count[r.scope] != 1 {
+			continue
+		}
+		k := [2]uint64{r.lo, r.hi}
+		if f, ok := first[k]; ok {
+			s.aliased, cu.scopes[f].aliased = true, true
+			continue
+		}
+		first[k] = r.scope
+	}
+}
+
+// aliasNamed reports whether name (without a symbol version) is the name
+// of s or of a subprogram aliased to it (the same entry).
+func (cu *cuLines) aliasNamed(s *scope, name string) bool {
+	if i := strings.IndexByte(name, '@'); i >= 0 {
+		name = name[:i]
+	}
+	for i := range cu.scopes {
+		a := &cu.scopes[i]
+		if a.aliased && a.entry == s.entry && a.name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // innermostSpans turns n ranges (lo, hi, scope, depth) into disjoint sorted

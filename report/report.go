@@ -249,6 +249,11 @@ type processor struct {
 	tracker      *procmaps.Tracker
 	comms        map[uint32]string // tid -> comm
 	buildID      map[string][]byte // path -> build-id from the recording
+	// builds counts the different build-ids the recording lists for a
+	// path (a file replaced while recording: dlopen, rebuild, dlopen);
+	// replaced names the paths warned about.
+	builds   map[string]int
+	replaced map[string]bool
 	// markers are the jitdump marker mappings seen: when each was first
 	// mapped, and whether the recording's clock is CLOCK_MONOTONIC.
 	markers map[string]markerTime
@@ -289,8 +294,14 @@ func newProcessor(s *perfdata.Session, opts Options) (*processor, error) {
 		spaces:  map[uint64]*resolve.Space{},
 	}
 	p.traces.p = p
+	p.builds, p.replaced = map[string]int{}, map[string]bool{}
+	listed := map[string]bool{} // path and build-id
 	for _, b := range s.Features.BuildIDs {
 		if len(b.BuildID) > 0 {
+			if k := b.Filename + "\x00" + string(b.BuildID); !listed[k] {
+				listed[k] = true
+				p.builds[b.Filename]++
+			}
 			p.buildID[b.Filename] = b.BuildID
 		}
 	}
@@ -725,6 +736,12 @@ func (p *processor) mmap(m *perfdata.Mmap) {
 	}
 	if len(m.BuildID) > 0 {
 		p.buildID[m.Filename] = append([]byte(nil), m.BuildID...)
+	} else if exec && p.builds[m.Filename] > 1 && !p.replaced[m.Filename] {
+		// perf.data ties build-ids to paths, not to mappings: which
+		// build each mapping was cannot be told.
+		p.replaced[m.Filename] = true
+		p.warn("%s: the recording lists %d different builds of this file (it was replaced while recording) and does not say which mapping was which: its frames are named from build-id %x, the last listed, and those of the other builds are wrong (perf names them so too)",
+			m.Filename, p.builds[m.Filename], p.buildID[m.Filename])
 	}
 	if _, ok := jitdump.IsMarkerPath(m.Filename); ok && m.Time != 0 {
 		if _, seen := p.markers[m.Filename]; !seen {
