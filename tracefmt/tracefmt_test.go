@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -191,6 +192,25 @@ func kallsymsResolver(t *testing.T) func(uint64) (string, uint64, bool) {
 	}
 }
 
+// nameValue is a "name=" at the start of perf's text or after a space.
+var nameValue = regexp.MustCompile(`(?:^|\s)([A-Za-z_][A-Za-z0-9_]*)=`)
+
+// nameValues splits perf's text of a name=value list into its pairs; a
+// value runs to the space before the next name=, so that it may hold
+// spaces (comms such as "gdb worker").
+func nameValues(text string) [][2]string {
+	var out [][2]string
+	m := nameValue.FindAllStringSubmatchIndex(text, -1)
+	for i, x := range m {
+		end := len(text)
+		if i+1 < len(m) {
+			end = m[i+1][0]
+		}
+		out = append(out, [2]string{text[x[2]:x[3]], text[x[1]:end]})
+	}
+	return out
+}
+
 // checkFields checks Fields against perf's text where the print fmt is a
 // plain list of name=%d / name=%s: each value perf prints is the field's.
 func checkFields(t *testing.T, ev *Events, samples []traceSample, script []string) {
@@ -205,9 +225,9 @@ func checkFields(t *testing.T, ev *Events, samples []traceSample, script []strin
 		for k, v := range f.Fields(s.raw) {
 			vals[k] = v
 		}
-		for _, kv := range strings.Fields(strings.ReplaceAll(script[i], " ==> ", " ")) {
-			k, v, ok := strings.Cut(kv, "=")
-			if !ok || k == "prev_state" {
+		for _, kv := range nameValues(strings.ReplaceAll(script[i], " ==> ", " ")) {
+			k, v := kv[0], kv[1]
+			if k == "prev_state" {
 				continue
 			}
 			got, ok := vals[k]
@@ -226,4 +246,11 @@ func checkFields(t *testing.T, ev *Events, samples []traceSample, script []strin
 		}
 	}
 	assert.NotZero(t, checked, "no field checked")
+}
+
+// TestNameValues: perf's sched_switch text with a comm that holds a space.
+func TestNameValues(t *testing.T) {
+	got := nameValues("prev_comm=gdb worker prev_pid=12 prev_prio=120 prev_state=S next_comm=swapper/1 next_pid=0 next_prio=120")
+	require.Equal(t, [][2]string{{"prev_comm", "gdb worker"}, {"prev_pid", "12"}, {"prev_prio", "120"}, {"prev_state", "S"},
+		{"next_comm", "swapper/1"}, {"next_pid", "0"}, {"next_prio", "120"}}, got)
 }
