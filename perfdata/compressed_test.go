@@ -102,7 +102,8 @@ func outerRecords(t *testing.T, data []byte) (offs []int64, types []RecordType) 
 	return offs, types
 }
 
-// samplesOf lists tid, time and ip of each sample in delivery order.
+// samplesOf lists tid, time and ip of each sample in delivery order, the
+// tid as perf prints it (a signed int: -1 for a sample no task owns).
 func samplesOf(t *testing.T, r *Reader) []string {
 	var out []string
 	s := NewSorter(r, 0)
@@ -113,7 +114,7 @@ func samplesOf(t *testing.T, r *Reader) []string {
 		}
 		require.NoError(t, err)
 		if x, ok := rec.(*Sample); ok {
-			out = append(out, fmt.Sprintf("%d %d.%09d %x", x.Tid, x.Time/1e9, x.Time%1e9, x.IP))
+			out = append(out, fmt.Sprintf("%d %d.%09d %x", int32(x.Tid), x.Time/1e9, x.Time%1e9, x.IP))
 		}
 	}
 }

@@ -172,9 +172,9 @@ func compareWithDumpUsing(t *testing.T, open func(string) (*Reader, error), path
 		switch x := rec.(type) {
 		case *Sample:
 			nsamp++
-			if uint64(x.Misc) != d.misc || int64(x.Pid) != d.pid || int64(x.Tid) != d.tid || x.IP != d.ip || x.Period != d.period || x.Addr != d.addr {
+			if uint64(x.Misc) != d.misc || int64(int32(x.Pid)) != d.pid || int64(int32(x.Tid)) != d.tid || x.IP != d.ip || x.Period != d.period || x.Addr != d.addr {
 				t.Errorf("%s: sample misc %#x %d/%d ip %#x period %d addr %#x; perf %#x %d/%d %#x %d %#x",
-					where, x.Misc, x.Pid, x.Tid, x.IP, x.Period, x.Addr, d.misc, d.pid, d.tid, d.ip, d.period, d.addr)
+					where, x.Misc, int32(x.Pid), int32(x.Tid), x.IP, x.Period, x.Addr, d.misc, d.pid, d.tid, d.ip, d.period, d.addr)
 			}
 			if d.hasChain && !equalU64(x.Callchain, d.chain) {
 				t.Errorf("%s: callchain %x, perf %x", where, x.Callchain, d.chain)
@@ -197,17 +197,17 @@ func compareWithDumpUsing(t *testing.T, open func(string) (*Reader, error), path
 				t.Errorf("%s: mmap %s%s, perf %q", where, want, x.Filename, d.summary)
 			}
 		case *Comm:
-			want := fmt.Sprintf("%s:%d/%d", x.Comm, x.Pid, x.Tid)
+			want := fmt.Sprintf("%s:%d/%d", x.Comm, int32(x.Pid), int32(x.Tid))
 			if !strings.HasSuffix(d.summary, want) || x.Exec != strings.HasPrefix(d.summary, " exec") {
 				t.Errorf("%s: comm %s exec=%v, perf %q", where, want, x.Exec, d.summary)
 			}
 		case *Fork:
-			want := fmt.Sprintf("(%d:%d):(%d:%d)", x.Pid, x.Tid, x.Ppid, x.Ptid)
+			want := fmt.Sprintf("(%d:%d):(%d:%d)", int32(x.Pid), int32(x.Tid), int32(x.Ppid), int32(x.Ptid))
 			if d.summary != want {
 				t.Errorf("%s: fork %s, perf %q", where, want, d.summary)
 			}
 		case *Exit:
-			want := fmt.Sprintf("(%d:%d):(%d:%d)", x.Pid, x.Tid, x.Ppid, x.Ptid)
+			want := fmt.Sprintf("(%d:%d):(%d:%d)", int32(x.Pid), int32(x.Tid), int32(x.Ppid), int32(x.Ptid))
 			if d.summary != want {
 				t.Errorf("%s: exit %s, perf %q", where, want, d.summary)
 			}
