@@ -165,9 +165,9 @@ func (f *stackFolder) groupID(s *Sample) uint32 {
 	name := s.Comm
 	switch f.group {
 	case GroupProcess:
-		name = fmt.Sprintf("%s-%d", s.Comm, s.Pid)
+		name = fmt.Sprintf("%s-%d", s.Comm, printedID(s.Pid))
 	case GroupThread:
-		name = fmt.Sprintf("%s-%d/%d", s.Comm, s.Pid, s.Tid)
+		name = fmt.Sprintf("%s-%d/%d", s.Comm, printedID(s.Pid), printedID(s.Tid))
 	}
 	id := f.intern(flameFrame{name, kindGroup})
 	f.groups[k] = id

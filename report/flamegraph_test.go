@@ -259,6 +259,20 @@ func writeFormat(t testing.TB, format string, ss []*Sample, o WriterOptions) []b
 	return buf.Bytes()
 }
 
+// collectSamples reports r with opts and returns copies of its samples.
+func collectSamples(t testing.TB, r *perfdata.Reader, opts Options) []*Sample {
+	t.Helper()
+	var ss []*Sample
+	_, err := Run(r, opts, func(s *Sample) error {
+		c := *s
+		c.Frames = append([]Frame(nil), s.Frames...)
+		ss = append(ss, &c)
+		return nil
+	})
+	require.NoError(t, err)
+	return ss
+}
+
 func writeFlame(t testing.TB, ss []*Sample, o WriterOptions) []byte {
 	return writeFormat(t, "flamegraph", ss, o)
 }
@@ -558,14 +572,7 @@ func BenchmarkFlameGraphRecording(b *testing.B) {
 	r, err := perfdata.Open(data)
 	require.NoError(b, err)
 	defer r.Close()
-	var ss []*Sample
-	_, err = Run(r, Options{}, func(s *Sample) error {
-		c := *s
-		c.Frames = append([]Frame(nil), s.Frames...)
-		ss = append(ss, &c)
-		return nil
-	})
-	require.NoError(b, err)
+	ss := collectSamples(b, r, Options{})
 	size := benchFlame(b, ss)
 	b.ReportMetric(float64(len(ss)), "samples")
 	b.ReportMetric(float64(size), "bytes")

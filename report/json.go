@@ -46,8 +46,8 @@ type jsonFrame struct {
 
 type jsonSample struct {
 	Index   int             `json:"index"`
-	Pid     uint32          `json:"pid"`
-	Tid     uint32          `json:"tid"`
+	Pid     int64           `json:"pid"`
+	Tid     int64           `json:"tid"`
 	CPU     uint32          `json:"cpu"`
 	Time    uint64          `json:"time"`
 	Period  uint64          `json:"period"`
@@ -71,7 +71,7 @@ func orNull(s string) *string {
 
 // Write prints one sample.
 func (j *JSONWriter) Write(s *Sample) error {
-	out := jsonSample{Index: s.Index, Pid: s.Pid, Tid: s.Tid, CPU: s.CPU, Time: s.Time,
+	out := jsonSample{Index: s.Index, Pid: printedID(s.Pid), Tid: printedID(s.Tid), CPU: s.CPU, Time: s.Time,
 		Period: s.Period, Comm: s.Comm, Event: s.Event, Signal: orNull(s.Signal), IP: hexString(s.IP), Stop: orNull(s.Stop), StopErr: orNull(s.StopErr),
 		Fields: traceFieldsJSON(s.TraceFields.List), Frames: make([]jsonFrame, 0, len(s.Frames))}
 	for i := range s.Frames {

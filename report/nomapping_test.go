@@ -49,14 +49,7 @@ func TestReturnAddressInNoMappingIsNoFrame(t *testing.T) {
 	r, err := perfdata.Open(data)
 	require.NoError(t, err)
 	defer r.Close()
-	var samples []*Sample
-	_, err = Run(r, Options{Kallsyms: "-", BuildIDDir: t.TempDir(), Jobs: 1}, func(s *Sample) error {
-		c := *s
-		c.Frames = append([]Frame(nil), s.Frames...)
-		samples = append(samples, &c)
-		return nil
-	})
-	require.NoError(t, err)
+	samples := collectSamples(t, r, Options{Kallsyms: "-", BuildIDDir: t.TempDir(), Jobs: 1})
 	require.Len(t, samples, 1)
 	s := samples[0]
 	require.Equal(t, "no_mapping", s.Stop)

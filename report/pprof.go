@@ -148,7 +148,7 @@ func (b *PprofBuilder) Add(s *Sample) {
 		Location: locs,
 		Value:    value,
 		Label:    map[string][]string{"comm": {s.Comm}, "event": {s.Event}},
-		NumLabel: map[string][]int64{"pid": {int64(s.Pid)}, "tid": {int64(s.Tid)}},
+		NumLabel: map[string][]int64{"pid": {printedID(s.Pid)}, "tid": {printedID(s.Tid)}},
 	})
 }
 

@@ -124,7 +124,10 @@ type Options struct {
 // first (kernel frames, then user frames).
 type Sample struct {
 	// Index is the sample's position among the recording's samples.
-	Index    int
+	Index int
+	// Pid and Tid are the kernel's u32 ids. A sample no task owns (one
+	// taken as a task exited, system-wide) has ^uint32(0): every format
+	// prints them as signed numbers (printedID), -1 there, as perf does.
 	Pid, Tid uint32
 	CPU      uint32
 	Time     uint64
@@ -706,8 +709,12 @@ func (p *processor) commOf(tid uint32) string {
 	if tid == 0 {
 		return "swapper"
 	}
-	return ":" + strconv.FormatInt(int64(int32(tid)), 10) // perf's %d: -1 for no task
+	return ":" + strconv.FormatInt(printedID(tid), 10)
 }
+
+// printedID returns a pid or tid as perf prints it: the kernel's u32 as a
+// signed int (perf's %d), so that ^uint32(0), no task, is -1.
+func printedID(id uint32) int64 { return int64(int32(id)) }
 
 // missingUserData reports whether a sample of an event recorded with user
 // registers and stack carries neither although it was taken in a user

@@ -107,10 +107,10 @@ func (sw *speedscopeWriter) Close() error {
 	sort.Slice(list, func(i, j int) bool {
 		a, b := list[i].key, list[j].key
 		if a.pid != b.pid {
-			return a.pid < b.pid
+			return printedID(a.pid) < printedID(b.pid)
 		}
 		if a.tid != b.tid {
-			return a.tid < b.tid
+			return printedID(a.tid) < printedID(b.tid)
 		}
 		return a.event < b.event
 	})
@@ -147,8 +147,8 @@ func (sw *speedscopeWriter) Close() error {
 			unit = "nanoseconds"
 		}
 		bw.WriteString(`{"type":"sampled","name":`)
-		writeJSONString(bw, p.comm+" "+strconv.FormatUint(uint64(p.key.pid), 10)+"/"+
-			strconv.FormatUint(uint64(p.key.tid), 10)+" "+p.key.event)
+		writeJSONString(bw, p.comm+" "+strconv.FormatInt(printedID(p.key.pid), 10)+"/"+
+			strconv.FormatInt(printedID(p.key.tid), 10)+" "+p.key.event)
 		bw.WriteString(`,"unit":"` + unit + `","startValue":0,"endValue":` + strconv.FormatUint(p.total, 10) + `,"samples":[`)
 		start := 0
 		for j, end := range p.ends {

@@ -139,7 +139,7 @@ func (t *TextWriter) appendHeader(b []byte, s *Sample, f Fields, callchain bool)
 		b = appendIDPadded(b, s.Pid, 5)
 		b = append(b, '/')
 		n := len(b)
-		b = strconv.AppendInt(b, int64(int32(s.Tid)), 10)
+		b = strconv.AppendInt(b, printedID(s.Tid), 10)
 		for i := len(b) - n; i < 5; i++ {
 			b = append(b, ' ')
 		}
@@ -258,7 +258,7 @@ func (t *TextWriter) Flush() error { return t.w.Flush() }
 // them: as a signed int, so that the -1 of a sample no task owns reads -1.
 func appendIDPadded(b []byte, id uint32, width int) []byte {
 	var digits [12]byte
-	field := strconv.AppendInt(digits[:0], int64(int32(id)), 10)
+	field := strconv.AppendInt(digits[:0], printedID(id), 10)
 	for i := len(field); i < width; i++ {
 		b = append(b, ' ')
 	}
