@@ -525,7 +525,9 @@ func TestCompressedAbandoned(t *testing.T) {
 		}
 		require.NotNil(t, r.z, "20 records in, the zstd stream is open")
 	}
-	for range 50 {
+	// Finalizers run on their own goroutine, later on a busy machine:
+	// wait for them (ten seconds at most).
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
 		runtime.GC()
 		time.Sleep(10 * time.Millisecond)
 		if runtime.NumGoroutine() < before+20 {
