@@ -214,12 +214,14 @@ func runUnderGDB(t *testing.T, bin string, addr uint64) (map[int]uint64, []byte,
 	script := filepath.Join(dir, "capture.py")
 	require.NoError(t, os.WriteFile(script, []byte(fmt.Sprintf("STACKFILE = %q\n", stackFile)+gdbCapture), 0o644))
 	var out []byte
-	for try := 0; ; try++ { // qemu may not listen yet
+	// qemu may not listen yet: try again for as long as a busy machine may
+	// take to start it.
+	for deadline := time.Now().Add(2 * time.Minute); ; {
 		cmd := exec.Command("timeout", "60", "gdb-multiarch", "-nx", "-batch",
 			"-ex", "set pagination off", "-ex", "set backtrace past-main on", "-ex", "target remote 127.0.0.1:"+strconv.Itoa(port),
 			"-ex", fmt.Sprintf("break *%#x", addr), "-ex", "continue", "-x", script, bin)
 		out, err = cmd.CombinedOutput()
-		if err == nil && bytes.Contains(out, []byte("FRAME ")) || try == 20 {
+		if err == nil && bytes.Contains(out, []byte("FRAME ")) || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(200 * time.Millisecond)

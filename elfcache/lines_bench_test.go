@@ -2,7 +2,6 @@ package elfcache
 
 import (
 	"testing"
-	"time"
 )
 
 func libcWithDWARF(b testing.TB, opts Options) *Object {
@@ -72,10 +71,11 @@ func BenchmarkSourceFramesIndex(b *testing.B) {
 	}
 }
 
-// TestSourceFramesAllocs checks that warm lookups do not allocate and that
-// the first lookup into a fresh object takes well under a second.
+// TestSourceFramesAllocs checks that warm lookups do not allocate. (How
+// long the first lookup into a fresh object takes is
+// BenchmarkSourceFramesIndex's to measure: a time bound in a test depends
+// on how busy the machine is.)
 func TestSourceFramesAllocs(t *testing.T) {
-	start := time.Now()
 	o := libcWithDWARF(t, Options{})
 	defer o.Close()
 	syms := o.Symbols()
@@ -83,9 +83,6 @@ func TestSourceFramesAllocs(t *testing.T) {
 	buf := o.SourceFrames(a, nil)
 	if len(buf) == 0 {
 		t.Fatalf("no frames at %#x", a)
-	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("first lookup took %v", d)
 	}
 	buf = make([]SourceFrame, 0, 16)
 	if n := testing.AllocsPerRun(100, func() { buf = o.SourceFrames(a, buf[:0]) }); n != 0 {
