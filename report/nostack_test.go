@@ -1,11 +1,16 @@
 package report
 
 import (
+	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/ustack/ustack/internal/testprog"
+	"github.com/ustack/ustack/perfdata"
 )
 
 // threadSrc closes a file in a second thread (whose stack ends in clone3)
@@ -31,11 +36,57 @@ int main(void) {
 // recordWith runs perf record of the close tracepoint and cpu-clock with
 // the given call-graph arguments (none for the sampled IP only) into
 // dir/name.data and returns its path (testprog.Record: skips, with perf's
-// message, when perf cannot record here).
+// message, when perf cannot record here). When the kernel dropped records
+// (perf did not drain its rings in time on a loaded machine), it removes
+// what that run left in dir (the recording, a JIT's dump or map) and
+// records again, up to three times, so that tests can count the
+// workload's events.
 func recordWith(t *testing.T, dir, name string, callGraph []string, argv ...string) string {
 	t.Helper()
 	args := append([]string{"-e", "syscalls:sys_enter_close", "-e", "cpu-clock", "-c", "100000"}, callGraph...)
-	return testprog.Record(t, filepath.Join(dir, name+".data"), append(append(args, "--"), argv...)...)
+	args = append(append(args, "--"), argv...)
+	before := map[string]bool{}
+	for _, f := range testprog.Files(dir) {
+		before[f] = true
+	}
+	for attempt := 1; ; attempt++ {
+		data := testprog.Record(t, filepath.Join(dir, name+".data"), args...)
+		lost := lostRecords(t, data)
+		if lost == 0 {
+			return data
+		}
+		if attempt == 3 {
+			t.Logf("%s: the kernel dropped records in each of 3 recordings (%d in the last)", data, lost)
+			return data
+		}
+		t.Logf("recording again: the kernel dropped %d records", lost)
+		for _, f := range testprog.Files(dir) {
+			if !before[f] {
+				os.Remove(f)
+			}
+		}
+	}
+}
+
+// lostRecords counts the LOST and LOST_SAMPLES records of a recording:
+// records the kernel dropped.
+func lostRecords(t *testing.T, data string) int {
+	t.Helper()
+	r, err := perfdata.Open(data)
+	require.NoError(t, err)
+	defer r.Close()
+	n := 0
+	for {
+		rec, err := r.Next()
+		if err == io.EOF {
+			return n
+		}
+		require.NoError(t, err)
+		switch rec.(type) {
+		case *perfdata.Lost, *perfdata.LostSamples:
+			n++
+		}
+	}
 }
 
 // scriptFrame is one frame as perf script prints it, without the address:
