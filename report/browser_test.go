@@ -26,6 +26,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/ustack/ustack/internal/testprog"
 	"github.com/ustack/ustack/perfdata"
 )
 
@@ -531,7 +532,7 @@ func checkSpeedscopeInBrowser(t *testing.T, b *browser, base string, profile []b
 	require.NoError(t, chromedp.Do(b.ctx, chromedp.Navigate(u)))
 	// Wait for speedscope to fetch, parse and draw the profile: the
 	// profile's name in the toolbar and a flame chart canvas.
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(testprog.Timeout) // a busy machine is slow to draw
 	var text string
 	for {
 		text = eval[string](t, b, `document.body ? document.body.innerText : ""`)

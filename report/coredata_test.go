@@ -198,10 +198,11 @@ func TestCoreDeletedMappedFile(t *testing.T) {
 	assert.NotEmpty(t, warnings, "a mismatch is warned about")
 }
 
-// waitSleeping waits until process pid sleeps (state S in /proc/PID/stat).
+// waitSleeping waits until process pid sleeps (state S in /proc/PID/stat),
+// for as long as a busy machine may take to start it (a minute at most).
 func waitSleeping(t *testing.T, pid int) {
 	t.Helper()
-	for i := 0; i < 200; i++ {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		require.NoError(t, err)
 		if f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])); len(f) > 0 && f[0] == "S" {

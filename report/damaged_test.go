@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ustack/ustack/internal/testprog"
 	"github.com/ustack/ustack/perfdata"
 )
 
@@ -121,8 +122,8 @@ func runDamaged(t *testing.T, data []byte, what string) *damageRun {
 			t.Fatalf("%s: %v", what, out.runErr)
 		}
 		return out
-	case <-time.After(30 * time.Second):
-		t.Fatalf("%s: report did not finish in 30s", what)
+	case <-time.After(testprog.Timeout):
+		t.Fatalf("%s: report did not finish in %v", what, testprog.Timeout)
 		return nil
 	}
 }
