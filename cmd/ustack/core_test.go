@@ -52,7 +52,8 @@ func coreFixture(t *testing.T, name string) (tr *coretruth.Truth, symfs string, 
 }
 
 // runCore runs ustack report with args, failing the test when it takes
-// longer than a minute (a hang).
+// longer than testprog.Timeout (a hang: a report of a test core takes
+// seconds, several times that on a busy machine).
 func runCore(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errb bytes.Buffer
@@ -64,8 +65,8 @@ func runCore(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	}()
 	select {
 	case code = <-done:
-	case <-time.After(time.Minute):
-		t.Fatalf("ustack report %s did not finish in a minute", strings.Join(args, " "))
+	case <-time.After(testprog.Timeout):
+		t.Fatalf("ustack report %s did not finish in %v", strings.Join(args, " "), testprog.Timeout)
 	}
 	return code, out.String(), errb.String()
 }

@@ -138,10 +138,12 @@ func (s *Server) Stop() {
 	}
 }
 
-// WaitScanned waits until the server has scanned n files.
+// WaitScanned waits until the server has scanned n files, for as long as
+// a busy machine may take to start it and scan them (two minutes).
 func (s *Server) WaitScanned(t *testing.T, n int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	const wait = 2 * time.Minute
+	deadline := time.Now().Add(wait)
 	for time.Now().Before(deadline) {
 		if m, err := s.Metrics(); err == nil && m[`scanned_files_total{source="file"}`] >= n &&
 			m[`thread_work_pending{role="scan"}`] == 0 {
@@ -149,7 +151,7 @@ func (s *Server) WaitScanned(t *testing.T, n int) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("debuginfod did not scan %d files within 30s", n)
+	t.Fatalf("debuginfod did not scan %d files within %v", n, wait)
 }
 
 // Metric returns one of the server's counters, such as
