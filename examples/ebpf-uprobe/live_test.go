@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -282,7 +283,7 @@ func TestLiveSignal(t *testing.T) {
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	require.NoError(t, cmd.Start())
-	time.Sleep(time.Second)
+	waitForWrite(t, cmd.Process.Pid)
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	err := cmd.Wait()
 	var ee *exec.ExitError
@@ -294,6 +295,34 @@ func TestLiveSignal(t *testing.T) {
 		assert.Len(t, s, len(wantChain), "event %d: %v", i, s)
 	}
 	assert.Regexp(t, `ebpf-uprobe: \d+ events, 0 lost \(ring buffer full\), 0 malformed; stops: outermost \d+\n$`, stderr.String())
+}
+
+// waitForWrite waits until the command the tracer (pid) started has
+// written once, that is called leaf under the tracer's probe (the command
+// is held at its exec until the probe is attached): there is an event to
+// print. It waits as long as a busy machine may take (two minutes), not a
+// fixed second.
+func waitForWrite(t *testing.T, tracer int) {
+	t.Helper()
+	children := fmt.Sprintf("/proc/%d/task/%d/children", tracer, tracer)
+	for deadline := time.Now().Add(testprog.Timeout); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		b, err := os.ReadFile(children)
+		if err != nil {
+			t.Fatalf("the tracer's children: %v", err)
+		}
+		for _, pid := range strings.Fields(string(b)) {
+			io, err := os.ReadFile("/proc/" + pid + "/io")
+			if err != nil {
+				continue
+			}
+			for _, l := range strings.Split(string(io), "\n") {
+				if n, ok := strings.CutPrefix(l, "syscw: "); ok && n != "0" {
+					return
+				}
+			}
+		}
+	}
+	t.Fatalf("the traced command made no write in %v", testprog.Timeout)
 }
 
 // TestLiveStackSize: a copy too small for the whole stack ends every stack
