@@ -62,7 +62,7 @@ poweroff -f
 // qemuCommand returns qemu's command line for k.
 func qemuCommand(k *Kernel, initrd, share string, cpus, mem int) (string, []string, error) {
 	common := []string{"-accel", "tcg", "-m", strconv.Itoa(mem), "-smp", strconv.Itoa(cpus),
-		"-nographic", "-monitor", "none", "-no-reboot",
+		"-nographic", "-monitor", "none", "-no-reboot", "-nic", "none",
 		"-kernel", k.Image, "-initrd", initrd,
 		"-virtfs", "local,path=" + share + ",mount_tag=share,security_model=none,id=share"}
 	switch k.Arch {

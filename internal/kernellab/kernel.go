@@ -5,9 +5,12 @@ import (
 	"context"
 	"debug/elf"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/ulikunitz/xz"
 )
 
 // Kernel is one of Debian's kernel packages, unpacked as far as the lab
@@ -67,7 +70,7 @@ func FindKernel(ctx context.Context, cache, suite, arch string) (*Kernel, error)
 		os.RemoveAll(dir)
 		keep := func(name string) bool {
 			return strings.HasPrefix(name, "boot/vmlinu") ||
-				(strings.HasPrefix(name, "lib/modules/") && (strings.HasSuffix(name, ".ko") || strings.HasSuffix(name, "/modules.builtin")))
+				(strings.HasPrefix(name, "lib/modules/") && (strings.HasSuffix(name, ".ko") || strings.HasSuffix(name, ".ko.xz") || strings.HasSuffix(name, "/modules.builtin")))
 		}
 		if err := extractDeb(deb, dir, keep); err != nil {
 			return nil, err
@@ -81,6 +84,11 @@ func FindKernel(ctx context.Context, cache, suite, arch string) (*Kernel, error)
 		}
 		// Only the image, busybox and the modules the lab loads are kept.
 		if err := pruneModules(dir); err != nil {
+			return nil, err
+		}
+		// Newer kernels' modules are xz-compressed; busybox's insmod takes
+		// them plain.
+		if err := unxzModules(dir); err != nil {
 			return nil, err
 		}
 		if err := os.WriteFile(done, nil, 0o644); err != nil {
@@ -102,6 +110,31 @@ func FindKernel(ctx context.Context, cache, suite, arch string) (*Kernel, error)
 	return k, nil
 }
 
+// unxzModules replaces every NAME.ko.xz below dir by NAME.ko.
+func unxzModules(dir string) error {
+	return filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+		if err != nil || info.IsDir() || !strings.HasSuffix(p, ".ko.xz") {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		r, err := xz.NewReader(bytes.NewReader(b))
+		if err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		plain, err := io.ReadAll(io.LimitReader(r, 64<<20))
+		if err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		if err := os.WriteFile(strings.TrimSuffix(p, ".xz"), plain, 0o644); err != nil {
+			return err
+		}
+		return os.Remove(p)
+	})
+}
+
 // pruneModules removes every module that is not wanted or needed by one
 // that is, so that the cache holds megabytes, not hundreds.
 func pruneModules(dir string) error {
@@ -116,7 +149,7 @@ func pruneModules(dir string) error {
 			keep[m] = true
 		}
 		err = filepath.Walk(rel, func(p string, info os.FileInfo, err error) error {
-			if err == nil && !info.IsDir() && strings.HasSuffix(p, ".ko") && !keep[p] {
+			if err == nil && !info.IsDir() && isModule(p) && !keep[p] {
 				return os.Remove(p)
 			}
 			return nil
@@ -135,7 +168,7 @@ func pruneModules(dir string) error {
 func loadOrder(relDir string) ([]string, error) {
 	files := map[string]string{} // module name (with _) -> path
 	err := filepath.Walk(relDir, func(p string, info os.FileInfo, err error) error {
-		if err == nil && !info.IsDir() && strings.HasSuffix(p, ".ko") {
+		if err == nil && !info.IsDir() && isModule(p) {
 			files[modName(filepath.Base(p))] = p
 		}
 		return nil
@@ -182,26 +215,40 @@ func loadOrder(relDir string) ([]string, error) {
 	return order, nil
 }
 
+func isModule(p string) bool { return strings.HasSuffix(p, ".ko") || strings.HasSuffix(p, ".ko.xz") }
+
 func modName(s string) string {
-	return strings.ReplaceAll(strings.TrimSuffix(s, ".ko"), "-", "_")
+	return strings.ReplaceAll(strings.TrimSuffix(strings.TrimSuffix(s, ".xz"), ".ko"), "-", "_")
 }
 
 // modDepends reads "depends=" from a module's .modinfo section.
 func modDepends(path string) ([]string, error) {
-	f, err := elf.Open(path)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	if strings.HasSuffix(path, ".xz") {
+		r, err := xz.NewReader(bytes.NewReader(b))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if b, err = io.ReadAll(io.LimitReader(r, 64<<20)); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	f, err := elf.NewFile(bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	s := f.Section(".modinfo")
 	if s == nil {
 		return nil, nil
 	}
-	b, err := s.Data()
+	info, err := s.Data()
 	if err != nil {
 		return nil, fmt.Errorf("%s: .modinfo: %w", path, err)
 	}
-	for _, kv := range bytes.Split(b, []byte{0}) {
+	for _, kv := range bytes.Split(info, []byte{0}) {
 		if v, ok := bytes.CutPrefix(kv, []byte("depends=")); ok {
 			if len(v) == 0 {
 				return nil, nil
