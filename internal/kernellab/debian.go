@@ -28,10 +28,10 @@ var Mirror = "http://deb.debian.org/debian"
 // Package is one stanza of a Debian package index.
 type Package struct {
 	Name, Version, Arch string
-	Depends            string
-	Filename           string // path below the mirror
-	SHA256             string
-	Size               int64
+	Depends             string
+	Filename            string // path below the mirror
+	SHA256              string
+	Size                int64
 }
 
 // fetch GETs url bounded in time.
