@@ -6,6 +6,7 @@ import (
 	"context"
 	"debug/elf"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -61,6 +62,10 @@ var (
 	}
 )
 
+// payloadRoot is TestLab's temporary directory, where the payloads are
+// built.
+var payloadRoot string
+
 func buildPayload(t *testing.T, arch string) *payload {
 	t.Helper()
 	payloadsMu.Lock()
@@ -96,8 +101,8 @@ func (p *payload) build(arch string) error {
 	if _, err := exec.LookPath(c.cc); err != nil {
 		return fmt.Errorf("%s is not installed (Debian: gcc-aarch64-linux-gnu)", c.cc)
 	}
-	dir, err := os.MkdirTemp("", "ustack-kernellab-"+arch+"-*")
-	if err != nil {
+	dir := filepath.Join(payloadRoot, arch)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	p.dir = dir
@@ -147,18 +152,28 @@ func (p *payload) build(arch string) error {
 
 func hostBinary(t *testing.T) string {
 	hostUstack.once.Do(func() {
-		dir, err := os.MkdirTemp("", "ustack-kernellab-host-*")
-		if err != nil {
-			hostUstack.err = err
-			return
-		}
-		hostUstack.path = filepath.Join(dir, "ustack")
+		hostUstack.path = filepath.Join(hostDir, "ustack")
 		hostUstack.err = run("../..", []string{"CGO_ENABLED=0"}, "go", "build", "-o", hostUstack.path, "./cmd/ustack")
 	})
 	if hostUstack.err != nil {
 		t.Fatal(hostUstack.err)
 	}
 	return hostUstack.path
+}
+
+// hostDir holds the host's ustack, built once per test binary run.
+var hostDir string
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	var err error
+	if hostDir, err = os.MkdirTemp("", "ustack-kernellab-host-*"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(hostDir)
+	os.Exit(code)
 }
 
 // A job is one recording the guest makes: `ustack record -o NAME.data
@@ -188,7 +203,7 @@ func labJobs(p *payload) []job {
 		{name: "uprobe", args: "-e u:/lab/lab-dyn:open_leaf -- /lab/lab-dyn open 8"},
 		{name: "uretprobe", args: "-e ur:/lab/lab-dyn:open_leaf -- /lab/lab-dyn open 8"},
 		{name: "signal", args: "-e syscalls:sys_enter_openat -- /lab/lab-static signal 4"},
-		{name: "cpuclock", args: "-e cpu-clock -F 250 -- /lab/lab-static spin 2000"},
+		{name: "cpuclock", args: "-e cpu-clock -F 50 --stack-size 2048 -- /lab/lab-static spin 1500"},
 		{name: "fp", pre: "echo 'p:labk do_sys_openat2' >> /sys/kernel/tracing/kprobe_events",
 			args: "--call-graph fp -e kprobes:labk -- /lab/lab-static open 8", post: "echo '-:labk' >> /sys/kernel/tracing/kprobe_events"},
 	}
@@ -268,12 +283,16 @@ func bootLab(t *testing.T, suite, arch string) *labRun {
 // made: its stacks against the chains lab.c's modes call by construction,
 // and its report on this host against the guest's own.
 func TestLab(t *testing.T) {
+	payloadRoot = t.TempDir()
 	host := hostBinary(t)
 	for _, kk := range labKernels {
 		t.Run(kk.suite+"-"+kk.arch, func(t *testing.T) {
 			t.Parallel()
 			lr := bootLab(t, kk.suite, kk.arch)
 			lr.check(t, host)
+			if *updateFixtures && kk.suite == "bookworm" && kk.arch == "arm64" {
+				writeFixtures(t, lr, buildPayload(t, kk.arch), host)
+			}
 		})
 	}
 }
@@ -340,16 +359,23 @@ func (lr *labRun) report(t *testing.T, host, name string, extra ...string) ([]by
 		log, _ := os.ReadFile(filepath.Join(lr.out, name+".record.log"))
 		t.Fatalf("the guest made no %s recording: %v\nustack record said:\n%s", name, err, log)
 	}
-	// What the guest knew and no more: no debug files of this host (its
-	// libc6-dbg would name more of the copied libc than the guest can),
-	// no build-id cache, no debuginfod.
-	args := append([]string{"report", "--debug-dir", filepath.Join(lr.out, "no-debug"), "--buildid-dir", filepath.Join(lr.out, "no-buildid-cache")}, extra...)
+	return lr.reportFile(t, host, data, extra...)
+}
+
+// reportFile runs the host's ustack report on a recording with what the
+// guest knew and no more: no debug files of this host (its libc6-dbg
+// would name more of the copied libc than the guest can), no build-id
+// cache, no debuginfod.
+func (lr *labRun) reportFile(t *testing.T, host, data string, extra ...string) ([]byte, []byte) {
+	t.Helper()
+	none := t.TempDir()
+	args := append([]string{"report", "--debug-dir", filepath.Join(none, "no-debug"), "--buildid-dir", filepath.Join(none, "no-buildid-cache")}, extra...)
 	cmd := exec.Command(host, append(args, data)...)
 	cmd.Env = append(os.Environ(), "DEBUGINFOD_URLS=")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("ustack report %s: %v\n%s", name, err, stderr.String())
+		t.Fatalf("ustack report %s: %v\n%s", data, err, stderr.String())
 	}
 	return stdout.Bytes(), stderr.Bytes()
 }
