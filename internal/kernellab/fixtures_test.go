@@ -309,6 +309,18 @@ func TestArm64LabRecordings(t *testing.T) {
 					continue
 				}
 				samples++
+				var kernel []string
+				for _, fr := range s.Frames {
+					if fr.Kernel && fr.Symbol != nil {
+						kernel = append(kernel, *fr.Symbol)
+					}
+				}
+				if inExec(kernel) {
+					if s.Stop != "exec" {
+						t.Errorf("sample %d, inside execve (kernel %v): stop %q, want exec", samples, kernel, s.Stop)
+					}
+					continue
+				}
 				if s.Stop != "outermost" {
 					t.Errorf("sample %d: stop %q, want outermost", samples, s.Stop)
 				}
