@@ -114,7 +114,12 @@ func parseKprobe(spec, s string) (*Event, error) {
 	case k.Offset != 0:
 		ev.Name = fmt.Sprintf("%s:%s+%#x", prefix, k.Func, k.Offset)
 	}
-	if typ, err := pmuType("kprobe"); err == nil {
+	typ, err := pmuType("kprobe")
+	if os.Getenv("USTACK_NO_KPROBE_PMU") != "" {
+		// For tests of the tracefs path on kernels that have the PMU.
+		err = errors.New("USTACK_NO_KPROBE_PMU is set")
+	}
+	if err == nil {
 		ev.Type = typ
 		if k.Func != "" {
 			ev.config1Bytes = append([]byte(k.Func), 0)

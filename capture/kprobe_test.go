@@ -355,6 +355,20 @@ func TestKprobeTracefsFallback(t *testing.T) {
 	}
 }
 
+// TestKprobeForceTracefs: USTACK_NO_KPROBE_PMU makes kprobes through
+// kprobe_events on a kernel that has the PMU, to test that path for real.
+func TestKprobeForceTracefs(t *testing.T) {
+	fk := newFakeKernel(t, true, true, testKallsyms)
+	t.Setenv("USTACK_NO_KPROBE_PMU", "1")
+	ev, err := ParseEvent("kr:do_sys_openat2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.Type != unix.PERF_TYPE_TRACEPOINT || ev.kprobe.tracefs != fk.tracefs || ev.config1Bytes != nil {
+		t.Errorf("type %d tracefs %q config1 %q: want a kprobe_events tracepoint in %s", ev.Type, ev.kprobe.tracefs, ev.config1Bytes, fk.tracefs)
+	}
+}
+
 // TestKprobeTracefsRefused: a kprobe_events write the kernel refuses is
 // reported with the line written and tracefs's error_log.
 func TestKprobeTracefsRefused(t *testing.T) {
