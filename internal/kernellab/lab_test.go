@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -198,7 +197,14 @@ func labJobs(p *payload) []job {
 		{name: "watch_addr", args: fmt.Sprintf("-e mem:%#x/8:w -- /lab/lab-static watch 8", p.counter)},
 		{name: "watch_sym", args: "-e mem:/lab/lab-static:counter/8:w -- /lab/lab-static watch 8"},
 		{name: "watch_lib", args: "-e mem:/lab/liblab.so:lib_counter/8:w -- /lab/lab-dyn libwatch 8"},
-		{name: "syswide", args: "-a -d 8s -e k:do_sys_openat2", workload: "sleep 3; /lab/lab-static open 8"},
+		// The workload starts once the recorder has written its file's
+		// header (its events are open), however slow the guest.
+		{name: "syswide", args: "-a -d 10s -e k:do_sys_openat2",
+			workload: "i=0; while [ ! -s /tmp/syswide.data ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; /lab/lab-static open 8"},
+		// Without the kprobe PMU: lines in tracefs kprobe_events, removed
+		// when the recorder ends.
+		{name: "kprobe_events", args: "-e k:do_sys_openat2 -e kr:do_sys_openat2 -- /lab/lab-static open 8",
+			pre: "export USTACK_NO_KPROBE_PMU=1", post: "unset USTACK_NO_KPROBE_PMU; cat /sys/kernel/tracing/kprobe_events > /share/out/kprobe_events.left"},
 		{name: "tracepoint_plt", args: "-e syscalls:sys_enter_openat -- /lab/lab-dyn open 8"},
 		{name: "uprobe", args: "-e u:/lab/lab-dyn:open_leaf -- /lab/lab-dyn open 8"},
 		{name: "uretprobe", args: "-e ur:/lab/lab-dyn:open_leaf -- /lab/lab-dyn open 8"},
@@ -244,6 +250,10 @@ func guestScript(jobs []job) string {
 		fmt.Fprintf(&b, "$U report /tmp/%[1]s.data > /share/out/%[1]s.guest.txt 2> /share/out/%[1]s.guest.err\n", j.name)
 		fmt.Fprintf(&b, "cp /tmp/%[1]s.data /share/out/ && cp /tmp/%[1]s.data.ustack /share/out/ 2>/dev/null; rm -f /tmp/%[1]s.data*\n", j.name)
 	}
+	for _, e := range errorJobs {
+		fmt.Fprintf(&b, "$U record -q -o /tmp/err.data %s > /share/out/%s.record.log 2>&1; echo $? > /share/out/%s.record.rc\n", e.args, e.name, e.name)
+	}
+	b.WriteString("rm -f /tmp/err.data*\n")
 	b.WriteString("echo '== ftrace'\n" + ftraceScript)
 	b.WriteString("echo '== done'\n")
 	return b.String()
@@ -466,6 +476,7 @@ func (lr *labRun) check(t *testing.T, host string) {
 		{name: "uretprobe", comm: "lab-dyn", chain: openChain[1:], exact: 8},
 		{name: "signal", comm: "lab-static", chain: []string{"open_leaf", "sig_leaf", "sig_handler"}, exact: 4},
 		{name: "cpuclock", comm: "lab-static", chain: []string{"spin_mid", "main"}, min: 20},
+		{name: "kprobe_events", comm: "lab-static", chain: openChain, exact: 16},
 	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {
@@ -504,9 +515,45 @@ func (lr *labRun) check(t *testing.T, host string) {
 		})
 	}
 	t.Run("frames_per_stack", func(t *testing.T) { lr.framesPerStack(t, host) })
+	t.Run("kprobe_events_removed", func(t *testing.T) {
+		b, err := os.ReadFile(filepath.Join(lr.out, "kprobe_events.left"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(bytes.TrimSpace(b)) != 0 {
+			t.Errorf("ustack record left kprobe_events lines behind:\n%s", b)
+		}
+	})
+	t.Run("errors", func(t *testing.T) { lr.errors(t) })
 }
 
-var ftraceFrame = regexp.MustCompile(`^\s*=> (?:<[0-9a-f]+>|\S)`)
+// errorJobs are recordings ustack must refuse, and what the refusal must
+// say.
+var errorJobs = []struct{ name, args, want string }{
+	{"err_similar", "-e k:do_sys_openat -- /lab/lab-static open 1", "do_sys_openat2"},
+	{"err_unknown", "-e k:nosuch_function_xyz -- /lab/lab-static open 1", "nosuch_function_xyz"},
+	{"err_blacklist", "-e k:nmi_handle -- /lab/lab-static open 1", "blacklist"},
+	{"err_symbol", "-e mem:/lab/lab-static:no_such_global:w -- /lab/lab-static watch 1", "no_such_global"},
+}
+
+func (lr *labRun) errors(t *testing.T) {
+	for _, e := range errorJobs {
+		rc, err := os.ReadFile(filepath.Join(lr.out, e.name+".record.rc"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		log, _ := os.ReadFile(filepath.Join(lr.out, e.name+".record.log"))
+		if strings.TrimSpace(string(rc)) == "0" {
+			t.Errorf("ustack record %s succeeded; want a refusal naming %q", e.args, e.want)
+		} else if !strings.Contains(string(log), e.want) {
+			t.Errorf("ustack record %s said %q; want it to name %q", e.args, log, e.want)
+		} else {
+			t.Logf("ustack record %s: %s", e.args, strings.TrimSpace(string(log)))
+		}
+	}
+}
+
+var ftraceFrame = regexp.MustCompile(`^\s*=>\s+\S`)
 
 // framesPerStack compares, for lab-static's openat at do_sys_openat2,
 // the user frames per stack of ftrace's userstacktrace, the kernel's
@@ -544,8 +591,8 @@ func (lr *labRun) framesPerStack(t *testing.T, host string) {
 		return n
 	}
 	fp, dwarf := count("fp"), count("kprobe")
-	t.Logf("%s, %s: user frames per stack at do_sys_openat2: ftrace userstacktrace %v, --call-graph fp %v, ustack %v",
-		lr.k, runtime.GOARCH, ftrace, fp, dwarf)
+	t.Logf("%s: user frames per stack at do_sys_openat2: ftrace userstacktrace %v, --call-graph fp %v, ustack %v",
+		lr.k, ftrace, fp, dwarf)
 	if len(dwarf) == 0 {
 		t.Fatal("no ustack samples")
 	}
