@@ -215,6 +215,26 @@ func labJobs(p *payload) []job {
 	}
 }
 
+// killedScript kills recorders that use tracefs kprobe_events: with
+// SIGTERM (the recorder removes its lines) and with SIGKILL (it cannot;
+// the next recorder removes them).
+const killedScript = `echo '== killed'
+export USTACK_NO_KPROBE_PMU=1
+T=/sys/kernel/tracing
+waitfile() { i=0; while [ ! -s $1 ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; }
+$U record -q -a -d 120s -e k:do_sys_openat2 -o /tmp/term.data & P=$!
+waitfile /tmp/term.data; cat $T/kprobe_events > /share/out/killed_term.during
+kill -TERM $P; wait $P
+cat $T/kprobe_events > /share/out/killed_term.left
+$U record -q -a -d 120s -e k:do_sys_openat2 -o /tmp/kill.data & P=$!
+waitfile /tmp/kill.data; kill -KILL $P; wait $P
+cat $T/kprobe_events > /share/out/killed_kill.left
+$U record -q -e k:do_sys_openat2 -o /tmp/after.data -- /lab/lab-static open 1 > /share/out/killed_after.log 2>&1
+cat $T/kprobe_events > /share/out/killed_after.left
+unset USTACK_NO_KPROBE_PMU
+rm -f /tmp/term.data* /tmp/kill.data* /tmp/after.data*
+`
+
 // ftraceScript records the same event with ftrace's userstacktrace option:
 // the kernel's frame-pointer walk of the user stack, as the seeds' first
 // attempt did.
@@ -254,6 +274,7 @@ func guestScript(jobs []job) string {
 		fmt.Fprintf(&b, "$U record -q -o /tmp/err.data %s > /share/out/%s.record.log 2>&1; echo $? > /share/out/%s.record.rc\n", e.args, e.name, e.name)
 	}
 	b.WriteString("rm -f /tmp/err.data*\n")
+	b.WriteString(killedScript)
 	b.WriteString("echo '== ftrace'\n" + ftraceScript)
 	b.WriteString("echo '== done'\n")
 	return b.String()
@@ -538,6 +559,27 @@ func (lr *labRun) check(t *testing.T, host string) {
 		}
 	})
 	t.Run("errors", func(t *testing.T) { lr.errors(t) })
+	t.Run("killed", func(t *testing.T) {
+		read := func(name string) string {
+			b, err := os.ReadFile(filepath.Join(lr.out, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return strings.TrimSpace(string(b))
+		}
+		if read("killed_term.during") == "" {
+			t.Error("the recorder had no kprobe_events line while it ran (USTACK_NO_KPROBE_PMU=1)")
+		}
+		if l := read("killed_term.left"); l != "" {
+			t.Errorf("a recorder stopped by SIGTERM left %q in kprobe_events", l)
+		}
+		if read("killed_kill.left") == "" {
+			t.Error("a recorder killed by SIGKILL left no kprobe_events line: nothing showed the next one's clean-up")
+		}
+		if l := read("killed_after.left"); l != "" {
+			t.Errorf("the recorder after a SIGKILLed one left %q in kprobe_events", l)
+		}
+	})
 }
 
 // errorJobs are recordings ustack must refuse, and what the refusal must
