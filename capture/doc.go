@@ -4,8 +4,10 @@
 // # Recording
 //
 // NewRecorder parses the events (ParseEvent: software clocks and counters,
-// tracepoints found in tracefs, uprobes through the uprobe PMU, hardware
-// breakpoints and watchpoints) and the target (a command started at a gate
+// tracepoints found in tracefs, uprobes through the uprobe PMU, kprobes
+// through the kprobe PMU or, without it, tracefs kprobe_events lines that
+// Run removes however it ends, hardware breakpoints and watchpoints, by
+// address or by a global's name) and the target (a command started at a gate
 // and enabled on exec, a running process and all its threads, or every
 // CPU). Run opens each event on every online CPU with the sample_type of
 // perf record --call-graph dwarf (IDENTIFIER, IP, TID, TIME, CPU, PERIOD,
@@ -30,6 +32,15 @@
 //
 // Processes that already run (-p, -a) are described first by synthesized
 // COMM, FORK and MMAP2 records read from /proc, like perf's.
+//
+// A watchpoint by name (mem:BINARY:SYMBOL) watches the symbol's value plus
+// the object's load bias in the process. For -p it is read from
+// /proc/PID/maps before the events are opened. For a command the event is
+// opened disabled at the link-time address; Run lets the command exec
+// under ptrace (PTRACE_SEIZE, PTRACE_O_TRACEEXEC), steps it from syscall
+// to syscall until the object is mapped, moves the watchpoint there
+// (PERF_EVENT_IOC_MODIFY_ATTRIBUTES), enables it and detaches, before the
+// file's header is written, so that its attr holds the address.
 //
 // # The companion archive
 //

@@ -60,6 +60,11 @@ func openError(ev *Event, pid, cpu int, err error) error {
 	if !errors.As(err, &errno) {
 		return fmt.Errorf("perf_event_open %s (%s): %w", ev.Name, where, err)
 	}
+	if ev.Kind == KindKprobe {
+		if err := kprobeOpenError(ev, errno); err != nil {
+			return err
+		}
+	}
 	switch errno {
 	case unix.EACCES, unix.EPERM:
 		p := paranoid()
@@ -94,11 +99,11 @@ func openError(ev *Event, pid, cpu int, err error) error {
 		return fmt.Errorf("event %s: not supported by this kernel: %v", ev.Name, errno)
 	case unix.ENOSPC:
 		if ev.Kind == KindBreakpoint {
-			return fmt.Errorf("event %s: no free hardware debug register (x86 has 4): use fewer mem: events", ev.Name)
+			return watchOpenError(ev, ev.Config1, errno)
 		}
 	case unix.EINVAL:
 		if ev.Kind == KindBreakpoint {
-			return fmt.Errorf("event %s: the kernel refused the breakpoint (%v): check the address is a user address aligned to the length", ev.Name, errno)
+			return fmt.Errorf("event %s: the kernel refused the breakpoint (%v): the address %#x must be a user address aligned to the length %d, and the CPU must support that length (x86 watches 1, 2, 4 or 8 bytes; execute breakpoints take the length of a long)", ev.Name, errno, ev.Config1, ev.Config2)
 		}
 		if ev.Kind == KindUprobe {
 			return fmt.Errorf("uprobe %s: the kernel refused offset %#x of %s (%v): is it an instruction boundary in an executable segment?", ev.Name, ev.Offset, ev.Path, errno)

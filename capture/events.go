@@ -24,6 +24,7 @@ const (
 	KindUprobe                      // a uprobe on a file offset, through the uprobe PMU
 	KindBreakpoint                  // a hardware breakpoint or watchpoint (mem:ADDR)
 	KindHardware                    // a hardware PMU event (cycles, instructions)
+	KindKprobe                      // a kprobe or kretprobe on a kernel function
 )
 
 // String returns the kind's name.
@@ -39,6 +40,8 @@ func (k EventKind) String() string {
 		return "breakpoint"
 	case KindHardware:
 		return "hardware"
+	case KindKprobe:
+		return "kprobe"
 	}
 	return "unknown"
 }
@@ -54,8 +57,10 @@ type Event struct {
 	// Kind is the kind of event.
 	Kind EventKind
 	// Type, Config, Config1, Config2 and BPType are the attr fields that
-	// select the event. For uprobes Config1 is set when the event is opened
-	// (it is a pointer to Path).
+	// select the event. For uprobes and kprobes on a function Config1 is
+	// set when the event is opened (a pointer to Path or to the function's
+	// name). A kprobe without the kprobe PMU is a tracepoint whose id is
+	// known once Run has defined it in tracefs.
 	Type             uint32
 	Config           uint64
 	Config1, Config2 uint64
@@ -63,11 +68,21 @@ type Event struct {
 	// DefaultPeriod is the sampling period used when neither -F nor -c is
 	// given (0: use the default frequency).
 	DefaultPeriod uint64
-	// Path is the probed file of a uprobe, Offset the probed file offset.
+	// Path is the probed file of a uprobe (or the object of a watchpoint
+	// by symbol), Offset the probed file offset (a kprobe's offset into
+	// its function, or its address).
 	Path   string
 	Offset uint64
-	// pathBytes holds Path NUL-terminated for the uprobe attr's config1.
-	pathBytes []byte
+	// Warnings say what may keep the event from working (a kprobe on a
+	// function ftrace cannot trace); NewRecorder logs them.
+	Warnings []string
+	// config1Bytes holds the NUL-terminated string the attr's config1
+	// points to (a uprobe's path, a kprobe's function).
+	config1Bytes []byte
+	// kprobe is what a KindKprobe event probes.
+	kprobe *kprobe
+	// watch is the symbol a watchpoint by name watches (nil for mem:ADDR).
+	watch *watchSymbol
 }
 
 // Software event names and their PERF_COUNT_SW_* config.
@@ -95,10 +110,15 @@ var ErrUnknownEvent = errors.New("unknown event")
 //	SYSTEM:NAME                     a tracepoint (syscalls:sys_enter_close)
 //	u:/path/to/bin:SYMBOL[+OFF]     a uprobe on a symbol of an ELF file
 //	u:/path/to/bin:0xOFFSET         a uprobe at a file offset
+//	ur:/path/to/bin:SYMBOL          a uretprobe (uretprobe:, as bpftrace spells it)
+//	k:FUNC[+OFF], kr:FUNC           a kprobe or kretprobe on a kernel function (p:, r:,
+//	                                kprobe:, kretprobe:; k:0xADDR at an address)
 //	mem:ADDR[/LEN][:rwx]            a hardware breakpoint (x) or watchpoint (r, w, rw)
+//	mem:BINARY:SYMBOL[/LEN][:rwx]   a watchpoint on a global of a program or library
 //
 // Tracepoints are looked up in tracefs (mounted when missing); uprobes need
-// the uprobe PMU. Errors name what is missing and how to fix it.
+// the uprobe PMU; kprobes the kprobe PMU, or tracefs kprobe_events where
+// the PMU is missing. Errors name what is missing and how to fix it.
 func ParseEvent(spec string) (*Event, error) {
 	s := strings.TrimSpace(spec)
 	if s == "" {
@@ -121,20 +141,17 @@ func ParseEvent(spec string) (*Event, error) {
 		return &Event{Spec: spec, Name: s, Kind: KindHardware, Type: unix.PERF_TYPE_HARDWARE, Config: c}, nil
 	}
 	switch {
-	case strings.HasPrefix(s, "u:") || strings.HasPrefix(s, "uprobe:") || strings.HasPrefix(s, "ur:"):
+	case isUprobeSpec(s):
 		return parseUprobe(spec, s)
 	case strings.HasPrefix(s, "mem:"):
 		return parseBreakpoint(spec, s[len("mem:"):])
-	case strings.HasPrefix(s, "p:") || strings.HasPrefix(s, "k:") || strings.HasPrefix(s, "kprobe:") || strings.HasPrefix(s, "r:"):
-		if _, err := os.Stat("/sys/bus/event_source/devices/kprobe"); err != nil {
-			return nil, fmt.Errorf("event %q: this kernel has no kprobes (no /sys/bus/event_source/devices/kprobe); use a tracepoint (-e syscalls:sys_enter_NAME) or a uprobe (-e u:/path/to/bin:symbol) instead", spec)
-		}
-		return nil, fmt.Errorf("event %q: kprobes are not supported by ustack record; use a tracepoint or a uprobe", spec)
+	case isKprobeSpec(s):
+		return parseKprobe(spec, s)
 	}
 	if i := strings.IndexByte(s, ':'); i > 0 && !strings.ContainsAny(s, "/") {
 		return parseTracepoint(spec, s[:i], s[i+1:])
 	}
-	return nil, fmt.Errorf("event %q: %w (known: cpu-clock, task-clock, page-faults, context-switches, SYSTEM:TRACEPOINT, u:/path:symbol, mem:ADDR[/LEN][:rwx])", spec, ErrUnknownEvent)
+	return nil, fmt.Errorf("event %q: %w (known: cpu-clock, task-clock, page-faults, context-switches, SYSTEM:TRACEPOINT, u:/path:symbol, ur:/path:symbol, k:FUNC, kr:FUNC, mem:ADDR[/LEN][:rwx], mem:/path:symbol[:rwx])", spec, ErrUnknownEvent)
 }
 
 // tracefsRoots are where tracefs is looked for, in order.
@@ -194,7 +211,7 @@ func parseTracepoint(spec, sys, name string) (*Event, error) {
 
 // pmuType reads /sys/bus/event_source/devices/NAME/type.
 func pmuType(name string) (uint32, error) {
-	b, err := os.ReadFile("/sys/bus/event_source/devices/" + name + "/type")
+	b, err := os.ReadFile(filepath.Join(pmuDevices, name, "type"))
 	if err != nil {
 		return 0, err
 	}
@@ -202,9 +219,10 @@ func pmuType(name string) (uint32, error) {
 	return uint32(v), err
 }
 
-// pmuRetprobeBit reads the bit of config that makes a uprobe a uretprobe.
+// pmuRetprobeBit reads the bit of config that makes a uprobe a uretprobe
+// (a kprobe a kretprobe): format/retprobe, "config:0" on every kernel so far.
 func pmuRetprobeBit(name string) uint {
-	b, err := os.ReadFile("/sys/bus/event_source/devices/" + name + "/format/retprobe")
+	b, err := os.ReadFile(filepath.Join(pmuDevices, name, "format", "retprobe"))
 	if err == nil {
 		s := strings.TrimSpace(string(b))
 		if v, ok := strings.CutPrefix(s, "config:"); ok {
@@ -216,18 +234,52 @@ func pmuRetprobeBit(name string) uint {
 	return 0
 }
 
+// isUprobeSpec reports whether an -e argument is a uprobe or uretprobe:
+// u:, uprobe:, ur:, uretprobe:.
+func isUprobeSpec(s string) bool {
+	for _, p := range []string{"u:", "uprobe:", "ur:", "uretprobe:"} {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
 func parseUprobe(spec, s string) (*Event, error) {
-	ret := strings.HasPrefix(s, "ur:")
+	ret := strings.HasPrefix(s, "ur:") || strings.HasPrefix(s, "uretprobe:")
 	_, rest, _ := strings.Cut(s, ":")
 	i := strings.LastIndexByte(rest, ':')
 	if i <= 0 || i == len(rest)-1 {
-		return nil, fmt.Errorf("uprobe %q: want u:/path/to/binary:SYMBOL[+OFFSET] or u:/path/to/binary:0xFILEOFFSET", spec)
+		return nil, fmt.Errorf("uprobe %q: want u:/path/to/binary:SYMBOL[+OFFSET], u:/path/to/binary:0xFILEOFFSET or ur:/path/to/binary:SYMBOL", spec)
 	}
 	path, where := rest[:i], rest[i+1:]
 	typ, err := pmuType("uprobe")
 	if err != nil {
 		return nil, fmt.Errorf("uprobe %q: this kernel has no uprobe PMU (/sys/bus/event_source/devices/uprobe: %v); it needs CONFIG_UPROBE_EVENTS", spec, err)
 	}
+	path = objectPath(path)
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("uprobe %q: target not found: %v", spec, err)
+	}
+	off, name, err := resolveUprobe(path, where)
+	if err != nil {
+		return nil, fmt.Errorf("uprobe %q: %w", spec, err)
+	}
+	ev := &Event{Spec: spec, Kind: KindUprobe, Type: typ, Path: path, Offset: off, DefaultPeriod: 1}
+	ev.Config2 = off
+	ev.config1Bytes = append([]byte(path), 0)
+	prefix := "uprobe"
+	if ret {
+		ev.Config = 1 << pmuRetprobeBit("uprobe")
+		prefix = "uretprobe"
+	}
+	ev.Name = fmt.Sprintf("%s:%s:%s", prefix, filepath.Base(path), name)
+	return ev, nil
+}
+
+// objectPath makes the path of a probed object absolute, without symbolic
+// links; a bare name that is no file here is looked up in PATH.
+func objectPath(path string) string {
 	if !filepath.IsAbs(path) {
 		if p, err := lookPathOrFile(path); err == nil {
 			path = p
@@ -239,23 +291,7 @@ func parseUprobe(spec, s string) (*Event, error) {
 	if real, err := filepath.EvalSymlinks(path); err == nil {
 		path = real
 	}
-	if _, err := os.Stat(path); err != nil {
-		return nil, fmt.Errorf("uprobe %q: target not found: %v", spec, err)
-	}
-	off, name, err := resolveUprobe(path, where)
-	if err != nil {
-		return nil, fmt.Errorf("uprobe %q: %w", spec, err)
-	}
-	ev := &Event{Spec: spec, Kind: KindUprobe, Type: typ, Path: path, Offset: off, DefaultPeriod: 1}
-	ev.Config2 = off
-	ev.pathBytes = append([]byte(path), 0)
-	prefix := "uprobe"
-	if ret {
-		ev.Config = 1 << pmuRetprobeBit("uprobe")
-		prefix = "uretprobe"
-	}
-	ev.Name = fmt.Sprintf("%s:%s:%s", prefix, filepath.Base(path), name)
-	return ev, nil
+	return path
 }
 
 func lookPathOrFile(p string) (string, error) {
@@ -331,53 +367,6 @@ const (
 	bpW = 2
 	bpX = 4
 )
-
-func parseBreakpoint(spec, s string) (*Event, error) {
-	addrS, access, _ := strings.Cut(s, ":")
-	lenS := ""
-	if a, l, ok := strings.Cut(addrS, "/"); ok {
-		addrS, lenS = a, l
-	}
-	addr, err := strconv.ParseUint(addrS, 0, 64)
-	if err != nil {
-		return nil, fmt.Errorf("breakpoint %q: bad address %q: want mem:ADDR[/LEN][:rwx] with ADDR in hex (0x...)", spec, addrS)
-	}
-	var bt uint32
-	if access == "" {
-		access = "rw"
-	}
-	for _, c := range access {
-		switch c {
-		case 'r':
-			bt |= bpR
-		case 'w':
-			bt |= bpW
-		case 'x':
-			bt |= bpX
-		default:
-			return nil, fmt.Errorf("breakpoint %q: bad access %q: want r, w, rw or x", spec, access)
-		}
-	}
-	if bt&bpX != 0 && bt != bpX {
-		return nil, fmt.Errorf("breakpoint %q: an execute breakpoint cannot also watch reads or writes", spec)
-	}
-	n := uint64(4)
-	if bt == bpX {
-		n = 8 // sizeof(long), as perf uses
-	}
-	if lenS != "" {
-		if n, err = strconv.ParseUint(lenS, 0, 64); err != nil || (n != 1 && n != 2 && n != 4 && n != 8) {
-			return nil, fmt.Errorf("breakpoint %q: bad length %q: want 1, 2, 4 or 8", spec, lenS)
-		}
-	}
-	name := fmt.Sprintf("mem:%#x", addr)
-	if lenS != "" {
-		name += "/" + lenS
-	}
-	name += ":" + access
-	return &Event{Spec: spec, Name: name, Kind: KindBreakpoint, Type: unix.PERF_TYPE_BREAKPOINT,
-		BPType: bt, Config1: addr, Config2: n, DefaultPeriod: 1}, nil
-}
 
 // perfAttr returns the perfdata form of the event's selecting fields.
 func (e *Event) perfAttr() perfdata.Attr {

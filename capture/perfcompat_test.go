@@ -238,3 +238,48 @@ func TestTracefsNotReadable(t *testing.T) {
 	assert.Contains(t, string(out), "no permissions to read "+d+"/events")
 	assert.NotContains(t, string(out), "not mounted")
 }
+
+// TestExecTimeSamples records a tracepoint that fires inside execve, while
+// the kernel loads the new program (mmap:vm_unmapped_area, from
+// load_elf_binary's mappings), as the .bss zeroing of a program hits a
+// watchpoint on one of its globals (mem:ADDR with a started command). The
+// user registers of such a sample are the process's before the exec, whose
+// code is no longer mapped: the report must stop its stack early
+// (no_mapping), never call it complete.
+func TestExecTimeSamples(t *testing.T) {
+	testprog.NeedPerfEvents(t)
+	testprog.NeedTracefs(t, "mmap/vm_unmapped_area")
+	if _, _, ok := kernelText("/proc/kallsyms"); !ok {
+		t.Skip("kernel addresses are hidden in /proc/kallsyms")
+	}
+	prog := buildProg(t)
+	out := filepath.Join(t.TempDir(), "exec.data")
+	_, err := Record(context.Background(), Options{Events: []string{"mmap:vm_unmapped_area"},
+		Command: []string{prog, "1"}, Output: out, NoArchive: true, Stdout: io.Discard, Stderr: io.Discard})
+	require.NoError(t, err)
+	r, err := perfdata.Open(out)
+	require.NoError(t, err)
+	defer r.Close()
+	inExec, after := 0, 0
+	_, err = report.Run(r, report.Options{}, func(s *report.Sample) error {
+		exec := false
+		for _, f := range s.Frames {
+			exec = exec || (f.Kernel && f.Symbol == "load_elf_binary")
+		}
+		switch {
+		case exec:
+			inExec++
+			if s.Stop != "no_mapping" {
+				t.Errorf("a sample taken inside execve stopped with %q (%s), want no_mapping", s.Stop, s.StopErr)
+			}
+		case s.Stop == "outermost":
+			after++ // ld.so's own mmaps: complete stacks
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	if inExec == 0 {
+		t.Fatal("no sample inside load_elf_binary")
+	}
+	t.Logf("%d samples inside execve, %d complete stacks after it", inExec, after)
+}

@@ -142,8 +142,10 @@ type Recorder struct {
 
 	attrs []*perfdata.Attr // file attrs, with the kernel's ids
 	fds   []int
-	rings []*ring
-	epfd  int
+	// eventFDs are the fds of each event, one per CPU and thread.
+	eventFDs [][]int
+	rings    []*ring
+	epfd     int
 	// waiter parks the reader in Go's poller (nil: epoll_wait on epfd).
 	waiter *ringWaiter
 
@@ -152,6 +154,9 @@ type Recorder struct {
 	cmdDone   chan struct{}
 	cmdErr    error
 	targetPID int
+	// waiting is set once a goroutine waits for the command; reaped when
+	// the ptrace loop of releaseWatched reaped it instead.
+	waiting, reaped bool
 
 	f  *os.File
 	w  *perfdata.Writer
@@ -248,8 +253,23 @@ func NewRecorder(opts Options) (*Recorder, error) {
 			if err != nil {
 				return nil, err
 			}
+			if opts.Log != nil {
+				for _, w := range ev.Warnings {
+					fmt.Fprintf(opts.Log, "ustack record: warning: %s\n", w)
+				}
+			}
+			if ev.watch != nil && opts.AllCPUs {
+				return nil, fmt.Errorf("watchpoint %q: a global by name has an address only in a process: give -p PID or a command (or watch an address: mem:ADDR)", ev.Spec)
+			}
 			r.events = append(r.events, ev)
 		}
+	}
+	if len(opts.Command) > 0 && r.events[0].watch != nil {
+		// A watchpoint by name is enabled only once its object is
+		// mapped, too late to see the command's exec and first mmaps:
+		// a dummy event enabled at exec tracks them, as perf adds one.
+		dummy, _ := ParseEvent("dummy")
+		r.events = append([]*Event{dummy}, r.events...)
 	}
 	if len(opts.Command) > 0 {
 		if _, err := exec.LookPath(opts.Command[0]); err != nil {
@@ -286,7 +306,7 @@ func unwindStackSize(opts Options) uint32 {
 // intact only when they do not start a new known event (rare; paths with
 // commas should be given with several -e).
 func splitEvents(s string) []string {
-	if strings.HasPrefix(s, "u:") || strings.HasPrefix(s, "ur:") || strings.HasPrefix(s, "mem:") {
+	if isUprobeSpec(s) || strings.HasPrefix(s, "mem:") {
 		return []string{s}
 	}
 	var out []string
@@ -363,7 +383,9 @@ func (r *Recorder) buildAttr(i int, ev *Event) *perfdata.Attr {
 	a := ev.perfAttr()
 	a.Size = perfdata.AttrSizeVer7
 	a.SampleType = sampleType
-	if ev.Kind == KindTracepoint {
+	if a.Type == unix.PERF_TYPE_TRACEPOINT {
+		// Tracepoints, and kprobes defined in tracefs: the event's
+		// fields, as perf record takes them.
 		a.SampleType |= perfdata.SampleRaw
 	}
 	a.Flags = perfdata.AttrSampleIDAll
@@ -404,6 +426,10 @@ func (r *Recorder) buildAttr(i int, ev *Event) *perfdata.Attr {
 	}
 	if len(r.opts.Command) > 0 {
 		a.Flags |= perfdata.AttrDisabled | perfdata.AttrEnableOnExec | perfdata.AttrInherit
+		if ev.watch != nil {
+			// Enabled by releaseWatched once the address is known.
+			a.Flags &^= perfdata.AttrEnableOnExec
+		}
 	} else {
 		a.Flags |= perfdata.AttrDisabled
 		if r.opts.PID != 0 {
@@ -438,6 +464,16 @@ func toUnixAttr(a *perfdata.Attr) unix.PerfEventAttr {
 		Ext1: a.Config1, Ext2: a.Config2, Sample_regs_user: a.SampleRegsUser,
 		Sample_stack_user: a.SampleStackUser, Sample_max_stack: a.SampleMaxStack, Clockid: a.ClockID,
 	}
+}
+
+// kernelAttr returns the attr to open ev with: a, with config1 pointing to
+// the string a uprobe or kprobe names (keep ev alive until it is opened).
+func (ev *Event) kernelAttr(a *perfdata.Attr) unix.PerfEventAttr {
+	ua := toUnixAttr(a)
+	if ev.config1Bytes != nil {
+		ua.Ext1 = uint64(uintptr(unsafe.Pointer(&ev.config1Bytes[0])))
+	}
+	return ua
 }
 
 // startCommand starts the command held at a gate: a shell that waits for
@@ -475,11 +511,26 @@ func (r *Recorder) startCommand() error {
 	r.cmd, r.gateW = cmd, pw
 	r.targetPID = cmd.Process.Pid
 	r.cmdDone = make(chan struct{})
+	if !r.watchesByName() {
+		// Else releaseWatched waits for the command's ptrace stops
+		// first: a concurrent wait would take them.
+		r.waitCommand()
+	}
+	return nil
+}
+
+// waitCommand starts the goroutine that waits for the command to end.
+func (r *Recorder) waitCommand() {
+	if r.waiting {
+		return
+	}
+	r.waiting = true
 	go func() {
-		r.cmdErr = cmd.Wait()
+		if !r.reaped {
+			r.cmdErr = r.cmd.Wait()
+		}
 		close(r.cmdDone)
 	}()
-	return nil
 }
 
 // openEvents opens every event on every CPU for the target threads, maps
@@ -511,6 +562,21 @@ func (r *Recorder) openEvents() error {
 		r.targetPID = r.opts.PID
 	default:
 		pids = []int{r.targetPID}
+	}
+	for _, ev := range r.events {
+		if ev.watch != nil && r.opts.PID != 0 {
+			addr, err := resolveWatch(ev, r.opts.PID)
+			if err != nil {
+				return err
+			}
+			ev.Config1 = addr
+			if r.opts.Log != nil {
+				fmt.Fprintf(r.opts.Log, "ustack record: watching %s in %s at %#x (%d bytes)\n", ev.watch.Symbol, ev.watch.Path, addr, ev.Config2)
+			}
+		}
+	}
+	if err := r.addKprobes(); err != nil {
+		return err
 	}
 	r.attrs = make([]*perfdata.Attr, len(r.events))
 	for i, ev := range r.events {
@@ -560,7 +626,7 @@ func (r *Recorder) userOnlyFallback() bool {
 		return false
 	}
 	for _, ev := range r.events {
-		if ev.Kind == KindTracepoint {
+		if ev.Kind == KindTracepoint || ev.Kind == KindKprobe {
 			return false
 		}
 	}
@@ -577,20 +643,19 @@ func (r *Recorder) closeEvents() {
 		unix.Close(fd)
 	}
 	r.fds = nil
+	r.eventFDs = nil
 }
 
 // openAll opens every event on every CPU for pids and maps the rings.
 func (r *Recorder) openAll(pids []int) error {
 	ringOf := map[int]*ring{}
+	r.eventFDs = make([][]int, len(r.events))
 	for _, cpu := range r.cpus {
 		for i, ev := range r.events {
-			ua := toUnixAttr(r.attrs[i])
-			if ev.Kind == KindUprobe {
-				ua.Ext1 = uint64(uintptr(unsafe.Pointer(&ev.pathBytes[0])))
-			}
+			ua := ev.kernelAttr(r.attrs[i])
 			for _, pid := range pids {
 				fd, err := unix.PerfEventOpen(&ua, pid, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
-				runtime.KeepAlive(ev.pathBytes)
+				runtime.KeepAlive(ev.config1Bytes)
 				if err != nil {
 					if err == unix.ESRCH && r.opts.PID != 0 && pid != r.opts.PID {
 						continue // a thread ended meanwhile
@@ -599,6 +664,7 @@ func (r *Recorder) openAll(pids []int) error {
 					return openError(ev, pid, cpu, err)
 				}
 				r.fds = append(r.fds, fd)
+				r.eventFDs[i] = append(r.eventFDs[i], fd)
 				var id uint64
 				if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.PERF_EVENT_IOC_ID, uintptr(unsafe.Pointer(&id))); e != 0 {
 					return fmt.Errorf("PERF_EVENT_IOC_ID: %v", e)
@@ -757,6 +823,15 @@ func (r *Recorder) Run(ctx context.Context) (*Stats, error) {
 		r.killCommand()
 		return nil, err
 	}
+	if r.watchesByName() {
+		// The command runs from here on; its records wait in the rings.
+		err := r.releaseWatched(ctx)
+		r.waitCommand()
+		if err != nil {
+			r.killCommand()
+			return nil, err
+		}
+	}
 	if err := r.createOutput(); err != nil {
 		r.killCommand()
 		return nil, err
@@ -775,11 +850,13 @@ func (r *Recorder) Run(ctx context.Context) (*Stats, error) {
 	}
 	// Go.
 	if r.cmd != nil {
-		if _, err := r.gateW.Write([]byte("go\n")); err != nil {
-			return nil, fmt.Errorf("starting the command: %w", err)
+		if r.gateW != nil {
+			if _, err := r.gateW.Write([]byte("go\n")); err != nil {
+				return nil, fmt.Errorf("starting the command: %w", err)
+			}
+			r.gateW.Close()
+			r.gateW = nil
 		}
-		r.gateW.Close()
-		r.gateW = nil
 	} else {
 		r.ioctlAll(unix.PERF_EVENT_IOC_ENABLE)
 	}
@@ -904,6 +981,7 @@ func (r *Recorder) killCommand() {
 			r.gateW = nil
 		}
 		r.cmd.Process.Kill()
+		r.waitCommand()
 		<-r.cmdDone
 	}
 }
@@ -912,6 +990,10 @@ func (r *Recorder) cleanup() {
 	r.waiter.close()
 	r.waiter = nil
 	r.closeEvents()
+	// After the events are closed: the kernel keeps a probe in use.
+	if err := r.removeKprobes(); err != nil && r.opts.Log != nil {
+		fmt.Fprintf(r.opts.Log, "ustack record: %v\n", err)
+	}
 	if r.epfd >= 0 {
 		unix.Close(r.epfd)
 		r.epfd = -1
@@ -1204,7 +1286,7 @@ func (r *Recorder) finish() error {
 		}
 	}
 	for _, ev := range r.events {
-		if ev.Kind == KindTracepoint {
+		if ev.Type == unix.PERF_TYPE_TRACEPOINT {
 			if td, err := tracingData(r.events); err == nil {
 				r.w.SetFeatureSection(perfdata.FeatTracingData, td)
 			}

@@ -45,11 +45,14 @@ func tracingData(events []*Event) ([]byte, error) {
 	// The recorded tracepoints, by system.
 	systems := map[string][]string{}
 	for _, ev := range events {
-		if ev.Kind != KindTracepoint {
-			continue
+		switch {
+		case ev.Kind == KindTracepoint:
+			sys, name, _ := strings.Cut(ev.Name, ":")
+			systems[sys] = append(systems[sys], name)
+		case ev.kprobe != nil && ev.kprobe.probe != nil:
+			p := ev.kprobe.probe
+			systems[p.group] = append(systems[p.group], p.event)
 		}
-		sys, name, _ := strings.Cut(ev.Name, ":")
-		systems[sys] = append(systems[sys], name)
 	}
 	names := make([]string, 0, len(systems))
 	for s := range systems {

@@ -25,14 +25,24 @@ func newWorker(p *processor) *worker {
 
 func (w *worker) process(j *job) {
 	j.setTraceFields(w.p.opts.TraceValues)
+	inExec := false
 	for _, ip := range j.kernel {
 		if ip >= perfdata.ContextMax {
 			continue
 		}
-		j.out.Frames = append(j.out.Frames, w.kernelFrame(ip))
+		f := w.kernelFrame(ip)
+		inExec = inExec || execFunctions[f.Symbol]
+		j.out.Frames = append(j.out.Frames, f)
 	}
 	as := j.space.AddressSpace()
 	switch {
+	case j.hasReg && inExec:
+		// Taken inside execve: once the kernel has replaced the address
+		// space, the user registers are still the old program's, its
+		// stack and code gone. Nothing of it is unwound or named (perf
+		// names the old PC in the new program's objects).
+		j.out.Stop = StopExec
+		j.out.StopErr = "sample taken inside execve: the user registers are the replaced program's"
 	case j.hasReg:
 		w.unwind(j)
 	case len(j.user) > 0:
@@ -52,6 +62,21 @@ func (w *worker) process(j *job) {
 		fr := unwinder.Frame{PC: j.ip, Mapping: int32(as.Find(j.ip))}
 		j.out.Frames = w.sym.Append(j.out.Frames, j.space, &fr, "context")
 	}
+}
+
+// StopExec is the stop of a sample taken inside execve (report-level: the
+// unwinder is never asked).
+const StopExec = "exec"
+
+// execFunctions are the kernel functions of the execve path; a sample
+// whose kernel frames hold one was taken while a program was being
+// replaced. x86_64 and arm64 syscall entries, and the common path
+// (bprm_execve, load_elf_binary) for whatever entry led there.
+var execFunctions = map[string]bool{
+	"bprm_execve": true, "load_elf_binary": true, "begin_new_exec": true,
+	"do_execveat_common": true, "do_execveat_common.isra.0": true, "do_execve": true,
+	"__x64_sys_execve": true, "__x64_sys_execveat": true, "__ia32_sys_execve": true,
+	"__arm64_sys_execve": true, "__arm64_sys_execveat": true, "__se_sys_execve": true,
 }
 
 func (w *worker) kernelFrame(ip uint64) Frame {

@@ -29,7 +29,17 @@ func (e *eventList) Set(s string) error { *e = append(*e, s); return nil }
 func cmdRecord(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("record", flag.ContinueOnError)
 	var events eventList
-	fs.Var(&events, "e", "event to record (repeatable): cpu-clock, task-clock, page-faults, context-switches,\nSYSTEM:TRACEPOINT, u:/path/to/bin:SYMBOL[+OFF], mem:ADDR[/LEN][:rwx]")
+	fs.Var(&events, "e", `event to record (repeatable; default cpu-clock):
+  cpu-clock, task-clock, page-faults, context-switches, cycles, ...
+  SYSTEM:NAME                 tracepoint (syscalls:sys_enter_close; kprobes:NAME and
+                              probe:NAME are probes already made in tracefs or by perf probe)
+  u:BIN:SYMBOL[+OFF]          uprobe (uprobe:; u:BIN:0xFILEOFF at a file offset)
+  ur:BIN:SYMBOL               uretprobe, at the return (uretprobe:)
+  k:FUNC[+OFF]                kprobe on a kernel function (p:, kprobe:; k:0xADDR)
+  kr:FUNC                     kretprobe (r:, kretprobe:)
+  mem:ADDR[/LEN][:rwx]        hardware breakpoint (x) or watchpoint (r, w, rw; default rw, 4 bytes)
+  mem:BIN:SYMBOL[/LEN][:rwx]  watchpoint on a global of the program or a library it loads
+                              (needs -p or a command; LEN defaults to the symbol's size)`)
 	out := fs.String("o", "perf.data", "output file (the archive goes to OUTPUT.ustack)")
 	freq := fs.Uint64("F", 0, "sample clock events at this frequency in Hz (default 4000)")
 	period := fs.Uint64("c", 0, "sample every PERIOD events")
@@ -96,8 +106,9 @@ func cmdRecord(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ustack record: %v\n", err)
 		return 2
 	}
-	// Ctrl-C and SIGTERM end the recording with a complete file.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// Ctrl-C, SIGTERM and SIGHUP (the terminal closed) end the recording
+	// with a complete file, and remove the kprobes it defined in tracefs.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	start := time.Now()
 	st, err := rec.Run(ctx)

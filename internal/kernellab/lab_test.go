@@ -1,0 +1,669 @@
+package kernellab
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"debug/elf"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// labKernels are the kernels the lab boots: Debian stable's and, where
+// Debian serves one, the backports kernel, for each architecture.
+var labKernels = []struct{ suite, arch string }{
+	{"bookworm", "amd64"},
+	{"bookworm", "arm64"},
+	{"bookworm-backports", "amd64"},
+	{"bookworm-backports", "arm64"},
+}
+
+// cross are the C compilers of each architecture and the flags their lab
+// builds get: no frame pointers (the premise), no sibling calls (every
+// function of the chain keeps its frame); arm64 with return-address
+// signing, which -cpu max's pointer authentication checks.
+var cross = map[string]struct {
+	cc     string
+	flags  []string
+	libdir string // where the architecture's ld.so and libc.so.6 are
+	ldso   string // the program interpreter's path
+}{
+	"amd64": {"gcc", nil, "/lib/x86_64-linux-gnu", "/lib64/ld-linux-x86-64.so.2"},
+	"arm64": {"aarch64-linux-gnu-gcc", []string{"-mbranch-protection=pac-ret"}, "/usr/aarch64-linux-gnu/lib", "/lib/ld-linux-aarch64.so.1"},
+}
+
+// payload is what one architecture's guests run, built once per test
+// binary run.
+type payload struct {
+	dir     string // on the host: ustack, lab-static, lab-dyn, liblab.so
+	files   []File
+	counter uint64 // the address of lab-static's counter
+	err     error
+}
+
+var (
+	payloadsMu sync.Mutex
+	payloads   = map[string]*payload{}
+	payloadOne = map[string]*sync.Once{}
+	hostUstack struct {
+		once sync.Once
+		path string
+		err  error
+	}
+)
+
+// payloadRoot is TestLab's temporary directory, where the payloads are
+// built.
+var payloadRoot string
+
+func buildPayload(t *testing.T, arch string) *payload {
+	t.Helper()
+	payloadsMu.Lock()
+	once := payloadOne[arch]
+	if once == nil {
+		once = &sync.Once{}
+		payloadOne[arch] = once
+		payloads[arch] = &payload{}
+	}
+	p := payloads[arch]
+	payloadsMu.Unlock()
+	once.Do(func() { p.err = p.build(arch) })
+	if p.err != nil {
+		skipOrFail(t, "kernel lab: can't build the %s programs: %v", arch, p.err)
+	}
+	return p
+}
+
+func run(dir string, env []string, name string, args ...string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+func (p *payload) build(arch string) error {
+	c := cross[arch]
+	if _, err := exec.LookPath(c.cc); err != nil {
+		return fmt.Errorf("%s is not installed (Debian: gcc-aarch64-linux-gnu)", c.cc)
+	}
+	dir := filepath.Join(payloadRoot, arch)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	p.dir = dir
+	src, _ := filepath.Abs("testdata")
+	cflags := append([]string{"-O2", "-g", "-fomit-frame-pointer", "-fno-optimize-sibling-calls"}, c.flags...)
+	steps := [][]string{
+		append(append([]string{c.cc}, cflags...), "-static", "-o", "lab-static", filepath.Join(src, "lab.c")),
+		append(append([]string{c.cc}, cflags...), "-fPIC", "-shared", "-o", "liblab.so", filepath.Join(src, "liblab.c")),
+		append(append([]string{c.cc}, cflags...), "-DLAB_DYNAMIC", "-fPIE", "-pie", "-o", "lab-dyn", filepath.Join(src, "lab.c"), "-L.", "-llab", "-Wl,-rpath,/lab"),
+	}
+	for _, s := range steps {
+		if err := run(dir, nil, s[0], s[1:]...); err != nil {
+			return err
+		}
+	}
+	goarch := map[string]string{"amd64": "amd64", "arm64": "arm64"}[arch]
+	if err := run(filepath.Join(src, "..", "..", ".."), []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=" + goarch},
+		"go", "build", "-o", filepath.Join(dir, "ustack"), "./cmd/ustack"); err != nil {
+		return err
+	}
+	f, err := elf.Open(filepath.Join(dir, "lab-static"))
+	if err != nil {
+		return err
+	}
+	syms, err := f.Symbols()
+	f.Close()
+	if err != nil {
+		return err
+	}
+	for _, s := range syms {
+		if s.Name == "counter" {
+			p.counter = s.Value
+		}
+	}
+	if p.counter == 0 {
+		return fmt.Errorf("lab-static has no symbol counter")
+	}
+	for _, name := range []string{"ustack", "lab-static", "lab-dyn", "liblab.so"} {
+		p.files = append(p.files, File{Path: "/lab/" + name, Host: filepath.Join(dir, name), Mode: 0o755})
+	}
+	p.files = append(p.files,
+		File{Path: c.ldso, Host: filepath.Join(c.libdir, filepath.Base(c.ldso)), Mode: 0o755},
+		File{Path: "/lib/" + map[string]string{"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu"}[arch] + "/libc.so.6", Host: filepath.Join(c.libdir, "libc.so.6"), Mode: 0o755},
+		File{Path: "/lab/target", Data: []byte("the file the lab's programs open\n")})
+	return nil
+}
+
+func hostBinary(t *testing.T) string {
+	hostUstack.once.Do(func() {
+		hostUstack.path = filepath.Join(hostDir, "ustack")
+		hostUstack.err = run("../..", []string{"CGO_ENABLED=0"}, "go", "build", "-o", hostUstack.path, "./cmd/ustack")
+	})
+	if hostUstack.err != nil {
+		t.Fatal(hostUstack.err)
+	}
+	return hostUstack.path
+}
+
+// hostDir holds the host's ustack, built once per test binary run.
+var hostDir string
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	var err error
+	if hostDir, err = os.MkdirTemp("", "ustack-kernellab-host-*"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(hostDir)
+	os.Exit(code)
+}
+
+// A job is one recording the guest makes: `ustack record -o NAME.data
+// ARGS...`, then `ustack report` of it in the guest; both and the
+// recording come back in the share's out/ directory.
+type job struct {
+	name string
+	args string
+	// pre and post run before and after (tracefs set-up and clean-up);
+	// background runs the recording in the background and the workload
+	// in the foreground (system-wide recordings).
+	pre, post, workload string
+}
+
+func labJobs(p *payload) []job {
+	return []job{
+		{name: "kprobe_tracefs", pre: "echo 'p:labk do_sys_openat2' >> /sys/kernel/tracing/kprobe_events",
+			args: "-e kprobes:labk -- /lab/lab-static open 8", post: "echo '-:labk' >> /sys/kernel/tracing/kprobe_events"},
+		{name: "kprobe", args: "-e k:do_sys_openat2 -- /lab/lab-static open 8"},
+		{name: "kretprobe", args: "-e kr:do_sys_openat2 -- /lab/lab-static open 8"},
+		{name: "kprobe_dyn", args: "-e kprobe:do_sys_openat2 -- /lab/lab-dyn open 8"},
+		{name: "watch_addr", args: fmt.Sprintf("-e mem:%#x/8:w -- /lab/lab-static watch 8", p.counter)},
+		{name: "watch_sym", args: "-e mem:/lab/lab-static:counter/8:w -- /lab/lab-static watch 8"},
+		{name: "watch_lib", args: "-e mem:/lab/liblab.so:lib_counter/8:w -- /lab/lab-dyn libwatch 8"},
+		// The workload runs again and again while the recorder runs,
+		// however slowly the guest starts it.
+		{name: "syswide", args: "-a -d 10s -e k:do_sys_openat2",
+			workload: "while kill -0 $! 2>/dev/null; do /lab/lab-static open 8; sleep 0.5; done"},
+		// Without the kprobe PMU: lines in tracefs kprobe_events, removed
+		// when the recorder ends.
+		{name: "kprobe_events", args: "-e k:do_sys_openat2 -e kr:do_sys_openat2 -- /lab/lab-static open 8",
+			pre: "export USTACK_NO_KPROBE_PMU=1", post: "unset USTACK_NO_KPROBE_PMU; cat /sys/kernel/tracing/kprobe_events > /share/out/kprobe_events.left"},
+		{name: "tracepoint_plt", args: "-e syscalls:sys_enter_openat -- /lab/lab-dyn open 8"},
+		{name: "uprobe", args: "-e u:/lab/lab-dyn:open_leaf -- /lab/lab-dyn open 8"},
+		{name: "uretprobe", args: "-e ur:/lab/lab-dyn:open_leaf -- /lab/lab-dyn open 8"},
+		{name: "signal", args: "-e syscalls:sys_enter_openat -- /lab/lab-static signal 4"},
+		{name: "cpuclock", args: "-e cpu-clock -F 50 --stack-size 2048 -- /lab/lab-static spin 1500"},
+		{name: "fp", pre: "echo 'p:labk do_sys_openat2' >> /sys/kernel/tracing/kprobe_events",
+			args: "--call-graph fp -e kprobes:labk -- /lab/lab-static open 8", post: "echo '-:labk' >> /sys/kernel/tracing/kprobe_events"},
+	}
+}
+
+// killedScript kills recorders that use tracefs kprobe_events: with
+// SIGTERM (the recorder removes its lines) and with SIGKILL (it cannot;
+// the next recorder removes them).
+const killedScript = `echo '== killed'
+export USTACK_NO_KPROBE_PMU=1
+T=/sys/kernel/tracing
+waitfile() { i=0; while [ ! -s $1 ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; }
+$U record -q -a -d 120s -e k:do_sys_openat2 -o /tmp/term.data & P=$!
+waitfile /tmp/term.data; cat $T/kprobe_events > /share/out/killed_term.during
+kill -TERM $P; wait $P
+cat $T/kprobe_events > /share/out/killed_term.left
+$U record -q -a -d 120s -e k:do_sys_openat2 -o /tmp/kill.data & P=$!
+waitfile /tmp/kill.data; kill -KILL $P; wait $P
+cat $T/kprobe_events > /share/out/killed_kill.left
+$U record -q -e k:do_sys_openat2 -o /tmp/after.data -- /lab/lab-static open 1 > /share/out/killed_after.log 2>&1
+cat $T/kprobe_events > /share/out/killed_after.left
+unset USTACK_NO_KPROBE_PMU
+rm -f /tmp/term.data* /tmp/kill.data* /tmp/after.data*
+`
+
+// ftraceScript records the same event with ftrace's userstacktrace option:
+// the kernel's frame-pointer walk of the user stack, as the seeds' first
+// attempt did.
+const ftraceScript = `T=/sys/kernel/tracing
+echo 'p:labf do_sys_openat2' >> $T/kprobe_events
+echo 1 > $T/options/userstacktrace
+echo > $T/trace
+echo 1 > $T/events/kprobes/labf/enable
+/lab/lab-static open 8
+echo 0 > $T/events/kprobes/labf/enable
+echo 0 > $T/options/userstacktrace
+cat $T/trace > /share/out/ftrace.txt
+echo '-:labf' >> $T/kprobe_events
+`
+
+func guestScript(jobs []job) string {
+	var b strings.Builder
+	b.WriteString("U=/lab/ustack\nmkdir -p /share/out\n")
+	for _, j := range jobs {
+		fmt.Fprintf(&b, "echo '== %s'\n", j.name)
+		if j.pre != "" {
+			b.WriteString(j.pre + "\n")
+		}
+		rec := fmt.Sprintf("$U record -q -o /tmp/%s.data %s > /share/out/%s.record.log 2>&1", j.name, j.args, j.name)
+		if j.workload != "" {
+			fmt.Fprintf(&b, "%s &\n%s\nwait $!\necho $? > /share/out/%s.record.rc\n", rec, j.workload, j.name)
+		} else {
+			fmt.Fprintf(&b, "%s\necho $? > /share/out/%s.record.rc\n", rec, j.name)
+		}
+		if j.post != "" {
+			b.WriteString(j.post + "\n")
+		}
+		fmt.Fprintf(&b, "$U report /tmp/%[1]s.data > /share/out/%[1]s.guest.txt 2> /share/out/%[1]s.guest.err\n", j.name)
+		fmt.Fprintf(&b, "cp /tmp/%[1]s.data /share/out/ && cp /tmp/%[1]s.data.ustack /share/out/ 2>/dev/null; rm -f /tmp/%[1]s.data*\n", j.name)
+	}
+	for _, e := range errorJobs {
+		fmt.Fprintf(&b, "$U record -q -o /tmp/err.data %s > /share/out/%s.record.log 2>&1; echo $? > /share/out/%s.record.rc\n", e.args, e.name, e.name)
+	}
+	b.WriteString("rm -f /tmp/err.data*\n")
+	b.WriteString(killedScript)
+	b.WriteString("echo '== ftrace'\n" + ftraceScript)
+	b.WriteString("echo '== done'\n")
+	return b.String()
+}
+
+// labRun is one kernel's boot: its results directory, shared by the
+// checks.
+type labRun struct {
+	k   *Kernel
+	out string
+	res *Result
+}
+
+func bootLab(t *testing.T, suite, arch string) *labRun {
+	k := Require(t, suite, arch)
+	p := buildPayload(t, arch)
+	share := os.Getenv("KERNELLAB_KEEP")
+	if share == "" {
+		share = t.TempDir()
+	} else {
+		share = filepath.Join(share, suite+"-"+arch)
+		os.MkdirAll(share, 0o755)
+	}
+	start := time.Now()
+	res, err := Boot(context.Background(), k, Guest{Share: share, Files: p.files, Script: guestScript(labJobs(p)), Timeout: 8 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: booted, ran %d recordings and powered off in %v", k, len(labJobs(p)), time.Since(start).Round(time.Second))
+	if res.Status != 0 {
+		t.Fatalf("guest script exited %d:\n%s", res.Status, res.Log)
+	}
+	return &labRun{k: k, out: filepath.Join(share, "out"), res: res}
+}
+
+// TestLab boots every lab kernel once and checks each recording the guest
+// made: its stacks against the chains lab.c's modes call by construction,
+// and its report on this host against the guest's own.
+func TestLab(t *testing.T) {
+	payloadRoot = t.TempDir()
+	host := hostBinary(t)
+	for _, kk := range labKernels {
+		t.Run(kk.suite+"-"+kk.arch, func(t *testing.T) {
+			t.Parallel()
+			lr := bootLab(t, kk.suite, kk.arch)
+			lr.check(t, host)
+			if *updateFixtures && kk.suite == "bookworm" && kk.arch == "arm64" {
+				writeFixtures(t, lr, buildPayload(t, kk.arch), host)
+			}
+		})
+	}
+}
+
+// A sample as ustack report's JSON has it (the fields the lab reads).
+type sample struct {
+	Comm   string  `json:"comm"`
+	Pid    int     `json:"pid"`
+	Event  string  `json:"event"`
+	Stop   string  `json:"stop"`
+	Frames []frame `json:"frames"`
+}
+
+type frame struct {
+	Symbol   string `json:"symbol"`
+	Module   string `json:"module"`
+	Kernel   bool   `json:"kernel"`
+	How      string `json:"how"`
+	Inlined  bool   `json:"inlined"`
+	Trampoln bool   `json:"signal_trampoline"`
+}
+
+func (s sample) user() []string {
+	var out []string
+	for _, f := range s.Frames {
+		if !f.Kernel {
+			out = append(out, f.Symbol)
+		}
+	}
+	return out
+}
+
+func (s sample) kernel() []string {
+	var out []string
+	for _, f := range s.Frames {
+		if f.Kernel {
+			out = append(out, f.Symbol)
+		}
+	}
+	return out
+}
+
+// inExec says whether kernel frames show a sample taken inside execve:
+// the frames of its common path, whatever the architecture's entry.
+func inExec(kernel []string) bool {
+	for _, f := range kernel {
+		if f == "bprm_execve" || f == "load_elf_binary" {
+			return true
+		}
+	}
+	return false
+}
+
+// hasKernel says whether a kernel frame is fn, or for "sys_openat" the
+// architecture's syscall entry __x64_sys_openat or __arm64_sys_openat.
+func hasKernel(kernel []string, fn string) bool {
+	for _, f := range kernel {
+		if f == fn || (fn == "sys_openat" && (f == "__x64_sys_openat" || f == "__arm64_sys_openat")) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasRun says whether want appears in syms as a contiguous run.
+func hasRun(syms, want []string) bool {
+	for i := 0; i+len(want) <= len(syms); i++ {
+		ok := true
+		for j, w := range want {
+			if syms[i+j] != w {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+func (lr *labRun) report(t *testing.T, host, name string, extra ...string) ([]byte, []byte) {
+	t.Helper()
+	data := filepath.Join(lr.out, name+".data")
+	if _, err := os.Stat(data); err != nil {
+		log, _ := os.ReadFile(filepath.Join(lr.out, name+".record.log"))
+		t.Fatalf("the guest made no %s recording: %v\nustack record said:\n%s", name, err, log)
+	}
+	return lr.reportFile(t, host, data, extra...)
+}
+
+// reportFile runs the host's ustack report on a recording with what the
+// guest knew and no more: no debug files of this host (its libc6-dbg
+// would name more of the copied libc than the guest can), no build-id
+// cache, no debuginfod.
+func (lr *labRun) reportFile(t *testing.T, host, data string, extra ...string) ([]byte, []byte) {
+	t.Helper()
+	none := t.TempDir()
+	args := append([]string{"report", "--debug-dir", filepath.Join(none, "no-debug"), "--buildid-dir", filepath.Join(none, "no-buildid-cache")}, extra...)
+	cmd := exec.Command(host, append(args, data)...)
+	cmd.Env = append(os.Environ(), "DEBUGINFOD_URLS=")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("ustack report %s: %v\n%s", data, err, stderr.String())
+	}
+	return stdout.Bytes(), stderr.Bytes()
+}
+
+func (lr *labRun) samples(t *testing.T, host, name string) []sample {
+	t.Helper()
+	out, _ := lr.report(t, host, name, "--format", "json")
+	var ss []sample
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<26)
+	for sc.Scan() {
+		var s sample
+		if err := json.Unmarshal(sc.Bytes(), &s); err != nil {
+			t.Fatalf("%s: %v in %q", name, err, sc.Text())
+		}
+		ss = append(ss, s)
+	}
+	return ss
+}
+
+// sameReport checks that the host's text report of a recording equals the
+// guest's.
+func (lr *labRun) sameReport(t *testing.T, host, name string) {
+	t.Helper()
+	got, _ := lr.report(t, host, name)
+	want, err := os.ReadFile(filepath.Join(lr.out, name+".guest.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		gl, wl := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
+		for i := 0; i < len(gl) || i < len(wl); i++ {
+			var g, w string
+			if i < len(gl) {
+				g = gl[i]
+			}
+			if i < len(wl) {
+				w = wl[i]
+			}
+			if g != w {
+				t.Errorf("%s: the host's report differs from the guest's at line %d:\nhost:  %q\nguest: %q", name, i+1, g, w)
+				return
+			}
+		}
+	}
+}
+
+// chainCheck is what a recording of the test program must show: samples
+// whose user stack holds chain (lab.c's functions, innermost first, down
+// to main), with kernel among their kernel frames, at least min of them
+// (exactly exact, where the event fires a known number of times). Every
+// sample of the program, those of its start-up too (ld.so opening
+// libraries, main before the loop), must be unwound to the outermost
+// frame.
+type chainCheck struct {
+	name   string
+	comm   string
+	chain  []string
+	kernel string
+	min    int
+	exact  int
+}
+
+func (lr *labRun) check(t *testing.T, host string) {
+	openChain := []string{"open_leaf", "open_mid", "open_top", "main"}
+	checks := []chainCheck{
+		{name: "kprobe_tracefs", comm: "lab-static", chain: openChain, kernel: "do_sys_openat2", exact: 8},
+		{name: "kprobe", comm: "lab-static", chain: openChain, kernel: "do_sys_openat2", exact: 8},
+		// A kretprobe fires when the function has returned: the kernel
+		// stack starts at its caller, the syscall's entry (perf's too).
+		{name: "kretprobe", comm: "lab-static", chain: openChain, kernel: "sys_openat", exact: 8},
+		{name: "kprobe_dyn", comm: "lab-dyn", chain: openChain, kernel: "do_sys_openat2", exact: 8},
+		{name: "watch_addr", comm: "lab-static", chain: []string{"write_leaf", "write_mid", "main"}, exact: 8},
+		{name: "watch_sym", comm: "lab-static", chain: []string{"write_leaf", "write_mid", "main"}, exact: 8},
+		{name: "watch_lib", comm: "lab-dyn", chain: []string{"lib_bump", "lib_top", "main"}, exact: 8},
+		{name: "syswide", comm: "lab-static", chain: openChain, kernel: "do_sys_openat2", min: 8},
+		{name: "tracepoint_plt", comm: "lab-dyn", chain: openChain, exact: 8},
+		{name: "uprobe", comm: "lab-dyn", chain: openChain, exact: 8},
+		{name: "uretprobe", comm: "lab-dyn", chain: openChain[1:], exact: 8},
+		{name: "signal", comm: "lab-static", chain: []string{"open_leaf", "sig_leaf", "sig_handler"}, exact: 4},
+		{name: "cpuclock", comm: "lab-static", chain: []string{"spin_mid", "main"}, min: 20},
+		{name: "kprobe_events", comm: "lab-static", chain: openChain, exact: 16},
+	}
+	for _, c := range checks {
+		t.Run(c.name, func(t *testing.T) {
+			ss := lr.samples(t, host, c.name)
+			n, all := 0, 0
+			for _, s := range ss {
+				if s.Comm != c.comm {
+					continue
+				}
+				all++
+				user := s.user()
+				if inExec(s.kernel()) {
+					// The kernel zeroing the new program's .bss, a clock
+					// sample at exec: the user registers are the old
+					// program's.
+					if s.Stop != "exec" || len(user) > 0 {
+						t.Errorf("%s sample inside execve (kernel %v): stop %q and user stack %v, want stop exec and no user frame", c.name, s.kernel(), s.Stop, user)
+					}
+					continue
+				}
+				if s.Stop != "outermost" {
+					t.Errorf("%s sample of %s: stop %q, want outermost; user stack %v", c.name, s.Event, s.Stop, user)
+				}
+				if !hasRun(user, c.chain) {
+					continue
+				}
+				n++
+				if c.kernel != "" && !hasKernel(s.kernel(), c.kernel) {
+					t.Errorf("%s sample: kernel stack %v lacks %s", c.name, s.kernel(), c.kernel)
+				}
+			}
+			if n < c.min || (c.exact != 0 && n != c.exact) {
+				t.Errorf("%s: %d of %d samples of %s have %v (want at least %d, exactly %d)", c.name, n, all, c.comm, c.chain, c.min, c.exact)
+			}
+			lr.sameReport(t, host, c.name)
+		})
+	}
+	t.Run("frames_per_stack", func(t *testing.T) { lr.framesPerStack(t, host) })
+	t.Run("kprobe_events_removed", func(t *testing.T) {
+		b, err := os.ReadFile(filepath.Join(lr.out, "kprobe_events.left"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(bytes.TrimSpace(b)) != 0 {
+			t.Errorf("ustack record left kprobe_events lines behind:\n%s", b)
+		}
+	})
+	t.Run("errors", func(t *testing.T) { lr.errors(t) })
+	t.Run("killed", func(t *testing.T) {
+		read := func(name string) string {
+			b, err := os.ReadFile(filepath.Join(lr.out, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return strings.TrimSpace(string(b))
+		}
+		if read("killed_term.during") == "" {
+			t.Error("the recorder had no kprobe_events line while it ran (USTACK_NO_KPROBE_PMU=1)")
+		}
+		if l := read("killed_term.left"); l != "" {
+			t.Errorf("a recorder stopped by SIGTERM left %q in kprobe_events", l)
+		}
+		if read("killed_kill.left") == "" {
+			t.Error("a recorder killed by SIGKILL left no kprobe_events line: nothing showed the next one's clean-up")
+		}
+		if l := read("killed_after.left"); l != "" {
+			t.Errorf("the recorder after a SIGKILLed one left %q in kprobe_events", l)
+		}
+	})
+}
+
+// errorJobs are recordings ustack must refuse, and what the refusal must
+// say.
+var errorJobs = []struct{ name, args, want string }{
+	{"err_similar", "-e k:do_sys_openat -- /lab/lab-static open 1", "do_sys_openat2"},
+	{"err_unknown", "-e k:nosuch_function_xyz -- /lab/lab-static open 1", "nosuch_function_xyz"},
+	// notifier_call_chain is NOKPROBE_SYMBOL on every architecture.
+	{"err_blacklist", "-e k:notifier_call_chain -- /lab/lab-static open 1", "blacklist"},
+	{"err_symbol", "-e mem:/lab/lab-static:no_such_global:w -- /lab/lab-static watch 1", "no_such_global"},
+}
+
+func (lr *labRun) errors(t *testing.T) {
+	for _, e := range errorJobs {
+		rc, err := os.ReadFile(filepath.Join(lr.out, e.name+".record.rc"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		log, _ := os.ReadFile(filepath.Join(lr.out, e.name+".record.log"))
+		if strings.TrimSpace(string(rc)) == "0" {
+			t.Errorf("ustack record %s succeeded; want a refusal naming %q", e.args, e.want)
+		} else if !strings.Contains(string(log), e.want) {
+			t.Errorf("ustack record %s said %q; want it to name %q", e.args, log, e.want)
+		} else {
+			t.Logf("ustack record %s: %s", e.args, strings.TrimSpace(string(log)))
+		}
+	}
+}
+
+var ftraceFrame = regexp.MustCompile(`^\s*=>\s+\S`)
+
+// framesPerStack compares, for lab-static's openat at do_sys_openat2,
+// the user frames per stack of ftrace's userstacktrace, the kernel's
+// frame-pointer chain (ustack record --call-graph fp, as perf's) and
+// ustack's DWARF unwind: the premise of the project.
+func (lr *labRun) framesPerStack(t *testing.T, host string) {
+	b, err := os.ReadFile(filepath.Join(lr.out, "ftrace.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ftrace []int
+	in := false
+	for _, line := range strings.Split(string(b), "\n") {
+		switch {
+		case strings.Contains(line, "<user stack trace>"):
+			in = true
+			ftrace = append(ftrace, 0)
+		case in && ftraceFrame.MatchString(line):
+			ftrace[len(ftrace)-1]++
+		case in && strings.HasPrefix(strings.TrimSpace(line), "lab-static"):
+			in = false
+		default:
+			if !strings.HasPrefix(strings.TrimSpace(line), "=>") {
+				in = false
+			}
+		}
+	}
+	count := func(name string) []int {
+		var n []int
+		for _, s := range lr.samples(t, host, name) {
+			if s.Comm == "lab-static" {
+				n = append(n, len(s.user()))
+			}
+		}
+		return n
+	}
+	fp, dwarf := count("fp"), count("kprobe")
+	t.Logf("%s: user frames per stack at do_sys_openat2: ftrace userstacktrace %v, --call-graph fp %v, ustack %v",
+		lr.k, ftrace, fp, dwarf)
+	if len(dwarf) == 0 {
+		t.Fatal("no ustack samples")
+	}
+	max := func(v []int) int {
+		m := 0
+		for _, x := range v {
+			m = max(m, x)
+		}
+		return m
+	}
+	// Without frame pointers the kernel's walk cannot reach main: ustack's
+	// stacks must be deeper than both in every sample.
+	for _, d := range dwarf {
+		if d <= max(ftrace) || d <= max(fp) {
+			t.Errorf("ustack's stack has %d frames, not more than ftrace's (%d) or fp's (%d)", d, max(ftrace), max(fp))
+		}
+	}
+}
