@@ -315,10 +315,6 @@ func envSet(name string) bool {
 	return v != "" && v != "0" && v != "false"
 }
 
-// writeSummaryLine prints the report's one-line summary after the stacks:
-// how many samples (of a core: threads) it printed and how their user
-// stacks ended, by stop reason (docs/GLOSSARY.md). Nothing when no sample
-// was printed: checkInput says why.
 // finishReport ends a report's output: with verbose, the writer's own
 // summary (JSON's last record) first; then the writer is closed and the
 // summary printed on stderr. It says false, having printed why, when the
@@ -339,6 +335,11 @@ func finishReport(sink report.Writer, sum *report.Summary, err error, verbose bo
 	return true
 }
 
+// writeSummaryLine prints the report's one-line summary after the stacks:
+// how many samples (of a core: threads) it printed, how many of their user
+// stacks are complete and how the others ended, by stop reason
+// (docs/GLOSSARY.md). Nothing when no sample was printed: checkInput says
+// why.
 func writeSummaryLine(w io.Writer, sum *report.Summary, unit string) {
 	if sum.Samples == 0 {
 		return
@@ -351,11 +352,15 @@ func writeSummaryLine(w io.Writer, sum *report.Summary, unit string) {
 	for _, n := range sum.Stops {
 		unwound += n
 	}
-	if out := sum.Stops["outermost"]; out > 0 {
+	out := sum.Stops["outermost"]
+	early := unwound - out
+	switch {
+	case early == 0 && out > 0:
 		fmt.Fprintf(w, ", %d unwound to the outermost frame", out)
-	}
-	if early := unwound - sum.Stops["outermost"]; early > 0 {
-		fmt.Fprintf(w, ", %d stopped early (", early)
+	case early > 0:
+		// How many of the stacks are complete, 0 included, and how
+		// the others ended.
+		fmt.Fprintf(w, ", %d of %d unwound to the outermost frame, %d stopped early (", out, unwound, early)
 		sep := ""
 		for _, k := range slices.Sorted(maps.Keys(sum.Stops)) {
 			if k != "outermost" {
