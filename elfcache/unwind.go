@@ -404,3 +404,33 @@ func (o *Object) BiasProt(mapStart, mapFileOffset uint64, prot elf.ProgFlag) (ui
 func (o *Object) LoadSegments() []elf.ProgHeader {
 	return append([]elf.ProgHeader(nil), o.loads...)
 }
+
+// stackBases names the functions that begin a stack and may have no CFI:
+// a program's entry (musl's and hand-written _start) and the child side of
+// clone, where the kernel starts a thread (musl's __clone, bionic's
+// __bionic_clone; glibc's have CFI that ends the stack).
+var stackBases = map[string]bool{
+	"_start": true, "__start": true,
+	"clone": true, "__clone": true, "clone3": true, "__clone3": true, "__bionic_clone": true,
+}
+
+// Outermost reports whether the link-time address addr lies in a function
+// that begins a stack, by the symbol table: the function at the ELF entry
+// point, or one of stackBases. It implements unwinder.OutermostObject: where
+// such a function has no CFI, the zero frame pointer or return address its
+// frame leaves is the end of the stack, not a lost caller.
+func (o *Object) Outermost(addr uint64) bool {
+	name, off, ok := o.Symbolize(addr)
+	if !ok {
+		return false
+	}
+	if stackBases[name] {
+		return true
+	}
+	entry := o.ef.Entry
+	if entry == 0 {
+		return false
+	}
+	_, eoff, ok := o.Symbolize(entry)
+	return ok && entry-eoff == addr-off
+}

@@ -88,13 +88,15 @@ func isJITModule(path string) bool {
 
 // isFallback reports whether a frame was recovered by a rule other than
 // CFI: a frame pointer or link register heuristic, or the kernel's
-// frame-pointer call chain.
+// frame-pointer call chain. Such boxes are outlined in dashes
+// (docs/GLOSSARY.md); a tail call's frame, found from DWARF call sites,
+// is no fallback: its kind (violet) says what it is.
 func isFallback(how string) bool {
 	switch how {
-	case "cfi", "context", "signal", "kernel":
-		return false
+	case "fp", "lr", "callchain":
+		return true
 	}
-	return true
+	return false
 }
 
 // stackFolder merges identical stacks: every frame is interned once by
@@ -425,7 +427,7 @@ func (l *flameLayout) legend(w *bufio.Writer) {
 		{"inlined", flameColour(kindInlined, "legend"), ""},
 		{"JIT", flameColour(kindJIT, "legend"), ""},
 		{"tail call", flameColour(kindTailCall, "legend"), ""},
-		{"fallback (fp, lr)", "rgb(245,245,238)", ` stroke="rgb(0,0,0)" stroke-width="1.5" stroke-dasharray="4 2"`},
+		{"fallback (fp, lr, callchain)", "rgb(245,245,238)", ` stroke="rgb(0,0,0)" stroke-width="1.5" stroke-dasharray="4 2"`},
 	}
 	x := float64(flamePadX)
 	for _, e := range entries {

@@ -9,7 +9,7 @@
 	var matchFill = "rgb(230,0,230)";
 	var width = +svg.getAttribute("width");
 	var full = width - 2 * padX;
-	var kinds = { u: "user", k: "kernel", i: "inlined", j: "JIT", g: "" };
+	var kinds = { u: "user", k: "kernel", i: "inlined", j: "JIT", t: "tail call", g: "" };
 	var frames = document.getElementById("frames");
 	var details = document.getElementById("details");
 	var matchedText = document.getElementById("matched");
@@ -147,7 +147,7 @@
 		if (!b) return;
 		var s = b.title;
 		if (b.kind) s += " [" + b.kind + "]";
-		if (b.fallback) s += ", recovered without CFI (frame pointer or link register) in " + b.fallback + " samples";
+		if (b.fallback) s += ", recovered without CFI (frame pointer or link register, or the kernel's frame-pointer call chain) in " + b.fallback + " samples";
 		details.textContent = s;
 	});
 	frames.addEventListener("mouseout", function () { details.textContent = " "; });

@@ -800,8 +800,9 @@ func sortedKeys(m map[string]int) []string {
 // stop reason when many ended early, and the objects that could not be
 // used.
 func (s *Summary) WriteSummary(w io.Writer) {
-	early := 0
+	early, unwound := 0, 0
 	for k, n := range s.Stops {
+		unwound += n
 		if k != "outermost" {
 			early += n
 		}
@@ -812,10 +813,13 @@ func (s *Summary) WriteSummary(w io.Writer) {
 	if s.PACMask != 0 {
 		fmt.Fprintf(w, "ustack: arm64 return addresses stripped with PAC mask %#x (%s)\n", s.PACMask, s.PACSource)
 	}
-	if s.Samples > 0 && early*10 > s.Samples {
-		fmt.Fprintf(w, "ustack: %d of %d stacks ended before the outermost frame:", early, s.Samples)
+	if unwound > 0 && early*10 > unwound {
+		// Only the early stops: outermost is the complete stacks.
+		fmt.Fprintf(w, "ustack: %d of %d stacks ended early:", early, unwound)
 		for _, k := range sortedKeys(s.Stops) {
-			fmt.Fprintf(w, " %s %d", k, s.Stops[k])
+			if k != "outermost" {
+				fmt.Fprintf(w, " %s %d", k, s.Stops[k])
+			}
 		}
 		fmt.Fprintln(w)
 	}

@@ -20,13 +20,22 @@ func TestWriteSummary(t *testing.T) {
 	for _, want := range []string{
 		"3 samples lost by the kernel",
 		"PAC mask 0xffff000000000000 (default: 48-bit virtual addresses)",
-		"3 of 10 stacks ended before the outermost frame: outermost 7 truncated 2 no_mapping 1",
+		"3 of 10 stacks ended early: truncated 2 no_mapping 1\n",
 		"/usr/lib/libfoo.so: not found",
 		"reading stopped: perfdata: offset 0x1234",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, b.String())
 		}
+	}
+	if strings.Contains(b.String(), "outermost 7") {
+		t.Errorf("complete stacks listed among the early stops:\n%s", b.String())
+	}
+	// Samples without a user stack are no stacks that ended early.
+	b.Reset()
+	(&Summary{Samples: 5, Stops: map[string]int{"no_unwind_info": 2}}).WriteSummary(&b)
+	if want := "ustack: 2 of 2 stacks ended early: no_unwind_info 2\n"; b.String() != want {
+		t.Errorf("summary %q; want %q", b.String(), want)
 	}
 	// A clean report says nothing.
 	b.Reset()

@@ -101,16 +101,20 @@ func (u *Unwinder) linkRegister(cur, next *arch.Regs, st *stepResult) {
 
 // framePointer recovers the caller by following the frame pointer: the
 // frame record at FP holds the caller's FP and the return address (x86_64:
-// push %rbp after the call; arm64: stp x29, x30).
-func (u *Unwinder) framePointer(c *Cache, cur, next *arch.Regs, st *stepResult) {
+// push %rbp after the call; arm64: stp x29, x30). lookup is the frame's
+// address to look up in m (PC-1 for a return address).
+func (u *Unwinder) framePointer(c *Cache, m *Mapping, lookup uint64, cur, next *arch.Regs, st *stepResult) {
 	next.Reset()
 	a := u.arch
 	fp, ok := cur.Get(a.FP())
 	sp, _ := cur.Get(a.SP())
 	if ok && fp == 0 {
 		// Both ABIs zero the frame pointer in the outermost frame
-		// (_start, thread entry): the end of the chain, not an error.
-		st.stop = StopOutermost
+		// (_start, thread entry), but code built without frame
+		// pointers may hold 0 in the register anywhere: the end of
+		// the chain only where the function is known to begin a
+		// stack.
+		chainEnd(m, lookup, st, errZeroFramePointer)
 		return
 	}
 	if !ok || fp < sp || fp&7 != 0 {
@@ -138,4 +142,33 @@ func (u *Unwinder) framePointer(c *Cache, cur, next *arch.Regs, st *stepResult) 
 	}
 	st.cfa = fp + 16
 	st.method = MethodFramePointer
+}
+
+// OutermostObject is implemented by an Object that knows the functions where
+// a stack begins: the program's entry point (_start), a thread's start in
+// clone. Where an object has no CFI for such a function, the frame-pointer
+// or link-register chain that ends there (a zero frame pointer or return
+// address) is the complete stack (StopOutermost); anywhere else such an end
+// proves nothing (StopNoUnwindInfo).
+type OutermostObject interface {
+	Object
+	// Outermost reports whether the link-time address addr lies in a
+	// function that begins a stack, one that has no caller.
+	Outermost(addr uint64) bool
+}
+
+// chainEnd ends the walk at a frame without CFI whose fallback found the end
+// of a chain (a zero frame pointer or return address) in mapping m: the
+// outermost frame when m's object says the function at lookup begins a
+// stack, otherwise a stop for want of unwind information, with err (or,
+// when m has no object, errNoObject).
+func chainEnd(m *Mapping, lookup uint64, st *stepResult, err error) {
+	if o, ok := m.Object.(OutermostObject); ok && o.Outermost(lookup-m.Bias) {
+		st.stop, st.err = StopOutermost, nil
+		return
+	}
+	if m.Object == nil {
+		err = errNoObject
+	}
+	st.stop, st.err = StopNoUnwindInfo, err
 }

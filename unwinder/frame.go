@@ -37,8 +37,11 @@ type StopReason uint8
 
 const (
 	// StopOutermost: the outermost frame was reached: its CFI marks the
-	// return address undefined (as in _start or clone), or the return
-	// address is zero.
+	// return address undefined (as in _start or clone) or gives a zero
+	// return address; or, without CFI, the frame pointer or the return
+	// address is zero in a function its object says begins a stack
+	// (OutermostObject). A zero frame pointer elsewhere, or in a mapping
+	// without an object, is StopNoUnwindInfo.
 	StopOutermost StopReason = iota
 	// StopTruncated: a value needed for the next frame lies beyond the end
 	// of the captured stack snapshot.
@@ -49,7 +52,9 @@ const (
 	// is not reported as a frame; Result.Err is a *NoMappingError holding
 	// it.
 	StopNoMapping
-	// StopNoUnwindInfo: no CFI covers the PC and no fallback applied.
+	// StopNoUnwindInfo: no CFI covers the PC and no fallback applied (or
+	// the fallback ended its chain where nothing proves the outermost
+	// frame); Result.Err says which.
 	StopNoUnwindInfo
 	// StopLoop: the stack did not move (the CFA did not grow) or a
 	// (CFA, PC) pair repeated.

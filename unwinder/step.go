@@ -153,7 +153,7 @@ func (u *Unwinder) step(c *Cache, m *Mapping, cur, next *arch.Regs, lookup, pc u
 		u.linkRegister(cur, next, st)
 		return
 	}
-	u.framePointer(c, cur, next, st)
+	u.framePointer(c, m, lookup, cur, next, st)
 }
 
 // applyRow computes the caller's registers from a cached CFI row.

@@ -57,6 +57,11 @@ var (
 	errNoRARule       = errors.New("unwinder: CFI gives no rule for the return address")
 	errNoFramePointer = errors.New("unwinder: no CFI and no usable frame pointer")
 	errLinkRegUnknown = errors.New("unwinder: link register unknown")
+	// The ends of a frame-pointer or link-register chain where nothing
+	// says the stack begins (chainEnd).
+	errNoObject          = errors.New("unwinder: the mapping has no object file (not found, or anonymous memory) to say how to unwind it")
+	errZeroFramePointer  = errors.New("unwinder: no CFI, and a zero frame pointer in a function not known to begin a stack")
+	errZeroReturnAddress = errors.New("unwinder: no CFI, and a zero return address in a function not known to begin a stack")
 )
 
 // Unwind walks the stack described by regs and mem in the process space,
@@ -270,6 +275,14 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 		}
 
 		if !newPCOK || newPC == 0 {
+			if stepMethod == MethodFramePointer || stepMethod == MethodLinkRegister {
+				// A zero return address from a heuristic
+				// proves the end only in a function that
+				// begins a stack.
+				var st stepResult
+				chainEnd(m, lookup, &st, errZeroReturnAddress)
+				return Result{Frames: n, Stop: st.stop, Err: st.err}
+			}
 			return Result{Frames: n, Stop: StopOutermost}
 		}
 		if !newSPOK {

@@ -118,8 +118,8 @@ func reportCore(path string, in io.Reader, f coreFlags, stdout, stderr io.Writer
 		return exitUsage
 	}
 	sum, err := report.RunCore(c, copts, sink.Write)
-	if !finishReport(sink, sum, err, f.verbose, stderr, "thread") {
-		return exitError
+	if code := finishReport(sink, sum, err, f.verbose, stderr, "thread"); code != exitOK {
+		return code
 	}
 	if len(c.Warnings) > 0 {
 		fmt.Fprintf(stderr, "ustack report: %s is damaged: %d problems (above); every thread that could be read is reported\n", path, len(c.Warnings))

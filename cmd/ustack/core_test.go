@@ -397,3 +397,46 @@ func TestReportCoreVerbose(t *testing.T) {
 	}
 	assert.GreaterOrEqual(t, n, 3, "summary objects %v; eu-unstrip %v", got, tr.EuUnstrip)
 }
+
+// TestReportCoreOutermostProven checks that a thread is called complete
+// (stop outermost) only when it is: in the threads core, whole or cut
+// short, with its objects, every thread that says outermost has as many
+// frames as gdb's backtrace of it; without them (an empty --symfs), where
+// each stack is the one frame in the missing program, none does, and the
+// summary counts no complete stack.
+func TestReportCoreOutermostProven(t *testing.T) {
+	tr, symfs, raw := coreFixture(t, "x86_64/threads")
+	gdbFrames := map[int]int{}
+	for _, g := range tr.GDB.Threads {
+		gdbFrames[g.LWP] = len(g.Frames)
+	}
+	threads := len(tr.GDB.Threads)
+	dir := t.TempDir()
+	whole := filepath.Join(dir, "whole")
+	require.NoError(t, os.WriteFile(whole, raw, 0o600))
+	cut := filepath.Join(dir, "cut")
+	require.NoError(t, os.WriteFile(cut, raw[:len(raw)*3/4], 0o600))
+	for _, core := range []string{whole, cut} {
+		t.Run(filepath.Base(core), func(t *testing.T) {
+			_, out, errs := runCore(t, "--symfs", symfs, "--format", "json", core)
+			complete := 0
+			for _, l := range testprog.JSONLines[coreLine](t, []byte(out)) {
+				require.NotNil(t, l.Stop, "thread %d", l.Tid)
+				if *l.Stop == "outermost" {
+					complete++
+					assert.Len(t, l.Frames, gdbFrames[l.Tid], "thread %d says outermost: gdb's frames", l.Tid)
+				}
+			}
+			assert.Positive(t, complete, "with its objects, some threads are complete:\n%s", errs)
+
+			_, out, errs = runCore(t, "--symfs", t.TempDir(), "--format", "json", core)
+			lines := testprog.JSONLines[coreLine](t, []byte(out))
+			require.Len(t, lines, threads)
+			for _, l := range lines {
+				require.NotNil(t, l.Stop, "thread %d", l.Tid)
+				assert.NotEqual(t, "outermost", *l.Stop, "thread %d without its program: %d frames, gdb %d", l.Tid, len(l.Frames), gdbFrames[l.Tid])
+			}
+			assert.Contains(t, errs, fmt.Sprintf("ustack: %d threads, 0 of %d unwound to the outermost frame, %d stopped early (", threads, threads, threads))
+		})
+	}
+}

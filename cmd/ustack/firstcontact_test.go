@@ -120,6 +120,37 @@ func TestHelloRecordingMatchesGdb(t *testing.T) {
 	assert.Equal(t, "ustack: 4 samples, 4 unwound to the outermost frame\n", errb.String())
 }
 
+// TestHelloWithoutArchiveIsIncomplete reports the bundled recording without
+// its archive, so that the program's file is missing: each stack is the one
+// frame of the sampled PC where gdb's backtraces have five or six, and
+// nothing proves more, so no stack may be called complete (the frame
+// pointer, zero in this program built without it, proves nothing) and the
+// summary counts 0 of 4.
+func TestHelloWithoutArchiveIsIncomplete(t *testing.T) {
+	isolate(t)
+	gdbBT := gdbFrames(t, filepath.Join(filepath.Dir(helloData), "gdb-bt.txt"))
+	data := filepath.Join(t.TempDir(), "perf.data")
+	b, err := os.ReadFile(helloData)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(data, b, 0o644))
+	var out, errb bytes.Buffer
+	rc := run([]string{"report", "--format", "json", "--symfs", t.TempDir(), "--buildid-dir", t.TempDir(), "--debug-dir", t.TempDir(), data}, &out, &errb)
+	require.Equal(t, exitOK, rc, errb.String())
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	require.Len(t, lines, len(gdbBT))
+	for i, line := range lines {
+		var s struct {
+			Frames []struct{ PC string }
+			Stop   string `json:"stop"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(line), &s))
+		assert.Len(t, s.Frames, 1, "sample %d: the sampled PC alone", i)
+		assert.Equal(t, "no_unwind_info", s.Stop, "sample %d: %d frame(s) where gdb has %d", i, len(s.Frames), len(gdbBT[i]))
+	}
+	assert.Contains(t, errb.String(), "ustack: 4 of 4 stacks ended early: no_unwind_info 4\n")
+	assert.Contains(t, errb.String(), "ustack: 4 samples, 0 of 4 unwound to the outermost frame, 4 stopped early (no_unwind_info 4)\n")
+}
+
 // TestUnwindOutsideCheckout checks that `ustack unwind` finds a fixture's
 // objects relative to the fixture's own testdata/ tree, not the source tree
 // ustack was built from: a copy of one fixture and its objects unwinds the
@@ -185,9 +216,11 @@ func TestSummaryLine(t *testing.T) {
 		{report.Summary{Samples: 4, Stops: map[string]int{"outermost": 4}}, "sample",
 			"ustack: 4 samples, 4 unwound to the outermost frame\n"},
 		{report.Summary{Samples: 24, Stops: map[string]int{"outermost": 11, "truncated": 12, "no_mapping": 1}}, "sample",
-			"ustack: 24 samples, 11 unwound to the outermost frame, 13 stopped early (no_mapping 1, truncated 12)\n"},
+			"ustack: 24 samples, 11 of 24 unwound to the outermost frame, 13 stopped early (no_mapping 1, truncated 12)\n"},
 		{report.Summary{Samples: 5, Stops: map[string]int{"loop": 2}}, "sample",
-			"ustack: 5 samples, 2 stopped early (loop 2), 3 without a user stack to unwind\n"},
+			"ustack: 5 samples, 0 of 2 unwound to the outermost frame, 2 stopped early (loop 2), 3 without a user stack to unwind\n"},
+		{report.Summary{Samples: 4, Stops: map[string]int{"no_unwind_info": 4}}, "sample",
+			"ustack: 4 samples, 0 of 4 unwound to the outermost frame, 4 stopped early (no_unwind_info 4)\n"},
 		{report.Summary{Samples: 1, Stops: map[string]int{"outermost": 1}}, "thread",
 			"ustack: 1 thread, 1 unwound to the outermost frame\n"},
 		{report.Summary{Samples: 0, Filtered: 3}, "sample", ""},

@@ -29,7 +29,11 @@ values: docs/GLOSSARY.md, ` + glossaryURL + `
 `
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	code := run(os.Args[1:], os.Stdout, os.Stderr)
+	if code == exitBrokenPipe {
+		dieOfBrokenPipe()
+	}
+	os.Exit(code)
 }
 
 func run(args []string, stdout, stderr io.Writer) int {

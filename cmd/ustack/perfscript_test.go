@@ -91,9 +91,18 @@ func requirePerfRecord(t *testing.T) {
 	testprog.Perf(t)
 }
 
+// userCacheHome is XDG_CACHE_HOME as the tests were started with (and
+// whether it was set), before TestMain replaced it: where the go command
+// keeps its build cache.
+var (
+	userCacheHome    string
+	userCacheHomeSet bool
+)
+
 // TestMain removes the recordings perfRecordings made, and keeps the
 // reports' section cache out of the user's cache directory.
 func TestMain(m *testing.M) {
+	userCacheHome, userCacheHomeSet = os.LookupEnv("XDG_CACHE_HOME")
 	cache, err := os.MkdirTemp("", "ustack-test-cache")
 	if err == nil {
 		os.Setenv("XDG_CACHE_HOME", cache)

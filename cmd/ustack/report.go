@@ -58,7 +58,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	width := fs.Int("width", 0, "flamegraph: width in `pixels` (default 1200)")
 	minWidth := fs.Float64("minwidth", 0, "flamegraph: leave out boxes narrower than `pixels` (default 0.1)")
 	groupBy := fs.String("group-by", "", "flamegraph: the boxes under \"all\": comm (default), process (comm-PID), thread (comm-PID/TID) or none")
-	perfArchive := fs.String("perf-archive", "", "a tarball from perf archive (default: INPUT.tar.bz2 or INPUT.tar.gz when it exists; - for none): its objects are used like perf's build-id cache")
+	perfArchive := fs.String("perf-archive", "", "a tarball from perf archive (default: INPUT.tar.bz2 or INPUT.tar.gz when it exists; - for none): its objects are used like perf's build-id cache, unpacked into a directory under $TMPDIR that is removed when the report ends, by a signal (SIGINT, SIGTERM, SIGHUP) or a closed output pipe too")
 	archiveFile := fs.String("archive", "", "objects archive `file` written by ustack record (default: INPUT.ustack when it exists; - for none)")
 	noDebuginfod := fs.Bool("no-debuginfod", false, "fetch nothing from the debuginfod servers of DEBUGINFOD_URLS and use nothing of their client cache (unset or empty DEBUGINFOD_URLS: nothing is fetched, the cache is used)")
 	verbose := fs.Bool("verbose", false, "say in the summary where each object's unwind, symbol and line information came from (JSON: a last summary record)")
@@ -217,13 +217,14 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if tarball != "" && tarball != "-" {
-		dir, err := os.MkdirTemp("", "ustack-perf-archive-")
+		// Removed on every way out, signals included (cleanup.go).
+		dir, err := makeTempDir("ustack-perf-archive-")
 		if err != nil {
 			fmt.Fprintf(stderr, "ustack report: %v\n", err)
 			return exitError
 		}
-		defer os.RemoveAll(dir)
-		n, err := archive.ExtractPerfTarball(tarball, dir, 0)
+		defer dir.Remove()
+		n, err := archive.ExtractPerfTarball(tarball, dir.Root, 0)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
 			fmt.Fprintf(stderr, "ustack report: --perf-archive %s: no such file\n", tarball)
@@ -231,7 +232,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		case err != nil:
 			opts.Warn(fmt.Sprintf("%v; using the %d files before the damage", err, n))
 		}
-		opts.MoreBuildIDDirs = append(opts.MoreBuildIDDirs, dir)
+		opts.MoreBuildIDDirs = append(opts.MoreBuildIDDirs, dir.Path)
 	}
 
 	out := stdout
@@ -284,8 +285,8 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	sum, err := report.Run(r, opts, sink.Write)
 	prog.finish()
 	fetch.finish()
-	if !finishReport(sink, sum, err, *verbose, stderr, "sample") {
-		return exitError
+	if code := finishReport(sink, sum, err, *verbose, stderr, "sample"); code != exitOK {
+		return code
 	}
 	if sum.DecodeError != nil {
 		return exitPartial
@@ -315,30 +316,35 @@ func envSet(name string) bool {
 	return v != "" && v != "0" && v != "false"
 }
 
-// writeSummaryLine prints the report's one-line summary after the stacks:
-// how many samples (of a core: threads) it printed and how their user
-// stacks ended, by stop reason (docs/GLOSSARY.md). Nothing when no sample
-// was printed: checkInput says why.
 // finishReport ends a report's output: with verbose, the writer's own
 // summary (JSON's last record) first; then the writer is closed and the
-// summary printed on stderr. It says false, having printed why, when the
-// run or the writer failed.
-func finishReport(sink report.Writer, sum *report.Summary, err error, verbose bool, stderr io.Writer, unit string) bool {
+// summary printed on stderr. It returns exitOK, or exitError having
+// printed why the run or the writer failed, or, silently, exitBrokenPipe
+// when the output's reader went away (ustack report | head).
+func finishReport(sink report.Writer, sum *report.Summary, err error, verbose bool, stderr io.Writer, unit string) int {
 	if sw, ok := sink.(report.SummaryWriter); ok && verbose && err == nil {
 		err = sw.WriteSummary(sum)
 	}
 	if ferr := sink.Close(); err == nil {
 		err = ferr
 	}
+	if isBrokenPipe(err) {
+		return exitBrokenPipe
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "ustack report: %v\n", err)
-		return false
+		return exitError
 	}
 	sum.WriteSummary(stderr)
 	writeSummaryLine(stderr, sum, unit)
-	return true
+	return exitOK
 }
 
+// writeSummaryLine prints the report's one-line summary after the stacks:
+// how many samples (of a core: threads) it printed, how many of their user
+// stacks are complete and how the others ended, by stop reason
+// (docs/GLOSSARY.md). Nothing when no sample was printed: checkInput says
+// why.
 func writeSummaryLine(w io.Writer, sum *report.Summary, unit string) {
 	if sum.Samples == 0 {
 		return
@@ -351,11 +357,15 @@ func writeSummaryLine(w io.Writer, sum *report.Summary, unit string) {
 	for _, n := range sum.Stops {
 		unwound += n
 	}
-	if out := sum.Stops["outermost"]; out > 0 {
+	out := sum.Stops["outermost"]
+	early := unwound - out
+	switch {
+	case early == 0 && out > 0:
 		fmt.Fprintf(w, ", %d unwound to the outermost frame", out)
-	}
-	if early := unwound - sum.Stops["outermost"]; early > 0 {
-		fmt.Fprintf(w, ", %d stopped early (", early)
+	case early > 0:
+		// How many of the stacks are complete, 0 included, and how
+		// the others ended.
+		fmt.Fprintf(w, ", %d of %d unwound to the outermost frame, %d stopped early (", out, unwound, early)
 		sep := ""
 		for _, k := range slices.Sorted(maps.Keys(sum.Stops)) {
 			if k != "outermost" {

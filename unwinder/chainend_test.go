@@ -1,0 +1,107 @@
+package unwinder
+
+import (
+	"testing"
+
+	"github.com/ustack/ustack/arch"
+	"github.com/ustack/ustack/cfi"
+)
+
+// entryObject is a fakeObject whose functions in [lo, hi) begin a stack.
+type entryObject struct {
+	fakeObject
+	lo, hi uint64
+	asked  []uint64 // the addresses Outermost was asked about
+}
+
+func (o *entryObject) Outermost(addr uint64) bool {
+	o.asked = append(o.asked, addr)
+	return o.lo <= addr && addr < o.hi
+}
+
+// TestChainEndProvesOutermost checks that the end of a frame-pointer or
+// link-register chain (a zero frame pointer, a zero return address) ends
+// the stack as complete only in a function the object says begins a stack
+// (_start, clone): a frame whose object is missing, or a function not known
+// to begin a stack, stops with no_unwind_info. Code built without frame
+// pointers holds anything in rbp, 0 included, and a program whose file is
+// missing says nothing at all.
+func TestChainEndProvesOutermost(t *testing.T) {
+	const (
+		text  = 0x400000
+		stack = 0x7ff000
+	)
+	// _start at [0x401000, 0x401020) ends with its call to main
+	// (0x402000), which returns to 0x401020, past _start's end: the
+	// lookup at the return address minus one is what lies in _start.
+	mainRow := x86Row(0x402000, 0x402100, 8)
+	cases := []struct {
+		name       string
+		a          arch.Arch
+		obj        func() Object // nil: the object is missing
+		pc, fp, lr uint64
+		ra         uint64 // the word at SP, main's return address (x86_64)
+		frames     int
+		stop       StopReason
+		err        error
+	}{
+		{name: "missing_object_fp0", a: arch.AMD64, pc: 0x401010,
+			frames: 1, stop: StopNoUnwindInfo, err: errNoObject},
+		{name: "missing_object_arm64_lr0", a: arch.ARM64, pc: 0x401010,
+			frames: 1, stop: StopNoUnwindInfo, err: errNoObject},
+		{name: "no_cfi_fp0_other_function", a: arch.AMD64, pc: 0x403010,
+			obj:    func() Object { return &entryObject{lo: 0x401000, hi: 0x401020} },
+			frames: 1, stop: StopNoUnwindInfo, err: errZeroFramePointer},
+		{name: "no_cfi_fp0_entry_function", a: arch.AMD64, pc: 0x401010,
+			obj:    func() Object { return &entryObject{lo: 0x401000, hi: 0x401020} },
+			frames: 1, stop: StopOutermost},
+		{name: "cfi_then_no_cfi_start_fp0", a: arch.AMD64, pc: 0x402010, ra: 0x401020,
+			obj: func() Object {
+				return &entryObject{fakeObject: fakeObject{rows: []cfi.Row{mainRow}}, lo: 0x401000, hi: 0x401020}
+			},
+			frames: 2, stop: StopOutermost},
+		{name: "cfi_then_no_cfi_other_fp0", a: arch.AMD64, pc: 0x402010, ra: 0x403020,
+			obj: func() Object {
+				return &entryObject{fakeObject: fakeObject{rows: []cfi.Row{mainRow}}, lo: 0x401000, hi: 0x401020}
+			},
+			frames: 2, stop: StopNoUnwindInfo, err: errZeroFramePointer},
+		{name: "arm64_lr0_other_function", a: arch.ARM64, pc: 0x403010, fp: stack + 0x40,
+			obj:    func() Object { return &entryObject{lo: 0x401000, hi: 0x401020} },
+			frames: 1, stop: StopNoUnwindInfo, err: errZeroReturnAddress},
+		{name: "arm64_lr0_entry_function", a: arch.ARM64, pc: 0x401010, fp: stack + 0x40,
+			obj:    func() Object { return &entryObject{lo: 0x401000, hi: 0x401020} },
+			frames: 1, stop: StopOutermost},
+		{name: "fp_record_ra0_missing_object", a: arch.AMD64, pc: 0x401010, fp: stack + 0x40,
+			frames: 1, stop: StopNoUnwindInfo, err: errNoObject},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var obj Object
+			if c.obj != nil {
+				obj = c.obj()
+			}
+			space := NewAddressSpace([]Mapping{{Start: text, End: text + 0x10000, Exec: true, Object: obj, Name: "a.out"}})
+			sb := &stackBuilder{base: stack, data: make([]byte, 0x100)}
+			sb.put(stack, c.ra)
+			// A frame record of zeros where fp points: caller's FP
+			// 0, return address 0.
+			var regs arch.Regs
+			regs.Set(c.a.PC(), c.pc)
+			regs.Set(c.a.SP(), stack)
+			regs.Set(c.a.FP(), c.fp)
+			if c.a == arch.ARM64 {
+				regs.Set(arch.ARM64_X30, c.lr)
+			}
+			frames := make([]Frame, 8)
+			res := New(c.a, Options{}).Unwind(&Cache{}, space, &regs, &Stack{Addr: stack, Data: sb.data}, frames)
+			if res.Frames != c.frames || res.Stop != c.stop || res.Err != c.err {
+				t.Errorf("got %d frames, stop %v (%v); want %d, %v (%v)", res.Frames, res.Stop, res.Err, c.frames, c.stop, c.err)
+			}
+			if eo, ok := obj.(*entryObject); ok && c.stop == StopOutermost && c.frames == 2 {
+				if len(eo.asked) != 1 || eo.asked[0] != 0x40101f {
+					t.Errorf("Outermost asked about %#x; want the return address minus one, 0x40101f", eo.asked)
+				}
+			}
+		})
+	}
+}
