@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/ustack/ustack/report"
 	"github.com/ustack/ustack/unwinder"
 )
 
@@ -85,6 +86,8 @@ func codeStopValues() []string {
 		}
 		set[name] = true
 	}
+	// The report's own stop: a sample taken inside execve is not unwound.
+	set[report.StopExec] = true
 	return sortedSet(set)
 }
 
