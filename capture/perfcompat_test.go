@@ -244,8 +244,8 @@ func TestTracefsNotReadable(t *testing.T) {
 // load_elf_binary's mappings), as the .bss zeroing of a program hits a
 // watchpoint on one of its globals (mem:ADDR with a started command). The
 // user registers of such a sample are the process's before the exec, whose
-// code is no longer mapped: the report must stop its stack early
-// (no_mapping), never call it complete.
+// code is no longer mapped: the report must stop it early with report's
+// exec stop and name no user frame, never call it complete.
 func TestExecTimeSamples(t *testing.T) {
 	testprog.NeedPerfEvents(t)
 	testprog.NeedTracefs(t, "mmap/vm_unmapped_area")
@@ -269,8 +269,13 @@ func TestExecTimeSamples(t *testing.T) {
 		switch {
 		case exec:
 			inExec++
-			if s.Stop != "no_mapping" {
-				t.Errorf("a sample taken inside execve stopped with %q (%s), want no_mapping", s.Stop, s.StopErr)
+			if s.Stop != report.StopExec {
+				t.Errorf("a sample taken inside execve stopped with %q (%s), want %s", s.Stop, s.StopErr, report.StopExec)
+			}
+			for _, f := range s.Frames {
+				if !f.Kernel {
+					t.Errorf("a sample taken inside execve has the user frame %s (%#x): the registers are the replaced program's", f.Symbol, f.PC)
+				}
 			}
 		case s.Stop == "outermost":
 			after++ // ld.so's own mmaps: complete stacks
