@@ -303,7 +303,7 @@ func bootLab(t *testing.T, suite, arch string) *labRun {
 		os.MkdirAll(share, 0o755)
 	}
 	start := time.Now()
-	res, err := Boot(context.Background(), k, Guest{Share: share, Files: p.files, Script: guestScript(labJobs(p)), Timeout: 8 * time.Minute})
+	res, err := Boot(context.Background(), k, Guest{Share: share, Files: p.files, Script: guestScript(labJobs(p)), Timeout: 20 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
