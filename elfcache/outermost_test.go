@@ -1,10 +1,13 @@
 package elfcache
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/ustack/ustack/internal/testfiles"
 	"github.com/ustack/ustack/unwinder"
 )
@@ -67,4 +70,40 @@ func TestOutermost(t *testing.T) {
 		}
 		o.Close()
 	}
+}
+
+// TestOutermostStrippedEntry: Debian's ld.so names no function at its
+// entry point (no .symtab; _start is not a dynamic symbol), yet its entry
+// code's call to _dl_start is where every process's first stack ends.
+// The entry point comes from readelf, the call from objdump.
+func TestOutermostStrippedEntry(t *testing.T) {
+	needTool(t, "readelf")
+	needTool(t, "objdump")
+	testfiles.MustUnpack(t, testfiles.Dir())
+	path := filepath.Join(testfiles.Dir(), "objects", "x86_64", "ld-linux-x86-64.so.2")
+	var entry uint64
+	for _, l := range strings.Split(run(t, "readelf", "-h", path), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "Entry point address:"); ok {
+			entry = hexU(t, strings.TrimPrefix(strings.TrimSpace(v), "0x"))
+		}
+	}
+	require.NotZero(t, entry)
+	// The first call after the entry point, and its return address.
+	var ret uint64
+	dis := run(t, "objdump", "-d", fmt.Sprintf("--start-address=%#x", entry), fmt.Sprintf("--stop-address=%#x", entry+32), path)
+	lines := strings.Split(dis, "\n")
+	for i, l := range lines {
+		if strings.Contains(l, "\tcall ") && i+1 < len(lines) {
+			a, _, _ := strings.Cut(strings.TrimSpace(lines[i+1]), ":")
+			ret = hexU(t, a)
+			break
+		}
+	}
+	require.NotZero(t, ret, "no call in ld.so's entry code:\n%s", dis)
+	o := mustOpen(t, path, Options{DebugDirs: []string{}})
+	_, _, named := o.Symbolize(ret - 1)
+	assert.False(t, named, "this ld.so names its entry code; the test needs a stripped one")
+	assert.True(t, o.Outermost(ret-1), "ld.so's _start calling _dl_start (return address %#x, entry %#x)", ret, entry)
+	assert.False(t, o.Outermost(entry-1), "the byte before the entry point")
+	assert.False(t, o.Outermost(entry+0x400), "far past the entry point")
 }

@@ -421,16 +421,28 @@ var stackBases = map[string]bool{
 // frame leaves is the end of the stack, not a lost caller.
 func (o *Object) Outermost(addr uint64) bool {
 	name, off, ok := o.Symbolize(addr)
-	if !ok {
-		return false
-	}
-	if stackBases[name] {
+	if ok && stackBases[name] {
 		return true
 	}
 	entry := o.ef.Entry
 	if entry == 0 {
 		return false
 	}
+	if !ok || addr-off <= entry {
+		// No symbol names a function at addr, or the one that does begins
+		// before the entry point: a stripped object (ld.so, a stripped
+		// static program) whose entry code has no symbol. A call a few
+		// instructions past the entry point, with no function beginning
+		// between, is the entry code's own (ld.so's _start: mov %rsp,%rdi;
+		// call _dl_start).
+		return addr >= entry && addr-entry < entryCodeWindow
+	}
 	_, eoff, ok := o.Symbolize(entry)
 	return ok && entry-eoff == addr-off
 }
+
+// entryCodeWindow bounds how far past an unnamed entry point a return
+// address may lie and still be the entry code's: its first call comes
+// within a few instructions (7 bytes into ld.so's _start on x86_64, 8 on
+// arm64).
+const entryCodeWindow = 64
