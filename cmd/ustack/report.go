@@ -287,7 +287,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	if !finishReport(sink, sum, err, *verbose, stderr, "sample") {
 		return exitError
 	}
-	if sum.DecodeError != nil {
+	if sum.DecodeError != nil || sum.Damaged > 0 {
 		return exitPartial
 	}
 	return checkInput(*input, sum, stderr)
