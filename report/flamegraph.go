@@ -91,7 +91,7 @@ func isJITModule(path string) bool {
 // frame-pointer call chain.
 func isFallback(how string) bool {
 	switch how {
-	case "cfi", "context", "signal", "kernel":
+	case "cfi", "context", "signal", "signal_marker", "kernel":
 		return false
 	}
 	return true

@@ -165,6 +165,9 @@ def run_for_core(exe, d):
 
 
 QEMU_STACK = {"overflow": 256 << 10}
+# Signals the program handles itself: gdb passes them on without stopping,
+# so that it stops at the fatal one.
+HANDLE = {"sig_handler": ["-ex", "handle SIGSEGV nostop noprint pass"]}
 
 
 def run_qemu_for_core(exe, d):
@@ -183,7 +186,7 @@ def run_qemu_for_core(exe, d):
     time.sleep(0.5)
     sh(["gdb-multiarch", "-batch", "-nx", "-iex", "set auto-load no", "-iex", "set sysroot " + SYSROOT,
         "-ex", "file " + exe, "-ex", "target remote :%d" % port,
-        "-ex", "handle SIGUSR1 nostop noprint pass", "-ex", "continue",
+        "-ex", "handle SIGUSR1 nostop noprint pass"] + HANDLE.get(os.path.basename(exe), []) + ["-ex", "continue",
         "-ex", "shell cat /proc/%d/maps > %s" % (q.pid, maps_file), "-ex", "continue"],
        stdout=subprocess.DEVNULL, cwd=d)
     q.wait()
