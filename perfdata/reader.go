@@ -646,7 +646,7 @@ func (r *Reader) nextMapped() (Record, error) {
 func (r *Reader) record(typ RecordType, misc uint16, b []byte) (Record, error) {
 	size := len(b)
 	off := r.off
-	if _, known := recordNames[typ]; !known && r.end >= 0 && !r.chainAt(off+int64(size)) && off+int64(size) != r.limit() {
+	if !knownType(typ) && r.end >= 0 && !r.chainAt(off+int64(size)) && off+int64(size) != r.limit() {
 		// A type perf does not write, followed by no valid record:
 		// most likely a header read where no record starts.
 		return r.damaged(off, formatErr(off, "record of unknown type %v (%d bytes) is not followed by valid records", typ, size))

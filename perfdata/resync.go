@@ -165,7 +165,7 @@ func (r *Reader) validAt(off int64) int {
 	typ := RecordType(le.Uint32(hb))
 	misc := le.Uint16(hb[4:])
 	size := int(le.Uint16(hb[6:]))
-	if _, known := recordNames[typ]; !known || size < 8 || size%8 != 0 && typ != RecordCompressed {
+	if !knownType(typ) || size < 8 || size%8 != 0 && typ != RecordCompressed {
 		return 0
 	}
 	// Bits 3 to 11 of misc are unused; cpumode is at most guest user (5).
@@ -222,6 +222,12 @@ func (r *Reader) plausible(h *RecordHeader, strict bool) bool {
 		}
 	}
 	return true
+}
+
+// knownType reports whether perf writes records of type t (the kernel's
+// and perf's own, recordNames).
+func knownType(t RecordType) bool {
+	return RecordMmap <= t && t <= RecordAuxOutputHWID || RecordHeaderAttr <= t && t <= RecordCompressed2
 }
 
 func pidOK(p uint32) bool { return p <= maxPid || p == ^uint32(0) }
