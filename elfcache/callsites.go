@@ -93,6 +93,10 @@ type callSiteState struct {
 	once sync.Once
 	idx  *callSites
 	err  error
+	// names are the function symbols by name of an object without
+	// DWARF (FunctionNamed).
+	namesOnce sync.Once
+	names     map[string]uint64
 }
 
 // CallSiteAt returns the call site whose return address is ret (link-time).
@@ -176,7 +180,15 @@ func (o *Object) FunctionEntry(addr uint64) (uint64, bool) {
 func (o *Object) FunctionNamed(name string) (uint64, bool) {
 	x := o.callSiteIndex()
 	if x == nil {
-		return 0, false
+		// No DWARF (a system library without its debug file): the
+		// symbol tables still name its functions.
+		if o.closed.Load() {
+			return 0, false
+		}
+		st := &o.callSite
+		st.namesOnce.Do(func() { st.names = o.functionSymbols(true) })
+		e, ok := st.names[name]
+		return e, ok
 	}
 	x.dynOnce.Do(func() { x.dynNames = x.symbolNames(false) })
 	if e, ok := x.dynNames[name]; ok {
@@ -222,7 +234,11 @@ func (o *Object) callSiteIndex() *callSites {
 // .symtab (the object's or else its debug file's) by name, the globals
 // before the locals.
 func (x *callSites) symbolNames(all bool) map[string]uint64 {
-	o := x.obj
+	return x.obj.functionSymbols(all)
+}
+
+// functionSymbols is symbolNames for o.
+func (o *Object) functionSymbols(all bool) map[string]uint64 {
 	var cands []candidate
 	cands, _ = o.readSymtab(".dynsym", cands)
 	if all {

@@ -78,6 +78,11 @@ func (d *dec) str() string {
 	return s
 }
 
+// padded reports whether a name of n bytes took the rest of a body of
+// size bytes from p: the kernel and perf pad a record's name with its NUL
+// to 8 bytes and no further, so more means the record's size is wrong.
+func padded(n, p, size int) bool { return p+(n+8)&^7 == size }
+
 // decode turns one record (body = the bytes after the 8-byte header) into a
 // typed Record.
 func (r *Reader) decode(h RecordHeader, body []byte) (Record, error) {
@@ -113,7 +118,11 @@ func (r *Reader) decode(h RecordHeader, body []byte) (Record, error) {
 			m.Prot, m.Flags = d.u32(), d.u32()
 		}
 		if !d.bad {
+			p := d.p
 			m.Filename = d.str()
+			if !padded(len(m.Filename), p, len(body)) {
+				return nil, formatErr(h.Offset, "record %v: its %d-byte file name takes %d bytes, the record has %d", h.Type, len(m.Filename), (len(m.Filename)+8)&^7, len(body)-p)
+			}
 		}
 		rec = m
 	case RecordComm:
@@ -121,7 +130,11 @@ func (r *Reader) decode(h RecordHeader, body []byte) (Record, error) {
 		*c = Comm{RecordHeader: h, Exec: h.Misc&MiscCommExec != 0}
 		c.Pid, c.Tid = d.u32(), d.u32()
 		if !d.bad {
+			p := d.p
 			c.Comm = d.str()
+			if !padded(len(c.Comm), p, len(body)) {
+				return nil, formatErr(h.Offset, "record COMM: its %d-byte name takes %d bytes, the record has %d", len(c.Comm), (len(c.Comm)+8)&^7, len(body)-p)
+			}
 		}
 		rec = c
 	case RecordFork:
@@ -215,6 +228,11 @@ func (r *Reader) decode(h RecordHeader, body []byte) (Record, error) {
 		if n > uint64(len(body))/32 {
 			d.bad = true
 			break
+		}
+		// nr entries of 32 bytes, and perf's id_index_entry_2 (16
+		// bytes each) after them for guest machines.
+		if sz := uint64(len(body)); sz != 8+32*n && sz != 8+48*n {
+			return nil, formatErr(h.Offset, "ID_INDEX: %d entries do not fill its %d-byte body", n, sz)
 		}
 		for i := uint64(0); i < n; i++ {
 			e := IDIndexEntry{ID: d.u64(), Idx: d.u64(), CPU: d.u64(), Tid: d.u64()}
@@ -560,8 +578,14 @@ func (r *Reader) decodeSample(h RecordHeader, b []byte) (Record, error) {
 		}
 	}
 	s := &r.rec.sample
-	if err := DecodeSample(h, a, b, s); err != nil {
+	n, err := decodeSample(h, a, b, s)
+	if err != nil {
 		return nil, err
+	}
+	if n != len(b) && a.SampleType&^knownSampleType == 0 {
+		// The kernel sizes a sample to its fields: bytes left over mean
+		// the size field is wrong (the record runs into the next one).
+		return nil, formatErr(h.Offset, "SAMPLE: sample_type %#x lays out %d bytes, the record claims %d", a.SampleType, n+8, len(b)+8)
 	}
 	if !found {
 		// Unknown id: decoded with the first attr's layout, naming no attr.
@@ -604,6 +628,17 @@ func sampleIDPos(st uint64) int {
 // Raw, StackData and AuxData alias body. A body too short for the
 // sample_type yields a *FormatError at h.Offset.
 func DecodeSample(h RecordHeader, a *Attr, body []byte, s *Sample) error {
+	_, err := decodeSample(h, a, body, s)
+	return err
+}
+
+// knownSampleType is every sample_type bit whose layout decodeSample knows:
+// a sample of only these fields is laid out to its last byte.
+const knownSampleType = SampleWeightStruct<<1 - 1
+
+// decodeSample is DecodeSample; it also returns how many bytes of body the
+// sample_type's fields took.
+func decodeSample(h RecordHeader, a *Attr, body []byte, s *Sample) (int, error) {
 	cc, regs, iregs, brs, rv := s.Callchain, s.Regs, s.IntrRegs, s.Branches, s.Read.Values
 	*s = Sample{RecordHeader: h}
 	s.Attr = a
@@ -717,11 +752,11 @@ func DecodeSample(h RecordHeader, a *Attr, body []byte, s *Sample) error {
 		s.AuxData = d.bytes(n)
 	}
 	if d.bad {
-		return formatErr(h.Offset, "SAMPLE: %d-byte body is too short for sample_type %#x", len(b), st)
+		return d.p, formatErr(h.Offset, "SAMPLE: %d-byte body is too short for sample_type %#x", len(b), st)
 	}
 	s.Has = st & (SampleTID | SampleTime | SampleID | SampleStreamID | SampleCPU | SampleIdentifier)
 	if s.Has&SampleIdentifier != 0 {
 		s.Has |= SampleID
 	}
-	return nil
+	return d.p, nil
 }

@@ -56,9 +56,17 @@
 //
 // Errors are *FormatError values naming the byte offset and what was wrong;
 // truncation errors also match ErrTruncated. A truncated file yields every
-// complete record, then the error. A record whose size field is smaller
-// than its header, or runs past the data section, stops the reader with an
-// error (records are not resynchronized). Damaged feature sections do not
+// complete record, then the error. In a file (not a stream), a record that
+// cannot be read (its size smaller than its header or past the data
+// section, a type perf does not write followed by no valid record, a body
+// that does not decode, a sample whose fields do not fill it exactly, a
+// name padded past its 8 bytes, an impossible pid) does not end the
+// records: the reader scans forward for the next offset where several
+// records in a row validate and resumes there, recording a Damage (file,
+// offset, bytes skipped; Reader.Damages). Only when no valid record
+// follows does the error end the records. See resync.go for what
+// validates. A stream (pipe mode) stops at the first such record with its
+// error. Damaged feature sections do not
 // hide the records: Next returns the feature error at the end instead of
 // io.EOF. No input panics, loops or allocates without bound (see the fuzz
 // targets).

@@ -293,7 +293,9 @@ func TestTruncation(t *testing.T) {
 	}
 }
 
-// TestDamagedSize checks records whose size field lies.
+// TestDamagedSize checks records whose size field lies: reading resumes
+// at the next record, every record after the damaged one is read, and
+// the damage is named by its offset.
 func TestDamagedSize(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join("testdata", "dwarf.data"))
 	if err != nil {
@@ -310,17 +312,25 @@ func TestDamagedSize(t *testing.T) {
 			t.Fatal(err)
 		}
 		got, err := readAll(r)
-		if err == nil && size < 8 {
-			t.Fatalf("size %d: no error", size)
-		}
 		if err != nil {
-			var fe *FormatError
-			if !errors.As(err, &fe) {
-				t.Fatalf("size %d: %v", size, err)
+			t.Fatalf("size %d: %v", size, err)
+		}
+		if len(got) != len(all)-1 {
+			t.Errorf("size %d: %d records read, want the %d undamaged ones", size, len(got), len(all)-1)
+		}
+		for i, rec := range got {
+			want := all[i]
+			if i >= len(all)/2 {
+				want = all[i+1]
+			}
+			if rec.Header().Offset != want.Header().Offset {
+				t.Fatalf("size %d: record %d at %#x, want %#x", size, i, rec.Header().Offset, want.Header().Offset)
 			}
 		}
-		if len(got) < len(all)/2 {
-			t.Fatalf("size %d: only %d records before the damage", size, len(got))
+		d := r.Damages()
+		next := all[len(all)/2+1].Header().Offset
+		if len(d) != 1 || d[0].Offset != victim.Offset || d[0].Resume != next || d[0].Skipped() != next-victim.Offset {
+			t.Errorf("size %d: damage %v, want one at %#x resuming at %#x", size, d, victim.Offset, next)
 		}
 	}
 }

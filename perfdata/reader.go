@@ -61,6 +61,18 @@ type Reader struct {
 	// dropped is the offset up to which the pages of mm were dropped
 	// from memory (dropPages) after they were read.
 	dropped int64
+
+	// Resynchronisation after damage (resync.go).
+	size     int64    // the file's size (file mode)
+	lastOff  int64    // offset of the last record read from the file; -1 before the first
+	tmin     uint64   // the earliest non-zero time read, 0 before one
+	damages  []Damage // the first maxDamages
+	nDamaged int
+	resumed  int64  // where reading last resumed
+	win      []byte // bytes at winOff read for a scan
+	winOff   int64
+	winBuf   []byte
+	scan     int64 // the offset being scanned
 }
 
 // Pages of a mapped file are dropped from memory in steps of dropStep,
@@ -182,7 +194,7 @@ func NewFileReader(ra io.ReaderAt, size int64) (*Reader, error) {
 		return nil, formatErr(8, "header size %d: want %d (file) or %d (pipe)", hsize, fileHeaderSize, pipeHeaderSize)
 	}
 	s := &Session{HeaderSize: hsize}
-	r := &Reader{s: s, ra: ra, end: -1}
+	r := &Reader{s: s, ra: ra, end: -1, size: size, lastOff: -1}
 	attrSize := le.Uint64(h[16:])
 	attrsOff, attrsLen := le.Uint64(h[24:]), le.Uint64(h[32:])
 	dataOff, dataLen := le.Uint64(h[40:]), le.Uint64(h[48:])
@@ -266,7 +278,7 @@ func NewReader(rd io.Reader) (*Reader, error) {
 }
 
 func newPipe(rd io.Reader) *Reader {
-	r := &Reader{s: &Session{Pipe: true, HeaderSize: pipeHeaderSize}, src: rd, end: -1}
+	r := &Reader{s: &Session{Pipe: true, HeaderSize: pipeHeaderSize}, src: rd, end: -1, lastOff: -1}
 	r.br = bufio.NewReaderSize(rd, bufSize)
 	return r
 }
@@ -584,15 +596,15 @@ func (r *Reader) next() (Record, error) {
 	misc := le.Uint16(hb[4:])
 	size := int(le.Uint16(hb[6:]))
 	if size < 8 {
-		return r.fail(formatErr(r.off, "record type %v: size %d is less than the 8-byte header", typ, size))
+		return r.damaged(r.off, formatErr(r.off, "record type %v: size %d is less than the 8-byte header", typ, size))
 	}
 	if r.end >= 0 && int64(size) > r.end-r.off {
-		return r.fail(truncErr(r.off, "record type %v of %d bytes runs past the end of the data section at %#x", typ, size, r.end))
+		return r.damaged(r.off, truncErr(r.off, "record type %v of %d bytes runs past the end of the data section at %#x", typ, size, r.end))
 	}
 	b, err := r.br.Peek(size)
 	if err != nil {
 		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			return r.fail(truncErr(r.off, "record type %v: input ends after %d of its %d bytes", typ, len(b), size))
+			return r.damaged(r.off, truncErr(r.off, "record type %v: input ends after %d of its %d bytes", typ, len(b), size))
 		}
 		return r.fail(err)
 	}
@@ -612,13 +624,13 @@ func (r *Reader) nextMapped() (Record, error) {
 	misc := le.Uint16(hb[4:])
 	size := int(le.Uint16(hb[6:]))
 	if size < 8 {
-		return r.fail(formatErr(r.off, "record type %v: size %d is less than the 8-byte header", typ, size))
+		return r.damaged(r.off, formatErr(r.off, "record type %v: size %d is less than the 8-byte header", typ, size))
 	}
 	if int64(size) > r.end-r.off {
-		return r.fail(truncErr(r.off, "record type %v of %d bytes runs past the end of the data section at %#x", typ, size, r.end))
+		return r.damaged(r.off, truncErr(r.off, "record type %v of %d bytes runs past the end of the data section at %#x", typ, size, r.end))
 	}
 	if int64(size) > avail {
-		return r.fail(truncErr(r.off, "record type %v: input ends after %d of its %d bytes", typ, avail, size))
+		return r.damaged(r.off, truncErr(r.off, "record type %v: input ends after %d of its %d bytes", typ, avail, size))
 	}
 	r.inMap = true
 	if r.off-r.dropped > dropStep+dropLag {
@@ -634,15 +646,28 @@ func (r *Reader) nextMapped() (Record, error) {
 func (r *Reader) record(typ RecordType, misc uint16, b []byte) (Record, error) {
 	size := len(b)
 	off := r.off
+	if !knownType(typ) && r.end >= 0 && !r.chainAt(off+int64(size)) && off+int64(size) != r.limit() {
+		// A type perf does not write, followed by no valid record:
+		// most likely a header read where no record starts.
+		return r.damaged(off, formatErr(off, "record of unknown type %v (%d bytes) is not followed by valid records", typ, size))
+	}
 	r.last = b
 	r.off += int64(size)
 	h := RecordHeader{Type: typ, Misc: misc, Size: uint16(size), Offset: off}
 	if typ == RecordCompressed || typ == RecordCompressed2 {
+		r.lastOff = off
 		return nil, r.decompress(h, b[8:])
 	}
 	rec, err := r.decode(h, b[8:])
+	if err == nil && typ < RecordHeaderAttr && !r.plausible(rec.Header(), false) {
+		err = formatErr(off, "record %v: pid %d, tid %d: no such pid", typ, rec.Header().Pid, rec.Header().Tid)
+	}
 	if err != nil {
-		return r.fail(err)
+		return r.damaged(off, err)
+	}
+	r.lastOff = off
+	if t := rec.Header().Time; t != 0 && (r.tmin == 0 || t < r.tmin) {
+		r.tmin = t
 	}
 	switch typ {
 	case RecordHeaderTracingData:

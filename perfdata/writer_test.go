@@ -283,16 +283,17 @@ func TestWriteRaw(t *testing.T) {
 	dir := t.TempDir()
 	attr := &Attr{Type: 1, SampleType: SampleTID | SampleTime, Flags: AttrSampleIDAll, Name: "cpu-clock"}
 	// Two COMM records as the kernel lays them out: header, pid, tid,
-	// name padded to 8 bytes, then the sample_id trailer (pid/tid, time).
+	// name with its NUL padded to 8 bytes, then the sample_id trailer
+	// (pid/tid, time).
 	var raw []byte
 	for i, name := range []string{"first", "second"} {
-		body := make([]byte, 8+16+16)
+		body := make([]byte, 8+8+16)
 		le.PutUint32(body[0:], 42)
 		le.PutUint32(body[4:], 42)
 		copy(body[8:], name)
-		le.PutUint32(body[24:], 42)
-		le.PutUint32(body[28:], 42)
-		le.PutUint64(body[32:], uint64(1000+i))
+		le.PutUint32(body[16:], 42)
+		le.PutUint32(body[20:], 42)
+		le.PutUint64(body[24:], uint64(1000+i))
 		var h [8]byte
 		le.PutUint32(h[:], uint32(RecordComm))
 		le.PutUint16(h[6:], uint16(8+len(body)))
@@ -307,10 +308,10 @@ func TestWriteRaw(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.WriteRaw(raw[:48]); err != nil { // the first record
+	if err := w.WriteRaw(raw[:40]); err != nil { // the first record
 		t.Fatal(err)
 	}
-	if err := w.WriteRaw(raw[48:]); err != nil {
+	if err := w.WriteRaw(raw[40:]); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Close(); err != nil {

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"math/rand"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -140,17 +142,29 @@ type damageFixture struct {
 	dataEnd  int64 // end of the last record
 	clean    *damageRun
 	nSamples int
+	// nFeatures is the number of entries of the feature table at dataEnd.
+	nFeatures int
 }
 
 func loadDamageFixture(t *testing.T) *damageFixture {
 	t.Helper()
-	data, err := os.ReadFile(damagedData)
+	return loadDamageFixtureFrom(t, damagedData)
+}
+
+func loadDamageFixtureFrom(t *testing.T, path string) *damageFixture {
+	t.Helper()
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := &damageFixture{data: data}
 	f.recs, f.dataEnd = scanRecords(t, data)
 	f.dataOff = f.recs[0].off
+	if int64(len(data)) >= 104 {
+		for _, w := range [4]uint64{le64(data[72:]), le64(data[80:]), le64(data[88:]), le64(data[96:])} {
+			f.nFeatures += bits.OnesCount64(w)
+		}
+	}
 	f.clean = runDamaged(t, data, "intact")
 	if f.clean.openErr != nil || f.clean.runErr != nil || f.clean.sum.DecodeError != nil {
 		t.Fatalf("intact file: open %v, run %v, decode %v", f.clean.openErr, f.clean.runErr, f.clean.sum.DecodeError)
@@ -333,5 +347,173 @@ func TestDamagedSummary(t *testing.T) {
 	got.sum.WriteSummary(&buf)
 	if !strings.Contains(buf.String(), fmt.Sprintf("offset %#x", fe.Offset)) {
 		t.Errorf("summary does not say where reading stopped (offset %#x):\n%s", fe.Offset, buf.String())
+	}
+}
+
+// resyncRecordings are the real recordings damaged by TestDamagedResync.
+var resyncRecordings = []string{damagedData, "../testdata/recordings/hello/perf.data"}
+
+// resyncCase is one damage: the bytes [first, end) of the intact file were
+// changed (or cut out, when cut is set).
+type resyncCase struct {
+	kind, what string
+	data       []byte
+	first, end int64
+}
+
+// resyncCases damages f three ways: record size fields that lie,
+// overwritten runs of bytes and cut-out chunks, all in the data section.
+func resyncCases(f *damageFixture) []resyncCase {
+	var cases []resyncCase
+	// Every record's size lies in a small file; in a larger one, every
+	// few records' (the types in turn).
+	step := max(1, len(f.recs)/12)
+	for i, r := range f.recs {
+		if i%step != 0 {
+			continue
+		}
+		size := uint16(r.end - r.off)
+		for _, lie := range []uint16{0, 7, size - 8, size + 8, size + 1, 2 * size, 0xffff} {
+			if lie == size {
+				continue
+			}
+			// A size that lands on a later record's start, swallowing
+			// records of no checkable layout, cannot be told from a
+			// true one.
+			kind := "lying size"
+			if lie%8 == 0 && lie > size && r.off+int64(lie) < f.dataEnd {
+				kind = "lying size, aligned"
+			}
+			data := bytes.Clone(f.data)
+			binary.LittleEndian.PutUint16(data[r.off+6:], lie)
+			cases = append(cases, resyncCase{kind, fmt.Sprintf("record %d (type %d) at %#x: size %d claims %d", i, r.typ, r.off, size, lie),
+				data, r.off + 6, r.off + 8})
+		}
+	}
+	rng := rand.New(rand.NewSource(21))
+	span := f.dataEnd - f.dataOff
+	for range 30 {
+		off := f.dataOff + rng.Int63n(span)
+		n := min(1+rng.Int63n(256), f.dataEnd-off)
+		data := bytes.Clone(f.data)
+		switch rng.Intn(3) {
+		case 0:
+			rng.Read(data[off : off+n])
+		case 1:
+			clear(data[off : off+n])
+		default:
+			for i := off; i < off+n; i++ {
+				data[i] = 0xff
+			}
+		}
+		first := off
+		for first < off+n && data[first] == f.data[first] {
+			first++
+		}
+		if first == off+n {
+			continue
+		}
+		cases = append(cases, resyncCase{"overwritten", fmt.Sprintf("%d bytes overwritten at %#x", n, off), data, first, off + n})
+	}
+	for range 20 {
+		off := f.dataOff + rng.Int63n(span)
+		n := min(1+rng.Int63n(512), f.dataEnd-off)
+		data := append(bytes.Clone(f.data[:off]), f.data[off+n:]...)
+		// The header stays true to the shorter file: the data section
+		// and the feature sections after it moved by n bytes.
+		binary.LittleEndian.PutUint64(data[48:], uint64(f.dataEnd-f.dataOff-n))
+		for i := 0; i < f.nFeatures; i++ {
+			e := f.dataEnd - n + 16*int64(i)
+			binary.LittleEndian.PutUint64(data[e:], binary.LittleEndian.Uint64(data[e:])-uint64(n))
+		}
+		cases = append(cases, resyncCase{"cut", fmt.Sprintf("%d bytes cut at %#x", n, off), data, off, off + n})
+	}
+	return cases
+}
+
+// TestDamagedResync checks that reading resumes after damage in the middle
+// of the data section: every sample of the intact file whose bytes lie
+// wholly after the damage is reported as from the intact file, and the
+// damage is named by its offset. It logs the figure printed/intact.
+func TestDamagedResync(t *testing.T) {
+	for _, path := range resyncRecordings {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			f := loadDamageFixtureFrom(t, path)
+			printed, intact := map[string]int{}, map[string]int{}
+			var kinds []string
+			for _, c := range resyncCases(f) {
+				if _, ok := intact[c.kind]; !ok {
+					kinds = append(kinds, c.kind)
+				}
+				got := runDamaged(t, c.data, c.what)
+				if got.runErr != nil || got.openErr != nil {
+					t.Errorf("%s: open %v, run %v", c.what, got.openErr, got.runErr)
+					continue
+				}
+				f.check(t, got, c.first, c.what)
+				// A damaged MMAP or COMM record changes how later samples
+				// are named: then only that they are printed is checked.
+				same := true
+				for _, r := range f.recs {
+					if r.off < c.end && r.end > c.first && r.key == "" && r.typ != perfdata.RecordFinishedRound {
+						same = false
+					}
+				}
+				lost := 0
+				for _, r := range f.recs {
+					if r.key == "" || r.off < c.end {
+						continue
+					}
+					intact[c.kind]++
+					text, ok := got.byKey[r.key]
+					if ok {
+						printed[c.kind]++
+					}
+					if !ok || same && text != f.clean.byKey[r.key] {
+						lost++
+					}
+				}
+				if lost > 0 {
+					t.Errorf("%s: %d intact samples after the damage not reported as before; decode error %v, damage %v",
+						c.what, lost, got.sum.DecodeError, got.sum.Damage)
+				}
+				if len(got.sum.Damage) == 0 && got.sum.DecodeError == nil && (c.kind == "lying size" || c.kind == "cut") {
+					t.Errorf("%s: the damage is not reported", c.what)
+				}
+			}
+			p, n := 0, 0
+			for _, k := range kinds {
+				t.Logf("%s: %s: %d of %d intact samples after the damage printed", path, k, printed[k], intact[k])
+				p, n = p+printed[k], n+intact[k]
+			}
+			t.Logf("%s: %d of %d intact samples after the damage printed (%.1f%%)", path, p, n, 100*float64(p)/float64(n))
+		})
+	}
+}
+
+func le64(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }
+
+// TestDamagedResyncSummary checks that a damage skipped in the middle of the
+// data is named in the summary: the offset of the record whose size lied,
+// the bytes skipped and where reading resumed.
+func TestDamagedResyncSummary(t *testing.T) {
+	data, err := os.ReadFile(damagedData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, _ := scanRecords(t, data)
+	v := recs[len(recs)/2]
+	next := recs[len(recs)/2+1].off
+	binary.LittleEndian.PutUint16(data[v.off+6:], 0xffff)
+	got := runDamaged(t, data, "lying size")
+	if got.sum == nil || got.sum.DecodeError != nil || got.sum.Damaged != 1 {
+		t.Fatalf("want one damage skipped, no decode error: %+v", got.sum)
+	}
+	var buf bytes.Buffer
+	got.sum.WriteSummary(&buf)
+	want := fmt.Sprintf("damaged data at offset %#x: ", v.off)
+	skip := fmt.Sprintf("skipped %d bytes to the next valid record at %#x", next-v.off, next)
+	if s := buf.String(); !strings.Contains(s, want) || !strings.Contains(s, skip) {
+		t.Errorf("summary does not name the damage (%q ... %q):\n%s", want, skip, s)
 	}
 }

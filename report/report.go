@@ -181,6 +181,10 @@ type Summary struct {
 	Stops       map[string]int
 	Missing     map[string]string // object path -> why it could not be used
 	DecodeError error             // a damaged recording: where reading stopped
+	// Damage lists where reading skipped damaged data and resumed at the
+	// next valid record (the first 100; Damaged counts them all).
+	Damage  []perfdata.Damage
+	Damaged int
 	// Objects says where each object's information came from; filled
 	// with Options.ObjectSources.
 	Objects []resolve.ObjectInfo
@@ -608,6 +612,7 @@ func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary,
 	if p.opts.ObjectSources {
 		sum.Objects = p.resolver.Objects()
 	}
+	sum.Damage, sum.Damaged = r.Damages(), r.Damaged()
 	// In pipe mode the events and features arrive with the records.
 	sum.Attrs, sum.Cmdline = p.session.Attrs, p.session.Features.Cmdline
 	if readErr != nil {
@@ -848,6 +853,12 @@ func (s *Summary) WriteSummary(w io.Writer) {
 		if fix := s.MissingFix(); fix != "" {
 			fmt.Fprintf(w, "ustack: %s\n", fix)
 		}
+	}
+	for _, d := range s.Damage {
+		fmt.Fprintf(w, "ustack: %v\n", d)
+	}
+	if n := s.Damaged - len(s.Damage); n > 0 {
+		fmt.Fprintf(w, "ustack: %d more damaged stretches skipped\n", n)
 	}
 	if s.DecodeError != nil {
 		fmt.Fprintf(w, "ustack: the recording is damaged; reading stopped: %v\n", s.DecodeError)

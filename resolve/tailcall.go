@@ -31,9 +31,16 @@ import (
 //
 // Each function of the chain becomes a Frame of How "tailcall" whose PC is
 // its tail call site's return PC (just past the jump), attributed to the
-// jump (PC-1), as gdb's frame is. ustack searches within one object: the
-// callee's, where a target found by name lies (a caller calling into a
-// library through its PLT), or else the caller's.
+// jump (PC-1), as gdb's frame is. ustack searches the tail call sites of
+// one object: the callee's, where a target found by name lies (a caller
+// calling into a library through its PLT), or else the caller's. From the
+// caller's object a chain may end in another object, the callee's, by a
+// tail call through the PLT ("jmp pause@plt" ending waiter_leaf, the
+// callee pause in libc): DWARF names that call's target by a declaration,
+// which is the callee when the callee's object defines the name at the
+// callee's entry (any alias: gdb's minimal symbol lookup). A chain that
+// would go on through a third object is not followed (gdb would; ustack
+// then shows nothing rather than part of it).
 
 // HowTailCall is the How of a frame recovered from DWARF call sites: a
 // function that tail-called its callee and so has no frame of its own on
@@ -62,7 +69,8 @@ type lastFrame struct {
 // tailSearch is the Symbolizer's scratch state for the chain search.
 type tailSearch struct {
 	obj     *elfcache.Object
-	callee  uint64              // entry of the callee's function
+	callee  uint64              // entry of the callee's function, in other if set, else in obj
+	other   *elfcache.Object    // the callee's object when it is not obj
 	chain   []elfcache.CallSite // the current path
 	result  []elfcache.CallSite // the first chain found
 	callers int                 // length of the common prefix
@@ -115,9 +123,6 @@ func (z *Symbolizer) appendTailCalls(out []Frame, s *Space, fr *unwinder.Frame) 
 			return out
 		}
 	}
-	if obj != lm.obj {
-		return out
-	}
 	callee, ok := lm.obj.FunctionEntry(last.link)
 	if !ok {
 		name, off, ok := lm.obj.Symbolize(last.link)
@@ -126,11 +131,16 @@ func (z *Symbolizer) appendTailCalls(out []Frame, s *Space, fr *unwinder.Frame) 
 		}
 		callee = last.link - off
 	}
-	if target == callee {
-		return out
-	}
 	t := &z.tail
 	t.obj, t.callee, t.chain, t.result = obj, callee, t.chain[:0], t.result[:0]
+	t.other = nil
+	if obj != lm.obj {
+		// The callee is in another object: a chain can reach it only by
+		// a tail call through the PLT, which DWARF gives by name.
+		t.other = lm.obj
+	} else if target == callee {
+		return out
+	}
 	t.callers, t.callees, t.found, t.failed, t.steps = 0, 0, false, false, 0
 	t.walk(target)
 	s.checkCallSites(obj)
@@ -186,17 +196,27 @@ func (t *tailSearch) walk(fn uint64) bool {
 			continue
 		}
 		target := site.Target
+		reached := false
 		if target == 0 && site.TargetName != "" {
 			target, _ = t.obj.FunctionNamed(site.TargetName)
+			if target == 0 && t.other != nil {
+				// A tail call through the PLT ("jmp pause@plt"):
+				// its target is the callee when the callee's
+				// object defines that name at the callee's entry,
+				// as gdb finds it among every object's symbols.
+				e, ok := t.other.FunctionNamed(site.TargetName)
+				reached = ok && e == t.callee
+			}
 		}
-		if target == 0 {
-			// gdb cannot follow an indirect tail call and gives up.
+		if target == 0 && !reached {
+			// gdb cannot follow an indirect tail call (nor one into
+			// an object other than the callee's) and gives up.
 			t.failed = true
 			return false
 		}
 		t.chain = append(t.chain, site)
 		var more bool
-		if target == t.callee {
+		if reached || t.other == nil && target == t.callee {
 			more = t.candidate()
 		} else {
 			more = t.walk(target)

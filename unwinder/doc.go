@@ -13,7 +13,10 @@
 // up PC-1 for return addresses, the PC itself after a signal frame), computes
 // the CFA and the caller's registers, reading memory only through the
 // Memory, and checks that the step made sense. Where an object has no CFI for a PC,
-// a signal trampoline is recognised by its instruction bytes, and otherwise
+// a signal trampoline is recognised by its instruction bytes (read from the
+// object, or from the Memory where no object holds them), or, where its code
+// is not in the capture at all, the signal frame by the kernel's marker in
+// it (MethodSignalMarker); otherwise
 // the frame-pointer chain (or, for arm64's first frame, the link register) is
 // followed; every Frame records which of these recovered it, and the Result
 // says why the walk ended. A walk ends complete (StopOutermost) only where

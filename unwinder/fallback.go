@@ -2,6 +2,7 @@ package unwinder
 
 import (
 	"bytes"
+	"encoding/binary"
 
 	"github.com/ustack/ustack/arch"
 )
@@ -17,16 +18,66 @@ var (
 	sigreturnARM64 = []byte{0x68, 0x11, 0x80, 0xd2, 0x01, 0x00, 0x00, 0xd4}
 )
 
-// isSigreturn reports whether the code at link-time address addr of obj is a
-// sigreturn trampoline.
-func (u *Unwinder) isSigreturn(obj Object, addr uint64) bool {
-	var buf [9]byte
+// sigreturnAt reports whether the code at pc, in mapping m, is a sigreturn
+// trampoline, as gdb recognises one: the bytes are read from the mapping's
+// object or, where it has none, from the memory the capture holds (a core
+// dump's anonymous pages: qemu-user puts its trampoline in one, with no
+// symbol and no CFI). readable says whether the code could be read at all.
+func (u *Unwinder) sigreturnAt(c *Cache, m *Mapping, pc uint64) (found, readable bool) {
+	var buf [16]byte
 	want := sigreturnAMD64
 	if u.arch == arch.ARM64 {
 		want = sigreturnARM64
 	}
-	n := obj.ReadCode(addr, buf[:len(want)])
-	return n == len(want) && bytes.Equal(buf[:n], want)
+	if m.Object != nil {
+		if n := m.Object.ReadCode(pc-m.Bias, buf[:len(want)]); n == len(want) {
+			return bytes.Equal(buf[:n], want), true
+		}
+	}
+	for i := 0; i < len(want); i += 8 {
+		v, ms := c.win.read8(pc + uint64(i))
+		if ms != MemOK {
+			return false, false
+		}
+		binary.LittleEndian.PutUint64(buf[i:], v)
+	}
+	return bytes.Equal(buf[:len(want)], want), true
+}
+
+// The kernel's own markers in the signal frame it writes, for a trampoline
+// whose code is not in the capture at all.
+//
+// arm64: the first record of the sigcontext's __reserved area (at
+// rt_sigframe offset 592) is the fpsimd_context, whose header is its magic
+// FPSIMD_MAGIC and its size, 528.
+//
+// x86_64: the sigcontext's fpstate pointer (ucontext offset 224) points to
+// the xsave area on the stack, whose software-reserved bytes (offset 464)
+// start with FP_XSTATE_MAGIC1.
+const (
+	arm64FPSIMDHeader   = 528<<32 | 0x46508001
+	arm64ReservedOff    = 592
+	amd64FPStatePtrOff  = amd64SigcontextOff + 23*8
+	amd64XStateMagicOff = 464
+	amd64XStateMagic1   = 0x46505853
+)
+
+// signalMarker reports whether the stack at sp holds the signal frame the
+// kernel writes (rt_sigframe on arm64, the ucontext after the popped
+// return address on x86_64), by the markers above: the frame whose PC is
+// an unreadable sigreturn trampoline is then taken for one. Without a
+// marker nothing is assumed.
+func (u *Unwinder) signalMarker(w *window, sp uint64) bool {
+	if u.arch == arch.ARM64 {
+		v, ms := w.read8(sp + arm64ReservedOff)
+		return ms == MemOK && v == arm64FPSIMDHeader
+	}
+	fp, ms := w.read8(sp + amd64FPStatePtrOff)
+	if ms != MemOK || fp < sp+amd64FPStatePtrOff || fp-sp > 1<<16 || fp&63 != 0 {
+		return false
+	}
+	v, ms := w.read8(fp + amd64XStateMagicOff)
+	return ms == MemOK && uint32(v) == amd64XStateMagic1
 }
 
 // Offsets in the signal frame at the trampoline's stack pointer.

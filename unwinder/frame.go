@@ -20,11 +20,17 @@ const (
 	// that the kernel saved on the stack; the PC is the interrupted
 	// instruction, not a return address.
 	MethodSignal
+	// MethodSignalMarker: as MethodSignal, for a signal frame found by the
+	// kernel's markers in it (arm64's fpsimd_context magic, x86_64's
+	// xstate magic) because the sigreturn trampoline's code was not in the
+	// capture.
+	MethodSignalMarker
 )
 
-var methodNames = [...]string{"context", "cfi", "fp", "lr", "signal"}
+var methodNames = [...]string{"context", "cfi", "fp", "lr", "signal", "signal_marker"}
 
-// String returns the short name used in reports: context, cfi, fp, lr, signal.
+// String returns the short name used in reports: context, cfi, fp, lr,
+// signal, signal_marker.
 func (m Method) String() string {
 	if int(m) < len(methodNames) {
 		return methodNames[m]

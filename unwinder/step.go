@@ -138,8 +138,19 @@ func (u *Unwinder) step(c *Cache, m *Mapping, cur, next *arch.Regs, lookup, pc u
 		return
 	}
 
-	// No CFI. A sigreturn trampoline is recognised by its code.
-	if m.Object != nil && u.isSigreturn(m.Object, pc-m.Bias) {
+	// No CFI. A sigreturn trampoline is recognised by its code, wherever
+	// the capture holds it; where it holds none, by the markers of the
+	// signal frame the kernel wrote on the stack.
+	found, readable := u.sigreturnAt(c, m, pc)
+	if !found && !readable {
+		if sp, ok := cur.Get(u.arch.SP()); ok && !first && u.signalMarker(&c.win, sp) {
+			st.signal = true
+			st.method = MethodSignalMarker
+			u.restoreSignal(c, cur, next, st)
+			return
+		}
+	}
+	if found {
 		st.signal = true
 		st.method = MethodSignal
 		u.restoreSignal(c, cur, next, st)

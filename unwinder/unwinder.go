@@ -158,14 +158,20 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 				mi = c.findMiss(space, pc)
 			}
 		}
+		marked := false
 		if flags&FrameReturnAddress != 0 && (mi < 0 || !space.maps[mi].Exec && space.maps[mi].Object == nil) {
 			// A return address must point into code; one that does not
 			// is where the walk went wrong (or the maps are incomplete),
 			// not a frame. A mapping of an object file counts as code
 			// even when not marked executable: core dumps written by
 			// gdb's gcore leave the text segments out, so their
-			// permissions are unknown.
-			return Result{Frames: n, Stop: StopNoMapping, Err: &NoMappingError{PC: pc, Mapped: mi >= 0}}
+			// permissions are unknown. The exception: a handler's
+			// return into a sigreturn trampoline the maps do not show
+			// (qemu-user's page), known by the signal frame's markers.
+			if !spOK || n == 0 || !u.signalMarker(w, sp) {
+				return Result{Frames: n, Stop: StopNoMapping, Err: &NoMappingError{PC: pc, Mapped: mi >= 0}}
+			}
+			marked = true
 		}
 		// Field by field: a composite literal is built on the stack and
 		// copied, which stalls on store forwarding.
@@ -173,7 +179,7 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 		fr.PC, fr.SP, fr.CFA = pc, sp, 0
 		fr.Mapping, fr.Method, fr.Flags = int32(mi), method, flags
 		n++
-		if mi < 0 {
+		if mi < 0 && !marked {
 			// An exact PC (the first frame's, or one a signal
 			// interrupted) is where the thread was, even in no mapping,
 			// but nothing says how to unwind from it.
@@ -185,7 +191,10 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 		if !spOK {
 			return Result{Frames: n, Stop: StopUnknownRegister, Err: errSPUnknown}
 		}
-		m := space.Mapping(mi)
+		m := &noMapping
+		if mi >= 0 {
+			m = space.Mapping(mi)
+		}
 		lookup := pc
 		if flags&FrameReturnAddress != 0 {
 			lookup = pc - 1
@@ -310,7 +319,7 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 		// the frame-pointer heuristics that does not is the heuristic's
 		// failure, not the stack's end.
 		if stepMethod == MethodFramePointer || stepMethod == MethodLinkRegister {
-			if j := space.Find(newPC); j < 0 || !space.Mapping(j).Exec {
+			if j := space.Find(newPC); (j < 0 || !space.Mapping(j).Exec) && !u.signalMarker(w, newSP) {
 				return Result{Frames: n, Stop: StopNoUnwindInfo, Err: errFPLeftCode}
 			}
 		}
@@ -344,3 +353,7 @@ func callerSane(newSP, sp, newPC, pc uint64, raFromRegister, prevSameSP bool) bo
 }
 
 const stopNone StopReason = 255
+
+// noMapping stands for the mapping of a sigreturn trampoline found by the
+// signal frame's markers outside every mapping: no object, no code.
+var noMapping Mapping

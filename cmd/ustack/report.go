@@ -288,7 +288,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	if code := finishReport(sink, sum, err, *verbose, stderr, "sample"); code != exitOK {
 		return code
 	}
-	if sum.DecodeError != nil {
+	if sum.DecodeError != nil || sum.Damaged > 0 {
 		return exitPartial
 	}
 	return checkInput(*input, sum, stderr)

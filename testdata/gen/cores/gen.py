@@ -68,6 +68,10 @@ FIXTURES = {
     "threads": ("cc", ["threads.c", "-O2", "-pthread"],
                 "threads blocked in nanosleep, read, futex (condvar), poll and pthread_join while crash_leaf crashes",
                 ["crash_leaf", "crash_mid", "crasher"]),
+    "pause_tail": ("cc", ["pause_tail.c", "-O2", "-pthread"],
+                   "a thread blocked in pause(), reached by waiter_leaf's tail call (jmp pause@plt) into libc, "
+                   "while the main thread crashes",
+                   ["crash_leaf", "main"]),
     "overflow": ("cc", ["overflow.c", "-O1"],
                  "unbounded recursion into the stack guard gap (256 KiB stack limit), no sigaltstack",
                  ["recurse", "recurse"]),
@@ -165,6 +169,9 @@ def run_for_core(exe, d):
 
 
 QEMU_STACK = {"overflow": 256 << 10}
+# Signals the program handles itself: gdb passes them on without stopping,
+# so that it stops at the fatal one.
+HANDLE = {"sig_handler": ["-ex", "handle SIGSEGV nostop noprint pass"]}
 
 
 def run_qemu_for_core(exe, d):
@@ -183,7 +190,7 @@ def run_qemu_for_core(exe, d):
     time.sleep(0.5)
     sh(["gdb-multiarch", "-batch", "-nx", "-iex", "set auto-load no", "-iex", "set sysroot " + SYSROOT,
         "-ex", "file " + exe, "-ex", "target remote :%d" % port,
-        "-ex", "handle SIGUSR1 nostop noprint pass", "-ex", "continue",
+        "-ex", "handle SIGUSR1 nostop noprint pass"] + HANDLE.get(os.path.basename(exe), []) + ["-ex", "continue",
         "-ex", "shell cat /proc/%d/maps > %s" % (q.pid, maps_file), "-ex", "continue"],
        stdout=subprocess.DEVNULL, cwd=d)
     q.wait()
@@ -420,7 +427,7 @@ def fixture(name):
 # qemu guest core (already at frame 3 of "bt 5"; qemu's trampoline page is
 # dumped), so the aarch64 set has no abort_handler. gcore and Go are x86_64
 # only.
-SKIP = {"aarch64": {"abort_handler", "gcore_threads", "go_abort"}}
+SKIP = {"aarch64": {"abort_handler", "gcore_threads", "go_abort", "pause_tail"}}
 
 
 def main():
