@@ -38,18 +38,20 @@ const (
 func cmdReport(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
 	input := fs.String("i", "perf.data", "input `file` (perf.data from perf record --call-graph dwarf or ustack record; - for a pipe); also given as the argument")
+	alias(fs, "input", "i")
 	output := fs.String("o", "", "write the report to `file` instead of standard output")
-	format := fs.String("format", "text", "output format: text (like perf script), json, folded, pprof, flamegraph (interactive SVG), speedscope")
+	alias(fs, "output", "o")
+	format := fs.String("format", "text", "output `format`: text (like perf script), json (JSON Lines: one object per sample or thread), folded, pprof, flamegraph (interactive SVG), speedscope")
 	symfs := fs.String("symfs", "", "look for objects under `dir`, like perf's --symfs")
 	kall := fs.String("kallsyms", "", "kernel symbol `file` (default: the recording kernel's, /proc/kallsyms or perf record's copy in the build-id cache; - for none)")
-	debugDir := fs.String("debug-dir", "", "colon-separated directories searched for separate debug files (default /usr/lib/debug)")
+	debugDir := fs.String("debug-dir", "", "colon-separated `directories` searched for separate debug files (default /usr/lib/debug)")
 	buildIDDir := fs.String("buildid-dir", "", "perf's build-id cache `dir` (default ~/.debug)")
 	noInline := fs.Bool("no-inline", false, "do not show inlined functions")
 	noTailCall := fs.Bool("no-tailcall", false, "do not show the functions that tail-called (found from DWARF call sites, as gdb shows them)")
 	noDemangle := fs.Bool("no-demangle", false, "do not demangle C++ and Rust names")
 	noCache := fs.Bool("no-cache", false, "do not keep decompressed debug sections and the running kernel's symbols in ~/.cache/ustack ($XDG_CACHE_HOME; also USTACK_NO_CACHE=1)")
 	srcline := fs.Bool("srcline", false, "text format: print each frame's source file and line, like perf script -F +srcline")
-	jobs := fs.Int("j", 0, "unwinding workers (default: one per CPU)")
+	jobs := fs.Int("j", 0, "unwinding `workers` (default: one per CPU)")
 	maxStack := fs.Int("max-stack", 0, "unwind at most `N` user frames of each stack (default 1024), like perf script's --max-stack: a stack overflow's core needs more to reach main")
 	pacMask := fs.String("pac-mask", "", "arm64 pointer authentication `mask` (hex), or va:BITS (default va:48)")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of ustack itself to `file`")
@@ -57,8 +59,8 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	inverted := fs.Bool("inverted", false, "flamegraph: an icicle graph (callers on top)")
 	width := fs.Int("width", 0, "flamegraph: width in `pixels` (default 1200)")
 	minWidth := fs.Float64("minwidth", 0, "flamegraph: leave out boxes narrower than `pixels` (default 0.1)")
-	groupBy := fs.String("group-by", "", "flamegraph: the boxes under \"all\": comm (default), process (comm-PID), thread (comm-PID/TID) or none")
-	perfArchive := fs.String("perf-archive", "", "a tarball from perf archive (default: INPUT.tar.bz2 or INPUT.tar.gz when it exists; - for none): its objects are used like perf's build-id cache")
+	groupBy := fs.String("group-by", "", "flamegraph: how the boxes under \"all\" are grouped (`by`): comm (default), process (comm-PID), thread (comm-PID/TID) or none")
+	perfArchive := fs.String("perf-archive", "", "a `tarball` from perf archive (default: INPUT.tar.bz2 or INPUT.tar.gz when it exists; - for none): its objects are used like perf's build-id cache")
 	archiveFile := fs.String("archive", "", "objects archive `file` written by ustack record (default: INPUT.ustack when it exists; - for none)")
 	noDebuginfod := fs.Bool("no-debuginfod", false, "fetch nothing from the debuginfod servers of DEBUGINFOD_URLS and use nothing of their client cache (unset or empty DEBUGINFOD_URLS: nothing is fetched, the cache is used)")
 	verbose := fs.Bool("verbose", false, "say in the summary where each object's unwind, symbol and line information came from (JSON: a last summary record)")
@@ -76,7 +78,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 			"of an ELF core dump (x86_64 or aarch64, also compressed with zstd, xz or lz4), every thread's stack.\n"+
 			"Exit status: 0 ok, 1 error, 2 usage, 3 damaged recording (intact samples reported), 4 no samples in the recording.\n"+
 			"The JSON's \"how\" and \"stop\" values: %s\n\nflags:\n", glossaryURL)
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	inputSet, code, ok := parseInputArgs(fs, args, stdout, stderr)
 	if !ok {

@@ -37,7 +37,7 @@ type jsonStack struct {
 func cmdUnwind(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("unwind", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print one JSON object per stack")
-	maxFrames := fs.Int("max-frames", 1024, "stop after this many frames")
+	maxFrames := fs.Int("max-frames", 1024, "stop after `N` frames")
 	noFP := fs.Bool("no-fp", false, "do not fall back to frame pointers where CFI is missing")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: ustack unwind [flags] FIXTURE.json...\n\n"+
@@ -46,7 +46,7 @@ func cmdUnwind(args []string, stdout, stderr io.Writer) int {
 			"A fixture's objects are read relative to the testdata/ directory holding its JSON file\n"+
 			"(testdata/fixtures/ARCH/NAME.json), so a checkout or a copy of testdata/ works from any\n"+
 			"directory. Tags and stop reasons: %s\n\nflags:\n", glossaryURL)
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
