@@ -50,6 +50,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "report":
 		return cmdReport(args[1:], stdout, stderr)
 	case "help":
+		if len(args) > 2 {
+			fmt.Fprintf(stderr, "ustack help: one command at a time, got %q\n", args[1:])
+			return 2
+		}
 		if len(args) > 1 {
 			if _, ok := commands[args[1]]; ok {
 				return run([]string{args[1], "-h"}, stdout, stderr)
@@ -63,6 +67,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return 0
 	case "version", "-version", "--version":
+		if len(args) > 1 {
+			fmt.Fprintf(stderr, "ustack version: takes no arguments, got %q\n", args[1:])
+			return 2
+		}
 		fmt.Fprintln(stdout, version())
 		return 0
 	}
