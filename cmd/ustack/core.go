@@ -124,7 +124,11 @@ func reportCore(path string, in io.Reader, f coreFlags, stdout, stderr io.Writer
 		return exitError
 	}
 	if len(c.Warnings) > 0 {
-		fmt.Fprintf(stderr, "ustack report: %s is damaged: %d problems (above); every thread that could be read is reported\n", path, len(c.Warnings))
+		problems := fmt.Sprintf("%d problems", len(c.Warnings))
+		if len(c.Warnings) == 1 {
+			problems = "1 problem"
+		}
+		fmt.Fprintf(stderr, "ustack report: %s is damaged: %s (above); every thread that could be read is reported\n", path, problems)
 		return exitPartial
 	}
 	if sum.Samples == 0 {

@@ -225,6 +225,11 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 				break
 			}
 		}
+		// Say so where it matters: in --verbose, and when --archive -
+		// asked for a report without the recording's objects.
+		if tarball != "" && (*verbose || archivePath == "-") {
+			fmt.Fprintf(stderr, "ustack report: using the perf archive %s beside the recording (--perf-archive - for none)\n", tarball)
+		}
 	}
 	if tarball != "" && tarball != "-" {
 		dir, err := os.MkdirTemp("", "ustack-perf-archive-")
