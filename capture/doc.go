@@ -9,7 +9,8 @@
 // Run removes however it ends, hardware breakpoints and watchpoints, by
 // address or by a global's name) and the target (a command started at a gate
 // and enabled on exec, a running process and all its threads, or every
-// CPU). Run opens each event on every online CPU with the sample_type of
+// CPU; with the last two a command, when given, is only run, and the
+// recording lasts while it runs). Run opens each event on every online CPU with the sample_type of
 // perf record --call-graph dwarf (IDENTIFIER, IP, TID, TIME, CPU, PERIOD,
 // CALLCHAIN with exclude_callchain_user, REGS_USER with the architecture's
 // full mask, STACK_USER, and RAW for tracepoints), one mmap'd ring buffer

@@ -49,7 +49,9 @@ type Options struct {
 	// at most 65528, a multiple of 8).
 	StackSize uint32
 	// Command is the program to start and record (-- COMMAND ARGS), with
-	// its threads and children.
+	// its threads and children. With PID or AllCPUs it is run but not
+	// recorded: the recording of the process or of the system lasts as
+	// long as the command runs, as perf record -a -- sleep 5 does.
 	Command []string
 	// PID records an existing process and all its threads (-p).
 	PID int
@@ -221,24 +223,14 @@ func NewRecorder(opts Options) (*Recorder, error) {
 	if opts.Freq != 0 && opts.Period != 0 {
 		return nil, errors.New("-F and -c are exclusive")
 	}
-	n := 0
-	if len(opts.Command) > 0 {
-		n++
-	}
-	if opts.PID != 0 {
-		n++
-	}
-	if len(opts.CPUs) > 0 && n == 0 {
+	if len(opts.CPUs) > 0 && len(opts.Command) == 0 && opts.PID == 0 {
 		opts.AllCPUs = true // perf record -C N: system-wide on those CPUs
 	}
-	if opts.AllCPUs {
-		n++
-	}
-	if n == 0 {
+	if len(opts.Command) == 0 && opts.PID == 0 && !opts.AllCPUs {
 		return nil, errors.New("nothing to record: give -- COMMAND ARGS, -p PID or -a")
 	}
-	if n > 1 {
-		return nil, errors.New("give only one of -- COMMAND, -p PID and -a")
+	if opts.PID != 0 && opts.AllCPUs {
+		return nil, errors.New("give only one of -p PID and -a")
 	}
 	if len(opts.Events) == 0 {
 		opts.Events = []string{"cpu-clock"}
@@ -424,7 +416,7 @@ func (r *Recorder) buildAttr(i int, ev *Event) *perfdata.Attr {
 		a.Flags |= perfdata.AttrMmap | perfdata.AttrComm | perfdata.AttrTask |
 			perfdata.AttrMmap2 | perfdata.AttrCommExec | perfdata.AttrMmapData
 	}
-	if len(r.opts.Command) > 0 {
+	if r.commandIsTarget() {
 		a.Flags |= perfdata.AttrDisabled | perfdata.AttrEnableOnExec | perfdata.AttrInherit
 		if ev.watch != nil {
 			// Enabled by releaseWatched once the address is known.
@@ -848,7 +840,11 @@ func (r *Recorder) Run(ctx context.Context) (*Stats, error) {
 		r.killCommand()
 		return nil, err
 	}
-	// Go.
+	// Go: the events of a command start at its exec; those of a process
+	// or the system now, before a command that only bounds them starts.
+	if !r.commandIsTarget() {
+		r.ioctlAll(unix.PERF_EVENT_IOC_ENABLE)
+	}
 	if r.cmd != nil {
 		if r.gateW != nil {
 			if _, err := r.gateW.Write([]byte("go\n")); err != nil {
@@ -857,8 +853,6 @@ func (r *Recorder) Run(ctx context.Context) (*Stats, error) {
 			r.gateW.Close()
 			r.gateW = nil
 		}
-	} else {
-		r.ioctlAll(unix.PERF_EVENT_IOC_ENABLE)
 	}
 	var deadline <-chan time.Time
 	if r.opts.Duration > 0 {
@@ -965,6 +959,12 @@ loop:
 	}
 	st := r.st
 	return &st, loopErr
+}
+
+// commandIsTarget reports whether the command is what is recorded (not
+// only how long a -p or -a recording lasts).
+func (r *Recorder) commandIsTarget() bool {
+	return len(r.opts.Command) > 0 && r.opts.PID == 0 && !r.opts.AllCPUs
 }
 
 func (r *Recorder) cmdDoneChan() <-chan struct{} {

@@ -318,6 +318,7 @@ func (c *Core) parseProgramHeaders(data []byte) ([]segment, []noteSeg, error) {
 	}
 	var segs []segment
 	var notes []noteSeg
+	var cut truncatedSegments
 	for i := uint64(0); i < phnum; i++ {
 		off := phoff + i*phdrSize
 		ph := data[off : off+phdrSize]
@@ -343,12 +344,12 @@ func (c *Core) parseProgramHeaders(data []byte) ([]segment, []noteSeg, error) {
 			}
 			s.data = fileBytes(data, s.offset, s.filesz)
 			if uint64(len(s.data)) < s.filesz {
-				c.warnf(int64(off), "PT_LOAD at %#x: %#x of its %#x dumped bytes (file offset %#x) are missing: core truncated",
-					s.vaddr, s.filesz-uint64(len(s.data)), s.filesz, s.offset)
+				cut.add(off, s)
 			}
 			segs = append(segs, s)
 		}
 	}
+	cut.warn(c, len(data))
 	sort.SliceStable(segs, func(i, j int) bool { return segs[i].vaddr < segs[j].vaddr })
 	// Overlapping segments would make reads ambiguous; keep the first.
 	out := segs[:0]
@@ -360,6 +361,40 @@ func (c *Core) parseProgramHeaders(data []byte) ([]segment, []noteSeg, error) {
 		out = append(out, s)
 	}
 	return out, notes, nil
+}
+
+// truncatedSegments sums up the PT_LOAD segments a truncated core cut
+// short, for one warning however many there are.
+type truncatedSegments struct {
+	n               int
+	phoff           uint64  // the first one's program header
+	first           segment // the first one
+	low, high       uint64  // the addresses they span
+	missing, dumped uint64  // bytes
+}
+
+func (t *truncatedSegments) add(phoff uint64, s segment) {
+	if t.n == 0 {
+		t.phoff, t.first, t.low, t.high = phoff, s, s.vaddr, s.vaddr+s.memsz
+	}
+	t.n++
+	t.low, t.high = min(t.low, s.vaddr), max(t.high, s.vaddr+s.memsz)
+	t.missing += s.filesz - uint64(len(s.data))
+	t.dumped += s.filesz
+}
+
+// warn gives the one warning: about the segment when one was cut, else
+// at the end of the file, the number of segments and bytes missing.
+func (t *truncatedSegments) warn(c *Core, size int) {
+	switch {
+	case t.n == 1:
+		s := t.first
+		c.warnf(int64(t.phoff), "PT_LOAD at %#x: %#x of its %#x dumped bytes (file offset %#x) are missing: core truncated",
+			s.vaddr, s.filesz-uint64(len(s.data)), s.filesz, s.offset)
+	case t.n > 1:
+		c.warnf(int64(size), "core truncated: the file ends here, and %d PT_LOAD segments between %#x and %#x miss %#x of their %#x dumped bytes",
+			t.n, t.low, t.high, t.missing, t.dumped)
+	}
 }
 
 // fileBytes returns data[off:off+size] clipped to the file.

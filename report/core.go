@@ -135,6 +135,17 @@ type coreSession struct {
 	space    *resolve.Space
 	maps     []resolve.Mapping
 	warnings []string
+	vdsoWhy  string // why the core's own vdso image could not be used
+}
+
+// missing is the resolver's objects that could not be used, the vdso with
+// the reason the core's image of it could not be read.
+func (s *coreSession) missing() map[string]string {
+	m := s.resolver.Missing()
+	if _, ok := m["[vdso]"]; ok && s.vdsoWhy != "" {
+		m["[vdso]"] = s.vdsoWhy
+	}
+	return m
 }
 
 func newCoreSession(c *Core, opts CoreOptions) *coreSession {
@@ -155,7 +166,9 @@ func newCoreSession(c *Core, opts CoreOptions) *coreSession {
 	if _, ok := c.VDSO(); ok {
 		img, err := c.VDSOImage()
 		if err != nil {
-			s.warn(fmt.Sprintf("[vdso]: not in the core, its frames will not be unwound: %v", err))
+			// Said in the summary's missing objects, unless found
+			// elsewhere.
+			s.vdsoWhy = fmt.Sprintf("not in the core: %v", err)
 		}
 		vdso = img
 	}
@@ -460,8 +473,9 @@ func RunCore(c *Core, opts CoreOptions, emit func(*Sample) error) (*Summary, err
 			return sum, err
 		}
 	}
-	sum.Missing = s.resolver.Missing()
+	sum.Missing = s.missing()
 	sum.fix = coreFix(c, opts)
+	sum.warned = s.opts.Warn != nil
 	if opts.ObjectSources {
 		sum.Objects = s.resolver.Objects()
 	}

@@ -86,7 +86,7 @@ func WriteCoreInfo(w io.Writer, c *Core, opts CoreOptions) error {
 			found[as.Mapping(i).Name] = o.Path()
 		}
 	}
-	missing := s.resolver.Missing()
+	missing := s.missing()
 	objs := c.Objects()
 	fmt.Fprintf(bw, "objects: %d\n", len(objs))
 	for _, o := range objs {

@@ -48,9 +48,9 @@ type jsonSample struct {
 	Index   int             `json:"index"`
 	Pid     int64           `json:"pid"`
 	Tid     int64           `json:"tid"`
-	CPU     uint32          `json:"cpu"`
-	Time    uint64          `json:"time"`
-	Period  uint64          `json:"period"`
+	CPU     *uint32         `json:"cpu"`    // null for a core's thread
+	Time    *uint64         `json:"time"`   // null for a core's thread
+	Period  *uint64         `json:"period"` // null for a core's thread
 	Comm    string          `json:"comm"`
 	Event   string          `json:"event"`
 	Signal  *string         `json:"signal"`
@@ -71,9 +71,13 @@ func orNull(s string) *string {
 
 // Write prints one sample.
 func (j *JSONWriter) Write(s *Sample) error {
-	out := jsonSample{Index: s.Index, Pid: printedID(s.Pid), Tid: printedID(s.Tid), CPU: s.CPU, Time: s.Time,
-		Period: s.Period, Comm: s.Comm, Event: s.Event, Signal: orNull(s.Signal), IP: hexString(s.IP), Stop: orNull(s.Stop), StopErr: orNull(s.StopErr),
+	out := jsonSample{Index: s.Index, Pid: printedID(s.Pid), Tid: printedID(s.Tid), Comm: s.Comm, Event: s.Event, Signal: orNull(s.Signal), IP: hexString(s.IP), Stop: orNull(s.Stop), StopErr: orNull(s.StopErr),
 		Fields: traceFieldsJSON(s.TraceFields.List), Frames: make([]jsonFrame, 0, len(s.Frames))}
+	if s.Event != CoreEvent {
+		// A core dump's threads were not sampled: no CPU, time or
+		// event count.
+		out.CPU, out.Time, out.Period = &s.CPU, &s.Time, &s.Period
+	}
 	for i := range s.Frames {
 		f := &s.Frames[i]
 		jf := jsonFrame{PC: hexString(f.PC), Addr: hexString(f.Addr), Module: orNull(f.Module),

@@ -200,6 +200,9 @@ type Summary struct {
 
 	core bool       // a core dump's threads: no stack snapshot to enlarge
 	fix  missingFix // what MissingFix needs
+	// warned: Options.Warn was given, so the objects resolve warns about
+	// (resolve.WarnsAbout) were named, with their reason, as met.
+	warned bool
 }
 
 // Run reads the recording and calls emit for every sample, in file order.
@@ -224,6 +227,7 @@ func Run(r *perfdata.Reader, opts Options, emit func(*Sample) error) (*Summary, 
 	if sum != nil {
 		sum.fix = missingFix{symFS: opts.SymFS, buildIDs: p.buildID, buildIDDir: opts.BuildIDDir != "",
 			perfArchive: len(opts.MoreBuildIDDirs) > 0, debuginfodOff: opts.Debuginfod != nil && !opts.Debuginfod.Enabled()}
+		sum.warned = opts.Warn != nil
 	}
 	return sum, err
 }
@@ -846,9 +850,15 @@ func (s *Summary) WriteSummary(w io.Writer) {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
-		fmt.Fprintf(w, "ustack: %d objects without unwind or symbol information:\n", len(keys))
+		fmt.Fprintf(w, "ustack: %s without unwind or symbol information:\n", plural(len(keys), "object"))
 		for _, k := range keys {
-			fmt.Fprintf(w, "  %s: %s\n", k, s.Missing[k])
+			why := s.Missing[k]
+			if s.warned && resolve.WarnsAbout(why) {
+				// The warning gave the whole reason: one line each.
+				why, _, _ = strings.Cut(why, ":")
+				why += " (warned above)"
+			}
+			fmt.Fprintf(w, "  %s: %s\n", k, why)
 		}
 		if fix := s.MissingFix(); fix != "" {
 			fmt.Fprintf(w, "ustack: %s\n", fix)
@@ -865,13 +875,21 @@ func (s *Summary) WriteSummary(w io.Writer) {
 	}
 }
 
+// plural returns "1 object", "2 objects".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
 // writeObjects prints, when Summary.Objects was filled, where each
 // object's information came from, "none" where it has none.
 func (s *Summary) writeObjects(w io.Writer) {
 	if len(s.Objects) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "ustack: where the information of %d objects came from:\n", len(s.Objects))
+	fmt.Fprintf(w, "ustack: where the information of %s came from:\n", plural(len(s.Objects), "object"))
 	for _, o := range s.Objects {
 		fmt.Fprintf(w, "  %s: object %s, unwind %s, symbols %s, lines %s", o.Path, o.FoundIn,
 			o.Sources.Unwind, o.Sources.Symbols, o.Sources.Lines)

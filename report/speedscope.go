@@ -46,7 +46,10 @@ type speedscopeProfileKey struct {
 type speedscopeProfile struct {
 	key  speedscopeProfileKey
 	comm string
-	time bool // weights are nanoseconds of cpu-clock or task-clock
+	// signalled: a core's thread that received the signal, the one
+	// speedscope opens on.
+	signalled bool
+	time      bool // weights are nanoseconds of cpu-clock or task-clock
 	// The samples' stacks, outermost frame first, one after the other in
 	// frames; stack i ends at ends[i].
 	frames  []int32
@@ -73,6 +76,7 @@ func (sw *speedscopeWriter) Write(s *Sample) error {
 		p = &speedscopeProfile{key: k, comm: s.Comm, time: isTimeEvent(s.Event)}
 		sw.profiles[k] = p
 	}
+	p.signalled = p.signalled || s.Signal != ""
 	for i := len(s.Frames) - 1; i >= 0; i-- {
 		fr := &s.Frames[i]
 		name := sw.names.Frame(fr)
@@ -98,7 +102,8 @@ func (sw *speedscopeWriter) Write(s *Sample) error {
 }
 
 // Close writes the file. Profiles are ordered by process, thread and
-// event; the one opened first is the one with the most samples.
+// event; the one opened first is a core's signalled thread, else the one
+// with the most samples.
 func (sw *speedscopeWriter) Close() error {
 	list := make([]*speedscopeProfile, 0, len(sw.profiles))
 	for _, p := range sw.profiles {
@@ -116,7 +121,7 @@ func (sw *speedscopeWriter) Close() error {
 	})
 	active := 0
 	for i, p := range list {
-		if len(p.ends) > len(list[active].ends) {
+		if p.signalled && !list[active].signalled || p.signalled == list[active].signalled && len(p.ends) > len(list[active].ends) {
 			active = i
 		}
 	}

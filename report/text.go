@@ -177,10 +177,12 @@ func (t *TextWriter) appendHeader(b []byte, s *Sample, f Fields, callchain bool)
 			b = append(b, ' ')
 		}
 		b = append(b, s.Event...)
-		b = append(b, ": "...)
-		if s.Signal != "" {
-			b = append(b, s.Signal...)
+		// A core's thread: "core: SIGSEGV" on the signalled one, "core"
+		// on the others.
+		if s.Event != CoreEvent || s.Signal != "" || f&FieldTrace != 0 {
+			b = append(b, ": "...)
 		}
+		b = append(b, s.Signal...)
 	}
 	if f&FieldTrace != 0 {
 		b = append(b, s.TraceFields.Text...)

@@ -63,7 +63,8 @@ type Options struct {
 	// BuildIDDir is perf's build-id cache ($HOME/.debug); "" for none.
 	BuildIDDir string
 	// MoreBuildIDDirs are further build-id caches in perf's layout,
-	// searched after BuildIDDir (an unpacked perf archive tarball).
+	// searched after BuildIDDir: unpacked perf archive tarballs, whose
+	// objects are FoundPerfArchive.
 	MoreBuildIDDirs []string
 	// Objects, when set, supplies objects by build-id or path (a
 	// recording's archive).
@@ -175,6 +176,7 @@ const (
 	FoundGiven        = "given"          // the file the user named for the path (GivenSource)
 	FoundArchive      = "archive"        // the recording's archive
 	FoundBuildIDCache = "build-id cache" // perf's build-id cache
+	FoundPerfArchive  = "perf archive"   // an unpacked perf archive tarball (MoreBuildIDDirs)
 	FoundDebuginfod   = "debuginfod"     // fetched by build-id through Options.Fetcher
 	FoundVDSO         = "vdso"           // Options.VDSO
 	FoundHostVDSO     = "running kernel" // Options.HostVDSO
@@ -255,7 +257,8 @@ type ObjectInfo struct {
 	Path    string
 	BuildID []byte
 	// FoundIn says where the object file was found: FoundFile,
-	// FoundArchive, FoundBuildIDCache, FoundDebuginfod or FoundVDSO.
+	// FoundArchive, FoundBuildIDCache, FoundPerfArchive, FoundDebuginfod
+	// or FoundVDSO.
 	FoundIn string
 	// Sources says where its unwind rows, names and lines come from.
 	Sources elfcache.Sources
@@ -526,12 +529,20 @@ func (r *Resolver) object(pid uint32, m *Mapping) *elfcache.Object {
 		if _, ok := r.missing[path]; !ok {
 			r.missing[path] = why
 		}
-		if (strings.HasPrefix(why, "build-id mismatch") || strings.HasPrefix(why, notMapped)) && !r.warned[path] {
+		if WarnsAbout(why) && !r.warned[path] {
 			r.warned[path] = true
 			r.warnLocked(fmt.Sprintf("%s: %s", path, why))
 		}
 	}
 	return obj
+}
+
+// WarnsAbout reports whether the Resolver gives a warning (Options.Warn)
+// when it meets an object that cannot be used for this reason (a
+// Missing value): a file of another build, or not the file the process
+// mapped. A summary of the missing objects need not say it twice.
+func WarnsAbout(why string) bool {
+	return strings.HasPrefix(why, "build-id mismatch") || strings.HasPrefix(why, notMapped)
 }
 
 // find tries the sources of an object in the order of the build-id
@@ -593,8 +604,8 @@ func (r *Resolver) find(pid uint32, m *Mapping) (*elfcache.Object, string, strin
 		}
 	}
 	for _, c := range r.buildIDPaths(path, buildID) {
-		if obj := r.openChecked(r.local, c, buildID, keep); obj != nil {
-			return obj, FoundBuildIDCache, ""
+		if obj := r.openChecked(r.local, c.path, buildID, keep); obj != nil {
+			return obj, c.where, ""
 		}
 	}
 	if path == "[vdso]" && r.opts.HostVDSO != nil {
@@ -812,20 +823,30 @@ func mismatch(obj *elfcache.Object, buildID []byte) bool {
 	return len(buildID) > 0 && len(obj.BuildID()) > 0 && !bytes.Equal(obj.BuildID(), buildID)
 }
 
-// buildIDPaths returns where perf's build-id cache keeps an object.
-func (r *Resolver) buildIDPaths(path string, buildID []byte) []string {
+// buildIDCandidate is a file that may hold an object: its path in a
+// build-id cache, and which cache (a FoundIn value).
+type buildIDCandidate struct{ path, where string }
+
+// buildIDPaths returns where perf's build-id cache, then the unpacked perf
+// archives, keep an object.
+func (r *Resolver) buildIDPaths(path string, buildID []byte) []buildIDCandidate {
 	if len(buildID) == 0 {
 		return nil
 	}
 	id := hex.EncodeToString(buildID)
-	var out []string
-	for _, dir := range append([]string{r.opts.BuildIDDir}, r.opts.MoreBuildIDDirs...) {
+	var out []buildIDCandidate
+	for i, dir := range append([]string{r.opts.BuildIDDir}, r.opts.MoreBuildIDDirs...) {
 		if dir == "" {
 			continue
 		}
-		out = append(out, filepath.Join(dir, ".build-id", id[:2], id[2:]+"/elf"), filepath.Join(dir, ".build-id", id[:2], id[2:]))
+		where := FoundBuildIDCache
+		if i > 0 {
+			where = FoundPerfArchive
+		}
+		out = append(out, buildIDCandidate{filepath.Join(dir, ".build-id", id[:2], id[2:]+"/elf"), where},
+			buildIDCandidate{filepath.Join(dir, ".build-id", id[:2], id[2:]), where})
 		if path == "[vdso]" {
-			out = append(out, filepath.Join(dir, "[vdso]", id, "vdso"))
+			out = append(out, buildIDCandidate{filepath.Join(dir, "[vdso]", id, "vdso"), where})
 		}
 	}
 	return out

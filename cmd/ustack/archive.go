@@ -15,11 +15,13 @@ import (
 func cmdArchive(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("archive", flag.ContinueOnError)
 	input := fs.String("i", "perf.data", "the recording `file` (its archive is FILE.ustack); also given as the argument")
+	alias(fs, "input", "i")
 	output := fs.String("o", "", "write a tarball in perf archive's layout to `file` (default INPUT.tar.gz); unpack it with 'tar xf FILE -C ~/.debug'")
+	alias(fs, "output", "o")
 	cacheDir := fs.String("buildid-dir", "", "write into this perf build-id cache `dir` instead of a tarball (perf's default is ~/.debug)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: ustack archive [flags] [FILE]\n\nWrites the objects, debug files, vdso and kallsyms that ustack record archived with\na recording into perf's build-id cache layout, so that perf report finds them.\n\nflags:\n")
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	in, code, ok := parseInputArgs(fs, args, stdout, stderr)
 	if !ok {

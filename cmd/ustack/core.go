@@ -89,8 +89,9 @@ func reportCore(path string, in io.Reader, f coreFlags, stdout, stderr io.Writer
 	}
 	defer c.Close()
 	out := stdout
+	var file *outputFile
 	if f.output != "" {
-		file, err := createKeepingOld(f.output, 0o644)
+		file, err = createOutput(f.output, 0o644)
 		if err != nil {
 			fmt.Fprintf(stderr, "ustack report: %v\n", err)
 			return exitError
@@ -110,6 +111,7 @@ func reportCore(path string, in io.Reader, f coreFlags, stdout, stderr io.Writer
 			fmt.Fprintf(stderr, "ustack: warning: %v\n", w)
 		}
 		fmt.Fprintf(stderr, "ustack report: %s: the core holds no thread (no NT_PRSTATUS note could be read)\n", path)
+		file.discard()
 		return exitNoSamples
 	}
 	sink, err := report.NewWriter(f.format, out, f.wo)
@@ -122,7 +124,11 @@ func reportCore(path string, in io.Reader, f coreFlags, stdout, stderr io.Writer
 		return code
 	}
 	if len(c.Warnings) > 0 {
-		fmt.Fprintf(stderr, "ustack report: %s is damaged: %d problems (above); every thread that could be read is reported\n", path, len(c.Warnings))
+		problems := fmt.Sprintf("%d problems", len(c.Warnings))
+		if len(c.Warnings) == 1 {
+			problems = "1 problem"
+		}
+		fmt.Fprintf(stderr, "ustack report: %s is damaged: %s (above); every thread that could be read is reported\n", path, problems)
 		return exitPartial
 	}
 	if sum.Samples == 0 {

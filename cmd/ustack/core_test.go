@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -439,4 +440,54 @@ func TestReportCoreOutermostProven(t *testing.T) {
 			assert.Contains(t, errs, fmt.Sprintf("ustack: %d threads, 0 of %d unwound to the outermost frame, %d stopped early (", threads, threads, threads))
 		})
 	}
+}
+
+// TestReportCoreThreadFields: a core's threads were not sampled: JSON's
+// cpu, time and period are null, not 0, 0 and 1; text heads the thread
+// that received the signal "core: SIGNAL" and the others "core" (no
+// dangling "core: "); speedscope opens on the signalled thread. Which
+// thread that is, and its signal, are gdb's (the fixture's truth).
+func TestReportCoreThreadFields(t *testing.T) {
+	tr, symfs, _ := coreFixture(t, "x86_64/threads")
+	core := filepath.Join(coreTestdata, tr.Core)
+	signalled := tr.GDB.SelectedLWP
+	require.NotNil(t, tr.GDB.Siginfo)
+	require.Equal(t, 11, tr.GDB.Siginfo.Signo)
+
+	code, out, errs := runCore(t, "--symfs", symfs, "--format", "json", core)
+	require.Equal(t, exitOK, code, errs)
+	recs := testprog.JSONLines[map[string]any](t, []byte(out))
+	require.NotEmpty(t, recs)
+	for _, r := range recs {
+		for _, k := range []string{"cpu", "time", "period"} {
+			v, ok := r[k]
+			assert.True(t, ok, "no %q key", k)
+			assert.Nil(t, v, "thread %v: %s", r["tid"], k)
+		}
+	}
+
+	code, out, errs = runCore(t, "--symfs", symfs, core)
+	require.Equal(t, exitOK, code, errs)
+	header := regexp.MustCompile(`(?m)^\S+ +\d+/(\d+) +core(.*)$`)
+	heads := header.FindAllStringSubmatch(out, -1)
+	require.Len(t, heads, len(recs))
+	for _, h := range heads {
+		if h[1] == strconv.Itoa(signalled) {
+			assert.Equal(t, ": SIGSEGV", h[2], "the signalled thread's header: %q", h[0])
+		} else {
+			assert.Equal(t, "", h[2], "a thread without a signal: %q", h[0])
+		}
+	}
+
+	code, out, errs = runCore(t, "--symfs", symfs, "--format", "speedscope", core)
+	require.Equal(t, exitOK, code, errs)
+	var ss struct {
+		Active   int `json:"activeProfileIndex"`
+		Profiles []struct {
+			Name string `json:"name"`
+		} `json:"profiles"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &ss))
+	require.Less(t, ss.Active, len(ss.Profiles))
+	assert.Contains(t, ss.Profiles[ss.Active].Name, fmt.Sprintf("/%d ", signalled), "speedscope opens on %q", ss.Profiles[ss.Active].Name)
 }

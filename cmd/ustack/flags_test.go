@@ -57,3 +57,36 @@ func TestParseCallGraph(t *testing.T) {
 		assert.Equal(t, c.size, size, c.in)
 	}
 }
+
+// TestFlagErrorsAsTyped: a flag error names the flag as the user typed
+// it, with two dashes or one.
+func TestFlagErrorsAsTyped(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"record", "--bogus"}, "flag provided but not defined: --bogus\n"},
+		{[]string{"record", "-bogus"}, "flag provided but not defined: -bogus\n"},
+		{[]string{"record", "--freq=fast", "--", "true"}, "invalid value \"fast\" for flag --freq: "},
+		{[]string{"record", "--output"}, "flag needs an argument: --output\n"},
+		{[]string{"report", "--input"}, "flag needs an argument: --input\n"},
+		{[]string{"report", "x.data", "--verbose=maybe"}, "invalid boolean value \"maybe\" for --verbose: "},
+		{[]string{"report", "--pid", "1", "-bogus"}, "flag provided but not defined: -bogus\n"},
+	} {
+		var out, errb bytes.Buffer
+		assert.Equal(t, 2, run(c.args, &out, &errb), "%v", c.args)
+		assert.Contains(t, errb.String(), c.want, "%v", c.args)
+	}
+}
+
+// TestLongInputFlag: --input is -i, as in perf report and perf script.
+func TestLongInputFlag(t *testing.T) {
+	rc, short, errs := runReport("-i", dwarfData)
+	assert.Equal(t, exitOK, rc, errs)
+	rc, long, errs := runReport("--input", dwarfData)
+	assert.Equal(t, exitOK, rc, errs)
+	assert.Equal(t, short, long)
+	rc, long, errs = runReport("--input=" + dwarfData)
+	assert.Equal(t, exitOK, rc, errs)
+	assert.Equal(t, short, long)
+}

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
+	"regexp"
 	"runtime/debug"
+	"strings"
 )
 
 // glossaryURL is where the frame tags and stop reasons are explained
@@ -51,6 +54,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "report":
 		return cmdReport(args[1:], stdout, stderr)
 	case "help":
+		if len(args) > 2 {
+			fmt.Fprintf(stderr, "ustack help: one command at a time, got %q\n", args[1:])
+			return 2
+		}
 		if len(args) > 1 {
 			if _, ok := commands[args[1]]; ok {
 				return run([]string{args[1], "-h"}, stdout, stderr)
@@ -64,6 +71,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return 0
 	case "version", "-version", "--version":
+		if len(args) > 1 {
+			fmt.Fprintf(stderr, "ustack version: takes no arguments, got %q\n", args[1:])
+			return 2
+		}
 		fmt.Fprintln(stdout, version())
 		return 0
 	}
@@ -76,8 +87,9 @@ var commands = map[string]bool{"record": true, "report": true, "unwind": true, "
 
 // parseFlags parses a subcommand's flags the way every ustack command
 // does: -h prints the command's help on stdout (exit 0); a flag error
-// prints that one error and where the help is, not the whole usage text
-// (exit 2). ok is false when the caller must return code.
+// prints that one error, naming the flag as it was typed (--bogus, not
+// -bogus), and where the help is, not the whole usage text (exit 2). ok
+// is false when the caller must return code.
 func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (code int, ok bool) {
 	fs.SetOutput(io.Discard)
 	err := fs.Parse(args)
@@ -87,11 +99,113 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (code
 		fs.Usage()
 		return 0, false
 	case err != nil:
-		fmt.Fprintf(stderr, "ustack %s: %v\nrun 'ustack %s -h' for its flags\n", fs.Name(), err, fs.Name())
+		fmt.Fprintf(stderr, "ustack %s: %s\nrun 'ustack %s -h' for its flags\n", fs.Name(), asTyped(err.Error(), args), fs.Name())
 		return 2, false
 	}
 	fs.SetOutput(stderr)
 	return 0, true
+}
+
+// flagInError finds the flag a flag package error names: "flag provided
+// but not defined: -x", "invalid value "v" for flag -x: ...", "flag needs
+// an argument: -x", "invalid boolean value "v" for -x: ...".
+var flagInError = regexp.MustCompile(`(: | for flag | for )-([^\s:=]+)`)
+
+// asTyped rewrites the flag a flag package error names (always with one
+// dash) as the user typed it, with two dashes when args has it so.
+func asTyped(msg string, args []string) string {
+	m := flagInError.FindStringSubmatchIndex(msg)
+	if m == nil {
+		return msg
+	}
+	name := msg[m[4]:m[5]]
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if n, _, _ := strings.Cut(a, "="); n == "--"+name {
+			return msg[:m[4]-1] + "--" + msg[m[4]:]
+		}
+	}
+	return msg
+}
+
+// alias defines --long as another name of the flag -short, as perf's
+// long options (--event for -e); printFlags shows both on one line.
+func alias(fs *flag.FlagSet, long, short string) {
+	fs.Var(fs.Lookup(short).Value, long, aliasUsage+short)
+}
+
+const aliasUsage = "the same as -"
+
+// printFlags is flag.PrintDefaults with each flag's aliases beside it
+// ("-e, --event event"): each flag once, its placeholder (the backquoted
+// word of its usage, else its type) and its default when not the zero
+// value.
+func printFlags(fs *flag.FlagSet) {
+	longs := map[string][]string{}
+	isAlias := func(f *flag.Flag) bool {
+		short, ok := strings.CutPrefix(f.Usage, aliasUsage)
+		return ok && fs.Lookup(short) != nil
+	}
+	fs.VisitAll(func(f *flag.Flag) {
+		if isAlias(f) {
+			short := strings.TrimPrefix(f.Usage, aliasUsage)
+			longs[short] = append(longs[short], f.Name)
+		}
+	})
+	w := fs.Output()
+	fs.VisitAll(func(f *flag.Flag) {
+		if isAlias(f) {
+			return
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "  %s", dashed(f.Name))
+		for _, l := range longs[f.Name] {
+			fmt.Fprintf(&b, ", --%s", l)
+		}
+		name, usage := flag.UnquoteUsage(f)
+		if name != "" {
+			b.WriteString(" " + name)
+		}
+		b.WriteString("\n    \t")
+		b.WriteString(strings.ReplaceAll(usage, "\n", "\n    \t"))
+		if !isZeroDefault(f) {
+			if fmt.Sprintf("%T", f.Value) == "*flag.stringValue" {
+				fmt.Fprintf(&b, " (default %q)", f.DefValue)
+			} else {
+				fmt.Fprintf(&b, " (default %v)", f.DefValue)
+			}
+		}
+		fmt.Fprintln(w, b.String())
+	})
+}
+
+// dashed returns a flag's name as perf users type it: -e, --event. (Both
+// forms parse.)
+func dashed(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
+}
+
+// isZeroDefault reports whether f's default is its type's zero value, as
+// the flag package decides which defaults to print.
+func isZeroDefault(f *flag.Flag) (zero bool) {
+	typ := reflect.TypeOf(f.Value)
+	var z reflect.Value
+	if typ.Kind() == reflect.Pointer {
+		z = reflect.New(typ.Elem())
+	} else {
+		z = reflect.Zero(typ)
+	}
+	defer func() {
+		if recover() != nil {
+			zero = f.DefValue == ""
+		}
+	}()
+	return f.DefValue == z.Interface().(flag.Value).String()
 }
 
 // version names this build: the module version and the VCS revision Go

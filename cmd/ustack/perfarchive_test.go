@@ -102,6 +102,22 @@ func TestReportPerfArchive(t *testing.T) {
 	assert.NotContains(t, stdout.String(), unnamed, "every frame in the program is named from the tarball")
 	assert.Greater(t, chainCount(stdout.String()), 10, "samples unwound through leaf <- mid <- top <- main:\n%s", head(stdout.String()))
 
+	// --verbose names the tarball, and the program as found in it (not
+	// in a build-id cache); so does a report asked to do without the
+	// recording's own archive (--archive -), since the tarball is one.
+	used := "ustack report: using the perf archive " + data + ".tar.bz2 beside the recording (--perf-archive - for none)\n"
+	for _, flag := range []string{"--verbose", "--archive=-"} {
+		stderr.Reset()
+		rc = run([]string{"report", "-i", data, "--buildid-dir", empty, "--kallsyms", "-", flag, "-o", filepath.Join(dir, "out")}, &stdout, &stderr)
+		require.Equal(t, 0, rc, stderr.String())
+		assert.Contains(t, stderr.String(), used, flag)
+	}
+	assert.NotContains(t, stderr.String(), "  "+bin+": object", "--archive - is not --verbose")
+	stderr.Reset()
+	rc = run([]string{"report", "-i", data, "--buildid-dir", empty, "--kallsyms", "-", "--verbose", "-o", filepath.Join(dir, "out")}, &stdout, &stderr)
+	require.Equal(t, 0, rc, stderr.String())
+	assert.Contains(t, stderr.String(), "\n  "+bin+": object perf archive, ")
+
 	// Without the tarball the program's frames cannot be named, and the
 	// summary says, once, which options could find it: not
 	// --buildid-dir, given; DEBUGINFOD_URLS, unset.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -29,39 +30,45 @@ func (e *eventList) Set(s string) error { *e = append(*e, s); return nil }
 func cmdRecord(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("record", flag.ContinueOnError)
 	var events eventList
-	fs.Var(&events, "e", `event to record (repeatable; default cpu-clock):
-  cpu-clock, task-clock, page-faults, context-switches, cycles, ...
-  SYSTEM:NAME                 tracepoint (syscalls:sys_enter_close; kprobes:NAME and
-                              probe:NAME are probes already made in tracefs or by perf probe)
-  u:BIN:SYMBOL[+OFF]          uprobe (uprobe:; u:BIN:0xFILEOFF at a file offset)
-  ur:BIN:SYMBOL               uretprobe, at the return (uretprobe:)
-  k:FUNC[+OFF]                kprobe on a kernel function (p:, kprobe:; k:0xADDR)
-  kr:FUNC                     kretprobe (r:, kretprobe:)
-  mem:ADDR[/LEN][:rwx]        hardware breakpoint (x) or watchpoint (r, w, rw; default rw, 4 bytes)
-  mem:BIN:SYMBOL[/LEN][:rwx]  watchpoint on a global of the program or a library it loads
-                              (needs -p or a command; LEN defaults to the symbol's size)`)
-	out := fs.String("o", "perf.data", "output file (the archive goes to OUTPUT.ustack)")
-	freq := fs.Uint64("F", 0, "sample clock events at this frequency in Hz (default 4000)")
-	period := fs.Uint64("c", 0, "sample every PERIOD events")
-	stack := fs.Uint("stack-size", 0, "bytes of user stack copied per sample (max 65528; default 8192, with --unwind up to 65528 as the rate allows)")
-	callGraph := fs.String("call-graph", "", "how user stacks are recorded, as perf's: dwarf[,SIZE] (registers and stack, the default) or fp (the kernel's frame-pointer chain only)")
+	fs.Var(&events, "e", "`event` to record (repeatable; default cpu-clock):\n  cpu-clock, task-clock, page-faults, context-switches, cycles, ...\n  SYSTEM:NAME                 tracepoint (syscalls:sys_enter_close; kprobes:NAME and\n                              probe:NAME are probes already made in tracefs or by perf probe)\n  u:BIN:SYMBOL[+OFF]          uprobe (uprobe:; u:BIN:0xFILEOFF at a file offset)\n  ur:BIN:SYMBOL               uretprobe, at the return (uretprobe:)\n  k:FUNC[+OFF]                kprobe on a kernel function (p:, kprobe:; k:0xADDR)\n  kr:FUNC                     kretprobe (r:, kretprobe:)\n  mem:ADDR[/LEN][:rwx]        hardware breakpoint (x) or watchpoint (r, w, rw; default rw, 4 bytes)\n  mem:BIN:SYMBOL[/LEN][:rwx]  watchpoint on a global of the program or a library it loads\n                              (needs -p or a command; LEN defaults to the symbol's size)")
+	alias(fs, "event", "e")
+	out := fs.String("o", "perf.data", "output `file` (the archive goes to FILE.ustack)")
+	alias(fs, "output", "o")
+	var freq freqValue
+	fs.Var(&freq, "F", "sample clock events at this frequency in `Hz` (default 4000; max: the kernel's perf_event_max_sample_rate)")
+	alias(fs, "freq", "F")
+	period := fs.Uint64("c", 0, "sample every `count` events")
+	alias(fs, "count", "c")
+	stack := fs.Uint("stack-size", 0, "`bytes` of user stack copied per sample (max 65528; default 8192, with --unwind up to 65528 as the rate allows)")
+	callGraph := fs.String("call-graph", "", "how user stacks are recorded (the `mode`), as perf's: dwarf[,SIZE] (registers and stack, the default) or fp (the kernel's frame-pointer chain only)")
 	g := fs.Bool("g", false, "record call graphs (ustack always does; the same as --call-graph dwarf)")
-	cpuList := fs.String("C", "", "record only on these CPUs (e.g. 0-3,6); without a command or -p, system-wide on them")
+	cpuList := fs.String("C", "", "record only on these `cpus` (e.g. 0-3,6); without a command or -p, system-wide on them")
+	alias(fs, "cpu", "C")
 	noInherit := fs.Bool("no-inherit", false, "do not follow threads and child processes created after the start")
-	pid := fs.Int("p", 0, "record an existing process and all its threads")
-	all := fs.Bool("a", false, "record every CPU (system-wide)")
+	pid := fs.Int("p", 0, "record an existing process (`pid`) and all its threads (with a COMMAND: while the command runs)")
+	alias(fs, "pid", "p")
+	all := fs.Bool("a", false, "record every CPU, system-wide (with a COMMAND: while the command runs)")
+	alias(fs, "all-cpus", "a")
 	var pages int
-	fs.IntVar(&pages, "m", 0, "ring buffer pages per CPU, a power of two (default 256, 1024 with --unwind as root)")
-	fs.IntVar(&pages, "mmap-pages", 0, "the same as -m")
+	fs.IntVar(&pages, "m", 0, "ring buffer `pages` per CPU, a power of two (default 256, 1024 with --unwind as root)")
+	alias(fs, "mmap-pages", "m")
 	var dur time.Duration
-	fs.DurationVar(&dur, "d", 0, "stop after this long (e.g. 10s)")
-	fs.DurationVar(&dur, "duration", 0, "the same as -d")
+	fs.DurationVar(&dur, "d", 0, "stop after this `duration` (e.g. 10s)")
+	alias(fs, "duration", "d")
 	unwind := fs.Bool("unwind", false, "unwind at capture time and store only the frames, no registers or stack bytes")
 	noArchive := fs.Bool("no-archive", false, "do not write the OUTPUT.ustack archive of objects, vdso and kallsyms")
 	quiet := fs.Bool("q", false, "print nothing but errors")
+	alias(fs, "quiet", "q")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: ustack record [flags] [-e EVENT]... (-- COMMAND ARGS | -p PID | -a | -C CPUS)\n\nflags:\n")
-		fs.PrintDefaults()
+		fmt.Fprintf(fs.Output(), "usage: ustack record [flags] [-e EVENT]... [-p PID | -a | -C CPUS] [-- COMMAND ARGS]\n\n"+
+			"Records user registers and stack snapshots at kernel events into a perf.data file (perf script\n"+
+			"and perf report read it) and the objects, debug files, vdso and kallsyms the report needs into\n"+
+			"FILE.ustack, so that ustack report works on another machine. Without -p, -a or -C it records\n"+
+			"COMMAND and its children from its first instruction; with them, it records the process or the\n"+
+			"system until COMMAND exits (perf record -a -- sleep 5), or until -d or Ctrl-C ends it.\n"+
+			"Exit status: 0 ok, 1 error (no permission, no such process or event), 2 usage,\n"+
+			"else COMMAND's own exit status when it failed.\n\nflags:\n")
+		printFlags(fs)
 	}
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
@@ -88,7 +95,7 @@ func cmdRecord(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	opts := capture.Options{
-		Events: events, Freq: *freq, Period: *period, StackSize: uint32(*stack),
+		Events: events, Freq: uint64(freq), Period: *period, StackSize: uint32(*stack),
 		Command: fs.Args(), PID: *pid, AllCPUs: *all, Duration: dur, Output: *out,
 		MmapPages: pages, Unwind: *unwind, NoArchive: *noArchive,
 		CPUs: cpus, NoInherit: *noInherit, CallGraph: mode,
@@ -188,4 +195,36 @@ func stackFullNote(st *capture.Stats) string {
 	}
 	next := min(4*uint64(st.StackSize), capture.MaxStackSize)
 	return fmt.Sprintf("%s and may be cut short: record with --stack-size %d for deeper stacks", msg, next)
+}
+
+// maxSampleRatePath holds the kernel's highest sampling frequency, which
+// -F max asks for (as perf record -F max does).
+var maxSampleRatePath = "/proc/sys/kernel/perf_event_max_sample_rate"
+
+// freqValue is -F: a frequency in Hz, or max for the kernel's highest.
+type freqValue uint64
+
+// String returns the frequency (flag.Value).
+func (f *freqValue) String() string { return strconv.FormatUint(uint64(*f), 10) }
+
+// Set parses a frequency or "max" (flag.Value).
+func (f *freqValue) Set(s string) error {
+	if s == "max" {
+		b, err := os.ReadFile(maxSampleRatePath)
+		if err != nil {
+			return fmt.Errorf("max: %v", err)
+		}
+		n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil || n == 0 {
+			return fmt.Errorf("max: %s holds %q, not a frequency", maxSampleRatePath, strings.TrimSpace(string(b)))
+		}
+		*f = freqValue(n)
+		return nil
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || n == 0 {
+		return errors.New("want a frequency in Hz or max")
+	}
+	*f = freqValue(n)
+	return nil
 }

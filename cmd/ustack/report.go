@@ -38,27 +38,29 @@ const (
 func cmdReport(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
 	input := fs.String("i", "perf.data", "input `file` (perf.data from perf record --call-graph dwarf or ustack record; - for a pipe); also given as the argument")
+	alias(fs, "input", "i")
 	output := fs.String("o", "", "write the report to `file` instead of standard output")
-	format := fs.String("format", "text", "output format: text (like perf script), json, folded, pprof, flamegraph (interactive SVG), speedscope")
+	alias(fs, "output", "o")
+	format := fs.String("format", "text", "output `format`: text (like perf script), json (JSON Lines: one object per sample or thread), folded, pprof, flamegraph (interactive SVG), speedscope")
 	symfs := fs.String("symfs", "", "look for objects under `dir`, like perf's --symfs")
 	kall := fs.String("kallsyms", "", "kernel symbol `file` (default: the recording kernel's, /proc/kallsyms or perf record's copy in the build-id cache; - for none)")
-	debugDir := fs.String("debug-dir", "", "colon-separated directories searched for separate debug files (default /usr/lib/debug)")
+	debugDir := fs.String("debug-dir", "", "colon-separated `directories` searched for separate debug files (default /usr/lib/debug)")
 	buildIDDir := fs.String("buildid-dir", "", "perf's build-id cache `dir` (default ~/.debug)")
 	noInline := fs.Bool("no-inline", false, "do not show inlined functions")
 	noTailCall := fs.Bool("no-tailcall", false, "do not show the functions that tail-called (found from DWARF call sites, as gdb shows them)")
 	noDemangle := fs.Bool("no-demangle", false, "do not demangle C++ and Rust names")
 	noCache := fs.Bool("no-cache", false, "do not keep decompressed debug sections and the running kernel's symbols in ~/.cache/ustack ($XDG_CACHE_HOME; also USTACK_NO_CACHE=1)")
 	srcline := fs.Bool("srcline", false, "text format: print each frame's source file and line, like perf script -F +srcline")
-	jobs := fs.Int("j", 0, "unwinding workers (default: one per CPU)")
-	maxStack := fs.Int("max-stack", 0, "unwind at most `N` user frames of each stack (default 1024), like perf script's --max-stack: a stack overflow's core needs more to reach main")
+	jobs := fs.Int("j", 0, "unwinding `workers` (default: one per CPU)")
+	maxStack := fs.Int("max-stack", 1024, "unwind at most `N` user frames of each stack, like perf script's --max-stack: a stack overflow's core needs more to reach main")
 	pacMask := fs.String("pac-mask", "", "arm64 pointer authentication `mask` (hex), or va:BITS (default va:48)")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of ustack itself to `file`")
 	title := fs.String("title", "", "flamegraph, speedscope: the picture's `title`")
 	inverted := fs.Bool("inverted", false, "flamegraph: an icicle graph (callers on top)")
 	width := fs.Int("width", 0, "flamegraph: width in `pixels` (default 1200)")
 	minWidth := fs.Float64("minwidth", 0, "flamegraph: leave out boxes narrower than `pixels` (default 0.1)")
-	groupBy := fs.String("group-by", "", "flamegraph: the boxes under \"all\": comm (default), process (comm-PID), thread (comm-PID/TID) or none")
-	perfArchive := fs.String("perf-archive", "", "a tarball from perf archive (default: INPUT.tar.bz2 or INPUT.tar.gz when it exists; - for none): its objects are used like perf's build-id cache, unpacked into a directory under $TMPDIR that is removed when the report ends, by a signal (SIGINT, SIGTERM, SIGHUP) or a closed output pipe too")
+	groupBy := fs.String("group-by", "", "flamegraph: how the boxes under \"all\" are grouped (`by`): comm (default), process (comm-PID), thread (comm-PID/TID) or none")
+	perfArchive := fs.String("perf-archive", "", "a `tarball` from perf archive (default: INPUT.tar.bz2 or INPUT.tar.gz when it exists; - for none): its objects are used like perf's build-id cache, unpacked into a directory under $TMPDIR that is removed when the report ends, by a signal (SIGINT, SIGTERM, SIGHUP) or a closed output pipe too")
 	archiveFile := fs.String("archive", "", "objects archive `file` written by ustack record (default: INPUT.ustack when it exists; - for none)")
 	noDebuginfod := fs.Bool("no-debuginfod", false, "fetch nothing from the debuginfod servers of DEBUGINFOD_URLS and use nothing of their client cache (unset or empty DEBUGINFOD_URLS: nothing is fetched, the cache is used)")
 	verbose := fs.Bool("verbose", false, "say in the summary where each object's unwind, symbol and line information came from (JSON: a last summary record)")
@@ -76,7 +78,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 			"of an ELF core dump (x86_64 or aarch64, also compressed with zstd, xz or lz4), every thread's stack.\n"+
 			"Exit status: 0 ok, 1 error, 2 usage, 3 damaged recording (intact samples reported), 4 no samples in the recording.\n"+
 			"The JSON's \"how\" and \"stop\" values: %s\n\nflags:\n", glossaryURL)
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	inputSet, code, ok := parseInputArgs(fs, args, stdout, stderr)
 	if !ok {
@@ -84,6 +86,14 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	}
 	if inputSet != "" {
 		*input = inputSet
+	}
+	switch {
+	case *maxStack < 1:
+		fmt.Fprintf(stderr, "ustack report: --max-stack %d: a stack has at least one frame\n", *maxStack)
+		return exitUsage
+	case *srcline && *format != "text":
+		fmt.Fprintf(stderr, "ustack report: --srcline is for the text format: --format %s %s\n", *format, linesIn(*format))
+		return exitUsage
 	}
 	opts := report.Options{SymFS: *symfs, Kallsyms: *kall, BuildIDDir: *buildIDDir,
 		NoInline: *noInline, NoTailCall: *noTailCall, NoDemangle: *noDemangle, Jobs: *jobs, MaxFrames: *maxStack,
@@ -215,6 +225,11 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 				break
 			}
 		}
+		// Say so where it matters: in --verbose, and when --archive -
+		// asked for a report without the recording's objects.
+		if tarball != "" && (*verbose || archivePath == "-") {
+			fmt.Fprintf(stderr, "ustack report: using the perf archive %s beside the recording (--perf-archive - for none)\n", tarball)
+		}
 	}
 	if tarball != "" && tarball != "-" {
 		// Removed on every way out, signals included (cleanup.go).
@@ -237,15 +252,16 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 
 	out := stdout
 	toFile := false
+	var outFile *outputFile
 	if *output != "" {
 		toFile = true
-		f, err := createKeepingOld(*output, 0o644)
+		outFile, err = createOutput(*output, 0o644)
 		if err != nil {
 			fmt.Fprintf(stderr, "ustack report: %v\n", err)
 			return exitError
 		}
-		defer f.Close()
-		out = f
+		defer outFile.Close()
+		out = outFile
 	}
 
 	// Objects and debug files missing here come by build-id from
@@ -291,7 +307,21 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	if sum.DecodeError != nil || sum.Damaged > 0 {
 		return exitPartial
 	}
-	return checkInput(*input, sum, stderr)
+	status := checkInput(*input, sum, stderr)
+	if status == exitNoSamples {
+		outFile.discard() // no empty picture or profile
+	}
+	return status
+}
+
+// linesIn says what a format shows of each frame's source line, for the
+// error refusing --srcline with it.
+func linesIn(format string) string {
+	switch format {
+	case "json", "pprof", "speedscope":
+		return "carries every frame's file and line already"
+	}
+	return "has no room for source lines"
 }
 
 // openSectionCache returns the section cache in the user's cache directory,
@@ -434,16 +464,9 @@ func checkInput(input string, sum *report.Summary, stderr io.Writer) int {
 // returns the argument ("" when none); ok is false when the caller must
 // return code (help shown, or a usage error).
 func parseInputArgs(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (input string, code int, ok bool) {
-	var pos []string
-	for {
-		if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
-			return "", code, false
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
+	pos, code, ok := parseInterleaved(fs, args, stdout, stderr)
+	if !ok {
+		return "", code, false
 	}
 	if len(pos) > 1 {
 		fmt.Fprintf(stderr, "ustack %s: one input file, got %d: %s\nrun 'ustack %s -h' for its flags\n", fs.Name(), len(pos), strings.Join(pos, " "), fs.Name())
@@ -463,6 +486,27 @@ func parseInputArgs(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (
 		return "", exitUsage, false
 	}
 	return pos[0], 0, true
+}
+
+// parseInterleaved parses a command's flags and returns its arguments,
+// which may come before, after or between flags (ustack unwind FILE
+// -json); after "--" every argument is one. ok is false when the caller
+// must return code.
+func parseInterleaved(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (pos []string, code int, ok bool) {
+	for {
+		if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+			return nil, code, false
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, 0, true
+		}
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			return append(pos, rest...), 0, true
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
 }
 
 func parseFieldSpec(s string) (report.FieldSpec, error) {
@@ -535,6 +579,46 @@ func notPerfData(path string) string {
 		return " (a big-endian perf.data file: not supported)"
 	}
 	return ""
+}
+
+// outputFile is a report's -o file, which a report that has nothing to
+// say takes back.
+type outputFile struct {
+	*os.File
+	path    string
+	created bool // a regular file this run created (not a device)
+	keptOld bool // the file that was there is now path.old
+}
+
+// createOutput creates a report's -o file, keeping the old one as
+// createKeepingOld does.
+func createOutput(path string, mode os.FileMode) (*outputFile, error) {
+	o := &outputFile{path: path}
+	if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() {
+		o.keptOld = true
+	}
+	f, err := createKeepingOld(path, mode)
+	if err != nil {
+		return nil, err
+	}
+	o.File = f
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+		o.created = true
+	}
+	return o, nil
+}
+
+// discard removes the file this run created and puts back the one it
+// replaced. A nil o (no -o) has nothing to discard.
+func (o *outputFile) discard() {
+	if o == nil || !o.created {
+		return
+	}
+	o.File.Close()
+	os.Remove(o.path)
+	if o.keptOld {
+		os.Rename(o.path+".old", o.path)
+	}
 }
 
 // createKeepingOld creates path for writing with mode; an existing file

@@ -37,26 +37,31 @@ type jsonStack struct {
 func cmdUnwind(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("unwind", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print one JSON object per stack")
-	maxFrames := fs.Int("max-frames", 1024, "stop after this many frames")
+	maxFrames := fs.Int("max-frames", 1024, "stop after `N` frames")
 	noFP := fs.Bool("no-fp", false, "do not fall back to frame pointers where CFI is missing")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: ustack unwind [flags] FIXTURE.json...\n\n"+
+		fmt.Fprintf(fs.Output(), "usage: ustack unwind [flags] FIXTURE.json... [flags]\n\n"+
 			"Unwinds test fixtures: stops of real programs under gdb saved as registers, a stack snapshot\n"+
 			"and maps (testdata/FORMAT.md), and prints each frame tagged with how it was recovered.\n"+
 			"A fixture's objects are read relative to the testdata/ directory holding its JSON file\n"+
 			"(testdata/fixtures/ARCH/NAME.json), so a checkout or a copy of testdata/ works from any\n"+
 			"directory. Tags and stop reasons: %s\n\nflags:\n", glossaryURL)
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
-	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+	paths, code, ok := parseInterleaved(fs, args, stdout, stderr)
+	if !ok {
 		return code
 	}
-	if fs.NArg() == 0 {
+	switch {
+	case len(paths) == 0:
 		fmt.Fprintf(stderr, "ustack unwind: no fixture given\nrun 'ustack unwind -h' for its flags\n")
+		return 2
+	case *maxFrames < 1:
+		fmt.Fprintf(stderr, "ustack unwind: --max-frames %d: a stack has at least one frame\n", *maxFrames)
 		return 2
 	}
 	status := 0
-	for _, path := range fs.Args() {
+	for _, path := range paths {
 		if err := unwindFixture(path, *asJSON, *maxFrames, *noFP, stdout); err != nil {
 			fmt.Fprintf(stderr, "ustack: %v\n", err)
 			status = 1
