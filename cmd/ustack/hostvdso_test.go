@@ -17,7 +17,7 @@ const vdsoSrc = `#include <time.h>
 static volatile long sink;
 __attribute__((noinline)) void leaf(void) {
 	struct timespec ts;
-	for (int i = 0; i < 4000000; i++) { clock_gettime(CLOCK_MONOTONIC, &ts); sink += ts.tv_nsec; }
+	for (int i = 0; i < 20000000; i++) { clock_gettime(CLOCK_MONOTONIC, &ts); sink += ts.tv_nsec; }
 }
 __attribute__((noinline)) void mid(void) { leaf(); sink++; }
 int main(void) { mid(); return 0; }
