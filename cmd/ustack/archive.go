@@ -20,7 +20,8 @@ func cmdArchive(args []string, stdout, stderr io.Writer) int {
 	alias(fs, "output", "o")
 	cacheDir := fs.String("buildid-dir", "", "write into this perf build-id cache `dir` instead of a tarball (perf's default is ~/.debug)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: ustack archive [flags] [FILE]\n\nWrites the objects, debug files, vdso and kallsyms that ustack record archived with\na recording into perf's build-id cache layout, so that perf report finds them.\n\nflags:\n")
+		fmt.Fprintf(fs.Output(), "usage: ustack archive [flags] [FILE]\n\nWrites the objects, debug files, vdso and kallsyms that ustack record archived with\na recording into perf's build-id cache layout, so that perf report finds them.\n"+
+			"Exit status: 0 ok, 1 error, 2 usage.\n\nflags:\n")
 		printFlags(fs)
 	}
 	in, code, ok := parseInputArgs(fs, args, stdout, stderr)

@@ -2,10 +2,15 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestFlagErrorsFirst: a flag error prints the one error and where help
@@ -89,4 +94,82 @@ func TestLongInputFlag(t *testing.T) {
 	rc, long, errs = runReport("--input=" + dwarfData)
 	assert.Equal(t, exitOK, rc, errs)
 	assert.Equal(t, short, long)
+}
+
+// TestVersion builds the command and compares what `ustack version`
+// prints with what `go version -m` reads from the binary: the module
+// version, the VCS revision (with +dirty when the tree was modified;
+// none outside a repository or in a git worktree, where Go records
+// none) and the Go version.
+func TestVersion(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the command")
+	}
+	exe := filepath.Join(t.TempDir(), "ustack")
+	build := exec.Command("go", "build", "-o", exe, ".")
+	// TestMain points XDG_CACHE_HOME, and with it Go's build cache, at
+	// an empty directory: build with the user's cache.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "XDG_CACHE_HOME=") {
+			build.Env = append(build.Env, kv)
+		}
+	}
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	meta, err := exec.Command("go", "version", "-m", exe).Output()
+	require.NoError(t, err)
+	goVersion, mod, rev, modified := "", "", "", ""
+	for i, l := range strings.Split(string(meta), "\n") {
+		f := strings.Fields(l)
+		switch {
+		case i == 0:
+			goVersion = f[len(f)-1] // "PATH: go1.26.8"
+		case len(f) >= 3 && f[0] == "mod":
+			mod = f[2]
+		case len(f) >= 2 && f[0] == "build" && strings.HasPrefix(f[1], "vcs.revision="):
+			rev = strings.TrimPrefix(f[1], "vcs.revision=")
+		case len(f) >= 2 && f[0] == "build" && strings.HasPrefix(f[1], "vcs.modified="):
+			modified = strings.TrimPrefix(f[1], "vcs.modified=")
+		}
+	}
+	require.NotEmpty(t, goVersion)
+	require.NotEmpty(t, mod)
+	want := "ustack " + mod
+	if rev != "" {
+		want += " " + rev
+		if modified == "true" {
+			want += "+dirty"
+		}
+	}
+	want += " " + goVersion + "\n"
+	got, err := exec.Command(exe, "version").Output()
+	require.NoError(t, err)
+	assert.Equal(t, want, string(got))
+}
+
+// TestHelpSaysWhatFlagsHold: every command's help describes it, gives its
+// exit statuses, and names what each flag's value is, not its Go type.
+func TestHelpSaysWhatFlagsHold(t *testing.T) {
+	flagLine := regexp.MustCompile(`(?m)^  (-\S+(?:, --\S+)?)(?: (\S+))?$`)
+	for _, cmd := range []string{"record", "report", "archive", "unwind"} {
+		var out, errb bytes.Buffer
+		require.Equal(t, 0, run([]string{"help", cmd}, &out, &errb), cmd)
+		help := out.String()
+		usage, rest, _ := strings.Cut(help, "\n\n")
+		assert.True(t, strings.HasPrefix(usage, "usage: ustack "+cmd), cmd)
+		desc, _, _ := strings.Cut(rest, "flags:")
+		assert.Greater(t, len(strings.Fields(desc)), 10, "%s: no description:\n%s", cmd, help)
+		assert.Contains(t, help, "Exit status: 0 ", cmd)
+		lines := flagLine.FindAllStringSubmatch(help, -1)
+		assert.NotEmpty(t, lines, cmd)
+		for _, l := range lines {
+			switch l[2] {
+			case "string", "int", "uint", "uint64", "int64", "float", "value":
+				t.Errorf("ustack %s %s: the placeholder %q says the Go type, not what the value is", cmd, l[1], l[2])
+			}
+		}
+	}
+	var out, errb bytes.Buffer
+	require.Equal(t, 0, run([]string{"report", "-h"}, &out, &errb))
+	assert.Contains(t, out.String(), "JSON Lines")
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"runtime"
 	"runtime/debug"
 	"strings"
 )
@@ -24,7 +25,7 @@ commands:
   archive  write a recording's objects in perf's build-id cache layout (for perf report)
   unwind   unwind test fixtures (testdata/fixtures/*.json), each frame tagged with how it was found
   help     show a command's flags: ustack help COMMAND
-  version  print ustack's version
+  version  print ustack's module version, VCS revision and Go version
 
 Run 'ustack help COMMAND' (or 'ustack COMMAND -h') for a command's flags.
 Frame tags ([context], [cfi], [fp], [signal], ...), the JSON's "how" and "stop"
@@ -208,13 +209,16 @@ func isZeroDefault(f *flag.Flag) (zero bool) {
 	return f.DefValue == z.Interface().(flag.Value).String()
 }
 
-// version names this build: the module version and the VCS revision Go
-// recorded in the binary.
+// version names this build: the module version, the VCS revision and the
+// Go version Go recorded in the binary.
 func version() string {
-	v, rev, dirty := "(devel)", "", ""
+	v, rev, dirty, goVersion := "(devel)", "", "", runtime.Version()
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		if bi.Main.Version != "" {
 			v = bi.Main.Version
+		}
+		if bi.GoVersion != "" {
+			goVersion = bi.GoVersion
 		}
 		for _, s := range bi.Settings {
 			switch s.Key {
@@ -230,5 +234,5 @@ func version() string {
 	if rev != "" {
 		v += " " + rev + dirty
 	}
-	return "ustack " + v
+	return "ustack " + v + " " + goVersion
 }

@@ -260,7 +260,17 @@ func TestReadmeCrash(t *testing.T) {
 // points to must exist.
 func TestReadmeLibrary(t *testing.T) {
 	j := newJourney(t)
-	out, _ := j.run(j.root, j.block("library"), true)
+	doc, err := os.ReadFile(readmePath)
+	require.NoError(t, err)
+	// The archive is optional: the README's command on a perf record
+	// file, run after the block in the same module.
+	plainCmd := regexp.MustCompile("(?s)The archive is optional:.*?\\(`(go run \\. [^`]+)`\\)").FindSubmatch(doc)
+	require.NotNil(t, plainCmd, "the README says how the library example reads a perf record file")
+	const marker = "--- a perf record file ---"
+	all, _ := j.run(j.root, j.block("library")+"echo '"+marker+"'\n"+string(plainCmd[1])+"\n", true)
+	out, plain, ok := strings.Cut(all, marker+"\n")
+	require.True(t, ok, all)
+	assert.Equal(t, 24, strings.Count(plain, "stop: "), "one stack per sample of dwarf.data (24, perf script -i perfdata/testdata/dwarf.data | grep -c cpu-clock):\n%s", plain)
 	want := gdbBacktraces(t, filepath.Join(filepath.Dir(helloData), "gdb-bt.txt"))
 	var got [][]string
 	var fns []string
@@ -275,8 +285,6 @@ func TestReadmeLibrary(t *testing.T) {
 		fns = append(fns, f[0])
 	}
 	assert.Equal(t, want, got, "the library journey's frames against gdb's:\n%s", out)
-	doc, err := os.ReadFile(readmePath)
-	require.NoError(t, err)
 	quoted := regexp.MustCompile("one frame a line\\s+\\(`([^`]+)`").FindSubmatch(doc)
 	require.NotNil(t, quoted, "the README quotes the program's first line")
 	assert.Equal(t, string(quoted[1]), strings.SplitN(out, "\n", 2)[0])

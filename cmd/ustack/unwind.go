@@ -45,7 +45,8 @@ func cmdUnwind(args []string, stdout, stderr io.Writer) int {
 			"and maps (testdata/FORMAT.md), and prints each frame tagged with how it was recovered.\n"+
 			"A fixture's objects are read relative to the testdata/ directory holding its JSON file\n"+
 			"(testdata/fixtures/ARCH/NAME.json), so a checkout or a copy of testdata/ works from any\n"+
-			"directory. Tags and stop reasons: %s\n\nflags:\n", glossaryURL)
+			"directory. Tags and stop reasons: %s\n"+
+			"Exit status: 0 ok, 1 a fixture could not be read, 2 usage.\n\nflags:\n", glossaryURL)
 		printFlags(fs)
 	}
 	paths, code, ok := parseInterleaved(fs, args, stdout, stderr)
