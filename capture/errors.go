@@ -50,6 +50,29 @@ func hasCapPerfmon() bool {
 	return false
 }
 
+// otherOwner returns the real user id owning process pid when it is not
+// this process's effective user (ok false for pid -1, or when unreadable).
+func otherOwner(pid int) (uid int, ok bool) {
+	if pid <= 0 {
+		return 0, false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, found := strings.CutPrefix(l, "Uid:"); found {
+			f := strings.Fields(v)
+			if len(f) == 0 {
+				return 0, false
+			}
+			uid, err := strconv.Atoi(f[0])
+			return uid, err == nil && uid != os.Geteuid()
+		}
+	}
+	return 0, false
+}
+
 // openError explains a perf_event_open failure for ev and names the fix.
 func openError(ev *Event, pid, cpu int, err error) error {
 	where := fmt.Sprintf("pid %d, cpu %d", pid, cpu)
@@ -69,7 +92,12 @@ func openError(ev *Event, pid, cpu int, err error) error {
 	case unix.EACCES, unix.EPERM:
 		p := paranoid()
 		msg := fmt.Sprintf("perf_event_open %s (%s): %v: ", ev.Name, where, errno)
-		if os.Geteuid() != 0 && !hasCapPerfmon() {
+		if owner, ok := otherOwner(pid); ok && os.Geteuid() != 0 {
+			// perf_event_open on a task asks what ptrace asks: the
+			// same user, or CAP_SYS_PTRACE. perf_event_paranoid is not
+			// the obstacle.
+			msg += fmt.Sprintf("process %d belongs to user %d, not to you (%d): recording another user's process needs permission to ptrace it: run as root or as its user, or give ustack CAP_SYS_PTRACE ('setcap cap_perfmon,cap_sys_ptrace+ep' the ustack binary)", pid, owner, os.Geteuid())
+		} else if os.Geteuid() != 0 && !hasCapPerfmon() {
 			msg += "not root and no CAP_PERFMON; run as root, or 'setcap cap_perfmon,cap_sys_ptrace+ep' the ustack binary"
 			if p > -100 {
 				msg += fmt.Sprintf(", or lower /proc/sys/kernel/perf_event_paranoid (now %d; -1 allows everything: 'sysctl kernel.perf_event_paranoid=-1')", p)

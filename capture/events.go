@@ -168,7 +168,7 @@ func TracefsDir() (string, error) {
 		if os.IsPermission(err) {
 			// Mounted, but this user may not enter it (tracefs is 0700
 			// root by default): perf says "No permissions to read".
-			return "", fmt.Errorf("no permissions to read %s/events: tracefs is mounted on %s but this user may not read it; run as root, or give the user access ('chmod o+rx %s' or mount tracefs with gid=GROUP,mode=0750)", d, d, d)
+			return "", fmt.Errorf("no permissions to read %s/events: tracefs is mounted on %s but this user may not read it; run as root, or give the user access ('chmod o+rx %s' or mount tracefs with gid=GROUP,mode=0750): %w", d, d, d, ErrPerfUnavailable)
 		}
 	}
 	d := tracefsRoots[0]

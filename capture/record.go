@@ -617,6 +617,9 @@ func (r *Recorder) userOnlyFallback() bool {
 	if os.Geteuid() == 0 || hasCapPerfmon() || paranoid() > 2 || r.opts.AllCPUs {
 		return false
 	}
+	if _, other := otherOwner(r.opts.PID); other {
+		return false // not the kernel's part: the process is not ours (openError says so)
+	}
 	for _, ev := range r.events {
 		if ev.Kind == KindTracepoint || ev.Kind == KindKprobe {
 			return false

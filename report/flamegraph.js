@@ -165,5 +165,11 @@
 	var q = /[?&]s=([^&]*)/.exec(window.location.search);
 	if (q) search(decodeURIComponent(q[1]));
 
+	// A flame graph taller than the window opens at its base, where the
+	// wide boxes are (an icicle graph's base is its top).
+	if (svg.getAttribute("data-inverted") !== "true") {
+		window.scrollTo(0, svg.getBoundingClientRect().height);
+	}
+
 	window.flamegraph = { search: search, resetSearch: resetSearch, unzoom: unzoom };
 })();

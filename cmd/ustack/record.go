@@ -111,6 +111,11 @@ func cmdRecord(args []string, stdout, stderr io.Writer) int {
 	rec, err := capture.NewRecorder(opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "ustack record: %v\n", err)
+		// What the system refuses or lacks is an error; the rest is
+		// how the command was written.
+		if errors.Is(err, capture.ErrPerfUnavailable) || errors.Is(err, capture.ErrTargetNotFound) || errors.Is(err, os.ErrPermission) {
+			return 1
+		}
 		return 2
 	}
 	// Ctrl-C, SIGTERM and SIGHUP (the terminal closed) end the recording
