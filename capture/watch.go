@@ -377,6 +377,11 @@ func (r *Recorder) releaseWatched(ctx context.Context) error {
 			req = unix.PtraceSyscall
 		}
 		if err := req(pid, sig); err != nil {
+			if err == unix.ESRCH {
+				// Killed between its stop and this (the recording was
+				// interrupted): the next wait says how it ended.
+				continue
+			}
 			return fmt.Errorf("watchpoints by name: resuming the command: %v", err)
 		}
 	}
