@@ -494,6 +494,10 @@ type chainCheck struct {
 	kernel string
 	min    int
 	exact  int
+	// smallStack: the job copies 2 KiB of stack per sample, which a
+	// start-up function with a PATH_MAX buffer (static glibc's
+	// _dl_get_origin) outgrows: outside the chain, truncated is honest.
+	smallStack bool
 }
 
 func (lr *labRun) check(t *testing.T, host string) {
@@ -513,7 +517,7 @@ func (lr *labRun) check(t *testing.T, host string) {
 		{name: "uprobe", comm: "lab-dyn", chain: openChain, exact: 8},
 		{name: "uretprobe", comm: "lab-dyn", chain: openChain[1:], exact: 8},
 		{name: "signal", comm: "lab-static", chain: []string{"open_leaf", "sig_leaf", "sig_handler"}, exact: 4},
-		{name: "cpuclock", comm: "lab-static", chain: []string{"spin_mid", "main"}, min: 20},
+		{name: "cpuclock", comm: "lab-static", chain: []string{"spin_mid", "main"}, min: 20, smallStack: true},
 		{name: "kprobe_events", comm: "lab-static", chain: openChain, exact: 16},
 	}
 	for _, c := range checks {
@@ -535,7 +539,7 @@ func (lr *labRun) check(t *testing.T, host string) {
 					}
 					continue
 				}
-				if s.Stop != "outermost" {
+				if s.Stop != "outermost" && !(c.smallStack && s.Stop == "truncated" && !hasRun(user, c.chain)) {
 					t.Errorf("%s sample of %s: stop %q, want outermost; user stack %v", c.name, s.Event, s.Stop, user)
 				}
 				if !hasRun(user, c.chain) {
