@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/ustack/ustack/internal/testprog"
@@ -103,7 +102,6 @@ var (
 // TestMain removes the recordings perfRecordings made, and keeps the
 // reports' section cache out of the user's cache directory.
 func TestMain(m *testing.M) {
-	testprog.ExtendDefaultTimeout(40 * time.Minute)
 	userCacheHome, userCacheHomeSet = os.LookupEnv("XDG_CACHE_HOME")
 	cache, err := os.MkdirTemp("", "ustack-test-cache")
 	if err == nil {

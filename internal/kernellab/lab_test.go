@@ -16,8 +16,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/ustack/ustack/internal/testprog"
 )
 
 // labKernels are the kernels the lab boots: Debian stable's and, where
@@ -167,8 +165,6 @@ var hostDir string
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	// Four TCG boots on a busy machine take longer than go test's 10m.
-	testprog.ExtendDefaultTimeout(40 * time.Minute)
 	var err error
 	if hostDir, err = os.MkdirTemp("", "ustack-kernellab-host-*"); err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -1,11 +1,9 @@
 package testprog
 
 import (
-	"flag"
 	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -58,21 +56,5 @@ func TestBuild(t *testing.T) {
 		var ee *exec.ExitError
 		require.ErrorAs(t, err, &ee, p)
 		assert.Equal(t, 7, ee.ExitCode(), p)
-	}
-}
-
-func TestExtendDefaultTimeout(t *testing.T) {
-	f := flag.Lookup("test.timeout")
-	old := f.Value.String()
-	defer f.Value.Set(old)
-	f.Value.Set("10m")
-	ExtendDefaultTimeout(40 * time.Minute)
-	if got := f.Value.String(); got != "40m0s" {
-		t.Errorf("default 10m: -test.timeout %s after ExtendDefaultTimeout(40m), want 40m0s", got)
-	}
-	f.Value.Set("3m")
-	ExtendDefaultTimeout(40 * time.Minute)
-	if got := f.Value.String(); got != "3m0s" {
-		t.Errorf("-timeout 3m given: %s after ExtendDefaultTimeout(40m), want it kept", got)
 	}
 }
