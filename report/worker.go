@@ -68,15 +68,14 @@ func (w *worker) process(j *job) {
 // unwinder is never asked).
 const StopExec = "exec"
 
-// execFunctions are the kernel functions of the execve path; a sample
-// whose kernel frames hold one was taken while a program was being
-// replaced. x86_64 and arm64 syscall entries, and the common path
-// (bprm_execve, load_elf_binary) for whatever entry led there.
+// execFunctions are the kernel's ELF loaders: a sample with one among its
+// kernel frames was taken while the kernel loaded a new program, between
+// replacing the address space and setting the new registers (start_thread,
+// at the loader's end), so its user registers may be the replaced
+// program's. Later in execve (bprm_execve's tail, the sched_process_exec
+// tracepoint) they are the new program's entry state, and are unwound.
 var execFunctions = map[string]bool{
-	"bprm_execve": true, "load_elf_binary": true, "begin_new_exec": true,
-	"do_execveat_common": true, "do_execveat_common.isra.0": true, "do_execve": true,
-	"__x64_sys_execve": true, "__x64_sys_execveat": true, "__ia32_sys_execve": true,
-	"__arm64_sys_execve": true, "__arm64_sys_execveat": true, "__se_sys_execve": true,
+	"load_elf_binary": true, "compat_load_elf_binary": true, "load_elf_fdpic_binary": true,
 }
 
 func (w *worker) kernelFrame(ip uint64) Frame {

@@ -366,11 +366,11 @@ func (s sample) kernel() []string {
 	return out
 }
 
-// inExec says whether kernel frames show a sample taken inside execve:
-// the frames of its common path, whatever the architecture's entry.
+// inExec says whether kernel frames show a sample taken while execve
+// loaded the new program (report's exec stop).
 func inExec(kernel []string) bool {
 	for _, f := range kernel {
-		if f == "bprm_execve" || f == "load_elf_binary" {
+		if f == "load_elf_binary" {
 			return true
 		}
 	}
