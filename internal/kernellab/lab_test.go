@@ -299,7 +299,20 @@ func bootLab(t *testing.T, suite, arch string) *labRun {
 		os.MkdirAll(share, 0o755)
 	}
 	start := time.Now()
-	res, err := Boot(context.Background(), k, Guest{Share: share, Files: p.files, Script: guestScript(labJobs(p)), Timeout: 20 * time.Minute})
+	g := Guest{Share: share, Files: p.files, Script: guestScript(labJobs(p)), Timeout: 20 * time.Minute}
+	if arch == "amd64" {
+		// One CPU: with two, TCG has crashed a 6.12 guest in __schedule
+		// while the kernel patched its own code (an invalid opcode in a
+		// NOP being rewritten), a fault of the emulation, not of the guest.
+		g.CPUs = 1
+	}
+	res, err := Boot(context.Background(), k, g)
+	if err != nil && res != nil && res.Status == -1 && strings.Contains(res.Console, "Oops") {
+		// The guest kernel crashed: say so, and boot it once more.
+		t.Logf("%s crashed under TCG; booting it again. Its console ended:\n%s", k, tail(res.Console, 2000))
+		os.RemoveAll(filepath.Join(share, "out"))
+		res, err = Boot(context.Background(), k, g)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
