@@ -34,6 +34,12 @@ func (u *Unwinder) sigreturnAt(c *Cache, m *Mapping, pc uint64) (found, readable
 			return bytes.Equal(buf[:n], want), true
 		}
 	}
+	if !m.Exec {
+		// Code runs from executable memory: sigreturn's bytes on the
+		// stack or the heap are data, not a trampoline; only the kernel's
+		// marker can vouch for a signal frame there.
+		return false, false
+	}
 	for i := 0; i < len(want); i += 8 {
 		v, ms := c.win.read8(pc + uint64(i))
 		if ms != MemOK {

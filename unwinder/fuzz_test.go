@@ -3,6 +3,7 @@ package unwinder_test
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -131,8 +132,15 @@ func FuzzUnwind(f *testing.F) {
 				// known by the signal frame's marker, lets the walk go
 				// on past an unmapped frame.
 				marked := i+1 < len(got) && got[i+1].Method == unwinder.MethodSignalMarker
-				if !marked && (i != len(got)-1 || res.Stop != unwinder.StopNoMapping) {
-					t.Fatalf("%s: frame %d pc %#x unmapped but the walk went on (%v)", fc.name, i, fr.PC, res.Stop)
+				// The last frame may also be a marked one where the
+				// frame buffer ended (depth).
+				last := i == len(got)-1
+				if !marked && (!last || (res.Stop != unwinder.StopNoMapping && res.Stop != unwinder.StopDepth)) {
+					var hows []string
+					for _, g := range got {
+						hows = append(hows, fmt.Sprintf("%#x/%v/%d", g.PC, g.Method, g.Mapping))
+					}
+					t.Fatalf("%s: frame %d pc %#x unmapped but the walk went on (%v): %v", fc.name, i, fr.PC, res.Stop, hows)
 				}
 			case fr.Mapping < 0 || int(fr.Mapping) >= p.Space.Len():
 				t.Fatalf("%s: frame %d mapping %d of %d", fc.name, i, fr.Mapping, p.Space.Len())

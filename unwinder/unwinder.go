@@ -178,6 +178,11 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 		fr := &frames[n]
 		fr.PC, fr.SP, fr.CFA = pc, sp, 0
 		fr.Mapping, fr.Method, fr.Flags = int32(mi), method, flags
+		if marked {
+			// The markers vouch for a sigreturn trampoline here, even
+			// where the frame buffer ends before its step.
+			fr.Flags = fr.Flags&^FrameReturnAddress | FrameSignalTrampoline
+		}
 		n++
 		if mi < 0 && !marked {
 			// An exact PC (the first frame's, or one a signal
@@ -277,6 +282,14 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 			newPC, newSP, newPCOK, newSPOK = st.pc, st.sp, st.pcOK, st.spOK
 		}
 		fr.CFA = cfa
+		if marked && !signal {
+			// Let in only as a trampoline the signal frame's markers
+			// vouch for: a step that did not restore that frame leaves
+			// the return address where it was, outside code.
+			n--
+			*fr = Frame{}
+			return Result{Frames: n, Stop: StopNoMapping, Err: &NoMappingError{PC: pc, Mapped: mi >= 0}}
+		}
 		if signal {
 			// The handler "returned" to the trampoline's first byte; no
 			// call precedes it, so the PC itself is what to symbolize.
