@@ -16,6 +16,7 @@ import (
 	"github.com/ulikunitz/xz"
 	"github.com/ustack/ustack/archive"
 	"github.com/ustack/ustack/internal/testfiles"
+	"github.com/ustack/ustack/internal/testprog"
 )
 
 // updateFixtures makes TestLab's arm64 stable-kernel run rewrite the
@@ -336,7 +337,7 @@ func TestArm64LabRecordings(t *testing.T) {
 					}
 				}
 				if f.truth == "" {
-					if hasRun(syms(user), []string{"spin_mid", "main"}) {
+					if testprog.HasChain(syms(user), []string{"spin_mid", "main"}) {
 						matched++
 					}
 					continue

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ustack/ustack/internal/testprog"
 )
 
 // labKernels are the kernels the lab boots: Debian stable's and, where
@@ -412,23 +414,6 @@ func hasKernel(kernel []string, fn string) bool {
 	return false
 }
 
-// hasRun says whether want appears in syms as a contiguous run.
-func hasRun(syms, want []string) bool {
-	for i := 0; i+len(want) <= len(syms); i++ {
-		ok := true
-		for j, w := range want {
-			if syms[i+j] != w {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			return true
-		}
-	}
-	return false
-}
-
 func (lr *labRun) report(t *testing.T, host, name string, extra ...string) ([]byte, []byte) {
 	t.Helper()
 	data := filepath.Join(lr.out, name+".data")
@@ -565,10 +550,10 @@ func (lr *labRun) check(t *testing.T, host string) {
 					}
 					continue
 				}
-				if s.Stop != "outermost" && !(c.smallStack && s.Stop == "truncated" && !hasRun(user, c.chain)) {
+				if s.Stop != "outermost" && !(c.smallStack && s.Stop == "truncated" && !testprog.HasChain(user, c.chain)) {
 					t.Errorf("%s sample of %s: stop %q, want outermost; user stack %v", c.name, s.Event, s.Stop, user)
 				}
-				if !hasRun(user, c.chain) {
+				if !testprog.HasChain(user, c.chain) {
 					continue
 				}
 				n++
