@@ -197,6 +197,12 @@ type Summary struct {
 	// module.
 	JITStops  int
 	JITModule string
+	// SnapshotCut counts the stacks that stopped truncated at the end of
+	// a snapshot the kernel filled to the size asked for: those a larger
+	// size would carry further. A truncated stack whose snapshot came
+	// back shorter than asked (the kernel met a page it could not read,
+	// such as a new thread's stack not yet in memory) is not one.
+	SnapshotCut int
 
 	core bool       // a core dump's threads: no stack snapshot to enlarge
 	fix  missingFix // what MissingFix needs
@@ -497,9 +503,11 @@ type job struct {
 	kernel []uint64
 	ip     uint64 // the sampled user IP, when there is neither
 	userIP bool
-	space  *resolve.Space
-	done   chan struct{}
-	err    error
+	// fullStack: the kernel copied the whole stack snapshot asked for.
+	fullStack bool
+	space     *resolve.Space
+	done      chan struct{}
+	err       error
 	// trace is a tracepoint sample's format and raw a copy of its data,
 	// formatted by the worker into traceText.
 	trace     *tracefmt.Format
@@ -544,6 +552,9 @@ func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary,
 				sum.Samples++
 				if j.out.Stop != "" {
 					sum.Stops[j.out.Stop]++
+				}
+				if j.out.Stop == "truncated" && j.fullStack {
+					sum.SnapshotCut++
 				}
 				sum.countJITStop(&j.out)
 				err = emit(&j.out)
@@ -669,7 +680,7 @@ func (p *processor) newJob(s *perfdata.Sample, index int) *job {
 	}
 	j.kernel = append(j.kernel[:0], kernel...)
 	j.user = append(j.user[:0], user...)
-	j.hasReg = false
+	j.hasReg, j.fullStack = false, false
 	if s.Attr != nil && s.RegsABI != 0 && len(s.Regs) > 0 {
 		s.Attr.LoadUserRegs(p.arch, s, &j.regs, p.arch == arch.AMD64)
 		j.hasReg = true
@@ -680,6 +691,7 @@ func (p *processor) newJob(s *perfdata.Sample, index int) *job {
 			j.stack = append(j.stack[:0], s.Stack()...)
 		}
 		j.out.StackSize = len(j.stack)
+		j.fullStack = len(s.StackData) > 0 && s.StackDynSize >= uint64(len(s.StackData))
 	}
 	j.userIP = false
 	if !j.hasReg && len(s.Branches) > 0 && s.Attr != nil && s.Attr.BranchSampleType&branchCallStack != 0 {
@@ -841,7 +853,7 @@ func (s *Summary) WriteSummary(w io.Writer) {
 		fmt.Fprintf(w, "ustack: %d of %d stacks stopped in JIT code (%s) with no unwind information and no frame pointer to follow; run the JIT with frame pointers (java -XX:+PreserveFramePointer) or have it write a jitdump with unwinding info (python 3.13 -X perf_jit, node --perf-prof --perf-prof-unwinding-info)\n", s.JITStops, s.Samples, s.JITModule)
 	}
 	if fix := s.StackSizeFix(); fix != "" {
-		fmt.Fprintf(w, "ustack: %d of %d stacks were cut short by the size of the stack snapshot; %s\n", s.Stops["truncated"], s.Samples, fix)
+		fmt.Fprintf(w, "ustack: %d of %d stacks were cut short by the size of the stack snapshot; %s\n", s.SnapshotCut, s.Samples, fix)
 	}
 	s.writeObjects(w)
 	if len(s.Missing) > 0 {
@@ -935,11 +947,11 @@ func (s *Summary) countJITStop(out *Sample) {
 }
 
 // StackSizeFix returns, when 1% or more of the stacks ended at the end of
-// their stack snapshot, how to record a larger one with the recorder that
-// made the file: ustack record's --stack-size, or perf record's
-// --call-graph dwarf,N. It returns "" otherwise.
+// a full stack snapshot (SnapshotCut), how to record a larger one with the
+// recorder that made the file: ustack record's --stack-size, or perf
+// record's --call-graph dwarf,N. It returns "" otherwise.
 func (s *Summary) StackSizeFix() string {
-	cut := s.Stops["truncated"]
+	cut := s.SnapshotCut
 	if s.core || s.Samples == 0 || cut*100 < s.Samples {
 		return ""
 	}

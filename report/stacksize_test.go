@@ -14,7 +14,7 @@ import (
 // silence below 1% of stacks cut.
 func TestStackSizeFix(t *testing.T) {
 	attrs := []*perfdata.Attr{{SampleStackUser: 8192}}
-	s := &Summary{Samples: 100, Stops: map[string]int{"truncated": 1, "outermost": 99}, Attrs: attrs,
+	s := &Summary{Samples: 100, Stops: map[string]int{"truncated": 1, "outermost": 99}, SnapshotCut: 1, Attrs: attrs,
 		Cmdline: []string{"/usr/local/bin/ustack", "record", "--", "./prog"}}
 	require.Equal(t, "record more with ustack record --stack-size 16384 (this recording copied 8192 bytes)", s.StackSizeFix())
 	var b strings.Builder
@@ -29,5 +29,10 @@ func TestStackSizeFix(t *testing.T) {
 	require.Contains(t, s.StackSizeFix(), "already copied 65528 bytes, the kernel's limit")
 
 	s.Samples = 101 // 1 of 101 is under 1%
+	require.Empty(t, s.StackSizeFix())
+
+	// A truncated stack whose snapshot the kernel copied short of the
+	// size asked for (a page not in memory) is no reason to ask for more.
+	s.Samples, s.SnapshotCut = 100, 0
 	require.Empty(t, s.StackSizeFix())
 }
