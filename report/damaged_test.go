@@ -84,6 +84,7 @@ func scanRecords(t *testing.T, data []byte) ([]damageRecord, int64) {
 // runDamaged reports data as `ustack report` would, with a time limit.
 func runDamaged(t *testing.T, data []byte, what string) *damageRun {
 	t.Helper()
+	sections := testSections(t)
 	done := make(chan *damageRun, 1)
 	go func() {
 		out := &damageRun{byKey: map[string]string{}}
@@ -105,7 +106,7 @@ func runDamaged(t *testing.T, data []byte, what string) *damageRun {
 		}
 		var buf bytes.Buffer
 		tw := NewTextWriter(&buf, EventWidth(names), false)
-		out.sum, out.runErr = Run(r, Options{Kallsyms: "-", SymFS: symfsForDamage, Jobs: 2, NoInline: true}, func(s *Sample) error {
+		out.sum, out.runErr = Run(r, Options{Kallsyms: "-", SymFS: symfsForDamage, Jobs: 2, NoInline: true, SectionCache: sections}, func(s *Sample) error {
 			buf.Reset()
 			if err := tw.Write(s); err != nil {
 				return err
