@@ -121,6 +121,10 @@ func (c *consumer) handle(rec []byte) error {
 	if res.Err != nil {
 		s.StopErr = res.Err.Error()
 	}
+	if res.Stop == unwinder.StopTruncated && len(c.stack.Data) == c.stackSize {
+		// Cut at the end of a full copy: a larger one would go on.
+		c.sum.SnapshotCut++
+	}
 	c.stack.Data = nil
 	c.sum.Samples++
 	c.sum.Stops[s.Stop]++
