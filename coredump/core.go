@@ -444,7 +444,7 @@ func (c *Core) nameThreads() {
 	}
 	for i := range c.Threads {
 		c.Threads[i].PID = c.Process.PID
-		if c.Threads[i].TID == c.Process.PID {
+		if c.Threads[i].TID == c.Process.PID && c.Threads[i].Name == "" {
 			c.Threads[i].Name = c.Process.Comm
 		}
 	}
@@ -486,4 +486,20 @@ func (c *Core) Close() error {
 		c.closer = nil
 	}
 	return err
+}
+
+// OnClose adds f to what Close releases (the file a Core assembled from
+// another format's bytes was read from).
+func (c *Core) OnClose(f func() error) {
+	prev := c.closer
+	c.closer = func() error {
+		var err error
+		if prev != nil {
+			err = prev()
+		}
+		if e := f(); err == nil {
+			err = e
+		}
+		return err
+	}
 }

@@ -24,6 +24,9 @@ type Object struct {
 	// read from the core's memory; nil when it could not be read (Err says
 	// why) or the object has none.
 	BuildID []byte
+	// BuildIDPrefix is true when BuildID holds only the first bytes of
+	// the object's build-id (a minidump's PDB70 CodeView record keeps 16).
+	BuildIDPrefix bool
 	// Err says why the ELF header, program headers or build-id note could
 	// not be read from the core's memory (typically: not dumped).
 	Err error
@@ -222,4 +225,10 @@ func fileIdentity(r ReaderAt) (id []byte, readOnly [][2]uint64, err error) {
 		}
 	}
 	return id, readOnly, nil
+}
+
+// FileBuildID returns the build-id of the ELF file r, nil when it has none.
+func FileBuildID(r ReaderAt) ([]byte, error) {
+	id, _, err := fileIdentity(r)
+	return id, err
 }

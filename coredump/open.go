@@ -52,15 +52,11 @@ func Open(path string, opts *Options) (*Core, error) {
 	if opts == nil {
 		opts = &Options{}
 	}
-	f, err := os.Open(path)
+	f, st, err := openStat(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
 	head, comp, c, err := readHead(f, path, opts)
 	if c != nil || err != nil {
 		return c, err
@@ -69,6 +65,20 @@ func Open(path string, opts *Options) (*Core, error) {
 		return openMapped(f, path, opts)
 	}
 	return openStream(io.MultiReader(bytes.NewReader(head), f), path, comp, opts)
+}
+
+// openStat opens the file at path and says what it is.
+func openStat(path string) (*os.File, os.FileInfo, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, st, nil
 }
 
 // OpenReader reads a core dump, compressed with zstd, xz or lz4 or not, from
@@ -206,4 +216,81 @@ func mapFile(f *os.File, path string) ([]byte, func() error, error) {
 		return nil, nil, fmt.Errorf("%s: can't map: %w", path, err)
 	}
 	return data, func() error { return unix.Munmap(data) }, nil
+}
+
+// Image is the uncompressed content of a dump file, whatever its format:
+// mapped when it is a plain regular file, else decompressed or copied into
+// an unlinked 0600 temporary file and mapped. Close releases it.
+type Image struct {
+	// Data is the dump's bytes; it stays valid until Close.
+	Data []byte
+	// Compression is how the file was compressed (None for plain).
+	Compression Compression
+	close       func() error
+}
+
+// Close unmaps the image.
+func (im *Image) Close() error {
+	if im.close == nil {
+		return nil
+	}
+	err := im.close()
+	im.close = nil
+	return err
+}
+
+// OpenImage reads the file at path (plain, or compressed with zstd, xz or
+// lz4, recognised by content; a pipe too) as Open does, without parsing
+// it: for a dump of another format (a minidump) that shares the core's way
+// in.
+func OpenImage(path string, opts *Options) (*Image, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	f, st, err := openStat(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var buf [ehdrSize]byte
+	n, err := io.ReadFull(f, buf[:])
+	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	comp, _ := Sniff(buf[:n])
+	if comp == None && st.Mode().IsRegular() {
+		data, unmap, err := mapFile(f, path)
+		if err != nil {
+			return nil, err
+		}
+		return &Image{Data: data, close: unmap}, nil
+	}
+	return imageFromStream(io.MultiReader(bytes.NewReader(buf[:n]), f), path, comp, opts)
+}
+
+// OpenImageReader is OpenImage for a stream; name stands for it in errors.
+func OpenImageReader(r io.Reader, name string, opts *Options) (*Image, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	var buf [ehdrSize]byte
+	n, err := io.ReadFull(r, buf[:])
+	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	comp, _ := Sniff(buf[:n])
+	return imageFromStream(io.MultiReader(bytes.NewReader(buf[:n]), r), name, comp, opts)
+}
+
+func imageFromStream(r io.Reader, name string, comp Compression, opts *Options) (*Image, error) {
+	src, err := decompress(r, name, comp, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer src.Close()
+	data, unmap, err := mapFile(src, name)
+	if err != nil {
+		return nil, err
+	}
+	return &Image{Data: data, Compression: comp, close: unmap}, nil
 }

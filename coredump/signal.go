@@ -98,3 +98,10 @@ func CodeName(signo, code int) string {
 	}
 	return strconv.Itoa(code)
 }
+
+// HasFaultAddress reports whether a siginfo's si_addr is the address of a
+// fault: a fault signal (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP) the
+// kernel raised (si_code > 0, not SI_KERNEL).
+func HasFaultAddress(signo, code int) bool {
+	return code > 0 && code != siKernel && faultSignal(signo)
+}

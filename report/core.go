@@ -14,6 +14,7 @@ import (
 	"github.com/ustack/ustack/arch"
 	"github.com/ustack/ustack/coredump"
 	"github.com/ustack/ustack/elfcache"
+	"github.com/ustack/ustack/minidump"
 	"github.com/ustack/ustack/procmaps"
 	"github.com/ustack/ustack/resolve"
 	"github.com/ustack/ustack/unwinder"
@@ -31,6 +32,9 @@ type CoreOptions struct {
 	// path the core records (for cores whose program has moved or gone).
 	// Its build-id must be the one in the core's memory.
 	Exe string
+
+	// unwound, when set, sees each thread's unwound frames (WriteMinidump).
+	unwound func(frames []unwinder.Frame)
 }
 
 // Core is an opened core dump with what its report needs: the core itself,
@@ -41,27 +45,89 @@ type Core struct {
 	// holding AT_ENTRY); "" when the core does not say.
 	ExePath string
 	exe     string
+	// Minidump is the minidump the core was read from; nil for an ELF
+	// core.
+	Minidump *minidump.Dump
 	// openMapped opens a mapped file where it is found now: --exe for
 	// the main executable, else the path under --symfs.
 	openMapped func(path string) (*os.File, error)
 }
 
-// OpenCore opens the core dump at path (an ELF core, or one compressed with
-// zstd, xz or lz4). Memory the core did not dump is read from the mapped
-// files under opts.SymFS, the main executable's from opts.Exe when set.
+// OpenCore opens the core dump at path: an ELF core or a minidump, plain
+// or compressed with zstd, xz or lz4 (recognised by content). Memory an
+// ELF core did not dump is read from the mapped files under opts.SymFS,
+// the main executable's from opts.Exe when set; a minidump's memory is
+// only its own.
 func OpenCore(path string, opts CoreOptions) (*Core, error) {
-	return openCore(path, opts, func(copts *coredump.Options) (*coredump.Core, error) { return coredump.Open(path, copts) })
+	return openCore(path, opts, func(copts *coredump.Options) (*coredump.Core, *minidump.Dump, error) {
+		if plainELF(path) {
+			c, err := coredump.Open(path, copts)
+			return c, nil, err
+		}
+		im, err := coredump.OpenImage(path, copts)
+		if err != nil {
+			return nil, nil, err
+		}
+		return parseImage(im, path, copts)
+	})
 }
 
 // OpenCoreReader is OpenCore for a core read from a stream (the pipe from
 // coredumpctl dump); name stands for it in messages.
 func OpenCoreReader(r io.Reader, name string, opts CoreOptions) (*Core, error) {
-	return openCore(name, opts, func(copts *coredump.Options) (*coredump.Core, error) {
-		return coredump.OpenReader(r, name, copts)
+	return openCore(name, opts, func(copts *coredump.Options) (*coredump.Core, *minidump.Dump, error) {
+		im, err := coredump.OpenImageReader(r, name, copts)
+		if err != nil {
+			return nil, nil, err
+		}
+		return parseImage(im, name, copts)
 	})
 }
 
-func openCore(name string, opts CoreOptions, open func(*coredump.Options) (*coredump.Core, error)) (*Core, error) {
+// plainELF reports whether the file at path starts as an ELF file does:
+// coredump.Open maps it and says what it is.
+func plainELF(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return true // coredump.Open says why
+	}
+	defer f.Close()
+	var head [4]byte
+	n, _ := io.ReadFull(f, head[:])
+	comp, _ := coredump.Sniff(head[:n])
+	return comp == coredump.None && !minidump.Sniff(head[:n])
+}
+
+// parseImage reads a dump's uncompressed bytes as a minidump or an ELF
+// core, by its first bytes; the Core closes the image.
+func parseImage(im *coredump.Image, name string, copts *coredump.Options) (*coredump.Core, *minidump.Dump, error) {
+	if minidump.Sniff(im.Data) {
+		d, err := minidump.Parse(im.Data, name)
+		if err != nil {
+			im.Close()
+			return nil, nil, err
+		}
+		c, err := d.Core()
+		if err != nil {
+			im.Close()
+			return nil, nil, err
+		}
+		c.OnClose(im.Close)
+		return c, d, nil
+	}
+	c, err := coredump.Parse(im.Data, name, copts)
+	if err != nil {
+		im.Close()
+		if len(im.Data) >= 4 && string(im.Data[:4]) != "\x7fELF" {
+			return nil, nil, fmt.Errorf("%s: %w (%s-compressed, but neither an ELF core nor a minidump inside)", name, coredump.ErrNotCore, im.Compression)
+		}
+		return nil, nil, err
+	}
+	c.OnClose(im.Close)
+	return c, nil, nil
+}
+
+func openCore(name string, opts CoreOptions, open func(*coredump.Options) (*coredump.Core, *minidump.Dump, error)) (*Core, error) {
 	cc := &Core{exe: opts.Exe}
 	cc.openMapped = func(p string) (*os.File, error) {
 		if cc.exe != "" && p == cc.ExePath {
@@ -76,11 +142,11 @@ func openCore(name string, opts CoreOptions, open func(*coredump.Options) (*core
 		return f, err
 	}
 	copts := &coredump.Options{OpenMapped: func(p string) (coredump.ReaderAt, error) { return cc.openMapped(p) }}
-	c, err := open(copts)
+	c, md, err := open(copts)
 	if err != nil {
 		return nil, err
 	}
-	cc.Core = c
+	cc.Core, cc.Minidump = c, md
 	cc.ExePath = mainExecutable(c)
 	if opts.Exe != "" && cc.ExePath == "" {
 		c.Close()
@@ -232,7 +298,7 @@ func (s *coreSession) exeSource() resolve.ObjectSource {
 	var want []byte
 	for _, o := range c.Objects() {
 		if o.Path == c.ExePath {
-			want = o.BuildID
+			want = c.wholeBuildID(o)
 		}
 	}
 	if len(want) > 0 && len(got) > 0 && !bytes.Equal(want, got) {
@@ -285,7 +351,7 @@ func coreMappings(cc *Core) []resolve.Mapping {
 	ids := map[string][]byte{}
 	for _, o := range c.Objects() {
 		if o.BuildID != nil {
-			ids[o.Path] = o.BuildID
+			ids[o.Path] = cc.wholeBuildID(o)
 		}
 	}
 	var out []resolve.Mapping
@@ -364,6 +430,27 @@ func anonCode(segs []coredump.Segment, have []resolve.Mapping) []resolve.Mapping
 			Path: anonPath, Prot: prot, Exec: true}})
 	}
 	return out
+}
+
+// wholeBuildID returns the object's build-id. A minidump's PDB70 record
+// holds only its first 16 bytes: the file at the object's path (under
+// --symfs) gives the whole id when its own begins with them. Otherwise
+// the prefix stays, and the resolver refuses the file with a warning that
+// names both ids; build-id caches and debuginfod, which need the whole
+// id, cannot be asked.
+func (c *Core) wholeBuildID(o coredump.Object) []byte {
+	if !o.BuildIDPrefix {
+		return o.BuildID
+	}
+	f, err := c.openMapped(o.Path)
+	if err != nil {
+		return o.BuildID
+	}
+	defer f.Close()
+	if id, err := coredump.FileBuildID(f); err == nil && len(id) > len(o.BuildID) && bytes.HasPrefix(id, o.BuildID) {
+		return id
+	}
+	return o.BuildID
 }
 
 // hasBuildID reports whether the core's memory gives the build-id of the
@@ -462,6 +549,9 @@ func RunCore(c *Core, opts CoreOptions, emit func(*Sample) error) (*Summary, err
 		out.Stop, out.StopErr = res.Stop.String(), ""
 		if res.Err != nil {
 			out.StopErr = res.Err.Error()
+		}
+		if opts.unwound != nil {
+			opts.unwound(frames[:res.Frames])
 		}
 		out.Frames = out.Frames[:0]
 		for k := 0; k < res.Frames; k++ {

@@ -19,7 +19,29 @@ func WriteCoreInfo(w io.Writer, c *Core, opts CoreOptions) error {
 	defer s.close()
 	bw := bufio.NewWriter(w)
 	a := c.Arch
-	fmt.Fprintf(bw, "core: %s (%s)\n", c.File, a)
+	if d := c.Minidump; d != nil {
+		fmt.Fprintf(bw, "minidump: %s (%s): %d streams", c.File, a, len(d.Streams))
+		if d.System != nil && d.System.OS != "" {
+			fmt.Fprintf(bw, ", system %q", d.System.OS)
+		}
+		fmt.Fprintln(bw)
+		if len(d.CmdLine) > 0 {
+			fmt.Fprintf(bw, "command line: %q\n", d.CmdLine)
+		}
+		fmt.Fprintf(bw, "modules: %d\n", len(d.Modules))
+		for _, m := range d.Modules {
+			id := "no build-id"
+			switch {
+			case m.BuildIDPrefix:
+				id = fmt.Sprintf("build-id %x... (PDB70: its first 16 bytes)", m.BuildID)
+			case m.BuildID != nil:
+				id = fmt.Sprintf("build-id %x (%s)", m.BuildID, m.CodeView)
+			}
+			fmt.Fprintf(bw, "  %#x-%#x %s, %s\n", m.Base, m.Base+m.Size, m.Name, id)
+		}
+	} else {
+		fmt.Fprintf(bw, "core: %s (%s)\n", c.File, a)
+	}
 	if p := c.Process; p.Known {
 		fmt.Fprintf(bw, "process: pid %d ppid %d comm %q args %q\n", p.PID, p.PPID, p.Comm, p.Args)
 	} else {

@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/ustack/ustack/coredump"
+	"github.com/ustack/ustack/minidump"
 	"github.com/ustack/ustack/report"
 )
 
@@ -16,13 +17,26 @@ import (
 // given to the core reader, which says what it holds if no core.
 func isCore(path string) bool {
 	_, ok := sniffCore(path)
-	return ok
+	return ok || isMinidump(path)
 }
 
 // coreHead is isCore for the first bytes of a stream.
 func coreHead(head []byte) bool {
 	_, ok := coredump.Sniff(head)
-	return ok
+	return ok || minidump.Sniff(head)
+}
+
+// isMinidump reports whether the file at path starts with a minidump's
+// signature.
+func isMinidump(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var head [4]byte
+	n, _ := io.ReadFull(f, head[:])
+	return minidump.Sniff(head[:n])
 }
 
 // stdinReader, when set (by tests), is what -i - reads instead of os.Stdin.

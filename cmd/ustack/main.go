@@ -22,6 +22,7 @@ const usage = `usage: ustack <command> [flags] [args]
 commands:
   record   record user registers and stacks at kernel events: ustack record -e EVENT -- CMD
   report   unwind a recording or core dump; print it like perf script, JSON, flame graph, pprof
+  minidump write a minidump of a core dump: ustack minidump -i CORE -o FILE.dmp
   archive  write a recording's objects in perf's build-id cache layout (for perf report)
   unwind   unwind test fixtures (testdata/fixtures/*.json), each frame tagged with how it was found
   help     show a command's flags: ustack help COMMAND
@@ -54,6 +55,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdArchive(args[1:], stdout, stderr)
 	case "report":
 		return cmdReport(args[1:], stdout, stderr)
+	case "minidump":
+		return cmdMinidump(args[1:], stdout, stderr)
 	case "help":
 		if len(args) > 2 {
 			fmt.Fprintf(stderr, "ustack help: one command at a time, got %q\n", args[1:])
@@ -84,7 +87,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 // commands are the subcommands "ustack help" knows.
-var commands = map[string]bool{"record": true, "report": true, "unwind": true, "archive": true}
+var commands = map[string]bool{"record": true, "report": true, "unwind": true, "archive": true, "minidump": true}
 
 // parseFlags parses a subcommand's flags the way every ustack command
 // does: -h prints the command's help on stdout (exit 0); a flag error

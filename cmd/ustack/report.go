@@ -66,7 +66,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	verbose := fs.Bool("verbose", false, "say in the summary where each object's unwind, symbol and line information came from (JSON: a last summary record)")
 	fields := fs.String("F", "", "text format: perf script's -F `fields` (comm,pid,tid,cpu,time,period,event,trace,ip,sym,symoff,dso,srcline, or +field,-field to change the defaults)")
 	exe := fs.String("exe", "", "core dumps: the main executable `file`, instead of the path the core records")
-	coreInfo := fs.Bool("core-info", false, "core dumps: list the threads, the signal, the mappings and which objects were found, instead of the stacks")
+	coreInfo := fs.Bool("core-info", false, "core dumps and minidumps: list the threads, the signal, the mappings (and a minidump's modules) and which objects were found, instead of the stacks")
 	var filt filterFlags
 	fs.StringVar(&filt.pid, "pid", "", "only samples of these comma-separated process `ids`, like perf script --pid")
 	fs.StringVar(&filt.tid, "tid", "", "only samples of these comma-separated thread `ids`")
@@ -75,7 +75,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&filt.time, "time", "", "only samples in this time `range`: start,stop in seconds (start, or ,stop for open ranges; several separated by spaces)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: ustack report [flags] [FILE]\n\nUnwinds and symbolizes every sample of a recording (FILE or -i, default perf.data) and prints its stack;\n"+
-			"of an ELF core dump (x86_64 or aarch64, also compressed with zstd, xz or lz4), every thread's stack.\n"+
+			"of an ELF core dump or a minidump (x86_64 or aarch64, also compressed with zstd, xz or lz4), every thread's stack.\n"+
 			"Exit status: 0 ok, 1 error, 2 usage, 3 damaged recording (intact samples reported), 4 no samples in the recording.\n"+
 			"The JSON's \"how\" and \"stop\" values: %s\n\nflags:\n", glossaryURL)
 		printFlags(fs)
