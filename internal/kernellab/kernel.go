@@ -67,7 +67,21 @@ func FindKernel(ctx context.Context, cache, suite, arch string) (*Kernel, error)
 		if err != nil {
 			return nil, err
 		}
-		os.RemoveAll(dir)
+		// Unpacked beside dir and renamed into place when whole: two test
+		// runs at once (a user's go test beside CI's) must never see, or
+		// remove, each other's half-made directory.
+		final := dir
+		if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
+			return nil, err
+		}
+		dir, err := os.MkdirTemp(filepath.Dir(final), ".unpack-*")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		if err := os.Chmod(dir, 0o755); err != nil {
+			return nil, err
+		}
 		keep := func(name string) bool {
 			return strings.HasPrefix(name, "boot/vmlinu") ||
 				(strings.HasPrefix(name, "lib/modules/") && (strings.HasSuffix(name, ".ko") || strings.HasSuffix(name, ".ko.xz") || strings.HasSuffix(name, "/modules.builtin")))
@@ -91,8 +105,17 @@ func FindKernel(ctx context.Context, cache, suite, arch string) (*Kernel, error)
 		if err := unxzModules(dir); err != nil {
 			return nil, err
 		}
-		if err := os.WriteFile(done, nil, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, ".done"), nil, 0o644); err != nil {
 			return nil, err
+		}
+		if err := os.Rename(dir, final); err != nil {
+			if _, serr := os.Stat(done); serr != nil {
+				// Not another run's whole directory: a stale one.
+				os.RemoveAll(final)
+				if err := os.Rename(dir, final); err != nil {
+					return nil, err
+				}
+			}
 		}
 	}
 	images, _ := filepath.Glob(filepath.Join(dir, "boot", "vmlinu*"))
