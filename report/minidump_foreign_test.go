@@ -1,9 +1,13 @@
 package report
 
 import (
+	"bytes"
+	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -395,3 +399,105 @@ func refusesOtherLibc(t *testing.T, tr *lldbDumpTruth, d *minidump.Dump, dump st
 	require.NotEmpty(t, id, "lldb's module list has libc.so.6's build-id")
 	assert.Contains(t, sum.Missing[libc], id, "a libc of another build-id is refused, naming the minidump's")
 }
+
+// TestLLDBReadsMemory64List checks the reader's 64-bit memory list
+// against lldb 15's reading of one. No writer on this machine makes one
+// (lldb 15 writes minidumps of style stack only, with a 32-bit memory
+// list): the test moves the memory list of lldb's c_threads minidump into
+// a Memory64List (MINIDUMP_MEMORY64_LIST: a 64-bit count and base RVA,
+// then address and size per range, the bytes one after another from the
+// base), in place of the memory list's directory entry. The reader must
+// find the same ranges with the same bytes as in the memory list, and lldb
+// must read the same words at each thread's stack pointer and in glibc's
+// text from both files, and unwind both alike.
+func TestLLDBReadsMemory64List(t *testing.T) {
+	var tr *lldbDumpTruth
+	for _, x := range lldbDumpFixtures(t) {
+		if x.Name == "c_threads" {
+			tr = x
+		}
+	}
+	require.NotNil(t, tr)
+	orig := lldbDump(t, tr)
+	data, err := os.ReadFile(orig)
+	require.NoError(t, err)
+	d32, err := minidump.Parse(data, orig)
+	require.NoError(t, err)
+
+	// The memory list's ranges, moved into a Memory64List at the end.
+	var list *minidump.Stream
+	dirRVA := le32(data[12:])
+	for i := range d32.Streams {
+		if d32.Streams[i].Type == minidump.StreamMemoryList {
+			list = &d32.Streams[i]
+			dirRVA += uint32(i) * 12
+		}
+	}
+	require.NotNil(t, list)
+	n := int(le32(data[list.Offset:]))
+	conv := append([]byte(nil), data...)
+	for len(conv)%8 != 0 {
+		conv = append(conv, 0)
+	}
+	at := len(conv)
+	size := 16 + 16*n
+	base := uint64(at + size)
+	conv = binary.LittleEndian.AppendUint64(conv, uint64(n))
+	conv = binary.LittleEndian.AppendUint64(conv, base)
+	var blob []byte
+	want := map[uint64][]byte{}
+	for i := 0; i < n; i++ {
+		e := data[int(list.Offset)+4+16*i:]
+		addr, sz, rva := binary.LittleEndian.Uint64(e), le32(e[8:]), le32(e[12:])
+		conv = binary.LittleEndian.AppendUint64(conv, addr)
+		conv = binary.LittleEndian.AppendUint64(conv, uint64(sz))
+		blob = append(blob, data[rva:rva+sz]...)
+		want[addr] = data[rva : rva+sz]
+	}
+	conv = append(conv, blob...)
+	binary.LittleEndian.PutUint32(conv[dirRVA:], minidump.StreamMemory64List)
+	binary.LittleEndian.PutUint32(conv[dirRVA+4:], uint32(size))
+	binary.LittleEndian.PutUint32(conv[dirRVA+8:], uint32(at))
+	conv64 := filepath.Join(t.TempDir(), "c_threads64.dmp")
+	require.NoError(t, os.WriteFile(conv64, conv, 0o600))
+
+	d64, err := minidump.Parse(conv, conv64)
+	require.NoError(t, err)
+	assert.Empty(t, d64.Warnings)
+	got := map[uint64][]byte{}
+	for _, r := range d64.Memory {
+		got[r.Addr] = r.Data
+		assert.GreaterOrEqual(t, r.Offset, int64(base), "range at %#x comes from the 64-bit list", r.Addr)
+	}
+	require.Equal(t, len(want), len(got))
+	for a, b := range want {
+		assert.True(t, bytes.Equal(b, got[a]), "range at %#x", a)
+	}
+
+	lldb, err := exec.LookPath("lldb-15")
+	if err != nil {
+		t.Skip("lldb-15 is not installed (Debian package lldb-15): lldb's reading of the 64-bit memory list is not compared")
+	}
+	cmds := []string{}
+	for _, th := range d32.Threads {
+		sp, _ := th.Regs.Get(arch.AMD64_RSP)
+		cmds = append(cmds, "-o", fmt.Sprintf("memory read --format x --size 8 --count 4 %#x", sp))
+	}
+	for a := range want {
+		cmds = append(cmds, "-o", fmt.Sprintf("memory read --format x --size 8 --count 2 %#x", a+64))
+	}
+	cmds = append(cmds, "-o", "bt all")
+	read := func(path string) string {
+		ctx, cancel := context.WithTimeout(context.Background(), testprog.Timeout)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, lldb, append([]string{"--batch", "-o", "target create --core " + path}, cmds...)...).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		s := string(out)
+		s = s[strings.Index(s, "(lldb) memory read"):]
+		assert.NotContains(t, s, "error:", "lldb reads every address from %s", path)
+		return s
+	}
+	assert.Equal(t, read(orig), read(conv64), "lldb reads the same memory and stacks from the 64-bit memory list")
+}
+
+func le32(b []byte) uint32 { return binary.LittleEndian.Uint32(b) }
