@@ -129,20 +129,41 @@ func lldbDumpFixtures(t *testing.T) []*lldbDumpTruth {
 	return loadLLDBDumpTruth(t, filepath.Join(testdataDir, "minidumps", "x86_64"))
 }
 
-func loadLLDBDumpTruth(t *testing.T, dir string) []*lldbDumpTruth {
+func loadLLDBDumpTruth(t testing.TB, dir string) []*lldbDumpTruth {
 	t.Helper()
 	paths, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	require.NoError(t, err)
+	big, err := filepath.Glob(filepath.Join(dir, "*.json.zst"))
+	require.NoError(t, err)
+	paths = append(paths, big...)
 	require.NotEmpty(t, paths, "no minidump truth files in %s", dir)
 	var out []*lldbDumpTruth
 	for _, p := range paths {
-		data, err := os.ReadFile(p)
-		require.NoError(t, err)
+		data := readMaybeZstd(t, p)
 		tr := &lldbDumpTruth{}
 		require.NoError(t, json.Unmarshal(data, tr), p)
 		out = append(out, tr)
 	}
 	return out
+}
+
+// readMaybeZstd reads the file at path, decompressing a .zst file.
+func readMaybeZstd(t testing.TB, path string) []byte {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	if !strings.HasSuffix(path, ".zst") {
+		data, err := io.ReadAll(f)
+		require.NoError(t, err)
+		return data
+	}
+	zr, err := zstd.NewReader(f)
+	require.NoError(t, err)
+	defer zr.Close()
+	data, err := io.ReadAll(zr)
+	require.NoError(t, err)
+	return data
 }
 
 // lldbDump returns lldb's minidump: a live run's as written, a committed
@@ -153,14 +174,14 @@ func lldbDump(t *testing.T, tr *lldbDumpTruth) string {
 	if tr.live {
 		return tr.Dump
 	}
-	f, err := os.Open(filepath.Join(testdataDir, tr.Dump))
-	require.NoError(t, err)
-	defer f.Close()
-	zr, err := zstd.NewReader(f)
-	require.NoError(t, err)
-	defer zr.Close()
-	data, err := io.ReadAll(zr)
-	require.NoError(t, err)
+	return restoreLLDBDump(t, tr, t.TempDir())
+}
+
+// restoreLLDBDump writes a committed minidump, its elided ranges put
+// back, into dir.
+func restoreLLDBDump(t testing.TB, tr *lldbDumpTruth, dir string) string {
+	t.Helper()
+	data := readMaybeZstd(t, filepath.Join(testdataDir, tr.Dump))
 	for _, e := range tr.Elided {
 		obj, err := os.ReadFile(filepath.Join(testdataDir, tr.Files[e.Path]))
 		require.NoError(t, err)
@@ -169,7 +190,7 @@ func lldbDump(t *testing.T, tr *lldbDumpTruth) string {
 	}
 	sum := sha256.Sum256(data)
 	require.Equal(t, tr.SHA256, hex.EncodeToString(sum[:]), "the restored minidump is lldb's")
-	path := filepath.Join(t.TempDir(), tr.Name+".dmp")
+	path := filepath.Join(dir, tr.Name+".dmp")
 	require.NoError(t, os.WriteFile(path, data, 0o600))
 	return path
 }
@@ -183,7 +204,11 @@ func lldbDumpSymfs(t *testing.T, tr *lldbDumpTruth, d *minidump.Dump) string {
 	if tr.live {
 		return ""
 	}
-	dir := t.TempDir()
+	return layoutSymfs(t, tr, d, t.TempDir())
+}
+
+func layoutSymfs(t testing.TB, tr *lldbDumpTruth, d *minidump.Dump, dir string) string {
+	t.Helper()
 	for rec, rel := range tr.Files {
 		require.NoError(t, os.MkdirAll(filepath.Join(dir, filepath.Dir(rec)), 0o755))
 		data, err := os.ReadFile(filepath.Join(testdataDir, rel))
@@ -501,3 +526,42 @@ func TestLLDBReadsMemory64List(t *testing.T) {
 }
 
 func le32(b []byte) uint32 { return binary.LittleEndian.Uint32(b) }
+
+// BenchmarkLLDBMinidump64 reports lldb 15's minidump of 65 threads
+// (threads64: 64 blocked at the end of 8 calls of their own; objects from
+// a symfs, JSON to memory) after a first report that fills the object
+// caches. scripts/bench-minidump.sh times the ustack command against
+// lldb's bt all of the same kind of minidump.
+func BenchmarkLLDBMinidump64(b *testing.B) {
+	var tr *lldbDumpTruth
+	require.NoError(b, testfiles.Unpack(testdataDir))
+	for _, x := range loadLLDBDumpTruth(b, filepath.Join(testdataDir, "minidumps", "x86_64")) {
+		if x.Name == "threads64" {
+			tr = x
+		}
+	}
+	require.NotNil(b, tr)
+	path := restoreLLDBDump(b, tr, b.TempDir())
+	d, err := minidump.Open(path, nil)
+	require.NoError(b, err)
+	defer d.Close()
+	opts := CoreOptions{Options: Options{SymFS: layoutSymfs(b, tr, d, b.TempDir()), BuildIDDir: b.TempDir()}}
+	c, err := OpenCore(path, opts)
+	require.NoError(b, err)
+	defer c.Close()
+	var buf bytes.Buffer
+	threads := 0
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		buf.Reset()
+		w := NewJSONWriter(&buf, false)
+		sum, err := RunCore(c, opts, w.Write)
+		if err != nil {
+			b.Fatal(err)
+		}
+		threads += sum.Samples
+		w.Flush()
+	}
+	b.ReportMetric(float64(threads)/b.Elapsed().Seconds(), "threads/s")
+}
