@@ -111,6 +111,18 @@ def states(pid):
     return out
 
 
+def all_stopped(pid):
+    """Waits (10 s at most) until every thread is in group-stop: the
+    threads lldb or gdb resumed take the pending SIGSTOP when next
+    scheduled."""
+    deadline = time.time() + 10
+    while set(states(pid)) != {"T"}:
+        if time.time() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def lldb(args, **kw):
     # lldb 15's Python is broken on Debian 12 (it prints a traceback at
     # start); its commands work.
@@ -133,11 +145,11 @@ def capture(exe, want, d):
         lldb(["-o", "process attach -p %d" % p.pid,
               "-o", "process save-core --plugin-name=minidump --style stack " + dmp,
               "-o", "platform shell kill -STOP %d" % p.pid, "-o", "process detach"])
-        if set(states(p.pid)) != {"T"}:
+        if not all_stopped(p.pid):
             raise SystemExit("%s: not stopped after lldb detached: %s" % (exe, states(p.pid)))
         sh(["gdb", "-p", str(p.pid), "-batch", "-nx", "-iex", "set auto-load no", "-ex", "gcore " + core],
            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        if set(states(p.pid)) != {"T"} or syscalls(p.pid) != before:
+        if not all_stopped(p.pid) or syscalls(p.pid) != before:
             raise SystemExit("%s: threads moved between lldb and gdb: %s %s -> %s" %
                              (exe, states(p.pid), before, syscalls(p.pid)))
     finally:
