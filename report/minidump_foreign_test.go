@@ -66,7 +66,8 @@ type lldbDumpTruth struct {
 
 // TestLLDBMinidump reports minidumps lldb 15 wrote of live C and C++
 // processes (threads blocked in nanosleep, read, futex and poll, one in a
-// SIGUSR1 handler; -O2 -g, no frame pointers) and compares every thread
+// SIGUSR1 handler; -O2 -g, no frame pointers; and the benchmark's 65
+// threads) and compares every thread
 // with lldb's own bt all of the minidump and with gdb's backtrace of a
 // core of the same stop (testdata/gen/minidumps/gen.py): the committed
 // fixtures, and the same programs captured again here when lldb-15, gdb,
