@@ -112,6 +112,26 @@ func (d *Dump) mappings() []coredump.Mapping {
 	return out
 }
 
+// mappedAt returns the path of the file LinuxMaps maps at addr from its
+// first byte and the end of that file's mappings that follow without a
+// gap (or with only anonymous memory between them: a segment's bss).
+func (d *Dump) mappedAt(addr uint64) (path string, end uint64, ok bool) {
+	for i, m := range d.Maps {
+		if m.Start != addr || m.Offset != 0 || !strings.HasPrefix(m.Path, "/") {
+			continue
+		}
+		end = m.End
+		for _, n := range d.Maps[i+1:] {
+			if n.Path != m.Path || n.Inode != m.Inode || n.Dev != m.Dev {
+				break
+			}
+			end = n.End
+		}
+		return m.Path, end, true
+	}
+	return "", 0, false
+}
+
 func (d *Dump) auxv(t uint64) (uint64, bool) {
 	for _, e := range d.Auxv {
 		if e.Type == t {
@@ -151,12 +171,21 @@ func (d *Dump) memory() []coredump.MemoryRange {
 	return out
 }
 
-// objects are the modules, the vdso named "[vdso]" as a core names it.
+// objects are the modules, the vdso named "[vdso]" as a core names it. A
+// module that LinuxMaps maps from its base (file offset 0) takes the
+// maps' path and the end of that file's last mapping: the module list
+// may name the file as the dynamic linker did (lldb writes
+// /lib/x86_64-linux-gnu/libc.so.6 where the maps say
+// /usr/lib/x86_64-linux-gnu/libc.so.6) and size it as its first segment
+// only (lldb), and the mappings find their object's build-id by path.
 func (d *Dump) objects() []coredump.Object {
 	vdso, hasVDSO := d.auxv(coredump.AT_SYSINFO_EHDR)
 	var out []coredump.Object
 	for _, m := range d.Modules {
 		o := coredump.Object{Path: m.Name, Start: m.Base, End: m.Base + m.Size, BuildID: m.BuildID, BuildIDPrefix: m.BuildIDPrefix}
+		if path, end, ok := d.mappedAt(m.Base); ok {
+			o.Path, o.End = path, max(o.End, end)
+		}
 		if hasVDSO && m.Base == vdso || strings.Contains(m.Name, "linux-vdso") || strings.Contains(m.Name, "linux-gate") {
 			o.Path = "[vdso]"
 			if hasVDSO && m.Base == vdso {

@@ -36,6 +36,27 @@
 // each thread's program counter, the vdso, the modules with their
 // build-ids and paths, and the Linux streams.
 //
+// A module's path and extent come from LinuxMaps where a mapping starts
+// at its base: lldb names modules as the dynamic linker does
+// (/lib/x86_64-linux-gnu/libc.so.6 where the maps say /usr/lib/...) and
+// sizes them as their first segment only, and the mappings take their
+// build-id from the object of their path.
+//
+// What has been checked against other tools' files, and what has not.
+// Checked: lldb 15's minidumps of live x86_64 processes (report's
+// TestLLDBMinidump, testdata/minidumps/README.md: the thread list, lldb's
+// 720-byte contexts, the memory list, 'BpEL' modules, the exception and
+// the Linux streams lldb writes); lldb 15's reading of Write's minidumps
+// (report's TestMinidumpLLDB); the 64-bit memory list's layout, as lldb
+// 15 reads it (report's TestLLDBReadsMemory64List: no writer on hand
+// makes one, lldb 15 writes style stack only, so the test moves an lldb
+// minidump's memory list into one). Not checked against any real
+// writer's file, only against the layouts in Breakpad's and Crashpad's
+// headers: the DSO debug stream (MDRawDebug64 and its MDRawLinkMap64
+// entries; read into Dump.DSODebug, used by nothing else), PDB70 CodeView
+// records of ELF modules, the arm64 contexts (both layouts), the thread
+// name list, and Breakpad's, Crashpad's and Sentry's minidumps as a whole.
+//
 // A damaged minidump yields what is intact: each stream is decoded on its
 // own, and what could not be read is listed in Dump.Warnings, naming the
 // file and offset. Counts and sizes are checked against the file, so a

@@ -235,6 +235,12 @@ func newCoreSession(c *Core, opts CoreOptions) *coreSession {
 			// Said in the summary's missing objects, unless found
 			// elsewhere.
 			s.vdsoWhy = fmt.Sprintf("not in the core: %v", err)
+			if at, _ := c.VDSO(); c.Minidump != nil && errors.Is(err, coredump.ErrUnmapped) {
+				// lldb 15 keeps no memory but the stacks and the
+				// mappings around the threads' pcs.
+				s.vdsoWhy = fmt.Sprintf("not in the minidump: %s holds no memory at %#x, where the vdso was mapped; "+
+					"nor was it found by its build-id", c.File, at)
+			}
 		}
 		vdso = img
 	}

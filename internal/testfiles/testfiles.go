@@ -41,9 +41,9 @@ func Dir() string {
 
 // packedDirs are the directories of a testdata tree, relative to it, whose
 // NAME.xz files are objects to unpack: testdata/objects/<arch> and
-// testdata/cores/<arch>/bin. Other .xz files (a recording, a test input
+// testdata/cores/<arch>/bin and testdata/minidumps/<arch>/bin. Other .xz files (a recording, a test input
 // that is meant to be compressed) are left alone.
-var packedDirs = []string{"objects/*", "cores/*/bin"}
+var packedDirs = []string{"objects/*", "cores/*/bin", "minidumps/*/bin"}
 
 // unpacked remembers, per testdata directory, the result of its one Unpack.
 var unpacked sync.Map // absolute dir -> *unpackOnce
@@ -54,7 +54,7 @@ type unpackOnce struct {
 }
 
 // Unpack decompresses every committed NAME.xz object of the testdata tree
-// at dir (objects/<arch>/, cores/<arch>/bin/) to NAME beside it, where NAME
+// at dir (objects/<arch>/, cores/<arch>/bin/, minidumps/<arch>/bin/) to NAME beside it, where NAME
 // is missing or older than the .xz. It does the work once per directory
 // and process; later calls return the first call's result.
 func Unpack(dir string) error {

@@ -23,7 +23,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTDATA = os.path.abspath(os.path.join(HERE, ".."))
-DIRS = ["objects/*", "cores/*/bin"]
+DIRS = ["objects/*", "cores/*/bin", "minidumps/*/bin"]
 LIMIT = 64 * 1024
 KEEP_PLAIN = {"objects/x86_64/goprog", "objects/x86_64/goprog_stripped"}
 IGNORE = os.path.join(TESTDATA, ".gitignore")
