@@ -179,6 +179,9 @@ func (s *coreSession) runGoroutines(sum *Summary, u *unwinder.Unwinder, cache *u
 				out.StackSize = int(min(g.StackHi-g.SP, 1<<30))
 			}
 			res := u.Unwind(cache, as, &regs, mem, frames)
+			if th == nil && res.Frames > 0 {
+				s.savedPCFrame(&frames[0])
+			}
 			out.Stop = res.Stop.String()
 			if res.Err != nil {
 				out.StopErr = res.Err.Error()
@@ -194,4 +197,20 @@ func (s *coreSession) runGoroutines(sum *Summary, u *unwinder.Unwinder, cache *u
 		}
 	}
 	return nil
+}
+
+// savedPCFrame marks the first frame of a goroutine unwound from the
+// registers the scheduler saved as a return address when its PC is past
+// its function's entry, as the runtime's traceback does: g.sched.pc is
+// where mcall (gopark, Gosched) returns to, so the goroutine waits in the
+// call before it; only a goroutine that has not run yet saved its
+// function's entry.
+func (s *coreSession) savedPCFrame(f *unwinder.Frame) {
+	obj := s.space.Object(int(f.Mapping))
+	if obj == nil || f.PC == 0 {
+		return
+	}
+	if _, off, ok := obj.Symbolize(f.PC - s.space.Bias(int(f.Mapping))); ok && off > 0 {
+		f.Flags |= unwinder.FrameReturnAddress
+	}
 }
