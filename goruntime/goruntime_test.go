@@ -5,14 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"github.com/ustack/ustack/arch"
 	"github.com/ustack/ustack/elfcache"
+	"github.com/ustack/ustack/internal/testprog"
 )
 
 // goOldToolchain is the oldest Go goruntime reads (.ci/run fetches it).
@@ -40,37 +39,15 @@ func buildGo(t *testing.T, toolchain, goarch string, ldflags string) string {
 	if exe, ok := built[key]; ok {
 		return exe
 	}
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("go is not on PATH")
-	}
 	if buildDir == "" {
+		var err error
 		buildDir, err = os.MkdirTemp("", "goruntime-test")
 		require.NoError(t, err)
 	}
-	dir := filepath.Join(buildDir, strings.NewReplacer("/", "_", " ", "_").Replace(key))
-	require.NoError(t, os.MkdirAll(dir, 0o755))
 	src, err := os.ReadFile("../report/testdata/goroutines/main.go")
 	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), src, 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module goroutines\n\ngo 1.21\n"), 0o644))
-	env := append(os.Environ(), "GOFLAGS=", "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+goarch, "GOTOOLCHAIN=local")
-	if toolchain != "" {
-		env = append(env, "GOTOOLCHAIN="+toolchain, "GOPROXY=off")
-	}
-	exe := filepath.Join(dir, "prog")
-	args := []string{"build", "-o", exe}
-	if ldflags != "" {
-		args = append(args, "-ldflags="+ldflags)
-	}
-	cmd := exec.Command(goTool, append(args, ".")...)
-	cmd.Dir, cmd.Env = dir, env
-	if out, err := cmd.CombinedOutput(); err != nil {
-		if toolchain != "" {
-			t.Skipf("go build with %s (GOTOOLCHAIN=%s go version fetches it into the module cache): %v\n%s", toolchain, toolchain, err, out)
-		}
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	name := strings.NewReplacer("/", "_", " ", "_").Replace("prog_" + key)
+	exe := testprog.BuildGo(t, buildDir, name, string(src), toolchain, goarch, ldflags)
 	built[key] = exe
 	return exe
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/go-delve/delve/pkg/proc"
 	"github.com/go-delve/delve/pkg/proc/core"
 	"github.com/stretchr/testify/require"
+	"github.com/ustack/ustack/internal/testprog"
 )
 
 // goOldToolchain is the second Go the goroutine tests build with, the
@@ -67,38 +69,18 @@ func crashGoProgram(t testing.TB, toolchain string, stripped bool, args ...strin
 	if strings.HasPrefix(p, "|") || strings.Contains(p, "/") {
 		t.Skipf("core_pattern is %q: the test needs the kernel to write cores as files in the working directory (core_pattern 'core' or 'core.%%p')", p)
 	}
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("go is not on PATH: cannot build the Go test program")
-	}
 	dir := t.TempDir()
 	src, err := os.ReadFile("testdata/goroutines/main.go")
 	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), src, 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module goroutines\n\ngo 1.21\n"), 0o644))
-	env := append(os.Environ(), "GOFLAGS=", "CGO_ENABLED=0", "GOTOOLCHAIN=local")
-	if toolchain != "" {
-		env = append(env, "GOTOOLCHAIN="+toolchain, "GOPROXY=off")
-		cmd := exec.Command(goTool, "version")
-		cmd.Dir, cmd.Env = dir, env
-		if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), toolchain+" ") {
-			t.Skipf("Go toolchain %s not in the module cache (GOTOOLCHAIN=%s go version fetches it): %v %s", toolchain, toolchain, err, out)
-		}
-	}
-	exe := filepath.Join(dir, "goroutines")
-	bargs := []string{"build", "-o", exe}
+	ldflags := ""
 	if stripped {
-		bargs = append(bargs, "-ldflags=-s -w")
+		ldflags = "-s -w"
 	}
-	cmd := exec.Command(goTool, append(bargs, ".")...)
-	cmd.Dir, cmd.Env = dir, env
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	exe := testprog.BuildGo(t, dir, "goroutines", string(src), toolchain, runtime.GOARCH, ldflags)
 	run := filepath.Join(dir, "run")
 	require.NoError(t, os.Mkdir(run, 0o755))
 	var stderr bytes.Buffer
-	cmd = exec.Command("sh", append([]string{"-c", `ulimit -c unlimited && exec "$0" "$@"`, exe}, args...)...)
+	cmd := exec.Command("sh", append([]string{"-c", `ulimit -c unlimited && exec "$0" "$@"`, exe}, args...)...)
 	cmd.Dir, cmd.Stderr = run, &stderr
 	cmd.Env = append(os.Environ(), "GOMAXPROCS=1", "GOTRACEBACK=crash")
 	err = cmd.Run()
