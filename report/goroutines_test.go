@@ -3,6 +3,7 @@ package report
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/go-delve/delve/pkg/proc"
 	"github.com/go-delve/delve/pkg/proc/core"
+	"github.com/google/pprof/profile"
 	"github.com/stretchr/testify/require"
 	"github.com/ustack/ustack/internal/testprog"
 )
@@ -355,4 +357,82 @@ func TestGoroutinesMatchDelve(t *testing.T) {
 			t.Logf("%d goroutines agree with Delve (the first physical frame identical too in %d)", n, sameFirst)
 		})
 	}
+}
+
+// TestGoroutinesEveryFormat: every output format carries the goroutines:
+// text prints each with its header as the runtime begins it (id, status,
+// creator, thread), JSON validates against docs/report.schema.json with a
+// goroutine object per sample, pprof labels each sample with its goroutine,
+// speedscope opens a profile per goroutine, folded and the flame graph
+// hold their stacks.
+func TestGoroutinesEveryFormat(t *testing.T) {
+	c := crashGoProgram(t, "", false, "3")
+	got := ustackGoroutines(t, c.core)
+	out := map[string]string{}
+	for _, format := range Formats() {
+		opts := CoreOptions{Goroutines: true}
+		cc, err := OpenCore(c.core, opts)
+		require.NoError(t, err)
+		var b bytes.Buffer
+		w, err := NewWriter(format, &b, WriterOptions{Events: []string{GoroutineEvent}})
+		require.NoError(t, err)
+		_, err = RunCore(cc, opts, w.Write)
+		require.NoError(t, err)
+		require.NoError(t, w.Close())
+		cc.Close()
+		out[format] = b.String()
+	}
+	// A waiting goroutine and the running one, as the runtime heads them.
+	var waiting uint64
+	for _, id := range c.order {
+		if c.trace[id].status == "chan receive" {
+			waiting = id
+			break
+		}
+	}
+	require.NotZero(t, waiting)
+	w := c.trace[waiting]
+	require.Contains(t, out["text"], fmt.Sprintf(" goroutine: %d [chan receive] created by %s in goroutine %d at %s:%d\n",
+		waiting, w.createdBy, w.creator, w.createdFile, w.createdLine))
+	require.Regexp(t, `goroutines +\d+/\d+ +goroutine: 1 \[running\] on thread \d+ created by .* SIGABRT\n`, out["text"])
+
+	samples := validateLines(t, reportSchema(t), []byte(out["json"]))
+	require.Len(t, samples, len(got))
+	for _, s := range samples {
+		require.Equal(t, GoroutineEvent, s["event"])
+		g := s["goroutine"].(map[string]any)
+		n, err := g["id"].(json.Number).Int64()
+		require.NoError(t, err)
+		id := uint64(n)
+		require.Contains(t, got, id)
+		if id == waiting {
+			require.Equal(t, "waiting", g["status"])
+			require.Equal(t, "chan receive", g["wait_reason"])
+			require.Equal(t, w.createdBy, g["created_by"])
+			require.Equal(t, json.Number(strconv.Itoa(w.createdLine)), g["created_line"])
+			require.Nil(t, g["thread"])
+			require.Equal(t, json.Number("-1"), s["tid"])
+		}
+	}
+
+	prof, err := profile.Parse(strings.NewReader(out["pprof"]))
+	require.NoError(t, err)
+	require.Len(t, prof.Sample, len(got))
+	ids := map[int64]bool{}
+	for _, s := range prof.Sample {
+		require.Len(t, s.NumLabel["goroutine"], 1)
+		ids[s.NumLabel["goroutine"][0]] = true
+	}
+	require.Len(t, ids, len(got))
+
+	var ss struct {
+		Profiles []struct{ Name string } `json:"profiles"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out["speedscope"]), &ss))
+	require.Len(t, ss.Profiles, len(got))
+	require.True(t, slices.ContainsFunc(ss.Profiles, func(p struct{ Name string }) bool {
+		return strings.HasSuffix(p.Name, fmt.Sprintf(" goroutine %d [chan receive]", waiting))
+	}))
+	require.Contains(t, out["folded"], "main.recvLoop;runtime.chanrecv2;runtime.chanrecv;runtime.gopark")
+	require.Contains(t, out["flamegraph"], "main.recvLoop")
 }
