@@ -436,3 +436,59 @@ func TestGoroutinesEveryFormat(t *testing.T) {
 	require.Contains(t, out["folded"], "main.recvLoop;runtime.chanrecv2;runtime.chanrecv;runtime.gopark")
 	require.Contains(t, out["flamegraph"], "main.recvLoop")
 }
+
+// BenchmarkGoroutines10k: a Go core with 10,000 goroutines (channels,
+// mutexes, sleeps, Gosched; no sockets), every goroutine's stack by
+// ustack (open the core, find the runtime's structures, unwind and
+// symbolize each) against Delve (open the core, list the goroutines, a
+// stack trace each).
+func BenchmarkGoroutines10k(b *testing.B) {
+	c := crashGoProgram(b, "", false, "1650", "nonet")
+	if len(c.order) < 10000 {
+		b.Fatalf("%d goroutines", len(c.order))
+	}
+	b.Run("ustack", func(b *testing.B) {
+		b.ReportAllocs()
+		n := 0
+		for b.Loop() {
+			opts := CoreOptions{Goroutines: true}
+			cc, err := OpenCore(c.core, opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			frames := 0
+			sum, err := RunCore(cc, opts, func(s *Sample) error { frames += len(s.Frames); return nil })
+			if err != nil {
+				b.Fatal(err)
+			}
+			cc.Close()
+			n = sum.Samples
+		}
+		b.ReportMetric(float64(n), "goroutines/op")
+		b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "goroutines/s")
+	})
+	b.Run("delve", func(b *testing.B) {
+		b.ReportAllocs()
+		n := 0
+		for b.Loop() {
+			tg, err := core.OpenCore(c.core, c.exe, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			gs, _, err := proc.GoroutinesInfo(tg.Selected, 0, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			n = 0
+			for _, g := range gs {
+				if _, err := proc.GoroutineStacktrace(tg.Selected, g, 1000, 0); err != nil {
+					b.Fatal(err)
+				}
+				n++
+			}
+			tg.Detach(true)
+		}
+		b.ReportMetric(float64(n), "goroutines/op")
+		b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "goroutines/s")
+	})
+}
