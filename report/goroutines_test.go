@@ -54,14 +54,21 @@ func (f tracedFrame) String() string {
 	return fmt.Sprintf("%s %s:%d", f.fn, filepath.Base(f.file), f.line)
 }
 
-// crashGoProgram builds testdata/goroutines with the Go toolchain
-// (local for ""), stripped with -ldflags='-s -w' when asked, runs it with
+// goBuild says how crashGoProgram builds the program: with the Go
+// toolchain of that version ("" for the local one), with -ldflags='-s -w'
+// (stripped), as a position-independent executable (pie).
+type goBuild struct {
+	toolchain     string
+	stripped, pie bool
+}
+
+// crashGoProgram builds testdata/goroutines as b says, runs it with
 // GOMAXPROCS=1 and GOTRACEBACK=crash so that it prints every goroutine and
 // dumps core, and returns the core with the printed traceback. It skips
 // where the kernel's core_pattern does not write a file in the working
 // directory (a pipe to systemd-coredump or apport), or the toolchain is
 // missing.
-func crashGoProgram(t testing.TB, toolchain string, stripped bool, args ...string) *goCrash {
+func crashGoProgram(t testing.TB, b goBuild, args ...string) *goCrash {
 	t.Helper()
 	pattern, err := os.ReadFile("/proc/sys/kernel/core_pattern")
 	if err != nil {
@@ -75,10 +82,14 @@ func crashGoProgram(t testing.TB, toolchain string, stripped bool, args ...strin
 	src, err := os.ReadFile("testdata/goroutines/main.go")
 	require.NoError(t, err)
 	ldflags := ""
-	if stripped {
+	if b.stripped {
 		ldflags = "-s -w"
 	}
-	exe := testprog.BuildGo(t, dir, "goroutines", string(src), toolchain, runtime.GOARCH, ldflags)
+	var extra []string
+	if b.pie {
+		extra = append(extra, "-buildmode=pie")
+	}
+	exe := testprog.BuildGo(t, dir, "goroutines", string(src), b.toolchain, runtime.GOARCH, ldflags, extra...)
 	run := filepath.Join(dir, "run")
 	require.NoError(t, os.Mkdir(run, 0o755))
 	var stderr bytes.Buffer
@@ -226,7 +237,8 @@ func ustackGoroutines(t testing.TB, corePath string) map[uint64]*goroutineSample
 // TestGoroutinesMatchTraceback: Go programs with hundreds of goroutines
 // blocked in channels, mutexes, sleeps, network reads and
 // runtime.Gosched, crashed with GOTRACEBACK=crash, built with the local Go
-// and with Go 1.21, with and without -ldflags='-s -w': every goroutine
+// and with Go 1.21, with and without -ldflags='-s -w' (and a stripped
+// position-independent one): every goroutine
 // ustack finds in the core is one the runtime printed, with the same
 // status, creator and stack, frame for frame by function and line
 // (inlined frames included). The goroutine that panicked runs on the
@@ -235,17 +247,17 @@ func ustackGoroutines(t testing.TB, corePath string) map[uint64]*goroutineSample
 // what the traceback printed, which must be its outermost frames.
 func TestGoroutinesMatchTraceback(t *testing.T) {
 	for _, tc := range []struct {
-		name      string
-		toolchain string
-		stripped  bool
+		name string
+		goBuild
 	}{
-		{"local", "", false},
-		{"local_stripped", "", true},
-		{"go1.21", goOldToolchain, false},
-		{"go1.21_stripped", goOldToolchain, true},
+		{"local", goBuild{}},
+		{"local_stripped", goBuild{stripped: true}},
+		{"local_pie_stripped", goBuild{stripped: true, pie: true}},
+		{"go1.21", goBuild{toolchain: goOldToolchain}},
+		{"go1.21_stripped", goBuild{toolchain: goOldToolchain, stripped: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := crashGoProgram(t, tc.toolchain, tc.stripped, "40")
+			c := crashGoProgram(t, tc.goBuild, "40")
 			got := ustackGoroutines(t, c.core)
 			require.GreaterOrEqual(t, len(c.trace), 300, "the runtime printed %d goroutines", len(c.trace))
 			var gotIDs []uint64
@@ -300,7 +312,7 @@ func requireSuffix(t *testing.T, want, got []tracedFrame, format string, args ..
 func TestGoroutinesMatchDelve(t *testing.T) {
 	for _, tc := range []struct{ name, toolchain string }{{"local", ""}, {"go1.21", goOldToolchain}} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := crashGoProgram(t, tc.toolchain, false, "40")
+			c := crashGoProgram(t, goBuild{toolchain: tc.toolchain}, "40")
 			got := ustackGoroutines(t, c.core)
 			tg, err := core.OpenCore(c.core, c.exe, nil)
 			require.NoError(t, err)
@@ -366,7 +378,7 @@ func TestGoroutinesMatchDelve(t *testing.T) {
 // speedscope opens a profile per goroutine, folded and the flame graph
 // hold their stacks.
 func TestGoroutinesEveryFormat(t *testing.T) {
-	c := crashGoProgram(t, "", false, "3")
+	c := crashGoProgram(t, goBuild{}, "3")
 	got := ustackGoroutines(t, c.core)
 	out := map[string]string{}
 	for _, format := range Formats() {
@@ -443,7 +455,7 @@ func TestGoroutinesEveryFormat(t *testing.T) {
 // symbolize each) against Delve (open the core, list the goroutines, a
 // stack trace each).
 func BenchmarkGoroutines10k(b *testing.B) {
-	c := crashGoProgram(b, "", false, "1650", "nonet")
+	c := crashGoProgram(b, goBuild{}, "1650", "nonet")
 	if len(c.order) < 10000 {
 		b.Fatalf("%d goroutines", len(c.order))
 	}

@@ -12,11 +12,12 @@ import (
 // (linux) with the Go toolchain of version toolchain ("go1.21.13", taken
 // from the module cache; "" for the local Go), cgo off, with ldflags (""
 // for none), and returns its path. The source gets a go.mod of its own
-// (go 1.21) so that an older toolchain accepts it. BuildGo skips t when go
+// (go 1.21) so that an older toolchain accepts it. buildArgs go to go
+// build before the package (-buildmode=pie). BuildGo skips t when go
 // is not on PATH or the toolchain is not in the module cache (GOTOOLCHAIN=V
 // go version fetches it through the module proxy), and fails it with the
 // compiler's output when the build fails.
-func BuildGo(t testing.TB, dir, name, src, toolchain, goarch, ldflags string) string {
+func BuildGo(t testing.TB, dir, name, src, toolchain, goarch, ldflags string, buildArgs ...string) string {
 	t.Helper()
 	goTool, err := exec.LookPath("go")
 	if err != nil {
@@ -46,6 +47,7 @@ func BuildGo(t testing.TB, dir, name, src, toolchain, goarch, ldflags string) st
 	if ldflags != "" {
 		args = append(args, "-ldflags="+ldflags)
 	}
+	args = append(args, buildArgs...)
 	cmd := exec.Command(goTool, append(args, ".")...)
 	cmd.Dir, cmd.Env = srcDir, env
 	if out, err := cmd.CombinedOutput(); err != nil {
