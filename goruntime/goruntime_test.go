@@ -295,3 +295,37 @@ func TestOpenRefusesNotGo(t *testing.T) {
 	_, err = Open(o, 0, &synthType{})
 	require.True(t, errors.Is(err, ErrNotGo), "%v", err)
 }
+
+// FuzzGoroutines: goroutines read from damaged memory (allgs, the gs, the
+// ms, the wait reasons' strings) give an error or goroutines, never a
+// panic.
+func FuzzGoroutines(f *testing.F) {
+	s := synthRuntime()
+	l, err := typeLayout(s, s.base, s.base+uint64(len(s.mem)))
+	require.NoError(f, err)
+	// allgs {ptr, 1, 1} at 0x1000, one g at 0x1100 with goid 1 waiting.
+	seed := make([]byte, 0x1400)
+	binary.LittleEndian.PutUint64(seed[0:], 0x1000+0x20)
+	binary.LittleEndian.PutUint64(seed[8:], 1)
+	binary.LittleEndian.PutUint64(seed[16:], 1)
+	binary.LittleEndian.PutUint64(seed[0x20:], 0x1100)
+	binary.LittleEndian.PutUint64(seed[0x100+l.Goid:], 1)
+	binary.LittleEndian.PutUint32(seed[0x100+l.Status:], StatusWaiting)
+	f.Add(seed, uint8(0))
+	f.Add(seed[:0x40], uint8(2))
+	f.Fuzz(func(t *testing.T, mem []byte, arch8 uint8) {
+		m := &synthType{base: 0x1000, mem: mem}
+		r := &Runtime{Layout: l, AllGs: 0x1000, mem: m, arch: arch.AMD64}
+		if arch8&1 != 0 {
+			r.arch = arch.ARM64
+		}
+		r.findWaitReasons(0x1000, 0x1000+uint64(len(mem)))
+		r.checkAllGs(0x1000)
+		gs, err := r.Goroutines()
+		if err == nil {
+			for _, g := range gs {
+				_ = g.StatusName()
+			}
+		}
+	})
+}

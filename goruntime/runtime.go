@@ -350,7 +350,7 @@ func (r *Runtime) Goroutines() ([]Goroutine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runtime.allgs at %#x: %v", r.AllGs, err)
 	}
-	if n > c || n > 1<<28 {
+	if n > c || n > 1<<24 {
 		return nil, fmt.Errorf("runtime.allgs at %#x: length %d, capacity %d: not a slice", r.AllGs, n, c)
 	}
 	ptrs := make([]byte, n*8)
