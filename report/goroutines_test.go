@@ -244,7 +244,10 @@ func ustackGoroutines(t testing.TB, corePath string) map[uint64]*goroutineSample
 // (inlined frames included). The goroutine that panicked runs on the
 // crashing thread: its stack from the thread's registers holds the
 // runtime's crash path (raise, dieFromSignal, the signal handler) above
-// what the traceback printed, which must be its outermost frames.
+// what the traceback printed, which must be its outermost frames; so does
+// the goroutine in read(2), on the thread blocked in the system call (the
+// runtime prints its first frame where it entered the call, at the call
+// to entersyscall: that frame is compared by function).
 func TestGoroutinesMatchTraceback(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -278,15 +281,29 @@ func TestGoroutinesMatchTraceback(t *testing.T) {
 					require.Equal(t, want.creator, g.g.CreatorID, "goroutine %d's creating goroutine", id)
 					require.Equal(t, want.createdLine, g.g.CreatedLine, "goroutine %d's go statement", id)
 				}
-				if g.g.Status == "running" {
-					require.NotZero(t, g.g.Thread, "goroutine %d runs on no thread", id)
-					requireSuffix(t, want.frames, g.frames, "goroutine %d (running)", id)
+				if g.g.Status == "running" || g.g.Status == "syscall" {
+					// Unwound from its thread's registers: the
+					// thread's signal handler (the crash's SIGQUIT)
+					// and the system call's own frames come first.
+					require.NotZero(t, g.g.Thread, "goroutine %d is %s on no thread", id, g.g.Status)
+					w := want.frames
+					if g.g.Status == "syscall" {
+						// The runtime prints where the goroutine
+						// entered the system call (syscallpc: the
+						// call to entersyscall); its thread is further
+						// on, in the same function's call of the
+						// system call: that frame by function.
+						require.GreaterOrEqual(t, len(g.frames), len(w))
+						require.Equal(t, w[0].fn, g.frames[len(g.frames)-len(w)].fn, "goroutine %d (syscall)", id)
+						w = w[1:]
+					}
+					requireSuffix(t, w, g.frames, "goroutine %d (%s)", id, g.g.Status)
 					continue
 				}
 				require.Zero(t, g.g.Thread, "goroutine %d is %s on a thread", id, g.g.Status)
 				require.Equal(t, want.frames, g.frames, "goroutine %d [%s]: stop %s", id, want.status, g.stop)
 			}
-			for _, s := range []string{"running", "chan receive", "chan send", "sync.Mutex.Lock", "sleep", "IO wait", "runnable"} {
+			for _, s := range []string{"running", "syscall", "chan receive", "chan send", "sync.Mutex.Lock", "sleep", "IO wait", "runnable"} {
 				require.NotZero(t, statuses[s], "no goroutine [%s] in %v", s, statuses)
 			}
 			t.Logf("%d goroutines, as the runtime printed them: %v", len(c.order), statuses)

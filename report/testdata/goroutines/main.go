@@ -1,7 +1,8 @@
 // The program of report's goroutine tests (goroutines_test.go): it starts
 // goroutines blocked in every way a Go server's are (channel receive and
 // send, a sync.Mutex, time.Sleep, reads of TCP connections on 127.0.0.1,
-// runtime.Gosched, a wait inlined into its caller) and panics; run with
+// runtime.Gosched, a read(2) of a pipe, a wait inlined into its caller)
+// and panics; run with
 // GOTRACEBACK=crash and GOMAXPROCS=1, the runtime prints every goroutine
 // and dumps core with all of them where they were printed.
 //
@@ -16,6 +17,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -54,6 +56,15 @@ func yielder(stop *int32) {
 	}
 }
 
+// blockedRead reads a pipe with a plain read(2), not the netpoller: the
+// goroutine stays in the system call, on a thread of its own.
+//
+//go:noinline
+func blockedRead(fd int) {
+	var b [1]byte
+	syscall.Read(fd, b[:])
+}
+
 // inlinedWait is inlined into outerWait: its frame is an inline frame.
 func inlinedWait(ch chan int) { <-ch }
 
@@ -89,6 +100,11 @@ func main() {
 		}
 	}
 	var stop int32
+	var fds [2]int
+	if err := syscall.Pipe(fds[:]); err != nil {
+		panic(err)
+	}
+	go blockedRead(fds[0])
 	for i := 0; i < n; i++ {
 		go recvLoop(ch)
 		go sendOne(full, i)
