@@ -62,10 +62,19 @@ func Open(obj *elfcache.Object, bias uint64, mem Memory) (*Runtime, error) {
 	}
 	r := &Runtime{Version: ver, arch: obj.Arch(), mem: mem}
 	d, derr := obj.DWARF()
+	mod, haveMod := obj.GoModule()
 	if d != nil {
 		if r.Layout, err = dwarfLayout(d); err != nil {
-			return nil, fmt.Errorf("%s: %w", obj.Path(), err)
+			if !haveMod {
+				return nil, fmt.Errorf("%s: %w", obj.Path(), err)
+			}
+			// DWARF without the runtime's types (a partial debug
+			// file): the type descriptors are still there.
+			r.Warnings = append(r.Warnings, fmt.Sprintf("%s: %v: the runtime's type descriptors are read instead", obj.Path(), err))
+			d = nil
 		}
+	}
+	if d != nil {
 		vars, _ := dwarfVariable(d, "runtime.allgs", "runtime.waitReasonStrings")
 		if v, ok := vars["runtime.allgs"]; ok {
 			r.AllGs, r.AllGsFrom = v[0]+bias, "DWARF"
@@ -74,7 +83,6 @@ func Open(obj *elfcache.Object, bias uint64, mem Memory) (*Runtime, error) {
 			r.readWaitReasons(v[0]+bias, v[1]/16)
 		}
 	}
-	mod, haveMod := obj.GoModule()
 	if d == nil {
 		if !haveMod {
 			why := "no moduledata record pointing to its pclntab"

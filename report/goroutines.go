@@ -151,7 +151,9 @@ func (s *coreSession) runGoroutines(sum *Summary, u *unwinder.Unwinder, cache *u
 		if g.ThreadID != 0 {
 			info.Thread = uint32(g.ThreadID)
 		}
-		if g.GoPC > bias {
+		// Goroutine 1 (main) was started by the runtime's entry code,
+		// which the runtime's traceback does not name either.
+		if g.GoPC > bias && g.ID != 1 {
 			// The go statement's call returns to GoPC: its line is
 			// the call's, at GoPC-1 (as the runtime prints it).
 			src = obj.SourceFrames(g.GoPC-bias-1, src[:0])
