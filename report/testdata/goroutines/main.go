@@ -1,8 +1,8 @@
 // The program of report's goroutine tests (goroutines_test.go): it starts
 // goroutines blocked in every way a Go server's are (channel receive and
 // send, a sync.Mutex, time.Sleep, reads of TCP connections on 127.0.0.1,
-// runtime.Gosched, a read(2) of a pipe, a wait inlined into its caller)
-// and panics; run with
+// runtime.Gosched, a read(2) of a pipe, a wait inlined into its caller,
+// goroutines that never ran) and panics; run with
 // GOTRACEBACK=crash and GOMAXPROCS=1, the runtime prints every goroutine
 // and dumps core with all of them where they were printed.
 //
@@ -71,6 +71,12 @@ func inlinedWait(ch chan int) { <-ch }
 //go:noinline
 func outerWait(ch chan int) { inlinedWait(ch) }
 
+// neverRan is started just before the panic: with one processor it never
+// runs, and waits runnable at its entry.
+//
+//go:noinline
+func neverRan(ch chan int) { <-ch }
+
 type server struct{ mu sync.Mutex }
 
 //go:noinline
@@ -133,5 +139,8 @@ func main() {
 	}
 	wg.Wait()
 	time.Sleep(100 * time.Millisecond)
+	for i := 0; i < 3; i++ {
+		go neverRan(ch)
+	}
 	panic("crash for the goroutine test")
 }
