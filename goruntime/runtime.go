@@ -89,7 +89,11 @@ func Open(obj *elfcache.Object, bias uint64, mem Memory) (*Runtime, error) {
 			if e := obj.GoPCLNError(); e != nil {
 				why = e.Error()
 			}
-			return nil, fmt.Errorf("%s: no DWARF (%v) and %s: %w", obj.Path(), derr, why, ErrUnknownGo)
+			noDWARF := "no DWARF"
+			if derr != nil {
+				noDWARF = fmt.Sprintf("no readable DWARF (%v)", derr)
+			}
+			return nil, fmt.Errorf("%s: %s and %s: %w", obj.Path(), noDWARF, why, ErrUnknownGo)
 		}
 		if r.Layout, err = typeLayout(mem, mod.Types+bias, mod.ETypes+bias); err != nil {
 			return nil, fmt.Errorf("%s: %w", obj.Path(), err)
