@@ -51,13 +51,15 @@ type goPCLN struct {
 	version   int    // 116, 118 or 120
 	quantum   uint64 // instruction size unit of pc deltas
 	nfunc     int
-	text      uint64 // runtime.text: the base of entry offsets (1.18+)
-	funcnames []byte // function names, NUL-terminated
-	cutab     []byte // per compilation unit, uint32 offsets into filetab
-	filetab   []byte // file names, NUL-terminated
-	pctab     []byte // PC-value tables
-	funcdata  []byte // the pclntable: ftab followed by the _func records
-	pclnOff   int    // offset of funcdata in the table (1.16 aligns funcdata words by it)
+	text      uint64       // runtime.text: the base of entry offsets (1.18+)
+	funcnames []byte       // function names, NUL-terminated
+	cutab     []byte       // per compilation unit, uint32 offsets into filetab
+	filetab   []byte       // file names, NUL-terminated
+	pctab     []byte       // PC-value tables
+	funcdata  []byte       // the pclntable: ftab followed by the _func records
+	pclnOff   int          // offset of funcdata in the table (1.16 aligns funcdata words by it)
+	module    goModuleData // the runtime's moduledata record, when hasModule
+	hasModule bool
 	ftab      []byte // nfunc+1 (entry, funcoff) pairs, sorted by entry
 	field     int    // size of one ftab field: 4 (1.18+) or 8 (1.16)
 	pcsp      int    // offsets within a _func record
@@ -409,6 +411,7 @@ func (o *Object) buildGoTable() {
 		t.text = text
 	}
 	o.goFuncData(t, mod, found)
+	t.module, t.hasModule = mod, found
 	t.path, t.section = o.path, s.Name
 	o.gopcln = t
 }
@@ -449,6 +452,10 @@ const (
 	modPCHeader = 0
 	modFuncname = 1
 	modText     = 22
+	modData     = 26
+	modBss      = 28
+	modNoptrBss = 30
+	modTypes    = 37 // 1.20 and later (after covctrs)
 	modGofunc   = 40
 	modGofunc18 = 38
 	modWords    = 41
@@ -456,8 +463,12 @@ const (
 
 // goModuleData is what ustack reads of the runtime's moduledata.
 type goModuleData struct {
+	addr   uint64 // the record's own link-time address
 	text   uint64 // runtime.text, the base of the 1.18+ entry offsets
 	gofunc uint64 // go:func.*, the base of the 1.18+ funcdata offsets
+	// The pointer-holding and pointer-free zero-initialized data and
+	// the type descriptors (1.20 and later only; zero before).
+	data, edata, bss, ebss, noptrbss, enoptrbss, types, etypes uint64
 }
 
 // goModule reads the moduledata record of the table (in .go.module since
@@ -490,9 +501,15 @@ func (o *Object) goModule(pclnAddr uint64, pcln []byte, version int) (goModuleDa
 				binary.LittleEndian.Uint64(data[off+modFuncname*8:]) != funcnames {
 				continue
 			}
-			m := goModuleData{text: binary.LittleEndian.Uint64(data[off+modText*8:])}
+			word := func(i int) uint64 { return binary.LittleEndian.Uint64(data[off+i*8:]) }
+			m := goModuleData{addr: s.Addr + uint64(off), text: word(modText)}
 			if version != 116 {
-				m.gofunc = binary.LittleEndian.Uint64(data[off+gofunc*8:])
+				m.gofunc = word(gofunc)
+			}
+			if version >= 120 {
+				m.data, m.edata = word(modData), word(modData+1)
+				m.bss, m.ebss, m.noptrbss, m.enoptrbss = word(modBss), word(modBss+1), word(modNoptrBss), word(modNoptrBss+1)
+				m.types, m.etypes = word(modTypes), word(modTypes+1)
 			}
 			return m, true
 		}

@@ -35,6 +35,9 @@ type CoreOptions struct {
 
 	// unwound, when set, sees each thread's unwound frames (WriteMinidump).
 	unwound func(frames []unwinder.Frame)
+	// Goroutines reports a Go program's goroutines, one sample of event
+	// GoroutineEvent each, instead of its threads.
+	Goroutines bool
 }
 
 // Core is an opened core dump with what its report needs: the core itself,
@@ -528,6 +531,13 @@ func RunCore(c *Core, opts CoreOptions, emit func(*Sample) error) (*Summary, err
 	as := s.space.AddressSpace()
 	// Each thread stands for one stack: period 1 (pprof's and the flame
 	// graph's weights).
+	if opts.Goroutines {
+		if err := s.runGoroutines(sum, unwinderFor(defaultMask), &cache, sym, frames, emit); err != nil {
+			return sum, err
+		}
+		s.finish(sum)
+		return sum, nil
+	}
 	out := Sample{Event: CoreEvent, Period: 1, space: s.space}
 	for i := range c.Threads {
 		th := &c.Threads[i]
@@ -569,13 +579,18 @@ func RunCore(c *Core, opts CoreOptions, emit func(*Sample) error) (*Summary, err
 			return sum, err
 		}
 	}
+	s.finish(sum)
+	return sum, nil
+}
+
+// finish fills in what the summary says of the whole core.
+func (s *coreSession) finish(sum *Summary) {
 	sum.Missing = s.missing()
-	sum.fix = coreFix(c, opts)
+	sum.fix = coreFix(s.core, s.opts)
 	sum.warned = s.opts.Warn != nil
-	if opts.ObjectSources {
+	if s.opts.ObjectSources {
 		sum.Objects = s.resolver.Objects()
 	}
-	return sum, nil
 }
 
 // stackBytes returns how many bytes of the thread's stack the core holds

@@ -59,6 +59,42 @@ type jsonSample struct {
 	Frames  []jsonFrame     `json:"frames"`
 	Stop    *string         `json:"stop"`
 	StopErr *string         `json:"stop_error"`
+	// Goroutine is present on samples of event "goroutine" only.
+	Goroutine *jsonGoroutine `json:"goroutine,omitempty"`
+}
+
+// jsonGoroutine describes a goroutine sample's goroutine.
+type jsonGoroutine struct {
+	ID          uint64  `json:"id"`
+	Status      string  `json:"status"`
+	WaitReason  *string `json:"wait_reason"`
+	CreatedBy   *string `json:"created_by"`
+	CreatedFile *string `json:"created_file"`
+	CreatedLine *int    `json:"created_line"`
+	CreatorID   *uint64 `json:"creator_id"`
+	Thread      *uint32 `json:"thread"`
+	G           string  `json:"g"`
+}
+
+func goroutineJSON(g *Goroutine) *jsonGoroutine {
+	if g == nil {
+		return nil
+	}
+	out := &jsonGoroutine{ID: g.ID, Status: g.Status, WaitReason: orNull(g.WaitReason), CreatedBy: orNull(g.CreatedBy),
+		CreatedFile: orNull(g.CreatedFile), G: hexString(g.Addr)}
+	if g.CreatedLine > 0 {
+		l := g.CreatedLine
+		out.CreatedLine = &l
+	}
+	if g.CreatorID != 0 {
+		id := g.CreatorID
+		out.CreatorID = &id
+	}
+	if g.Thread != 0 {
+		t := g.Thread
+		out.Thread = &t
+	}
+	return out
 }
 
 // orNull returns nil for "", so that an unknown value prints as null.
@@ -72,8 +108,8 @@ func orNull(s string) *string {
 // Write prints one sample.
 func (j *JSONWriter) Write(s *Sample) error {
 	out := jsonSample{Index: s.Index, Pid: printedID(s.Pid), Tid: printedID(s.Tid), Comm: s.Comm, Event: s.Event, Signal: orNull(s.Signal), IP: hexString(s.IP), Stop: orNull(s.Stop), StopErr: orNull(s.StopErr),
-		Fields: traceFieldsJSON(s.TraceFields.List), Frames: make([]jsonFrame, 0, len(s.Frames))}
-	if s.Event != CoreEvent {
+		Fields: traceFieldsJSON(s.TraceFields.List), Frames: make([]jsonFrame, 0, len(s.Frames)), Goroutine: goroutineJSON(s.Goroutine)}
+	if s.Event != CoreEvent && s.Event != GoroutineEvent {
 		// A core dump's threads were not sampled: no CPU, time or
 		// event count.
 		out.CPU, out.Time, out.Period = &s.CPU, &s.Time, &s.Period

@@ -144,12 +144,19 @@ func (b *PprofBuilder) Add(s *Sample) {
 	if len(b.p.SampleType) == 1 {
 		value = value[:1]
 	}
-	b.p.Sample = append(b.p.Sample, &profile.Sample{
+	ps := &profile.Sample{
 		Location: locs,
 		Value:    value,
 		Label:    map[string][]string{"comm": {s.Comm}, "event": {s.Event}},
 		NumLabel: map[string][]int64{"pid": {printedID(s.Pid)}, "tid": {printedID(s.Tid)}},
-	})
+	}
+	if g := s.Goroutine; g != nil {
+		// As Go's own goroutine profile labels nothing, these are
+		// ustack's: pprof -tagfocus=status=chan.receive selects them.
+		ps.NumLabel["goroutine"] = []int64{int64(g.ID)}
+		ps.Label["status"] = []string{g.bracket()}
+	}
+	b.p.Sample = append(b.p.Sample, ps)
 }
 
 func (b *PprofBuilder) function(name, file string) *profile.Function {

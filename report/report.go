@@ -150,6 +150,9 @@ type Sample struct {
 	StopErr string
 	// StackSize is the number of stack bytes the sample captured.
 	StackSize int
+	// Goroutine describes the goroutine a sample of event GoroutineEvent
+	// stands for; nil for other events.
+	Goroutine *Goroutine
 
 	// space is the process's address space at the sample (MappingOf).
 	space *resolve.Space

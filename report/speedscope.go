@@ -39,13 +39,17 @@ type speedscopeFrame struct {
 }
 
 type speedscopeProfileKey struct {
-	pid, tid uint32
-	event    string
+	pid, tid  uint32
+	event     string
+	goroutine uint64 // a goroutine sample's goroutine: a profile each
 }
 
 type speedscopeProfile struct {
 	key  speedscopeProfileKey
 	comm string
+	// goroutine names a goroutine sample's goroutine ("goroutine 7 [chan
+	// receive]"); "" for other samples.
+	goroutine string
 	// signalled: a core's thread that received the signal, the one
 	// speedscope opens on.
 	signalled bool
@@ -70,10 +74,16 @@ func isTimeEvent(event string) bool {
 }
 
 func (sw *speedscopeWriter) Write(s *Sample) error {
-	k := speedscopeProfileKey{s.Pid, s.Tid, s.Event}
+	k := speedscopeProfileKey{pid: s.Pid, tid: s.Tid, event: s.Event}
+	if s.Goroutine != nil {
+		k.goroutine = s.Goroutine.ID
+	}
 	p := sw.profiles[k]
 	if p == nil {
 		p = &speedscopeProfile{key: k, comm: s.Comm, time: isTimeEvent(s.Event)}
+		if g := s.Goroutine; g != nil {
+			p.goroutine = "goroutine " + strconv.FormatUint(g.ID, 10) + " [" + g.bracket() + "]"
+		}
 		sw.profiles[k] = p
 	}
 	p.signalled = p.signalled || s.Signal != ""
@@ -114,6 +124,9 @@ func (sw *speedscopeWriter) Close() error {
 		if a.pid != b.pid {
 			return printedID(a.pid) < printedID(b.pid)
 		}
+		if a.goroutine != b.goroutine {
+			return a.goroutine < b.goroutine
+		}
 		if a.tid != b.tid {
 			return printedID(a.tid) < printedID(b.tid)
 		}
@@ -152,8 +165,12 @@ func (sw *speedscopeWriter) Close() error {
 			unit = "nanoseconds"
 		}
 		bw.WriteString(`{"type":"sampled","name":`)
-		writeJSONString(bw, p.comm+" "+strconv.FormatInt(printedID(p.key.pid), 10)+"/"+
-			strconv.FormatInt(printedID(p.key.tid), 10)+" "+p.key.event)
+		name := p.comm + " " + strconv.FormatInt(printedID(p.key.pid), 10) + "/" +
+			strconv.FormatInt(printedID(p.key.tid), 10) + " " + p.key.event
+		if p.goroutine != "" {
+			name = p.comm + " " + strconv.FormatInt(printedID(p.key.pid), 10) + " " + p.goroutine
+		}
+		writeJSONString(bw, name)
 		bw.WriteString(`,"unit":"` + unit + `","startValue":0,"endValue":` + strconv.FormatUint(p.total, 10) + `,"samples":[`)
 		start := 0
 		for j, end := range p.ends {

@@ -81,7 +81,7 @@ func newTextWriterFor(w io.Writer, attrs []*perfdata.Attr, spec FieldSpec, raw, 
 
 // layout returns the layout of an event's samples.
 func (t *TextWriter) layout(event string) eventLayout {
-	if event == CoreEvent && (t.layouts == nil || t.layouts[event].fields == 0) {
+	if (event == CoreEvent || event == GoroutineEvent) && (t.layouts == nil || t.layouts[event].fields == 0) {
 		return coreLayout
 	}
 	if t.layouts == nil || event == t.lastEvent && t.lastEvent != "" {
@@ -181,6 +181,12 @@ func (t *TextWriter) appendHeader(b []byte, s *Sample, f Fields, callchain bool)
 		// on the others.
 		if s.Event != CoreEvent || s.Signal != "" || f&FieldTrace != 0 {
 			b = append(b, ": "...)
+		}
+		if g := s.Goroutine; g != nil {
+			b = appendGoroutine(b, g)
+			if s.Signal != "" {
+				b = append(b, ' ')
+			}
 		}
 		b = append(b, s.Signal...)
 	}
@@ -390,4 +396,33 @@ func EventWidth(names []string) int {
 		}
 	}
 	return w
+}
+
+// appendGoroutine prints a goroutine's header as the runtime's traceback
+// begins it, with its creator and thread: "7 [chan receive] created by
+// main.main in goroutine 1 at /src/main.go:71".
+func appendGoroutine(b []byte, g *Goroutine) []byte {
+	b = strconv.AppendUint(b, g.ID, 10)
+	b = append(b, " ["...)
+	b = append(b, g.bracket()...)
+	b = append(b, ']')
+	if g.Thread != 0 {
+		b = append(b, " on thread "...)
+		b = strconv.AppendUint(b, uint64(g.Thread), 10)
+	}
+	if g.CreatedBy != "" {
+		b = append(b, " created by "...)
+		b = append(b, g.CreatedBy...)
+		if g.CreatorID != 0 {
+			b = append(b, " in goroutine "...)
+			b = strconv.AppendUint(b, g.CreatorID, 10)
+		}
+		if g.CreatedFile != "" {
+			b = append(b, " at "...)
+			b = append(b, g.CreatedFile...)
+			b = append(b, ':')
+			b = strconv.AppendInt(b, int64(g.CreatedLine), 10)
+		}
+	}
+	return b
 }

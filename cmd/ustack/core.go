@@ -65,6 +65,7 @@ type coreFlags struct {
 	opts              report.Options
 	exe               string
 	info, verbose     bool
+	goroutines        bool
 	output, format    string
 	fields, time, cpu string
 	wo                report.WriterOptions
@@ -85,7 +86,7 @@ func reportCore(path string, in io.Reader, f coreFlags, stdout, stderr io.Writer
 		fmt.Fprintf(stderr, "ustack report: %s is a core dump: its threads have no sample time or CPU; --time and --cpu cannot select them (use --tid, --pid or --comms)\n", path)
 		return exitUsage
 	}
-	copts := report.CoreOptions{Options: f.opts, Exe: f.exe}
+	copts := report.CoreOptions{Options: f.opts, Exe: f.exe, Goroutines: f.goroutines}
 	var c *report.Core
 	var err error
 	if in != nil {
@@ -134,7 +135,11 @@ func reportCore(path string, in io.Reader, f coreFlags, stdout, stderr io.Writer
 		return exitUsage
 	}
 	sum, err := report.RunCore(c, copts, sink.Write)
-	if code := finishReport(sink, sum, err, f.verbose, stderr, "thread"); code != exitOK {
+	unit := "thread"
+	if f.goroutines {
+		unit = "goroutine"
+	}
+	if code := finishReport(sink, sum, err, f.verbose, stderr, unit); code != exitOK {
 		return code
 	}
 	if len(c.Warnings) > 0 {
@@ -146,7 +151,7 @@ func reportCore(path string, in io.Reader, f coreFlags, stdout, stderr io.Writer
 		return exitPartial
 	}
 	if sum.Samples == 0 {
-		fmt.Fprintf(stderr, "ustack report: warning: %s: no thread matched the filters (%d threads dropped)\n", path, sum.Filtered)
+		fmt.Fprintf(stderr, "ustack report: warning: %s: no %s matched the filters (%d %ss dropped)\n", path, unit, sum.Filtered, unit)
 	}
 	return exitOK
 }

@@ -491,3 +491,29 @@ func TestReportCoreThreadFields(t *testing.T) {
 	require.Less(t, ss.Active, len(ss.Profiles))
 	assert.Contains(t, ss.Profiles[ss.Active].Name, fmt.Sprintf("/%d ", signalled), "speedscope opens on %q", ss.Profiles[ss.Active].Name)
 }
+
+// TestReportGoroutines: --goroutines on the committed Go core (goprog
+// stopped in main.c and sent SIGABRT) reports goroutine 1 running on the
+// signalled thread, in main.c called by main.b, main.a, main.main (the
+// program's chain, under the runtime's crash path), and the runtime's
+// goroutines waiting; on a C program's core it fails naming the reason,
+// and on a recording it is refused as a core-only flag.
+func TestReportGoroutines(t *testing.T) {
+	tr, symfs, _ := coreFixture(t, "x86_64/go_abort")
+	code, out, errs := runCore(t, "--symfs", symfs, "--goroutines", filepath.Join(coreTestdata, tr.Core))
+	require.Equal(t, exitOK, code, errs)
+	main := tr.GDB.Threads[0]
+	require.Regexp(t, fmt.Sprintf(`(?m)^goprog +\d+/%d +goroutine: 1 \[running\] on thread %d .*SIGABRT\n(\s+\S+ .*\n)*\s+\S+ main\.c\+0x[0-9a-f]+ \(.*goprog\)\n\s+\S+ main\.b\+.*\n\s+\S+ main\.a\+.*\n\s+\S+ main\.main\+`, main.LWP, main.LWP), out)
+	require.Regexp(t, `(?m)^goprog +\d+/-1 +goroutine: \d+ \[(force gc \(idle\)|GC sweep wait|GC scavenge wait|finalizer wait)\] created by runtime\.`, out)
+	require.Contains(t, errs, " goroutine")
+
+	ctr, csymfs, _ := coreFixture(t, "x86_64/threads")
+	code, _, errs = runCore(t, "--symfs", csymfs, "--goroutines", filepath.Join(coreTestdata, ctr.Core))
+	require.Equal(t, exitError, code)
+	require.Contains(t, errs, "--goroutines: ")
+	require.Contains(t, errs, "is not a Go program")
+
+	code, _, errs = runCore(t, "--goroutines", "-i", filepath.Join("..", "..", "perfdata", "testdata", "dwarf.data"))
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errs, "--goroutines are for core dumps")
+}

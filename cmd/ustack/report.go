@@ -67,6 +67,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	fields := fs.String("F", "", "text format: perf script's -F `fields` (comm,pid,tid,cpu,time,period,event,trace,ip,sym,symoff,dso,srcline, or +field,-field to change the defaults)")
 	exe := fs.String("exe", "", "core dumps: the main executable `file`, instead of the path the core records")
 	coreInfo := fs.Bool("core-info", false, "core dumps and minidumps: list the threads, the signal, the mappings (and a minidump's modules) and which objects were found, instead of the stacks")
+	goroutines := fs.Bool("goroutines", false, "Go core dumps: report every goroutine (event \"goroutine\": its id, status, wait reason, creator and thread) instead of the threads, unwound from the registers the scheduler saved or its thread's")
 	var filt filterFlags
 	fs.StringVar(&filt.pid, "pid", "", "only samples of these comma-separated process `ids`, like perf script --pid")
 	fs.StringVar(&filt.tid, "tid", "", "only samples of these comma-separated thread `ids`")
@@ -145,9 +146,13 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	// A core dump is recognised by its first bytes, also on standard input
 	// (coredumpctl dump PID | ustack report -i -).
 	opts.ObjectSources = *verbose
-	cf := coreFlags{opts: opts, verbose: *verbose, exe: *exe, info: *coreInfo, output: *output, format: *format,
+	events := []string{report.CoreEvent}
+	if *goroutines {
+		events = []string{report.GoroutineEvent}
+	}
+	cf := coreFlags{opts: opts, verbose: *verbose, exe: *exe, info: *coreInfo, goroutines: *goroutines, output: *output, format: *format,
 		fields: *fields, time: filt.time, cpu: filt.cpu,
-		wo: report.WriterOptions{Events: []string{report.CoreEvent}, Raw: *noDemangle, Srcline: *srcline,
+		wo: report.WriterOptions{Events: events, Raw: *noDemangle, Srcline: *srcline,
 			Title: *title, Inverted: *inverted, Width: *width, MinWidth: *minWidth, GroupBy: *groupBy}}
 	stdin := standardInput()
 	if *input == "-" {
@@ -159,8 +164,8 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	} else if isCore(*input) {
 		return reportCore(*input, nil, cf, stdout, stderr)
 	}
-	if *exe != "" || *coreInfo {
-		fmt.Fprintf(stderr, "ustack report: %s is not a core dump: --exe and --core-info are for core dumps\n", *input)
+	if *exe != "" || *coreInfo || *goroutines {
+		fmt.Fprintf(stderr, "ustack report: %s is not a core dump: --exe, --core-info and --goroutines are for core dumps\n", *input)
 		return exitUsage
 	}
 	var r *perfdata.Reader

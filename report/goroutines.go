@@ -1,0 +1,218 @@
+package report
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/ustack/ustack/arch"
+	"github.com/ustack/ustack/coredump"
+	"github.com/ustack/ustack/elfcache"
+	"github.com/ustack/ustack/goruntime"
+	"github.com/ustack/ustack/resolve"
+	"github.com/ustack/ustack/unwinder"
+)
+
+// GoroutineEvent is the event name of a Go core's goroutines
+// (CoreOptions.Goroutines): one sample per goroutine.
+const GoroutineEvent = "goroutine"
+
+// Goroutine describes the goroutine a sample of event GoroutineEvent stands
+// for.
+type Goroutine struct {
+	// ID is the goroutine's id (goid), as the runtime's traceback numbers
+	// it.
+	ID uint64
+	// Status is its state ("running", "runnable", "waiting", "syscall",
+	// "preempted", "copystack") and WaitReason why it waits ("chan
+	// receive", as the traceback prints it), "" unless waiting.
+	Status, WaitReason string
+	// CreatedBy is the function whose go statement created it (the
+	// innermost inlined one there), at CreatedFile:CreatedLine; "" when
+	// the runtime recorded none. CreatorID is the creating goroutine's id
+	// (0 when unknown).
+	CreatedBy, CreatedFile string
+	CreatedLine            int
+	CreatorID              uint64
+	// Thread is the id of the thread it runs on (running or in a system
+	// call); 0 when none. Its stack is then unwound from the thread's
+	// registers, else from the registers the scheduler saved.
+	Thread uint32
+	// Addr is the address of its runtime g.
+	Addr uint64
+}
+
+// bracket is the status as the runtime's traceback prints it between
+// brackets: the wait reason of a waiting goroutine, else its state.
+func (g *Goroutine) bracket() string {
+	if g.WaitReason != "" {
+		return g.WaitReason
+	}
+	return g.Status
+}
+
+// mainObject returns the main executable's object and load bias.
+func (s *coreSession) mainObject() (*elfcache.Object, uint64, error) {
+	as := s.space.AddressSpace()
+	for i := 0; i < as.Len(); i++ {
+		m := as.Mapping(i)
+		if m.Name != s.core.ExePath || !m.Exec {
+			continue
+		}
+		if o := s.space.Object(i); o != nil {
+			return o, s.space.Bias(i), nil
+		}
+	}
+	if s.core.ExePath == "" {
+		return nil, 0, fmt.Errorf("%s: the core names no main executable (no NT_FILE mapping holds AT_ENTRY)", s.core.File)
+	}
+	why := s.missing()[s.core.ExePath]
+	if why == "" {
+		why = "not found"
+	}
+	return nil, 0, fmt.Errorf("%s: the main executable %s: %s", s.core.File, s.core.ExePath, why)
+}
+
+// goroutineRegs sets regs to where goroutine g's stack is to be unwound
+// from: its thread's registers when it runs on a thread the core holds,
+// else the registers the scheduler saved. It returns the thread, or nil.
+func goroutineRegs(c *coredump.Core, g *goruntime.Goroutine, regs *arch.Regs) *coredump.Thread {
+	if g.ThreadID != 0 {
+		for i := range c.Threads {
+			if uint64(c.Threads[i].TID) == g.ThreadID {
+				*regs = c.Threads[i].Regs
+				return &c.Threads[i]
+			}
+		}
+	}
+	regs.Reset()
+	a := c.Arch
+	if g.SP == 0 || g.PC == 0 {
+		return nil
+	}
+	regs.Set(a.PC(), g.PC)
+	regs.Set(a.SP(), g.SP)
+	regs.Set(a.FP(), g.BP)
+	if a == arch.ARM64 && g.LR != 0 {
+		regs.Set(arch.ARM64_X30, g.LR)
+	}
+	return nil
+}
+
+// runGoroutines reports every live goroutine of a Go core as a sample of
+// event GoroutineEvent, in the runtime's order (runtime.allgs).
+func (s *coreSession) runGoroutines(sum *Summary, u *unwinder.Unwinder, cache *unwinder.Cache, sym *resolve.Symbolizer,
+	frames []unwinder.Frame, emit func(*Sample) error) error {
+	c := s.core
+	obj, bias, err := s.mainObject()
+	if err != nil {
+		return fmt.Errorf("--goroutines: %w", err)
+	}
+	rt, err := goruntime.Open(obj, bias, c.Memory())
+	if err != nil {
+		if errors.Is(err, goruntime.ErrNotGo) {
+			return fmt.Errorf("--goroutines: %s is not a Go program: %w", c.ExePath, err)
+		}
+		return fmt.Errorf("--goroutines: %w", err)
+	}
+	for _, w := range rt.Warnings {
+		s.warn(w)
+	}
+	gs, err := rt.Goroutines()
+	if err != nil {
+		// Those read before the damage are still reported.
+		s.warn(fmt.Sprintf("--goroutines: %v", err))
+	}
+	mem := coreMemory{c.Memory()}
+	as := s.space.AddressSpace()
+	pid := pidOf(c.Core)
+	out := Sample{Event: GoroutineEvent, Period: 1, space: s.space}
+	var regs arch.Regs
+	var src []elfcache.SourceFrame
+	info := &Goroutine{}
+	for i := range gs {
+		g := &gs[i]
+		if g.Dead() {
+			continue
+		}
+		th := goroutineRegs(c.Core, g, &regs)
+		comm := c.Process.Comm
+		tid := ^uint32(0)
+		if th != nil {
+			tid = uint32(th.TID)
+			if th.Name != "" {
+				comm = th.Name
+			}
+		}
+		if f := s.opts.Filter; f != nil && !f.Keep(pid, tid, 0, 0, comm) {
+			sum.Filtered++
+			continue
+		}
+		*info = Goroutine{ID: g.ID, Status: g.State(), WaitReason: g.WaitReason, CreatorID: g.ParentID, Addr: g.Addr}
+		if g.ThreadID != 0 {
+			info.Thread = uint32(g.ThreadID)
+		}
+		// Goroutine 1 (main) was started by the runtime's entry code,
+		// which the runtime's traceback does not name either.
+		if g.GoPC > bias && g.ID != 1 {
+			// The go statement's call returns to GoPC: its line is
+			// the call's, at GoPC-1 (as the runtime prints it).
+			src = obj.SourceFrames(g.GoPC-bias-1, src[:0])
+			if len(src) > 0 {
+				info.CreatedBy, info.CreatedFile, info.CreatedLine = src[0].Function, src[0].File, src[0].Line
+			} else if name, _, ok := obj.Symbolize(g.GoPC - bias - 1); ok {
+				info.CreatedBy = name
+			}
+		}
+		out.Index, out.Pid, out.Tid, out.Comm, out.Goroutine = i, pid, tid, comm, info
+		out.Signal = ""
+		if th != nil && th == &c.Threads[0] && c.Signal != nil && c.Signal.Signo != 0 {
+			out.Signal = c.Signal.Name()
+		}
+		out.IP, _ = regs.Get(c.Arch.PC())
+		out.Frames = out.Frames[:0]
+		out.Stop, out.StopErr, out.StackSize = "", "", 0
+		if regs.KnownMask() == 0 {
+			out.Stop = unwinder.StopUnknownRegister.String()
+			out.StopErr = fmt.Sprintf("goroutine %d is %s on thread %d, which the core does not hold", g.ID, g.State(), g.ThreadID)
+		} else {
+			if th != nil {
+				out.StackSize = stackBytes(c.Core, th)
+			} else if g.StackHi > g.SP {
+				out.StackSize = int(min(g.StackHi-g.SP, 1<<30))
+			}
+			res := u.Unwind(cache, as, &regs, mem, frames)
+			if th == nil && res.Frames > 0 {
+				s.savedPCFrame(&frames[0])
+			}
+			out.Stop = res.Stop.String()
+			if res.Err != nil {
+				out.StopErr = res.Err.Error()
+			}
+			for k := 0; k < res.Frames; k++ {
+				out.Frames = sym.Append(out.Frames, s.space, &frames[k], frames[k].Method.String())
+			}
+		}
+		sum.Samples++
+		sum.Stops[out.Stop]++
+		if err := emit(&out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// savedPCFrame marks the first frame of a goroutine unwound from the
+// registers the scheduler saved as a return address when its PC is past
+// its function's entry, as the runtime's traceback does: g.sched.pc is
+// where mcall (gopark, Gosched) returns to, so the goroutine waits in the
+// call before it; only a goroutine that has not run yet saved its
+// function's entry.
+func (s *coreSession) savedPCFrame(f *unwinder.Frame) {
+	obj := s.space.Object(int(f.Mapping))
+	if obj == nil || f.PC == 0 {
+		return
+	}
+	if _, off, ok := obj.Symbolize(f.PC - s.space.Bias(int(f.Mapping))); ok && off > 0 {
+		f.Flags |= unwinder.FrameReturnAddress
+	}
+}
