@@ -15,83 +15,19 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/ustack/ustack/internal/otlptest"
 	"github.com/ustack/ustack/internal/testfiles"
 	"go.opentelemetry.io/collector/pdata/pprofile"
 )
 
-// otlpStacks reads an OTLP profiles request back with pdata's pprofile,
-// on its own, and returns its stacks in folded form: for each sample, the
-// thread's name and the frames outermost first, a location's lines last
-// to first (the last line is the physical function, the ones before it
-// inlined into it, marked _[i]), a kernel location (profile.frame.type
-// kernel) marked _[k], a location without lines named [file of its
-// mapping] as folded stacks name an unnamed frame; counted once per
-// timestamp. It also returns each profile's sample type as "type/unit"
-// and every frame type seen.
+// otlpStacks reads an OTLP profiles request back (otlptest.Folded: with
+// pdata's pprofile alone, after the proto's structural checks): its stacks
+// in folded form, its sample types and how many frames of each frame type.
 func otlpStacks(t *testing.T, p pprofile.Profiles) (stacks map[string]uint64, types []string, frameTypes map[string]int) {
 	t.Helper()
-	d := p.Dictionary()
-	str := func(i int32) string {
-		require.Less(t, int(i), d.StringTable().Len(), "string index")
-		return d.StringTable().At(int(i))
-	}
-	attrs := func(idx []int32) map[string]string {
-		m := map[string]string{}
-		for _, i := range idx {
-			kv := d.AttributeTable().At(int(i))
-			m[str(kv.KeyStrindex())] = kv.Value().AsString()
-		}
-		return m
-	}
-	stacks, frameTypes = map[string]uint64{}, map[string]int{}
-	for _, rp := range p.ResourceProfiles().All() {
-		for _, sp := range rp.ScopeProfiles().All() {
-			for _, prof := range sp.Profiles().All() {
-				types = append(types, str(prof.SampleType().TypeStrindex())+"/"+str(prof.SampleType().UnitStrindex()))
-				for _, s := range prof.Samples().All() {
-					sa := attrs(s.AttributeIndices().AsRaw())
-					require.Contains(t, sa, "process.pid")
-					require.Contains(t, sa, "thread.id")
-					n := s.TimestampsUnixNano().Len()
-					require.Equal(t, s.Values().Len(), n, "a value per timestamp")
-					parts := []string{sa["thread.name"]}
-					st := d.StackTable().At(int(s.StackIndex()))
-					locs := st.LocationIndices().AsRaw()
-					for i := len(locs) - 1; i >= 0; i-- {
-						loc := d.LocationTable().At(int(locs[i]))
-						ft := attrs(loc.AttributeIndices().AsRaw())["profile.frame.type"]
-						frameTypes[ft]++
-						lines := loc.Lines()
-						if lines.Len() == 0 {
-							m := d.MappingTable().At(int(loc.MappingIndex()))
-							name := "[unknown]"
-							if f := str(m.FilenameStrindex()); loc.MappingIndex() != 0 && f != "" {
-								name = "[" + filepath.Base(f) + "]"
-							}
-							if ft == "kernel" {
-								name += "_[k]"
-							}
-							parts = append(parts, name)
-							continue
-						}
-						for j := lines.Len() - 1; j >= 0; j-- {
-							fn := d.FunctionTable().At(int(lines.At(j).FunctionIndex()))
-							name := strings.ReplaceAll(str(fn.NameStrindex()), ";", ":")
-							switch {
-							case ft == "kernel":
-								name += "_[k]"
-							case j < lines.Len()-1:
-								name += "_[i]"
-							}
-							parts = append(parts, name)
-						}
-					}
-					stacks[strings.Join(parts, ";")] += uint64(n)
-				}
-			}
-		}
-	}
-	return stacks, types, frameTypes
+	r, err := otlptest.Folded(p)
+	require.NoError(t, err)
+	return r.Stacks, r.SampleTypes, r.FrameTypes
 }
 
 // foldedStacks parses ustack report --format folded.
