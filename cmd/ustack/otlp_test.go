@@ -33,15 +33,8 @@ func otlpStacks(t *testing.T, p pprofile.Profiles) (stacks map[string]uint64, ty
 // foldedStacks parses ustack report --format folded.
 func foldedStacks(t *testing.T, out string) map[string]uint64 {
 	t.Helper()
-	m := map[string]uint64{}
-	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-		i := strings.LastIndexByte(l, ' ')
-		require.Positive(t, i, "folded line %q", l)
-		var n uint64
-		_, err := fmt.Sscan(l[i+1:], &n)
-		require.NoError(t, err, l)
-		m[l[:i]] += n
-	}
+	m, err := otlptest.ParseFolded(out)
+	require.NoError(t, err)
 	return m
 }
 

@@ -9,6 +9,7 @@ package otlptest
 import (
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"go.opentelemetry.io/collector/pdata/pprofile"
@@ -214,4 +215,22 @@ func Check(p pprofile.Profiles) error {
 		}
 	}
 	return nil
+}
+
+// ParseFolded parses ustack report --format folded: each stack and its
+// count.
+func ParseFolded(out string) (map[string]uint64, error) {
+	m := map[string]uint64{}
+	for n, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		i := strings.LastIndexByte(l, ' ')
+		if i <= 0 {
+			return nil, fmt.Errorf("folded line %d %q has no count", n+1, l)
+		}
+		c, err := strconv.ParseUint(l[i+1:], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("folded line %d %q: %v", n+1, l, err)
+		}
+		m[l[:i]] += c
+	}
+	return m, nil
 }

@@ -1,0 +1,224 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pprofile"
+
+	"github.com/ustack/ustack/internal/otlptest"
+)
+
+// bounded is how long a step of the test may take on a busy machine:
+// building the Collector the first time, its start, a delivery.
+const bounded = 15 * time.Minute
+
+// build builds the command pkg of the module in moduleDir into dir.
+func build(t *testing.T, dir, name, moduleDir, pkg string) string {
+	t.Helper()
+	out := filepath.Join(dir, name)
+	ctx, cancel := context.WithTimeout(context.Background(), bounded)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
+	cmd.Dir = moduleDir
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+	}
+	return out
+}
+
+// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// collector is a running otelcol-ustack: the OTLP receiver on 127.0.0.1
+// (gRPC and HTTP, free ports), the profiles feature gate on, the file
+// exporter writing each request it takes as one OTLP/JSON line to out.
+type collector struct {
+	cmd       *exec.Cmd
+	grpc      string // grpc://127.0.0.1:PORT
+	http      string // http://127.0.0.1:PORT
+	out       string
+	log       *bytes.Buffer
+	exited    chan error
+	stoppedOK bool
+}
+
+func startCollector(t *testing.T, bin, dir string) *collector {
+	t.Helper()
+	gp, hp := freePort(t), freePort(t)
+	c := &collector{grpc: fmt.Sprintf("grpc://127.0.0.1:%d", gp), http: fmt.Sprintf("http://127.0.0.1:%d", hp),
+		out: filepath.Join(dir, "profiles.jsonl"), log: &bytes.Buffer{}, exited: make(chan error, 1)}
+	cfg := filepath.Join(dir, "collector.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`receivers:
+  otlp:
+    protocols:
+      grpc:
+        endpoint: 127.0.0.1:%d
+      http:
+        endpoint: 127.0.0.1:%d
+exporters:
+  file:
+    path: %s
+    format: json
+    flush_interval: 100ms
+service:
+  pipelines:
+    profiles:
+      receivers: [otlp]
+      exporters: [file]
+`, gp, hp, c.out)), 0o644))
+	c.cmd = exec.Command(bin, "--config", cfg, "--feature-gates", "service.profilesSupport")
+	c.cmd.Stdout, c.cmd.Stderr = c.log, c.log
+	require.NoError(t, c.cmd.Start())
+	go func() { c.exited <- c.cmd.Wait() }()
+	t.Cleanup(func() { c.stop(t) })
+	// Ready when its HTTP port takes connections.
+	deadline := time.Now().Add(bounded)
+	for {
+		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", hp), time.Second)
+		if err == nil {
+			conn.Close()
+			break
+		}
+		select {
+		case err := <-c.exited:
+			t.Fatalf("the Collector exited before it listened: %v\n%s", err, c.log)
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the Collector did not listen on 127.0.0.1:%d in %v\n%s", hp, bounded, c.log)
+		}
+	}
+	return c
+}
+
+// stop ends the Collector with SIGTERM (SIGKILL if it does not exit).
+func (c *collector) stop(t *testing.T) {
+	if c.stoppedOK || c.cmd.Process == nil {
+		return
+	}
+	c.stoppedOK = true
+	c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.exited:
+	case <-time.After(time.Minute):
+		c.cmd.Process.Kill()
+		<-c.exited
+		t.Errorf("the Collector did not stop on SIGTERM in a minute\n%s", c.log)
+	}
+}
+
+// received waits until the file exporter has written n requests and
+// returns them, in the order they arrived.
+func (c *collector) received(t *testing.T, n int) []pprofile.Profiles {
+	t.Helper()
+	deadline := time.Now().Add(bounded)
+	for {
+		var got []pprofile.Profiles
+		if f, err := os.Open(c.out); err == nil {
+			sc := bufio.NewScanner(f)
+			sc.Buffer(nil, 64<<20)
+			for sc.Scan() {
+				var u pprofile.JSONUnmarshaler
+				p, err := u.UnmarshalProfiles(sc.Bytes())
+				if err != nil {
+					break // a line being written
+				}
+				got = append(got, p)
+			}
+			f.Close()
+		}
+		if len(got) >= n {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the Collector wrote %d of %d requests in %v\n%s", len(got), n, bounded, c.log)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func folded(t *testing.T, out string) map[string]uint64 {
+	t.Helper()
+	m, err := otlptest.ParseFolded(out)
+	require.NoError(t, err)
+	return m
+}
+
+var root = filepath.Join("..", "..")
+
+// recordings are committed recordings: the README's hello (a uprobe
+// whose stacks gdb checked), perf's cpu-clock dwarf.data, and a kprobe
+// recorded in the arm64 kernel lab (kernel frames from its archive's
+// kallsyms).
+var recordings = []struct {
+	name string
+	args []string
+}{
+	{"hello", []string{"--kallsyms", "-", filepath.Join(root, "testdata", "recordings", "hello", "perf.data")}},
+	{"dwarf", []string{"--kallsyms", "-", "--archive", "-", filepath.Join(root, "perfdata", "testdata", "dwarf.data")}},
+	{"arm64 kprobe", []string{"--archive", filepath.Join(root, "testdata", "recordings", "arm64-lab", "lab.ustack"),
+		filepath.Join(root, "testdata", "recordings", "arm64-lab", "kprobe.data")}},
+}
+
+// TestCollectorReceivesReports builds this module's Collector and ustack,
+// starts the Collector on 127.0.0.1 and sends it each recording with
+// ustack report --otlp-endpoint, over OTLP/HTTP and over OTLP/gRPC: what
+// the Collector's file exporter wrote, read back with pdata's pprofile,
+// has the stacks of ustack report --format folded of the same recording,
+// sample for sample and frame for frame.
+func TestCollectorReceivesReports(t *testing.T) {
+	dir := t.TempDir()
+	colBin := build(t, dir, "otelcol-ustack", ".", ".")
+	ustack := build(t, dir, "ustack", root, "./cmd/ustack") // with ustack's own go.mod
+	col := startCollector(t, colBin, dir)
+	home := t.TempDir()
+	env := append(os.Environ(), "HOME="+home, "XDG_CACHE_HOME="+filepath.Join(home, ".cache"), "DEBUGINFOD_URLS=")
+	report := func(args ...string) (string, string) {
+		t.Helper()
+		cmd := exec.Command(ustack, append([]string{"report", "--no-debuginfod"}, args...)...)
+		cmd.Env = env
+		var out, errs bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errs
+		require.NoError(t, cmd.Run(), "ustack report %s\n%s", strings.Join(args, " "), errs.String())
+		return out.String(), errs.String()
+	}
+	var want []map[string]uint64
+	var names []string
+	for _, rec := range recordings {
+		out, _ := report(append([]string{"--format", "folded"}, rec.args...)...)
+		f := folded(t, out)
+		for _, endpoint := range []string{col.http, col.grpc} {
+			_, errs := report(append([]string{"--otlp-endpoint", endpoint}, rec.args...)...)
+			require.Contains(t, errs, "bytes of OTLP profiles to "+endpoint)
+			want = append(want, f)
+			names = append(names, rec.name+" to "+endpoint)
+		}
+	}
+	got := col.received(t, len(want))
+	require.Len(t, got, len(want), "one request per report")
+	for i := range want {
+		r, err := otlptest.Folded(got[i])
+		require.NoError(t, err, names[i])
+		assert.Equal(t, want[i], r.Stacks, names[i])
+	}
+	col.stop(t)
+}
