@@ -18,7 +18,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pprofile"
 
+	"github.com/ustack/ustack/examples/otelcol/internal/coreprofile"
 	"github.com/ustack/ustack/internal/otlptest"
+	"github.com/ustack/ustack/otlpexport"
 )
 
 // bounded is how long a step of the test may take on a busy machine:
@@ -61,12 +63,18 @@ type collector struct {
 	stoppedOK bool
 }
 
-func startCollector(t *testing.T, bin, dir string) *collector {
+// With symfs, the pipeline runs ustack's symbolizer with that root first.
+func startCollector(t *testing.T, bin, dir, symfs string) *collector {
 	t.Helper()
 	gp, hp := freePort(t), freePort(t)
 	c := &collector{grpc: fmt.Sprintf("grpc://127.0.0.1:%d", gp), http: fmt.Sprintf("http://127.0.0.1:%d", hp),
 		out: filepath.Join(dir, "profiles.jsonl"), log: &bytes.Buffer{}, exited: make(chan error, 1)}
 	cfg := filepath.Join(dir, "collector.yaml")
+	processors, pipeline := "", ""
+	if symfs != "" {
+		processors = "processors:\n  ustack_symbolizer:\n    symfs: " + symfs
+		pipeline = "      processors: [ustack_symbolizer]"
+	}
 	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`receivers:
   otlp:
     protocols:
@@ -79,12 +87,14 @@ exporters:
     path: %s
     format: json
     flush_interval: 100ms
+%s
 service:
   pipelines:
     profiles:
       receivers: [otlp]
+%s
       exporters: [file]
-`, gp, hp, c.out)), 0o644))
+`, gp, hp, c.out, processors, pipeline)), 0o644))
 	c.cmd = exec.Command(bin, "--config", cfg, "--feature-gates", "service.profilesSupport")
 	c.cmd.Stdout, c.cmd.Stderr = c.log, c.log
 	require.NoError(t, c.cmd.Start())
@@ -189,7 +199,7 @@ func TestCollectorReceivesReports(t *testing.T) {
 	dir := t.TempDir()
 	colBin := build(t, dir, "otelcol-ustack", ".", ".")
 	ustack := build(t, dir, "ustack", root, "./cmd/ustack") // with ustack's own go.mod
-	col := startCollector(t, colBin, dir)
+	col := startCollector(t, colBin, dir, "")
 	home := t.TempDir()
 	env := append(os.Environ(), "HOME="+home, "XDG_CACHE_HOME="+filepath.Join(home, ".cache"), "DEBUGINFOD_URLS=")
 	report := func(args ...string) (string, string) {
@@ -219,6 +229,42 @@ func TestCollectorReceivesReports(t *testing.T) {
 		r, err := otlptest.Folded(got[i])
 		require.NoError(t, err, names[i])
 		assert.Equal(t, want[i], r.Stacks, names[i])
+	}
+	col.stop(t)
+}
+
+// TestCollectorSymbolizes runs ustack's symbolizer in the Collector's
+// pipeline: ustack report's profile of a core dump, its native frames
+// stripped of their names as the OpenTelemetry eBPF profiler sends them,
+// is sent over OTLP/HTTP; what the file exporter wrote names every
+// stripped location as ustack report did.
+func TestCollectorSymbolizes(t *testing.T) {
+	dir := t.TempDir()
+	colBin := build(t, dir, "otelcol-ustack", ".", ".")
+	p, symfs := coreprofile.Of(t, filepath.Join(root, "testdata"), "x86_64/threads")
+	want := otlptest.StripNative(p)
+	require.NotEmpty(t, want)
+	var m pprofile.ProtoMarshaler
+	stripped, err := m.MarshalProfiles(p)
+	require.NoError(t, err)
+
+	col := startCollector(t, colBin, dir, symfs)
+	_, err = otlpexport.Send(context.Background(), otlpexport.Config{Endpoint: col.http, Timeout: time.Minute}, stripped)
+	require.NoError(t, err)
+	got := col.received(t, 1)[0]
+	d := got.Dictionary()
+	// The file exporter's request has its own dictionary: find each
+	// stripped location by its address and mapping start.
+	type at struct{ addr, start uint64 }
+	byAddr := map[at][]string{}
+	for _, loc := range d.LocationTable().All() {
+		byAddr[at{loc.Address(), d.MappingTable().At(int(loc.MappingIndex())).MemoryStart()}] = otlptest.LineNames(d, loc)
+	}
+	pd := p.Dictionary()
+	for i, names := range want {
+		loc := pd.LocationTable().At(i)
+		k := at{loc.Address(), pd.MappingTable().At(int(loc.MappingIndex())).MemoryStart()}
+		assert.Equal(t, names, byAddr[k], "location at %#x", loc.Address())
 	}
 	col.stop(t)
 }

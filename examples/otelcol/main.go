@@ -1,6 +1,7 @@
 // Command otelcol-ustack is an OpenTelemetry Collector built from the
 // Collector's own modules with what ustack's tests and users need to take
-// profiles in: the OTLP receiver (gRPC and HTTP) and the file exporter.
+// profiles in: the OTLP receiver (gRPC and HTTP), the file exporter, and
+// ustack's symbolizer as the processor ustack_symbolizer.
 // The profiles signal is behind the Collector's feature gate
 // service.profilesSupport:
 //
@@ -22,16 +23,22 @@ import (
 	"go.opentelemetry.io/collector/confmap/provider/fileprovider"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/otelcol"
+	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/collector/receiver/otlpreceiver"
 	"go.opentelemetry.io/collector/service/telemetry"
 	"go.uber.org/zap"
+
+	"github.com/ustack/ustack/examples/otelcol/ustacksymbolizer"
 )
 
 func components() (otelcol.Factories, error) {
 	f := otelcol.Factories{Telemetry: telemetryFactory()}
 	var err error
 	if f.Receivers, err = otelcol.MakeFactoryMap[receiver.Factory](otlpreceiver.NewFactory()); err != nil {
+		return f, err
+	}
+	if f.Processors, err = otelcol.MakeFactoryMap[processor.Factory](ustacksymbolizer.NewFactory()); err != nil {
 		return f, err
 	}
 	f.Exporters, err = otelcol.MakeFactoryMap[exporter.Factory](fileexporter.NewFactory())

@@ -234,3 +234,40 @@ func ParseFolded(out string) (map[string]uint64, error) {
 	}
 	return m, nil
 }
+
+// StripNative removes the lines of every location whose mapping has a GNU
+// build-id (process.executable.build_id.gnu), as the OpenTelemetry eBPF
+// profiler sends native frames, and returns the function names each
+// stripped location had, by location index.
+func StripNative(p pprofile.Profiles) map[int][]string {
+	d := p.Dictionary()
+	names := map[int][]string{}
+	for i, loc := range d.LocationTable().All() {
+		if i == 0 || loc.Lines().Len() == 0 || !hasBuildID(d, d.MappingTable().At(int(loc.MappingIndex()))) {
+			continue
+		}
+		names[i] = LineNames(d, loc)
+		loc.Lines().RemoveIf(func(pprofile.Line) bool { return true })
+	}
+	return names
+}
+
+func hasBuildID(d pprofile.ProfilesDictionary, m pprofile.Mapping) bool {
+	for _, i := range m.AttributeIndices().All() {
+		kv := d.AttributeTable().At(int(i))
+		if d.StringTable().At(int(kv.KeyStrindex())) == "process.executable.build_id.gnu" {
+			return true
+		}
+	}
+	return false
+}
+
+// LineNames returns the function names of a location's lines, in order.
+func LineNames(d pprofile.ProfilesDictionary, loc pprofile.Location) []string {
+	var out []string
+	for _, l := range loc.Lines().All() {
+		fn := d.FunctionTable().At(int(l.FunctionIndex()))
+		out = append(out, d.StringTable().At(int(fn.NameStrindex())))
+	}
+	return out
+}
