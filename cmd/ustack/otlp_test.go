@@ -2,16 +2,19 @@ package main
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -301,4 +304,49 @@ func TestOTLPEndpointGRPC(t *testing.T) {
 	rc, _, errs = run3(append(base, "--otlp-endpoint", endpoint, helloData))
 	assert.Equal(t, exitError, rc)
 	assert.Contains(t, errs, "OTLP endpoint "+endpoint+" refused the profiles: gRPC status 7 PERMISSION_DENIED: no profiles here")
+}
+
+// TestOTLPTimestamps checks the timestamps against the recording's own
+// sample times (ustack report --format json): a copy of the hello
+// recording whose modification time is set to a known instant has its
+// last sample stamped at that instant, in Unix nanoseconds, and every other
+// sample at the same distance before it as in the recording's clock.
+func TestOTLPTimestamps(t *testing.T) {
+	isolate(t)
+	dir := t.TempDir()
+	data := filepath.Join(dir, "perf.data")
+	for _, ext := range []string{"", ".ustack"} {
+		b, err := os.ReadFile(helloData + ext)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(data+ext, b, 0o644))
+	}
+	end := time.Date(2026, 3, 4, 5, 6, 7, 123456789, time.UTC)
+	require.NoError(t, os.Chtimes(data, end, end))
+	base := []string{"report", "--kallsyms", "-", "--no-debuginfod"}
+	rc, js, errs := run3(append(base, "--format", "json", data))
+	require.Equal(t, exitOK, rc, errs)
+	var times []uint64
+	for _, l := range strings.Split(strings.TrimSpace(js), "\n") {
+		var s struct{ Time uint64 }
+		require.NoError(t, json.Unmarshal([]byte(l), &s))
+		times = append(times, s.Time)
+	}
+	last := slices.Max(times)
+	var want []uint64
+	for _, tm := range times {
+		want = append(want, uint64(end.UnixNano())-(last-tm))
+	}
+	rc, out, errs := run3(append(base, "--format", "otlp", data))
+	require.Equal(t, exitOK, rc, errs)
+	p := parseOTLP(t, []byte(out), false)
+	var got []uint64
+	prof := p.ResourceProfiles().At(0).ScopeProfiles().At(0).Profiles().At(0)
+	for _, s := range prof.Samples().All() {
+		got = append(got, s.TimestampsUnixNano().AsRaw()...)
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	assert.Equal(t, want, got)
+	assert.Equal(t, want[0], uint64(prof.Time()))
+	assert.Equal(t, want[len(want)-1]-want[0], prof.DurationNano())
 }
