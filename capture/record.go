@@ -93,6 +93,11 @@ type Options struct {
 	// Cmdline is the command line written into the recording's CMDLINE
 	// header, as perf writes its own (default: this process's arguments).
 	Cmdline []string
+	// OnUnwound, with Unwind, receives each sample as it is unwound, in
+	// the goroutine that drains the ring buffers (ustack record
+	// --otlp-endpoint): it must hand the work on, not wait. The sample is
+	// valid only during the call.
+	OnUnwound func(*UnwoundSample)
 }
 
 // Stats summarizes a finished recording.
@@ -1237,6 +1242,9 @@ func (r *Recorder) note(rec []byte) {
 		if misc&perfdata.MiscCommExec != 0 && len(body) >= 8 && r.uw != nil {
 			r.uw.exec(le.Uint32(body))
 		}
+		if len(body) > 8 && r.uw != nil && r.opts.OnUnwound != nil {
+			r.uw.comms[le.Uint32(body[4:])] = cString(body[8:])
+		}
 	case perfdata.RecordFork:
 		if len(body) >= 16 && r.uw != nil {
 			r.uw.fork(le.Uint32(body), le.Uint32(body[4:]))
@@ -1247,6 +1255,7 @@ func (r *Recorder) note(rec []byte) {
 			if pid == tid {
 				r.uw.exit(pid)
 			}
+			delete(r.uw.comms, tid)
 		}
 	}
 }

@@ -74,8 +74,13 @@ type OTLPBuilder struct {
 	// LastSample is the wall-clock time of the last sample, where the
 	// timestamps are moved to (the zero value: when Profiles is called).
 	LastSample time.Time
+	// WallClock, when set, turns a sample's time into Unix nanoseconds
+	// (a live recording knows its clock's offset), instead of LastSample.
+	WallClock func(t uint64) uint64
 	// latest is the latest sample time seen, in the recording's clock.
 	latest uint64
+	// profileAttrs are set on every profile (SetProfileAttribute).
+	profileAttrs []int32
 
 	key   []byte
 	lines []otlpLine
@@ -160,19 +165,37 @@ func (b *OTLPBuilder) Profiles() pprofile.Profiles {
 	}
 	// Unix time = the recording's clock + offset.
 	offset := uint64(end.UnixNano()) - b.latest
+	unix := func(t uint64) uint64 { return t + offset }
+	if b.WallClock != nil {
+		unix = b.WallClock
+	}
 	for _, name := range b.order {
 		op := b.profiles[name]
-		op.p.SetTime(pcommon.Timestamp(op.min + offset))
+		op.p.SetTime(pcommon.Timestamp(unix(op.min)))
 		op.p.SetDurationNano(op.max - op.min)
+		op.p.AttributeIndices().Append(b.profileAttrs...)
 		ss := op.p.Samples()
 		for i := 0; i < ss.Len(); i++ {
 			ts := ss.At(i).TimestampsUnixNano()
 			for j := 0; j < ts.Len(); j++ {
-				ts.SetAt(j, ts.At(j)+offset)
+				ts.SetAt(j, unix(ts.At(j)))
 			}
 		}
 	}
 	return b.req
+}
+
+// SetClockEvent says that event counts time in nanoseconds (cpu-clock,
+// task-clock: cpu/nanoseconds), every period nanoseconds; for a builder
+// given no recording's events (SetEvents).
+func (b *OTLPBuilder) SetClockEvent(event string, period int64) {
+	b.clock[event] = true
+	b.periods[event] = period
+}
+
+// SetProfileAttribute sets an integer attribute on every profile.
+func (b *OTLPBuilder) SetProfileAttribute(key string, value int64) {
+	b.profileAttrs = append(b.profileAttrs, b.attr(otlpAttr{key: key, num: value, isN: true}))
 }
 
 // Add adds one sample.

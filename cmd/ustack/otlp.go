@@ -69,19 +69,29 @@ func (o *otlpFlags) output(out io.Writer, toFile bool) (io.Writer, *bytes.Buffer
 	return buf, buf
 }
 
-// send sends the encoded request and says so on stderr; it returns the
-// exit status.
-func (o *otlpFlags) send(request []byte, stderr io.Writer) int {
+// config is the exporter's configuration: the environment's, then the
+// flags'.
+func (o *otlpFlags) config() (otlpexport.Config, error) {
 	cfg, err := otlpexport.FromEnv(o.endpoint, o.getenv)
 	if err != nil {
-		fmt.Fprintf(stderr, "ustack report: %v\n", err)
-		return exitUsage
+		return cfg, err
 	}
 	for k, v := range o.headers {
 		cfg.Headers[k] = v
 	}
 	if o.timeout > 0 {
 		cfg.Timeout = o.timeout
+	}
+	return cfg, nil
+}
+
+// send sends the encoded request and says so on stderr; it returns the
+// exit status.
+func (o *otlpFlags) send(request []byte, stderr io.Writer) int {
+	cfg, err := o.config()
+	if err != nil {
+		fmt.Fprintf(stderr, "ustack report: %v\n", err)
+		return exitUsage
 	}
 	res, err := otlpexport.Send(context.Background(), cfg, request)
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/ustack/ustack/examples/otelcol/internal/coreprofile"
 	"github.com/ustack/ustack/internal/otlptest"
+	"github.com/ustack/ustack/internal/testprog"
 	"github.com/ustack/ustack/otlpexport"
 )
 
@@ -66,10 +69,16 @@ type collector struct {
 // With symfs, the pipeline runs ustack's symbolizer with that root first.
 func startCollector(t *testing.T, bin, dir, symfs string) *collector {
 	t.Helper()
-	gp, hp := freePort(t), freePort(t)
+	return startCollectorOn(t, bin, dir, symfs, freePort(t), freePort(t), "profiles.jsonl")
+}
+
+// startCollectorOn starts one on the ports given, writing to the file out
+// in dir.
+func startCollectorOn(t *testing.T, bin, dir, symfs string, gp, hp int, out string) *collector {
+	t.Helper()
 	c := &collector{grpc: fmt.Sprintf("grpc://127.0.0.1:%d", gp), http: fmt.Sprintf("http://127.0.0.1:%d", hp),
-		out: filepath.Join(dir, "profiles.jsonl"), log: &bytes.Buffer{}, exited: make(chan error, 1)}
-	cfg := filepath.Join(dir, "collector.yaml")
+		out: filepath.Join(dir, out), log: &bytes.Buffer{}, exited: make(chan error, 1)}
+	cfg := filepath.Join(dir, out+".yaml")
 	processors, pipeline := "", ""
 	if symfs != "" {
 		processors = "processors:\n  ustack_symbolizer:\n    symfs: " + symfs
@@ -267,4 +276,89 @@ func TestCollectorSymbolizes(t *testing.T) {
 		assert.Equal(t, names, byAddr[k], "location at %#x", loc.Address())
 	}
 	col.stop(t)
+}
+
+// busySrc spins for six seconds in main -> leaf (no frame pointers: the
+// stacks need CFI), asking the clock between rounds.
+const busySrc = `#include <time.h>
+static volatile unsigned long sink;
+__attribute__((noinline)) void leaf(void) { for (int i = 0; i < 1000; i++) sink += i; }
+int main(void) {
+	struct timespec t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do { leaf(); clock_gettime(CLOCK_MONOTONIC, &t); } while (t.tv_sec - t0.tv_sec < 6);
+	return 0;
+}
+`
+
+// TestCollectorAgentAcrossRestart runs ustack record --unwind as an agent
+// (500ms intervals, OTLP/gRPC) against the Collector, stops the Collector
+// two seconds in and starts a new one on the same ports a second and a
+// half later: the intervals of the outage are kept and retried, and what
+// the two Collectors wrote together has the stacks of ustack report
+// --format folded of the recording the agent wrote, sample for sample
+// and frame for frame; or, if some interval could not be kept, the agent
+// says how many it dropped.
+func TestCollectorAgentAcrossRestart(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the agent records with perf_event_open as root here; not root")
+	}
+	dir := t.TempDir()
+	colBin := build(t, dir, "otelcol-ustack", ".", ".")
+	ustack := build(t, dir, "ustack", root, "./cmd/ustack")
+	prog := testprog.Build(t, dir, "busy.c", busySrc, "-O2", "-g", "-fomit-frame-pointer")
+	gp, hp := freePort(t), freePort(t)
+	first := startCollectorOn(t, colBin, dir, "", gp, hp, "first.jsonl")
+
+	home := t.TempDir()
+	data := filepath.Join(dir, "agent.data")
+	cmd := exec.Command(ustack, "record", "--unwind", "-F", "200", "--otlp-endpoint", first.grpc,
+		"--otlp-interval", "500ms", "-o", data, "--", prog)
+	cmd.Env = append(os.Environ(), "HOME="+home, "DEBUGINFOD_URLS=")
+	var errs bytes.Buffer
+	cmd.Stderr = &errs
+	require.NoError(t, cmd.Start())
+	time.Sleep(2 * time.Second)
+	first.stop(t)
+	time.Sleep(1500 * time.Millisecond)
+	second := startCollectorOn(t, colBin, dir, "", gp, hp, "second.jsonl")
+	if err := cmd.Wait(); err != nil {
+		t.Skipf("ustack record cannot record here: %v: %s", err, errs.String())
+	}
+	m := regexp.MustCompile(`\[ ustack record: sent (\d+) of (\d+) profiles`).FindStringSubmatch(errs.String())
+	require.NotNil(t, m, errs.String())
+	sent, _ := strconv.Atoi(m[1])
+	t.Logf("the agent said:\n%s", errs.String())
+
+	rep := exec.Command(ustack, "report", "--no-debuginfod", "--format", "folded", data)
+	rep.Env = cmd.Env
+	out, err := rep.Output()
+	require.NoError(t, err)
+	want := folded(t, string(out))
+
+	got := map[string]uint64{}
+	n := 0
+	for _, c := range []*collector{first, second} {
+		var reqs []pprofile.Profiles
+		if c == first {
+			reqs = c.received(t, 0)
+		} else {
+			reqs = c.received(t, sent-n)
+		}
+		n += len(reqs)
+		for _, p := range reqs {
+			r, err := otlptest.Folded(p)
+			require.NoError(t, err)
+			for k, v := range r.Stacks {
+				got[k] += v
+			}
+		}
+	}
+	assert.Equal(t, sent, n, "every profile the agent sent was written")
+	if strings.Contains(errs.String(), "dropped") {
+		t.Logf("the agent dropped intervals: %s", errs.String())
+		return
+	}
+	assert.Equal(t, want, got)
+	second.stop(t)
 }
