@@ -362,3 +362,39 @@ func TestCollectorAgentAcrossRestart(t *testing.T) {
 	assert.Equal(t, want, got)
 	second.stop(t)
 }
+
+// TestCollectorAgentSIGINT ends an agent with SIGINT two seconds into its
+// first 10-second interval: that interval is sent before ustack exits,
+// and the Collector wrote the stacks of ustack report --format folded of
+// the recording, sample for sample.
+func TestCollectorAgentSIGINT(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the agent records with perf_event_open as root here; not root")
+	}
+	dir := t.TempDir()
+	colBin := build(t, dir, "otelcol-ustack", ".", ".")
+	ustack := build(t, dir, "ustack", root, "./cmd/ustack")
+	prog := testprog.Build(t, dir, "busy.c", busySrc, "-O2", "-g", "-fomit-frame-pointer")
+	col := startCollector(t, colBin, dir, "")
+	data := filepath.Join(dir, "agent.data")
+	cmd := exec.Command(ustack, "record", "--unwind", "-F", "200", "--otlp-endpoint", col.http,
+		"--otlp-interval", "10s", "-o", data, "--", prog)
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "DEBUGINFOD_URLS=")
+	var errs bytes.Buffer
+	cmd.Stderr = &errs
+	require.NoError(t, cmd.Start())
+	time.Sleep(2 * time.Second)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	err := cmd.Wait()
+	if !strings.Contains(errs.String(), "sent 1 of 1 profiles") {
+		t.Fatalf("the agent did not send its interval on SIGINT (%v):\n%s", err, errs.String())
+	}
+	rep := exec.Command(ustack, "report", "--no-debuginfod", "--format", "folded", data)
+	rep.Env = cmd.Env
+	out, err := rep.Output()
+	require.NoError(t, err)
+	r, err := otlptest.Folded(col.received(t, 1)[0])
+	require.NoError(t, err)
+	assert.Equal(t, folded(t, string(out)), r.Stacks)
+	col.stop(t)
+}
