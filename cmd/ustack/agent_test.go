@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -21,15 +20,18 @@ import (
 )
 
 // busySrc spins for three seconds in main -> mid -> leaf (no frame
-// pointers: the stacks need CFI), asking the clock between rounds.
-const busySrc = `#include <time.h>
+// pointers: the stacks need CFI), asking the clock between rounds; then it
+// creates the file its argument names, if any.
+const busySrc = `#include <stdio.h>
+#include <time.h>
 static volatile unsigned long sink;
 __attribute__((noinline)) void leaf(void) { for (int i = 0; i < 1000; i++) sink += i; }
 __attribute__((noinline)) void mid(void) { leaf(); }
-int main(void) {
+int main(int argc, char **argv) {
 	struct timespec t0, t;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	do { mid(); clock_gettime(CLOCK_MONOTONIC, &t); } while (t.tv_sec - t0.tv_sec < 3);
+	if (argc > 1) fclose(fopen(argv[1], "w"));
 	return 0;
 }
 `
@@ -37,7 +39,8 @@ int main(void) {
 // TestAgentMatchesReport runs ustack record --unwind --otlp-endpoint with
 // 500ms intervals against a test endpoint on 127.0.0.1 that refuses its
 // first two requests (HTTP 503, as a Collector restarting): the requests
-// are retried, several intervals arrive, and together their stacks are,
+// are retried, the intervals arrive (how many have samples depends on the
+// machine's load), and together their stacks are,
 // sample for sample and frame for frame, those of ustack report --format
 // folded of the recording the same run wrote; the exit summary counts the
 // profiles sent and none dropped.
@@ -82,7 +85,8 @@ func TestAgentMatchesReport(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	assert.Equal(t, 2, refused)
-	require.GreaterOrEqual(t, len(bodies), 3, "a 3-second run in 500ms intervals")
+	require.NotEmpty(t, bodies)
+	t.Logf("%d intervals with samples arrived", len(bodies))
 	got := map[string]uint64{}
 	for _, b := range bodies {
 		r, err := otlptest.Folded(parseOTLP(t, b, false))
@@ -97,11 +101,11 @@ func TestAgentMatchesReport(t *testing.T) {
 }
 
 // TestAgentBacklogDrops runs the agent with 50ms intervals and a backlog
-// of 3 against an endpoint that refuses everything for its first 2.5
-// seconds: the backlog overflows, the oldest intervals are dropped; once the
-// endpoint takes profiles again the rest arrive, the profiles queued
-// during the outage carry ustack.dropped_intervals, and the exit summary
-// counts sent plus dropped as every interval.
+// of 1 against an endpoint that refuses everything until the recorded
+// program has ended: the backlog overflows as soon as two intervals have
+// samples, the oldest are dropped; once the endpoint takes profiles again
+// the one kept arrives, carrying ustack.dropped_intervals, and the exit
+// summary counts sent plus dropped as every interval.
 func TestAgentBacklogDrops(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the agent records with perf_event_open as root here; not root")
@@ -111,10 +115,10 @@ func TestAgentBacklogDrops(t *testing.T) {
 	bin := testprog.Build(t, dir, "busy.c", busySrc, "-O2", "-g")
 	var mu sync.Mutex
 	var bodies [][]byte
-	start := time.Now()
+	ended := filepath.Join(dir, "ended")
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
-		if time.Since(start) < 2500*time.Millisecond {
+		if _, err := os.Stat(ended); err != nil {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
 		}
@@ -125,7 +129,7 @@ func TestAgentBacklogDrops(t *testing.T) {
 	defer srv.Close()
 	var out, errs bytes.Buffer
 	rc := run([]string{"record", "--unwind", "-F", "200", "--otlp-endpoint", srv.URL, "--otlp-interval", "50ms",
-		"--otlp-backlog", "3", "--otlp-timeout", "200ms", "-o", filepath.Join(dir, "agent.data"), "--", bin}, &out, &errs)
+		"--otlp-backlog", "1", "--otlp-timeout", "200ms", "-o", filepath.Join(dir, "agent.data"), "--", bin, ended}, &out, &errs)
 	if rc != 0 {
 		t.Skipf("ustack record cannot record here (status %d): %s", rc, errs.String())
 	}
@@ -134,6 +138,7 @@ func TestAgentBacklogDrops(t *testing.T) {
 	sent, total, dropped := atoi(t, m[1]), atoi(t, m[2]), atoi(t, m[3])
 	assert.Equal(t, total, sent+dropped)
 	assert.Positive(t, dropped)
+	assert.Equal(t, 1, sent, "the one interval the backlog kept")
 	mu.Lock()
 	defer mu.Unlock()
 	assert.Equal(t, sent, len(bodies))

@@ -279,12 +279,15 @@ func TestCollectorSymbolizes(t *testing.T) {
 }
 
 // busySrc spins for six seconds in main -> leaf (no frame pointers: the
-// stacks need CFI), asking the clock between rounds.
-const busySrc = `#include <time.h>
+// stacks need CFI), asking the clock between rounds; it creates the file
+// its argument names, if any, once it runs.
+const busySrc = `#include <stdio.h>
+#include <time.h>
 static volatile unsigned long sink;
 __attribute__((noinline)) void leaf(void) { for (int i = 0; i < 1000; i++) sink += i; }
-int main(void) {
+int main(int argc, char **argv) {
 	struct timespec t0, t;
+	if (argc > 1) fclose(fopen(argv[1], "w"));
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	do { leaf(); clock_gettime(CLOCK_MONOTONIC, &t); } while (t.tv_sec - t0.tv_sec < 6);
 	return 0;
@@ -363,8 +366,9 @@ func TestCollectorAgentAcrossRestart(t *testing.T) {
 	second.stop(t)
 }
 
-// TestCollectorAgentSIGINT ends an agent with SIGINT two seconds into its
-// first 10-second interval: that interval is sent before ustack exits,
+// TestCollectorAgentSIGINT ends an agent with SIGINT a second after the
+// recorded program started, in the agent's first 10-second interval: that
+// interval is sent before ustack exits,
 // and the Collector wrote the stacks of ustack report --format folded of
 // the recording, sample for sample.
 func TestCollectorAgentSIGINT(t *testing.T) {
@@ -377,13 +381,22 @@ func TestCollectorAgentSIGINT(t *testing.T) {
 	prog := testprog.Build(t, dir, "busy.c", busySrc, "-O2", "-g", "-fomit-frame-pointer")
 	col := startCollector(t, colBin, dir, "")
 	data := filepath.Join(dir, "agent.data")
+	started := filepath.Join(dir, "started")
 	cmd := exec.Command(ustack, "record", "--unwind", "-F", "200", "--otlp-endpoint", col.http,
-		"--otlp-interval", "10s", "-o", data, "--", prog)
+		"--otlp-interval", "10s", "-o", data, "--", prog, started)
 	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "DEBUGINFOD_URLS=")
 	var errs bytes.Buffer
 	cmd.Stderr = &errs
 	require.NoError(t, cmd.Start())
-	time.Sleep(2 * time.Second)
+	deadline := time.Now().Add(bounded)
+	for {
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the recorded program did not start in %v:\n%s", bounded, errs.String())
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
 	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
 	err := cmd.Wait()
 	if !strings.Contains(errs.String(), "sent 1 of 1 profiles") {
