@@ -22,9 +22,12 @@ const defaultBacklog = 32
 // otlpAgent is ustack record --unwind --otlp-endpoint: it names each sample
 // as it is unwound and adds it to the interval's profile; every interval
 // the profile is encoded and queued for a sender that retries with
-// backoff, so the ring buffers never wait for the network. Memory is
-// bounded: one interval's profile (its stacks interned) and at most
-// backlog encoded ones.
+// backoff, so the ring buffers never wait for the network. What it holds
+// of the profiles is bounded: one interval's profile (its stacks
+// interned) and at most backlog encoded ones. What it holds to name
+// frames is not: every object it symbolized stays open, with its symbols,
+// lines and inline trees, for the rest of the run (measured in
+// README.md).
 type otlpAgent struct {
 	cfg      otlpexport.Config
 	interval time.Duration
