@@ -18,6 +18,7 @@ import (
 	"unsafe"
 
 	"github.com/ustack/ustack/arch"
+	"github.com/ustack/ustack/elfcache"
 	"github.com/ustack/ustack/perfdata"
 	"github.com/ustack/ustack/procmaps"
 	"golang.org/x/sys/unix"
@@ -98,6 +99,10 @@ type Options struct {
 	// --otlp-endpoint): it must hand the work on, not wait. The sample is
 	// valid only during the call.
 	OnUnwound func(*UnwoundSample)
+	// SectionCache, when set, keeps the compressed debug sections --unwind
+	// decompresses on disk (file-backed pages the kernel can reclaim)
+	// instead of in the recorder's memory.
+	SectionCache *elfcache.SectionCache
 }
 
 // Stats summarizes a finished recording.
@@ -838,7 +843,7 @@ func (r *Recorder) Run(ctx context.Context) (*Stats, error) {
 	}
 	r.objs = newObjectSet(r.opts.Output+".ustack", !r.opts.NoArchive, r.opts.Log)
 	if r.opts.Unwind {
-		r.uw = newLiveUnwinder(r.arch)
+		r.uw = newLiveUnwinder(r.arch, r.opts.SectionCache)
 	}
 	if err := r.synthesize(); err != nil {
 		r.killCommand()

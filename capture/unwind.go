@@ -2,6 +2,7 @@ package capture
 
 import (
 	"github.com/ustack/ustack/arch"
+	"github.com/ustack/ustack/elfcache"
 	"github.com/ustack/ustack/perfdata"
 	"github.com/ustack/ustack/procmaps"
 	"github.com/ustack/ustack/resolve"
@@ -56,7 +57,7 @@ type UnwoundSample struct {
 	Space *resolve.Space
 }
 
-func newLiveUnwinder(a arch.Arch) *liveUnwinder {
+func newLiveUnwinder(a arch.Arch, sc *elfcache.SectionCache) *liveUnwinder {
 	lu := &liveUnwinder{
 		arch:   a,
 		u:      unwinder.New(a, unwinder.Options{}),
@@ -67,7 +68,7 @@ func newLiveUnwinder(a arch.Arch) *liveUnwinder {
 	}
 	// The live files, or the same path in the process's root; the
 	// running kernel's vdso.
-	ro := resolve.Options{ProcRoot: true}
+	ro := resolve.Options{ProcRoot: true, SectionCache: sc}
 	if data, err := ReadVDSO(); err == nil {
 		ro.VDSO = data
 	}

@@ -142,6 +142,11 @@ func cmdRecord(args []string, stdout, stderr io.Writer) int {
 		}
 		agent = newOTLPAgent(cfg, *otlpInterval, *otlpBacklog, clock, stderr)
 		opts.OnUnwound = agent.add
+		// Naming frames reads debug sections, most compressed: keep them
+		// decompressed on disk, not in the agent's memory.
+		if !envSet("USTACK_NO_CACHE") {
+			opts.SectionCache = openSectionCache(func(msg string) { fmt.Fprintf(stderr, "ustack record: warning: %s\n", msg) })
+		}
 		go agent.run()
 	}
 	rec, err := capture.NewRecorder(opts)
