@@ -18,6 +18,7 @@ import (
 	"unsafe"
 
 	"github.com/ustack/ustack/arch"
+	"github.com/ustack/ustack/elfcache"
 	"github.com/ustack/ustack/perfdata"
 	"github.com/ustack/ustack/procmaps"
 	"golang.org/x/sys/unix"
@@ -93,6 +94,15 @@ type Options struct {
 	// Cmdline is the command line written into the recording's CMDLINE
 	// header, as perf writes its own (default: this process's arguments).
 	Cmdline []string
+	// OnUnwound, with Unwind, receives each sample as it is unwound, in
+	// the goroutine that drains the ring buffers (ustack record
+	// --otlp-endpoint): it must hand the work on, not wait. The sample is
+	// valid only during the call.
+	OnUnwound func(*UnwoundSample)
+	// SectionCache, when set, keeps the compressed debug sections --unwind
+	// decompresses on disk (file-backed pages the kernel can reclaim)
+	// instead of in the recorder's memory.
+	SectionCache *elfcache.SectionCache
 }
 
 // Stats summarizes a finished recording.
@@ -833,7 +843,7 @@ func (r *Recorder) Run(ctx context.Context) (*Stats, error) {
 	}
 	r.objs = newObjectSet(r.opts.Output+".ustack", !r.opts.NoArchive, r.opts.Log)
 	if r.opts.Unwind {
-		r.uw = newLiveUnwinder(r.arch)
+		r.uw = newLiveUnwinder(r.arch, r.opts.SectionCache)
 	}
 	if err := r.synthesize(); err != nil {
 		r.killCommand()
@@ -1237,6 +1247,9 @@ func (r *Recorder) note(rec []byte) {
 		if misc&perfdata.MiscCommExec != 0 && len(body) >= 8 && r.uw != nil {
 			r.uw.exec(le.Uint32(body))
 		}
+		if len(body) > 8 && r.uw != nil && r.opts.OnUnwound != nil {
+			r.uw.comms[le.Uint32(body[4:])] = cString(body[8:])
+		}
 	case perfdata.RecordFork:
 		if len(body) >= 16 && r.uw != nil {
 			r.uw.fork(le.Uint32(body), le.Uint32(body[4:]))
@@ -1247,6 +1260,7 @@ func (r *Recorder) note(rec []byte) {
 			if pid == tid {
 				r.uw.exit(pid)
 			}
+			delete(r.uw.comms, tid)
 		}
 	}
 }

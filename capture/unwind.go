@@ -2,6 +2,7 @@ package capture
 
 import (
 	"github.com/ustack/ustack/arch"
+	"github.com/ustack/ustack/elfcache"
 	"github.com/ustack/ustack/perfdata"
 	"github.com/ustack/ustack/procmaps"
 	"github.com/ustack/ustack/resolve"
@@ -27,24 +28,47 @@ type liveUnwinder struct {
 	chain  []uint64
 	in     perfdata.Sample // the kernel's sample, decoded
 	out    perfdata.Sample
+	// comms are the threads' names by tid, from COMM records, for
+	// Options.OnUnwound; un is the sample handed to it.
+	comms map[uint32]string
+	un    UnwoundSample
 }
 
 type spaceEntry struct {
 	version uint64
-	as      *unwinder.AddressSpace
+	sp      *resolve.Space
 }
 
-func newLiveUnwinder(a arch.Arch) *liveUnwinder {
+// UnwoundSample is a sample unwound at capture time, for Options.OnUnwound.
+type UnwoundSample struct {
+	// Event is the sample's event name.
+	Event        string
+	Pid, Tid     uint32
+	Time, Period uint64
+	// Comm is the thread's name, as COMM records last gave it (for a
+	// thread older than the recording, as /proc gave it).
+	Comm string
+	// Kernel is the kernel's call chain, innermost first (context
+	// markers included), and User the user frames' addresses as the
+	// recording stores them: the sampled PC, then return addresses.
+	Kernel, User []uint64
+	// Space is the process's address space the user frames were unwound
+	// in (resolve.Symbolizer names them in it).
+	Space *resolve.Space
+}
+
+func newLiveUnwinder(a arch.Arch, sc *elfcache.SectionCache) *liveUnwinder {
 	lu := &liveUnwinder{
 		arch:   a,
 		u:      unwinder.New(a, unwinder.Options{}),
 		tr:     procmaps.NewTracker(),
 		spaces: map[uint32]spaceEntry{},
+		comms:  map[uint32]string{},
 		frames: make([]unwinder.Frame, maxUnwindFrames),
 	}
 	// The live files, or the same path in the process's root; the
 	// running kernel's vdso.
-	ro := resolve.Options{ProcRoot: true}
+	ro := resolve.Options{ProcRoot: true, SectionCache: sc}
 	if data, err := ReadVDSO(); err == nil {
 		ro.VDSO = data
 	}
@@ -63,15 +87,15 @@ func (lu *liveUnwinder) fork(pid, ppid uint32) { lu.tr.Fork(pid, ppid) }
 func (lu *liveUnwinder) exit(pid uint32)       { lu.tr.Exit(pid); delete(lu.spaces, pid) }
 
 // space returns the address space of pid, rebuilt when its maps changed.
-func (lu *liveUnwinder) space(pid uint32) *unwinder.AddressSpace {
+func (lu *liveUnwinder) space(pid uint32) *resolve.Space {
 	snap := lu.tr.Maps(pid)
 	if e, ok := lu.spaces[pid]; ok && e.version == snap.Version {
-		return e.as
+		return e.sp
 	}
 	lu.maps = resolve.FromProcmaps(lu.maps[:0], snap.Maps)
-	as := lu.res.NewSpace(pid, lu.maps).AddressSpace()
-	lu.spaces[pid] = spaceEntry{snap.Version, as}
-	return as
+	sp := lu.res.NewSpace(pid, lu.maps)
+	lu.spaces[pid] = spaceEntry{snap.Version, sp}
+	return sp
 }
 
 // writeUnwound unwinds a kernel sample and writes it with its user frames
@@ -99,12 +123,14 @@ func (r *Recorder) writeUnwound(misc uint16, body []byte) error {
 		return nil
 	}
 	chain := append(lu.chain[:0], v.Callchain...)
+	var space *resolve.Space
 	if v.RegsABI != perfdata.RegsABINone {
 		lu.regs.Reset()
 		lu.arch.LoadPerf(&lu.regs, v.RegsMask, v.Regs, true)
 		sp, _ := lu.regs.Get(lu.arch.SP())
 		stack := unwinder.Stack{Addr: sp, Data: v.Stack()}
-		res := lu.u.Unwind(&lu.cache, lu.space(v.Pid), &lu.regs, &stack, lu.frames)
+		space = lu.space(v.Pid)
+		res := lu.u.Unwind(&lu.cache, space.AddressSpace(), &lu.regs, &stack, lu.frames)
 		if res.Frames <= 1 {
 			r.st.UnwindFailed++
 		}
@@ -118,6 +144,9 @@ func (r *Recorder) writeUnwound(misc uint16, body []byte) error {
 			}
 		}
 	}
+	if r.opts.OnUnwound != nil {
+		r.handOn(ka.Name, v, chain, space)
+	}
 	lu.chain = chain[:0]
 	s := &lu.out
 	*s = perfdata.Sample{}
@@ -127,4 +156,31 @@ func (r *Recorder) writeUnwound(misc uint16, body []byte) error {
 	s.Callchain = chain
 	s.Raw = v.Raw
 	return r.w.WriteSample(s)
+}
+
+// handOn gives Options.OnUnwound an unwound sample: chain is what the
+// recording stores, the kernel's part, then ContextUser and the user
+// frames.
+func (r *Recorder) handOn(event string, v *perfdata.Sample, chain []uint64, space *resolve.Space) {
+	lu := r.uw
+	u := &lu.un
+	comm, ok := lu.comms[v.Tid]
+	if !ok && v.Pid != ^uint32(0) {
+		// A thread older than the recording: its COMM was synthesized
+		// from /proc, straight into the file.
+		comm = readComm(int(v.Pid), int(v.Tid))
+		lu.comms[v.Tid] = comm
+	}
+	*u = UnwoundSample{Event: event, Pid: v.Pid, Tid: v.Tid, Time: v.Time, Period: v.Period, Comm: comm, Space: space}
+	u.Kernel = chain
+	for i, ip := range chain {
+		if ip == perfdata.ContextUser {
+			u.Kernel, u.User = chain[:i], chain[i+1:]
+			break
+		}
+	}
+	if space == nil {
+		u.User = nil
+	}
+	r.opts.OnUnwound(u)
 }

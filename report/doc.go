@@ -20,7 +20,8 @@
 // object's information came from (Options.ObjectSources). Writers
 // (NewWriter) print the samples as perf script does (text, with its -F
 // fields), JSON (docs/report.schema.json), folded stacks, pprof, a flame
-// graph or a speedscope file.
+// graph, a speedscope file or OpenTelemetry profiles (otlp.go: protobuf
+// or OTLP/JSON).
 //
 // A core dump takes the same path from the resolver on (core.go): OpenCore
 // and RunCore make one sample per thread, unwound through the core's whole

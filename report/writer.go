@@ -5,6 +5,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/ustack/ustack/perfdata"
 )
@@ -58,6 +59,12 @@ type WriterOptions struct {
 	// GroupComm (the default, as folded stacks), GroupProcess,
 	// GroupThread or GroupNone.
 	GroupBy string
+
+	// LastSample is the wall-clock time of the recording's last sample
+	// (for a core dump, the dump's time): the otlp formats' timestamps,
+	// which are Unix time, are the samples' times moved to end there.
+	// The zero value means when the writer is closed.
+	LastSample time.Time
 }
 
 // check rejects options no format can honour.
@@ -100,6 +107,8 @@ var writerMakers = map[string]func(w io.Writer, o WriterOptions) Writer{
 		return &pprofWriter{b: b, w: w, session: o.Session}
 	},
 	"flamegraph": func(w io.Writer, o WriterOptions) Writer { return newFlameWriter(w, o) },
+	"otlp":       func(w io.Writer, o WriterOptions) Writer { return newOTLPWriter(w, o, false) },
+	"otlp-json":  func(w io.Writer, o WriterOptions) Writer { return newOTLPWriter(w, o, true) },
 	"speedscope": func(w io.Writer, o WriterOptions) Writer { return newSpeedscopeWriter(w, o) },
 }
 

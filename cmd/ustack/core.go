@@ -69,6 +69,7 @@ type coreFlags struct {
 	output, format    string
 	fields, time, cpu string
 	wo                report.WriterOptions
+	otlp              otlpFlags
 }
 
 // reportCore reports every thread of the core dump at path (or, for "-",
@@ -114,6 +115,17 @@ func reportCore(path string, in io.Reader, f coreFlags, stdout, stderr io.Writer
 		defer file.Close()
 		out = file
 	}
+	if f.info && f.otlp.endpoint != "" {
+		fmt.Fprintf(stderr, "ustack report: --core-info describes the core; --otlp-endpoint sends stacks\n")
+		return exitUsage
+	}
+	out, sent := f.otlp.output(out, file != nil)
+	if in == nil {
+		// A core has no clock: its threads are stamped with its time.
+		if st, err := os.Stat(path); err == nil {
+			f.wo.LastSample = st.ModTime()
+		}
+	}
 	if f.info {
 		if err := report.WriteCoreInfo(out, c, copts); err != nil {
 			fmt.Fprintf(stderr, "ustack report: %v\n", err)
@@ -141,6 +153,11 @@ func reportCore(path string, in io.Reader, f coreFlags, stdout, stderr io.Writer
 	}
 	if code := finishReport(sink, sum, err, f.verbose, stderr, unit); code != exitOK {
 		return code
+	}
+	if sent != nil && sum.Samples > 0 {
+		if code := f.otlp.send(sent.Bytes(), stderr); code != exitOK {
+			return code
+		}
 	}
 	if len(c.Warnings) > 0 {
 		problems := fmt.Sprintf("%d problems", len(c.Warnings))

@@ -56,6 +56,11 @@ func cmdRecord(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&dur, "d", 0, "stop after this `duration` (e.g. 10s)")
 	alias(fs, "duration", "d")
 	unwind := fs.Bool("unwind", false, "unwind at capture time and store only the frames, no registers or stack bytes")
+	var otlp otlpFlags
+	otlp.register(fs)
+	fs.Lookup("otlp-endpoint").Usage = "with --unwind: also send the samples as OpenTelemetry profiles to `url`, one profile per --otlp-interval (an agent: http(s)://HOST:PORT for OTLP/HTTP, grpc://HOST:PORT for OTLP/gRPC; headers, timeout and gzip also from OTEL_EXPORTER_OTLP_*); an endpoint that is down is retried with backoff, at most --otlp-backlog intervals kept, what is dropped counted in the next profile (ustack.dropped_intervals) and at exit"
+	otlpInterval := fs.Duration("otlp-interval", 10*time.Second, "with --otlp-endpoint: the `duration` each exported profile covers")
+	otlpBacklog := fs.Int("otlp-backlog", defaultBacklog, "with --otlp-endpoint: how many interval `profiles` wait for an endpoint that is down; past that the oldest are dropped, and counted")
 	noArchive := fs.Bool("no-archive", false, "do not write the OUTPUT.ustack archive of objects, vdso and kallsyms")
 	quiet := fs.Bool("q", false, "print nothing but errors")
 	alias(fs, "quiet", "q")
@@ -88,6 +93,18 @@ func cmdRecord(args []string, stdout, stderr io.Writer) int {
 		}
 		*stack = size
 	}
+	if otlp.endpoint == "" && (otlp.headers != nil || otlp.timeout != 0) {
+		return usageErr("--otlp-header and --otlp-timeout are for --otlp-endpoint")
+	}
+	if otlp.endpoint != "" && !*unwind {
+		return usageErr("--otlp-endpoint sends stacks unwound at capture time: add --unwind")
+	}
+	if *otlpInterval <= 0 {
+		return usageErr("--otlp-interval %v: an interval is longer than 0", *otlpInterval)
+	}
+	if *otlpBacklog < 1 {
+		return usageErr("--otlp-backlog %d: at least one profile waits", *otlpBacklog)
+	}
 	var cpus []int
 	if *cpuList != "" {
 		if cpus, err = capture.ParseCPUList(*cpuList); err != nil {
@@ -108,6 +125,30 @@ func cmdRecord(args []string, stdout, stderr io.Writer) int {
 	if !*quiet {
 		opts.Log = stderr
 	}
+	var agent *otlpAgent
+	if otlp.endpoint != "" {
+		cfg, err := otlp.config()
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		clock := map[string]int64{}
+		for _, ev := range events {
+			if ev == "cpu-clock" || ev == "task-clock" {
+				clock[ev] = clockPeriod(uint64(freq), *period)
+			}
+		}
+		if len(events) == 0 {
+			clock["cpu-clock"] = clockPeriod(uint64(freq), *period)
+		}
+		agent = newOTLPAgent(cfg, *otlpInterval, *otlpBacklog, clock, stderr)
+		opts.OnUnwound = agent.add
+		// Naming frames reads debug sections, most compressed: keep them
+		// decompressed on disk, not in the agent's memory.
+		if !envSet("USTACK_NO_CACHE") {
+			opts.SectionCache = openSectionCache(func(msg string) { fmt.Fprintf(stderr, "ustack record: warning: %s\n", msg) })
+		}
+		go agent.run()
+	}
 	rec, err := capture.NewRecorder(opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "ustack record: %v\n", err)
@@ -124,6 +165,14 @@ func cmdRecord(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	start := time.Now()
 	st, err := rec.Run(ctx)
+	if agent != nil {
+		as := agent.finish()
+		fmt.Fprintf(stderr, "[ ustack record: sent %d of %d profiles (%d samples) to %s", as.delivered, as.intervals, as.samples, otlp.endpoint)
+		if as.dropped > 0 {
+			fmt.Fprintf(stderr, "; %d dropped: %v", as.dropped, as.lastErr)
+		}
+		fmt.Fprintf(stderr, " ]\n")
+	}
 	if st != nil && !*quiet {
 		fmt.Fprintf(stderr, "[ ustack record: wrote %s (%.1f MB, %d samples) in %.2fs ]\n",
 			st.Output, float64(st.Bytes)/1e6, st.Samples, time.Since(start).Seconds())
@@ -232,4 +281,16 @@ func (f *freqValue) Set(s string) error {
 	}
 	*f = freqValue(n)
 	return nil
+}
+
+// clockPeriod is a clock event's period in nanoseconds: -c, else the
+// frequency's (-F, default capture.DefaultFreq).
+func clockPeriod(freq, period uint64) int64 {
+	if period > 0 {
+		return int64(period)
+	}
+	if freq == 0 {
+		freq = capture.DefaultFreq
+	}
+	return int64(1e9 / freq)
 }

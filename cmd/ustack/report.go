@@ -41,7 +41,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	alias(fs, "input", "i")
 	output := fs.String("o", "", "write the report to `file` instead of standard output")
 	alias(fs, "output", "o")
-	format := fs.String("format", "text", "output `format`: text (like perf script), json (JSON Lines: one object per sample or thread), folded, pprof, flamegraph (interactive SVG), speedscope")
+	format := fs.String("format", "text", "output `format`: text (like perf script), json (JSON Lines: one object per sample or thread), folded, pprof, flamegraph (interactive SVG), speedscope, otlp (OpenTelemetry profiles: an ExportProfilesServiceRequest in protobuf), otlp-json (the same in OTLP/JSON, as the Collector's otlpjsonfile receiver reads it)")
 	symfs := fs.String("symfs", "", "look for objects under `dir`, like perf's --symfs")
 	kall := fs.String("kallsyms", "", "kernel symbol `file` (default: the recording kernel's, /proc/kallsyms or perf record's copy in the build-id cache; - for none)")
 	debugDir := fs.String("debug-dir", "", "colon-separated `directories` searched for separate debug files (default /usr/lib/debug)")
@@ -68,6 +68,8 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	exe := fs.String("exe", "", "core dumps: the main executable `file`, instead of the path the core records")
 	coreInfo := fs.Bool("core-info", false, "core dumps and minidumps: list the threads, the signal, the mappings (and a minidump's modules) and which objects were found, instead of the stacks")
 	goroutines := fs.Bool("goroutines", false, "Go core dumps: report every goroutine (event \"goroutine\": its id, status, wait reason, creator and thread) instead of the threads, unwound from the registers the scheduler saved or its thread's")
+	var otlp otlpFlags
+	otlp.register(fs)
 	var filt filterFlags
 	fs.StringVar(&filt.pid, "pid", "", "only samples of these comma-separated process `ids`, like perf script --pid")
 	fs.StringVar(&filt.tid, "tid", "", "only samples of these comma-separated thread `ids`")
@@ -87,6 +89,10 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	}
 	if inputSet != "" {
 		*input = inputSet
+	}
+	if msg := otlp.check(fs, format); msg != "" {
+		fmt.Fprintf(stderr, "ustack report: %s\n", msg)
+		return exitUsage
 	}
 	switch {
 	case *maxStack < 1:
@@ -150,7 +156,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	if *goroutines {
 		events = []string{report.GoroutineEvent}
 	}
-	cf := coreFlags{opts: opts, verbose: *verbose, exe: *exe, info: *coreInfo, goroutines: *goroutines, output: *output, format: *format,
+	cf := coreFlags{opts: opts, verbose: *verbose, exe: *exe, info: *coreInfo, goroutines: *goroutines, output: *output, format: *format, otlp: otlp,
 		fields: *fields, time: filt.time, cpu: filt.cpu,
 		wo: report.WriterOptions{Events: events, Raw: *noDemangle, Srcline: *srcline,
 			Title: *title, Inverted: *inverted, Width: *width, MinWidth: *minWidth, GroupBy: *groupBy}}
@@ -268,6 +274,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		defer outFile.Close()
 		out = outFile
 	}
+	out, sent := otlp.output(out, toFile)
 
 	// Objects and debug files missing here come by build-id from
 	// debuginfod, the progress of downloads on the terminal.
@@ -286,6 +293,13 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	}
 	wo := report.WriterOptions{Events: names, Raw: *noDemangle, Srcline: *srcline, Attrs: r.Session().Attrs, Fields: spec,
 		Title: *title, Inverted: *inverted, Width: *width, MinWidth: *minWidth, GroupBy: *groupBy}
+	if *input != "-" {
+		// perf and ustack write the file as the recording ends: its
+		// time is the wall clock at (about) the last sample.
+		if st, err := os.Stat(*input); err == nil {
+			wo.LastSample = st.ModTime()
+		}
+	}
 	if r.Session().Pipe {
 		wo.Attrs, wo.Session = nil, r.Session() // its events come with its records
 	}
@@ -308,6 +322,11 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	fetch.finish()
 	if code := finishReport(sink, sum, err, *verbose, stderr, "sample"); code != exitOK {
 		return code
+	}
+	if sent != nil && sum.Samples > 0 {
+		if code := otlp.send(sent.Bytes(), stderr); code != exitOK {
+			return code
+		}
 	}
 	if sum.DecodeError != nil || sum.Damaged > 0 {
 		return exitPartial
