@@ -3,7 +3,6 @@ package report
 import (
 	"bytes"
 	"debug/elf"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -168,27 +167,6 @@ func mainExecutable(c *coredump.Core) string {
 		}
 	}
 	return ""
-}
-
-// coreMemory hands the core's memory to the unwinder: a word in no segment
-// is MemOutside (the unwind ends with bad_memory), one mapped but not in the
-// core (not dumped, or cut off by a truncated file) is MemTruncated.
-type coreMemory struct{ m *coredump.Memory }
-
-func (c coreMemory) ReadUint64(addr uint64) (uint64, unwinder.MemStatus) {
-	if v, ok := c.m.ReadUint64(addr); ok {
-		return v, unwinder.MemOK
-	}
-	return 0, c.status(addr)
-}
-
-//go:noinline
-func (c coreMemory) status(addr uint64) unwinder.MemStatus {
-	var b [8]byte
-	if _, err := c.m.ReadAt(b[:], addr); errors.Is(err, coredump.ErrUnmapped) {
-		return unwinder.MemOutside
-	}
-	return unwinder.MemTruncated
 }
 
 // coreSession is what RunCore and WriteCoreInfo share: the resolver and
@@ -518,7 +496,7 @@ func RunCore(c *Core, opts CoreOptions, emit func(*Sample) error) (*Summary, err
 	var cache unwinder.Cache
 	sym := resolve.NewSymbolizer()
 	frames := make([]unwinder.Frame, s.opts.MaxFrames)
-	mem := coreMemory{c.Memory()}
+	mem := c.Memory()
 	as := s.space.AddressSpace()
 	// Each thread stands for one stack: period 1 (pprof's and the flame
 	// graph's weights).
