@@ -532,8 +532,9 @@ func RunCore(c *Core, opts CoreOptions, emit func(*Sample) error) (*Summary, err
 			opts.unwound(frames[:res.Frames])
 		}
 		out.Frames = out.Frames[:0]
+		sym.Reset()
 		for k := 0; k < res.Frames; k++ {
-			out.Frames = sym.Append(out.Frames, s.space, &frames[k], frames[k].Method.String())
+			out.Frames = sym.Append(out.Frames, s.space, &frames[k], resolve.HowOf(frames[k].Method))
 		}
 		sum.Samples++
 		sum.Stops[out.Stop]++

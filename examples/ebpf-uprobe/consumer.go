@@ -107,8 +107,9 @@ func (c *consumer) handle(rec []byte) error {
 
 	s := &c.sample
 	frames := s.Frames[:0]
+	c.sym.Reset()
 	for i := 0; i < res.Frames; i++ {
-		frames = c.sym.Append(frames, p.space, &c.frames[i], c.frames[i].Method.String())
+		frames = c.sym.Append(frames, p.space, &c.frames[i], resolve.HowOf(c.frames[i].Method))
 	}
 	name := "unknown"
 	if int(e.Cookie) < len(c.events) {
