@@ -56,7 +56,8 @@ type Core struct {
 // or compressed with zstd, xz or lz4 (recognised by content). Memory an
 // ELF core did not dump is read from the mapped files under opts.SymFS,
 // the main executable's from opts.Exe when set; a minidump's memory is
-// only its own.
+// only its own. OpenCore reads opts.SymFS and opts.Exe alone; the other
+// fields are RunCore's.
 func OpenCore(path string, opts CoreOptions) (*Core, error) {
 	return openCore(path, opts, func(copts *coredump.Options) (*coredump.Core, *minidump.Dump, error) {
 		if plainELF(path) {
@@ -198,9 +199,7 @@ func newCoreSession(c *Core, opts CoreOptions) *coreSession {
 		s.opts.MaxFrames = 1024
 	}
 	if opts.BuildIDDir == "" {
-		if home, err := os.UserHomeDir(); err == nil {
-			s.opts.BuildIDDir = filepath.Join(home, ".debug")
-		}
+		s.opts.BuildIDDir = resolve.DefaultBuildIDDir()
 	}
 	for _, w := range c.Warnings {
 		s.warn(w.Error())

@@ -39,8 +39,10 @@ type Options struct {
 	// build-id; nil decompresses them on every run. The output is the same
 	// either way. ustack report uses elfcache.DefaultSectionCacheDir.
 	SectionCache *elfcache.SectionCache
-	// BuildIDDir is perf's build-id cache (default $HOME/.debug), used for
-	// the vdso and for objects whose file on disk changed.
+	// BuildIDDir is perf's build-id cache, used for the vdso and for
+	// objects whose file on disk changed; "" is perf's default,
+	// resolve.DefaultBuildIDDir() ($HOME/.debug). (resolve.Options'
+	// "" is none: a library's Resolver reads only what it is told.)
 	BuildIDDir string
 	// MoreBuildIDDirs are further build-id caches searched after
 	// BuildIDDir (an unpacked perf archive tarball).
@@ -295,9 +297,7 @@ func newProcessor(s *perfdata.Session, opts Options) (*processor, error) {
 		opts.PerfMapDir = "/tmp"
 	}
 	if opts.BuildIDDir == "" {
-		if home, err := os.UserHomeDir(); err == nil {
-			opts.BuildIDDir = filepath.Join(home, ".debug")
-		}
+		opts.BuildIDDir = resolve.DefaultBuildIDDir()
 	}
 	p := &processor{
 		opts:    opts,

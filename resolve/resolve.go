@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -60,7 +61,10 @@ type Options struct {
 	// DebugData, when set, supplies separate debug files by build-id (a
 	// recording's archive) for objects made from archive bytes.
 	DebugData func(buildID []byte) ([]byte, bool)
-	// BuildIDDir is perf's build-id cache ($HOME/.debug); "" for none.
+	// BuildIDDir is perf's build-id cache; "" for none. Unlike
+	// report.Options.BuildIDDir, whose "" means DefaultBuildIDDir() as
+	// for perf, a Resolver reads no directory the caller did not name:
+	// pass DefaultBuildIDDir() for perf's.
 	BuildIDDir string
 	// MoreBuildIDDirs are further build-id caches in perf's layout,
 	// searched after BuildIDDir: unpacked perf archive tarballs, whose
@@ -123,6 +127,16 @@ type Options struct {
 	// warning, when it is on the device the process mapped but another
 	// inode (rebuilt, reinstalled or replaced since the recording).
 	SameMachine bool
+}
+
+// DefaultBuildIDDir returns perf's build-id cache, $HOME/.debug, or "" when
+// there is no home directory.
+func DefaultBuildIDDir() string {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(home, ".debug")
 }
 
 // Mapping is one mapping handed to NewSpace: the mapping as the process had
