@@ -4,12 +4,10 @@ import (
 	"bufio"
 	"os"
 	"os/exec"
-	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -30,38 +28,6 @@ __attribute__((noinline)) void middle(int n) { inl(n * 2); sink--; }
 __attribute__((noinline)) void outer(int n) { middle(n + 1); sink -= 3; }
 int main(int c, char **v) { outer(c); return sink; }
 `
-
-// startLive starts bin and waits until it is in leaf's pause().
-func startLive(t testing.TB, bin string) *exec.Cmd {
-	t.Helper()
-	cmd := exec.Command(bin)
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	require.NoError(t, err)
-	require.Equal(t, "ready\n", line)
-	// Its write of "ready" may not have returned yet: wait for pause()
-	// (x86_64 system call 34).
-	waitSyscall(t, cmd.Process.Pid, "34 ")
-	return cmd
-}
-
-// waitSyscall waits, bounded, until pid is in the system call whose
-// /proc/PID/syscall line begins with prefix.
-func waitSyscall(t testing.TB, pid int, prefix string) {
-	t.Helper()
-	path := "/proc/" + strconv.Itoa(pid) + "/syscall"
-	for i := 0; ; i++ {
-		b, _ := os.ReadFile(path)
-		if strings.HasPrefix(string(b), prefix) {
-			return
-		}
-		require.Less(t, i, 6000, "the program is not in the system call: %s says %q", path, b)
-		time.Sleep(10 * time.Millisecond)
-	}
-}
 
 // captureThread stops thread pid with ptrace as a tracer would, and
 // returns its registers and the bytes of its stack from the stack
@@ -113,7 +79,7 @@ func liveCapture(t testing.TB) (int, *tracer.Tracer, *tracer.Process, *arch.Regs
 		t.Skip("the capture is x86_64's ptrace registers")
 	}
 	bin := testprog.Build(t, t.TempDir(), "live.c", cLive, "-O2", "-g")
-	cmd := startLive(t, bin)
+	cmd := testprog.StartPaused(t, "ready", 34, bin)
 	pid := cmd.Process.Pid
 	regs, stack := captureThread(t, pid, 32<<10)
 	tr := tracer.New(tracer.Options{Warn: func(msg string) { t.Logf("warning: %s", msg) }})
@@ -121,22 +87,6 @@ func liveCapture(t testing.TB) (int, *tracer.Tracer, *tracer.Process, *arch.Regs
 	p, err := tr.Process(pid)
 	require.NoError(t, err)
 	return pid, tr, p, regs, stack
-}
-
-// gdbBacktrace returns the function of each frame of gdb's bt of pid,
-// inline frames included.
-func gdbBacktrace(t *testing.T, pid int) []string {
-	t.Helper()
-	out := testprog.Tool(t, "", "gdb", "-nx", "-batch", "-p", strconv.Itoa(pid), "-ex", "set debuginfod enabled off", "-ex", "set backtrace past-main on", "-ex", "bt")
-	re := regexp.MustCompile(`^#\d+\s+(?:0x[0-9a-f]+ in )?(\S+) \(`)
-	var fns []string
-	for _, l := range strings.Split(out, "\n") {
-		if m := re.FindStringSubmatch(l); m != nil {
-			fns = append(fns, m[1])
-		}
-	}
-	require.NotEmpty(t, fns, "gdb printed no frames:\n%s", out)
-	return fns
 }
 
 // TestLiveProcessAsGDB unwinds a stack captured with ptrace in a live
@@ -151,7 +101,7 @@ func TestLiveProcessAsGDB(t *testing.T) {
 	for _, f := range st.Frames {
 		got = append(got, f.Symbol)
 	}
-	want := gdbBacktrace(t, pid)
+	want := testprog.GDBFunctions(t, "-p", strconv.Itoa(pid))
 	assert.Equal(t, want, got)
 	assert.Equal(t, "outermost", st.Stop.String(), "%v", st.Err)
 	for _, f := range st.Frames {
@@ -236,13 +186,13 @@ func TestLiveProcessMapsNew(t *testing.T) {
 	line, err = r.ReadString('\n')
 	require.NoError(t, err)
 	require.Equal(t, "ready\n", line)
-	waitSyscall(t, pid, "34 ")
+	testprog.WaitSyscall(t, pid, 34)
 	regs, stack := captureThread(t, pid, 32<<10)
 	st := tr.NewWalker().Unwind(p, regs, stack)
 	var got []string
 	for _, f := range st.Frames {
 		got = append(got, f.Symbol)
 	}
-	assert.Equal(t, gdbBacktrace(t, pid), got)
+	assert.Equal(t, testprog.GDBFunctions(t, "-p", strconv.Itoa(pid)), got)
 	assert.Contains(t, got, "late_leaf")
 }

@@ -8,11 +8,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/ustack/ustack/internal/testprog"
 	"github.com/ustack/ustack/tracer"
 )
 
@@ -61,7 +63,7 @@ func TestNormalizedElsewhere(t *testing.T) {
 			got = append(got, name)
 		}
 	}
-	assert.Equal(t, gdbBacktrace(t, pid), got)
+	assert.Equal(t, testprog.GDBFunctions(t, "-p", strconv.Itoa(pid)), got)
 }
 
 // symbolizeChild is the second process: it reads "path build-id offset"
