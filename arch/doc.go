@@ -14,4 +14,8 @@
 // turns them into a Regs indexed by DWARF number with a known-bit per
 // register (package coredump fills a Regs from NT_PRSTATUS likewise), and
 // the unwinder reads and writes that Regs frame by frame.
+//
+// Where to begin: Arch (AMD64, ARM64) and its PC, SP, FP and RA; Regs,
+// filled by Arch.LoadPerf from a perf sample or by Regs.Set with RegByName's
+// numbers from a tracer's own capture.
 package arch

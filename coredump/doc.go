@@ -46,4 +46,8 @@
 // Core.Warnings, each naming the file and offset. Nothing a core says is
 // trusted for sizes: counts and lengths are checked against the bytes that
 // are there, so a hostile core cannot make the reader allocate without bound.
+//
+// Where to begin: Open (the package Example), then Core.Threads, Core.Memory
+// (an unwinder.Memory) and Core.Objects; report.OpenCore and report.RunCore
+// unwind and symbolize every thread.
 package coredump

@@ -11,4 +11,7 @@
 //
 // For a live process, Read parses /proc/PID/maps into the same Map type
 // (Parse parses such text from elsewhere): the one maps parser of ustack.
+//
+// Where to begin: NewTracker and its Mmap, Fork, Exec, Exit and Maps for a
+// recording; Read(pid) for a live process.
 package procmaps

@@ -67,4 +67,9 @@
 // A Resolver owns what it opens: Close releases its object cache (unless the
 // caller supplied one), the objects it made from archive or vdso bytes, and
 // its perf maps and jitdumps.
+//
+// Where to begin: the package Example; New, Resolver.NewSpace, then a
+// Symbolizer's Append (unwound frames, Reset before each stack) or
+// AppendAddr (bare addresses). Package tracer wraps this for live processes
+// and normalized addresses.
 package resolve
