@@ -322,10 +322,18 @@ func (r *Resolver) Objects() []ObjectInfo {
 // Options.Fetcher must fetch in parallel rather than one object at a time
 // as samples come. Its outcome is what NewSpace would find.
 func (r *Resolver) Prepare(path string, buildID []byte) {
-	m := Mapping{Map: procmaps.Map{Path: path, BuildID: buildID, Exec: true}}
-	if obj := r.object(0, &m); obj != nil {
+	if obj := r.OpenObject(path, buildID); obj != nil {
 		obj.DebugFile()
 	}
+}
+
+// OpenObject returns the object of path with the given build-id (nil: any
+// build), found as NewSpace finds a mapping's (the file at path, the
+// build-id caches, the Fetcher...), or nil when none could be used
+// (Missing says why). The Resolver owns it: it stays open until Close.
+func (r *Resolver) OpenObject(path string, buildID []byte) *elfcache.Object {
+	m := Mapping{Map: procmaps.Map{Path: path, BuildID: buildID, Exec: true}}
+	return r.object(0, &m)
 }
 
 // Space is the unwinder's view of one process's maps, with what

@@ -95,8 +95,7 @@ func (t *Tracer) objectSpace(n Normalized) *objectSpace {
 	}
 	var o *objectSpace
 	defer func() { byPath[n.Path] = o }()
-	probe := t.res.NewSpace(0, []resolve.Mapping{{Map: procmaps.Map{Start: 0, End: 1 << 12, Path: n.Path, BuildID: n.BuildID, Exec: true}}})
-	obj := probe.Object(0)
+	obj := t.res.OpenObject(n.Path, n.BuildID)
 	if obj == nil {
 		return nil
 	}
