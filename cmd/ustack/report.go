@@ -196,7 +196,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	if archivePath != "" && archivePath != "-" {
 		// A damaged archive costs only the members it damaged: each damage
 		// is a warning, and the report goes on with what survived.
-		a, err := archive.Open(archivePath, archive.Options{Warn: func(err error) { opts.Warn(err.Error()) }})
+		a, err := archive.Open(archivePath, archive.Options{Warn: opts.Warn})
 		switch {
 		case errors.Is(err, os.ErrNotExist):
 			fmt.Fprintf(stderr, "ustack report: --archive %s: no such file\n", archivePath)
