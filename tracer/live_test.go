@@ -196,3 +196,39 @@ func TestLiveProcessMapsNew(t *testing.T) {
 	assert.Equal(t, testprog.GDBFunctions(t, "-p", strconv.Itoa(pid)), got)
 	assert.Contains(t, got, "late_leaf")
 }
+
+// TestWalkersShareATracer: Walkers on several goroutines, one Tracer,
+// one process: every stack equals the first (run with -race).
+func TestWalkersShareATracer(t *testing.T) {
+	_, tr, p, regs, stack := liveCapture(t)
+	var want []string
+	for _, f := range tr.NewWalker().Unwind(p, regs, stack).Frames {
+		want = append(want, f.Symbol)
+	}
+	errs := make(chan string, 4)
+	for g := 0; g < 4; g++ {
+		go func() {
+			w := tr.NewWalker()
+			for i := 0; i < 200; i++ {
+				st := w.Unwind(p, regs, stack)
+				if len(st.Frames) != len(want) {
+					errs <- "frames differ"
+					return
+				}
+				for k, f := range st.Frames {
+					if f.Symbol != want[k] {
+						errs <- f.Symbol + " != " + want[k]
+						return
+					}
+				}
+				if i%50 == 0 {
+					p.Refresh()
+				}
+			}
+			errs <- ""
+		}()
+	}
+	for g := 0; g < 4; g++ {
+		assert.Empty(t, <-errs)
+	}
+}
