@@ -2,8 +2,10 @@ package tracer_test
 
 import (
 	"bufio"
+	"encoding/hex"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -231,4 +233,45 @@ func TestWalkersShareATracer(t *testing.T) {
 	for g := 0; g < 4; g++ {
 		assert.Empty(t, <-errs)
 	}
+}
+
+// TestLiveProcessInMountNamespace: a process in a mount namespace of its
+// own (a container's case) whose libc is another build bind-mounted at the
+// host libc's path: its objects are read through /proc/PID/root, so its
+// libc frames normalize to that libc's build-id (readelf), not the host's.
+func TestLiveProcessInMountNamespace(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the capture is x86_64's ptrace registers")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("a mount namespace and a bind mount need root")
+	}
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Skip("no unshare(1) (Debian package util-linux)")
+	}
+	bin := testprog.Build(t, t.TempDir(), "live.c", cLive, "-O2", "-g")
+	root, libc := testprog.ChrootRoot(t, bin)
+	cmd := testprog.StartPaused(t, "ready", 34, unshare, "-m", "--propagation", "private", "sh", "-c",
+		"mount --bind "+filepath.Join(root, libc)+" "+libc+" && exec "+bin)
+	pid := cmd.Process.Pid
+	regs, stack := captureThread(t, pid, 32<<10)
+	tr := tracer.New(tracer.Options{})
+	defer tr.Close()
+	p, err := tr.Process(pid)
+	require.NoError(t, err)
+	st := tr.NewWalker().Unwind(p, regs, stack)
+	var got []string
+	var libcFrame *tracer.Frame
+	for i, f := range st.Frames {
+		got = append(got, f.Symbol)
+		if strings.HasSuffix(f.Module, filepath.Base(libc)) && libcFrame == nil {
+			libcFrame = &st.Frames[i]
+		}
+	}
+	assert.True(t, testprog.HasChain(got, []string{"leaf", "inl", "middle", "outer", "main"}), "%q", got)
+	require.NotNil(t, libcFrame, "no frame in %s: %q", libc, got)
+	n := p.Normalize(nil, libcFrame.Addr)[0]
+	assert.Equal(t, testprog.BuildID(t, filepath.Join(root, libc)), hex.EncodeToString(n.BuildID), "the namespace's libc")
+	assert.NotEqual(t, testprog.BuildID(t, libc), hex.EncodeToString(n.BuildID), "the host's libc")
 }

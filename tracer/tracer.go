@@ -3,7 +3,10 @@ package tracer
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -144,8 +147,39 @@ func (p *Process) read() error {
 		return err
 	}
 	p.maps = resolve.FromProcmaps(p.maps[:0:0], pm)
+	if root := "/proc/" + strconv.Itoa(p.pid) + "/root"; !sameRoot(p.pid, root) {
+		// A container's process (another mount namespace): its maps
+		// name files as its root sees them, which may be other files
+		// at the same paths here (another libc), or none. Open them
+		// through its root, as the recorder does; a path that is not
+		// there (a chroot's, whose maps show this root's paths) is
+		// opened as it is.
+		for i := range p.maps {
+			m := &p.maps[i]
+			if !strings.HasPrefix(m.Path, "/") || strings.HasSuffix(m.Path, " (deleted)") {
+				continue
+			}
+			if _, err := os.Stat(root + m.Path); err == nil {
+				m.File = root + m.Path
+			}
+		}
+	}
 	p.space.Store(p.t.res.NewSpace(uint32(p.pid), p.maps))
 	return nil
+}
+
+// sameRoot reports whether process pid sees files as this process does:
+// the same mount namespace and the same root directory (root is
+// /proc/PID/root). When that cannot be read, it says true.
+func sameRoot(pid int, root string) bool {
+	ns, err1 := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/mnt")
+	self, err2 := os.Readlink("/proc/self/ns/mnt")
+	if err1 == nil && err2 == nil && ns != self {
+		return false
+	}
+	a, err1 := os.Stat(root)
+	b, err2 := os.Stat("/")
+	return err1 != nil || err2 != nil || os.SameFile(a, b)
 }
 
 // Refresh reads the process's maps again, for a process known to have
