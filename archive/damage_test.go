@@ -299,7 +299,7 @@ func TestDamagedArchive(t *testing.T) {
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
 			r, err := NewReader(bytes.NewReader(c.data), int64(len(c.data)),
-				Options{Name: "real.ustack", Warn: func(err error) { warned = append(warned, err.Error()) }})
+				Options{Name: "real.ustack", Warn: func(msg string) { warned = append(warned, msg) }})
 			intact := func(j int) bool {
 				lo, hi := extent(entries[j])
 				return hi <= c.lo || lo >= c.hi

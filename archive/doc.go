@@ -27,4 +27,7 @@
 // the file, the offset and the member; they are passed to Options.Warn as
 // they are found and kept in Damage. A member whose data fails its
 // checksum or decompression is reported once and treated as absent.
+//
+// Where to begin: Open and Reader.Object to read (the package Example);
+// Create to write.
 package archive

@@ -28,7 +28,7 @@ func Example() {
 		panic(err)
 	}
 
-	r, err := archive.Open(path, archive.Options{Warn: func(err error) { fmt.Println("warning:", err) }})
+	r, err := archive.Open(path, archive.Options{Warn: func(msg string) { fmt.Println("warning:", msg) }})
 	if err != nil {
 		panic(err)
 	}

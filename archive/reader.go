@@ -25,10 +25,12 @@ const maxRatio = 1100
 type Options struct {
 	// Name is the archive's file name in messages (Open sets it to the path).
 	Name string
-	// Warn, when set, is called with each damage as it is found: while
-	// indexing, and when a member's data fails its checksum or
-	// decompression (once per member). Each is a *FormatError.
-	Warn func(error)
+	// Warn, when set, receives the message of each damage as it is
+	// found: while indexing, and when a member's data fails its checksum
+	// or decompression (once per member). Reader.Damage returns the same
+	// damage as *FormatErrors, with file and offset. (Warn takes a
+	// message, as every Warn of ustack's packages does.)
+	Warn func(msg string)
 }
 
 // Reader is an archive opened for reading. Its methods are safe for
@@ -92,7 +94,7 @@ func NewReader(ra io.ReaderAt, size int64, opts Options) (*Reader, error) {
 	a.mu.Unlock()
 	if opts.Warn != nil {
 		for _, err := range found {
-			opts.Warn(err)
+			opts.Warn(err.Error())
 		}
 	}
 	for i := range a.entries {
@@ -124,7 +126,7 @@ func (a *Reader) report(off int64, member, format string, args ...any) {
 	warn := a.indexed
 	a.mu.Unlock()
 	if warn && a.opts.Warn != nil {
-		a.opts.Warn(err)
+		a.opts.Warn(err.Error())
 	}
 }
 

@@ -60,4 +60,7 @@
 // appended to the callchain after PERF_CONTEXT_USER, so the file holds no
 // stack memory and perf script prints the frames as it does for
 // frame-pointer call graphs.
+//
+// Where to begin: ParseEvent and Record (what ustack record runs); ReadVDSO
+// for the running kernel's vdso.
 package capture

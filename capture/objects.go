@@ -18,6 +18,7 @@ import (
 	"github.com/ustack/ustack/elfcache"
 	"github.com/ustack/ustack/jitdump"
 	"github.com/ustack/ustack/perfdata"
+	"github.com/ustack/ustack/procmaps"
 	"golang.org/x/sys/unix"
 )
 
@@ -374,7 +375,7 @@ func openObject(pid uint32, path string, id fileID) (*os.File, int64, error) {
 // ReadVDSO returns the vDSO image of the calling process, which is the
 // kernel's vDSO for this architecture (the same in every 64-bit process).
 func ReadVDSO() ([]byte, error) {
-	maps, err := ReadProcMaps(os.Getpid())
+	maps, err := procmaps.Read(os.Getpid())
 	if err != nil {
 		return nil, err
 	}

@@ -498,7 +498,7 @@ func TestRecordWatchpoint(t *testing.T) {
 	}
 	cmd := startProg(t, prog)
 	time.Sleep(50 * time.Millisecond)
-	maps, err := ReadProcMaps(cmd.Process.Pid)
+	maps, err := procmaps.Read(cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/ustack/ustack/elfcache"
+	"github.com/ustack/ustack/procmaps"
 	"golang.org/x/sys/unix"
 )
 
@@ -225,7 +226,7 @@ func findObjectSymbol(f *elf.File, sym string) (elf.Symbol, bool) {
 // mappings: its value plus the bias of the object's segment mapped at
 // one of them. It fails with errNotMapped when the object is not mapped,
 // and says so when the address is in no mapping.
-func (w *watchSymbol) addressIn(maps []ProcMap) (uint64, error) {
+func (w *watchSymbol) addressIn(maps []procmaps.Map) (uint64, error) {
 	var bias uint64
 	found := false
 	for _, m := range maps {
@@ -260,7 +261,7 @@ func (w *watchSymbol) addressIn(maps []ProcMap) (uint64, error) {
 
 // resolveWatch computes the address of a watchpoint by name in process pid.
 func resolveWatch(ev *Event, pid int) (uint64, error) {
-	maps, err := ReadProcMaps(pid)
+	maps, err := procmaps.Read(pid)
 	if err != nil {
 		return 0, fmt.Errorf("watchpoint %s: reading the maps of process %d: %w", ev.Name, pid, err)
 	}
@@ -346,7 +347,7 @@ func (r *Recorder) releaseWatched(ctx context.Context) error {
 		}
 		if execed {
 			for ev := range pending {
-				maps, err := ReadProcMaps(pid)
+				maps, err := procmaps.Read(pid)
 				if err != nil {
 					return fmt.Errorf("watchpoint %s: reading the maps of process %d: %w", ev.Name, pid, err)
 				}

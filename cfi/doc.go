@@ -14,4 +14,8 @@
 // its CIE's initial instructions and its own instructions up to the PC, and
 // fills a caller-owned Row. A Table is immutable once built and safe for
 // concurrent use.
+//
+// Where to begin: NewTable over an object's sections, then Table.Lookup for
+// a PC. Most users never call this package: elfcache builds the tables and
+// the unwinder reads them.
 package cfi

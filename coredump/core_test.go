@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ustack/ustack/coredump"
+	"github.com/ustack/ustack/unwinder"
 )
 
 // TestThreadsMatchGDB: every thread gdb sees, with gdb's registers, and the
@@ -271,7 +272,8 @@ func TestMemoryMatchesGDB(t *testing.T) {
 			fromFile := 0
 			for _, w := range tr.GDB.Memory {
 				addr := hex(t, w.Addr)
-				got, ok := mem.ReadUint64(addr)
+				got, st := mem.ReadUint64(addr)
+				ok := st == unwinder.MemOK
 				if w.Value != nil && noAccess(c, addr) {
 					require.Equal(t, "0x0", *w.Value, "gdb's reading of the guard page at %#x", addr)
 					var b [8]byte
@@ -328,7 +330,8 @@ func TestMemoryWithoutFiles(t *testing.T) {
 					continue
 				}
 				_, errDumped := c.Memory().ReadDumped(b[:], addr)
-				v, ok := bare.Memory().ReadUint64(addr)
+				v, st := bare.Memory().ReadUint64(addr)
+				ok := st == unwinder.MemOK
 				if errDumped == nil {
 					assert.True(t, ok, "dumped word at %#x", addr)
 					assert.Equal(t, hex(t, *w.Value), v)
@@ -431,8 +434,8 @@ func TestConcurrentReads(t *testing.T) {
 	for g := 0; g < 8; g++ {
 		go func() {
 			for a, val := range want {
-				if v, ok := c.Memory().ReadUint64(a); !ok || v != val {
-					done <- fmt.Errorf("word at %#x: %#x, %v", a, v, ok)
+				if v, st := c.Memory().ReadUint64(a); st != unwinder.MemOK || v != val {
+					done <- fmt.Errorf("word at %#x: %#x, status %v", a, v, st)
 					return
 				}
 			}

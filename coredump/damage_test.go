@@ -16,6 +16,7 @@ import (
 	"github.com/ulikunitz/xz"
 
 	"github.com/ustack/ustack/coredump"
+	"github.com/ustack/ustack/unwinder"
 )
 
 // rawCore returns the decompressed bytes of a fixture's core.
@@ -229,7 +230,8 @@ func TestZeroedCores(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, len(full.Threads), len(c.Threads))
 	sp, _ := c.Threads[0].Regs.Get(c.Arch.SP())
-	v, ok := c.Memory().ReadUint64(sp)
+	v, st := c.Memory().ReadUint64(sp)
+	ok := st == unwinder.MemOK
 	assert.True(t, ok)
 	assert.Zero(t, v)
 	for _, o := range c.Objects() {

@@ -31,7 +31,10 @@
 // served. Writable memory and memory without permissions (guard pages, the
 // PROT_NONE gaps between an object's segments) are never read from files.
 // Every other address fails with a *MemoryError saying why (ErrUnmapped,
-// ErrNotDumped, ErrTruncated).
+// ErrNotDumped, ErrTruncated). Memory is an unwinder.Memory as it is: its
+// ReadUint64 says MemOutside for an unmapped word and MemTruncated for one
+// mapped but not in the core, so a thread unwinds with unwinder.Unwind over
+// Core.Memory() directly.
 //
 // Objects lists each mapped ELF object with its load bias and the build-id
 // read from the core's memory, from the note its program headers point to in
@@ -43,4 +46,8 @@
 // Core.Warnings, each naming the file and offset. Nothing a core says is
 // trusted for sizes: counts and lengths are checked against the bytes that
 // are there, so a hostile core cannot make the reader allocate without bound.
+//
+// Where to begin: Open (the package Example), then Core.Threads, Core.Memory
+// (an unwinder.Memory) and Core.Objects; report.OpenCore and report.RunCore
+// unwind and symbolize every thread.
 package coredump

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+
+	"github.com/ustack/ustack/unwinder"
 )
 
 // Why a read of core memory failed; a *MemoryError wraps one of these.
@@ -98,26 +100,32 @@ func (m *Memory) find(addr uint64) int {
 	return -1
 }
 
-// ReadUint64 reads the little-endian 64-bit word at addr; ok is false when
-// any of its bytes cannot be read. A word inside dumped memory is read
+// ReadUint64 reads the little-endian 64-bit word at addr, for the
+// unwinder (it implements unwinder.Memory): a word in no segment is
+// MemOutside (the unwind ends with bad_memory), one mapped but not in the
+// core (not dumped, or cut off by a truncated file) and not readable from
+// the mapped file is MemTruncated. A word inside dumped memory is read
 // without allocating.
-func (m *Memory) ReadUint64(addr uint64) (uint64, bool) {
+func (m *Memory) ReadUint64(addr uint64) (uint64, unwinder.MemStatus) {
 	if i := m.find(addr); i >= 0 {
 		s := &m.segs[i]
 		if off := addr - s.vaddr; off+8 <= uint64(len(s.data)) && off+8 > off {
-			return binary.LittleEndian.Uint64(s.data[off:]), true
+			return binary.LittleEndian.Uint64(s.data[off:]), unwinder.MemOK
 		}
 	}
 	return m.readUint64Slow(addr)
 }
 
 //go:noinline
-func (m *Memory) readUint64Slow(addr uint64) (uint64, bool) {
+func (m *Memory) readUint64Slow(addr uint64) (uint64, unwinder.MemStatus) {
 	var b [8]byte
 	if _, err := m.ReadAt(b[:], addr); err != nil {
-		return 0, false
+		if errors.Is(err, ErrUnmapped) {
+			return 0, unwinder.MemOutside
+		}
+		return 0, unwinder.MemTruncated
 	}
-	return binary.LittleEndian.Uint64(b[:]), true
+	return binary.LittleEndian.Uint64(b[:]), unwinder.MemOK
 }
 
 // ReadAt reads len(p) bytes of process memory starting at addr. It returns

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ustack/ustack/coredump"
+	"github.com/ustack/ustack/unwinder"
 )
 
 // note encodes one ELF note.
@@ -152,7 +153,8 @@ func TestExtendedProgramHeaderCount(t *testing.T) {
 	c, err := coredump.Parse(core, "xnum", nil)
 	require.NoError(t, err)
 	require.Len(t, c.Threads, 1)
-	v, ok := c.Memory().ReadUint64(0x1008)
+	v, st := c.Memory().ReadUint64(0x1008)
+	ok := st == unwinder.MemOK
 	require.True(t, ok)
 	assert.Equal(t, le.Uint64([]byte("89abcdef")), v)
 
@@ -260,7 +262,15 @@ func TestReadAtAcrossSegments(t *testing.T) {
 	assert.ErrorIs(t, err, coredump.ErrUnmapped)
 	_, err = mem.ReadAt(buf, 0x20000)
 	assert.ErrorIs(t, err, coredump.ErrNotDumped, "guard page")
-	_, ok := mem.ReadUint64(0xffff_ffff_ffff_fffc)
-	assert.False(t, ok)
+	// The unwinder's statuses say the same: unmapped memory is outside
+	// the process (bad_memory), undumped memory a truncated capture.
+	_, st := mem.ReadUint64(0x14000)
+	assert.Equal(t, unwinder.MemOutside, st, "unmapped")
+	_, st = mem.ReadUint64(0x13000)
+	assert.Equal(t, unwinder.MemTruncated, st, "mapped, not dumped")
+	_, st = mem.ReadUint64(0x20000)
+	assert.Equal(t, unwinder.MemTruncated, st, "guard page")
+	_, st = mem.ReadUint64(0xffff_ffff_ffff_fffc)
+	assert.NotEqual(t, unwinder.MemOK, st)
 	assert.Equal(t, 1, opened, "the file is opened once")
 }

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ustack/ustack/cfi"
 	"github.com/ustack/ustack/coredump"
 	"github.com/ustack/ustack/elfcache"
 	"github.com/ustack/ustack/internal/coretruth"
@@ -164,5 +163,5 @@ func threadStack(t *testing.T, c *coredump.Core, th *coredump.Thread) unwinder.S
 	return unwinder.Stack{}
 }
 
-// Memory serves DWARF expressions as it is: it is a cfi.Memory.
-var _ cfi.Memory = (*coredump.Memory)(nil)
+// Memory serves the unwinder as it is: it is an unwinder.Memory.
+var _ unwinder.Memory = (*coredump.Memory)(nil)

@@ -25,4 +25,7 @@
 // server that cannot be reached or times out is not asked again by this
 // client. Every failure other than "not found" is reported once through
 // Options.Warn and returned as an error; callers carry on without the file.
+//
+// Where to begin: New(Options{}) reads DEBUGINFOD_URLS as elfutils does;
+// hand the Client to resolve.Options.Fetcher or tracer.Options.Fetcher.
 package debuginfod

@@ -69,4 +69,8 @@
 // and the offset; panics inside debug/elf or package cfi on corrupt input
 // are recovered and reported the same way. Mapped files must not be
 // truncated while in use (as with any mmap, that would fault).
+//
+// Where to begin: NewCache and Cache.Open for objects shared between
+// goroutines (Open for one), then Object.Symbolize, Object.SourceFrames and
+// Object.FindRow.
 package elfcache

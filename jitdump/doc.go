@@ -34,4 +34,6 @@
 // the offset and what was wrong; after an error Next returns it again.
 //
 // The package imports nothing of ustack.
+//
+// Where to begin: NewReader, then Reader.Next for each record.
 package jitdump

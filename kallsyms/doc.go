@@ -24,4 +24,7 @@
 // names, for a report of a recording made on another machine; Address
 // gives the reference symbol (_text) that a recording of another boot
 // (KASLR) is relocated by, as perf relocates it.
+//
+// Where to begin: Load or Parse for a table, LoadProc for the running
+// kernel's; Table.Lookup names an address.
 package kallsyms

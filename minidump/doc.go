@@ -61,4 +61,7 @@
 // own, and what could not be read is listed in Dump.Warnings, naming the
 // file and offset. Counts and sizes are checked against the file, so a
 // hostile minidump cannot make the reader allocate without bound.
+//
+// Where to begin: Open or Parse, then Dump.Core for a coredump.Core that
+// report.RunCore unwinds; Write or WriteFile to make one of a core.
 package minidump

@@ -92,4 +92,8 @@
 // compressed bytes plus 64 MiB, the zstd window to 128 MiB (perf -z 22).
 // Damaged zstd data yields the records decoded before the damage, then an
 // error naming the COMPRESSED record's offset.
+//
+// Where to begin: Open, then Reader.Next for each record in file order (a
+// *Sample carries the registers and stack); package report does the rest of
+// a report.
 package perfdata

@@ -8,4 +8,10 @@
 // so a snapshot handed to a worker goroutine stays valid while later events
 // are applied; unchanged processes keep their snapshot and its Version,
 // which callers use to cache what they derive from it.
+//
+// For a live process, Read parses /proc/PID/maps into the same Map type
+// (Parse parses such text from elsewhere): the one maps parser of ustack.
+//
+// Where to begin: NewTracker and its Mmap, Fork, Exec, Exit and Maps for a
+// recording; Read(pid) for a live process.
 package procmaps

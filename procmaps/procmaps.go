@@ -32,6 +32,8 @@ type Map struct {
 	Prot uint32
 	// Exec is true for executable mappings.
 	Exec bool
+	// Shared is true for a MAP_SHARED mapping ("s" in /proc/PID/maps).
+	Shared bool
 }
 
 // Snapshot is the set of mappings of one process at one point in time,

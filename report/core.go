@@ -60,7 +60,8 @@ type Core struct {
 // or compressed with zstd, xz or lz4 (recognised by content). Memory an
 // ELF core did not dump is read from the mapped files under opts.SymFS,
 // the main executable's from opts.Exe when set; a minidump's memory is
-// only its own.
+// only its own. OpenCore reads opts.SymFS and opts.Exe alone; the other
+// fields are RunCore's.
 func OpenCore(path string, opts CoreOptions) (*Core, error) {
 	return openCore(path, opts, func(copts *coredump.Options) (*coredump.Core, *minidump.Dump, error) {
 		if plainELF(path) {
@@ -173,27 +174,6 @@ func mainExecutable(c *coredump.Core) string {
 	return ""
 }
 
-// coreMemory hands the core's memory to the unwinder: a word in no segment
-// is MemOutside (the unwind ends with bad_memory), one mapped but not in the
-// core (not dumped, or cut off by a truncated file) is MemTruncated.
-type coreMemory struct{ m *coredump.Memory }
-
-func (c coreMemory) ReadUint64(addr uint64) (uint64, unwinder.MemStatus) {
-	if v, ok := c.m.ReadUint64(addr); ok {
-		return v, unwinder.MemOK
-	}
-	return 0, c.status(addr)
-}
-
-//go:noinline
-func (c coreMemory) status(addr uint64) unwinder.MemStatus {
-	var b [8]byte
-	if _, err := c.m.ReadAt(b[:], addr); errors.Is(err, coredump.ErrUnmapped) {
-		return unwinder.MemOutside
-	}
-	return unwinder.MemTruncated
-}
-
 // coreSession is what RunCore and WriteCoreInfo share: the resolver and
 // the address space of the core's mappings.
 type coreSession struct {
@@ -223,9 +203,7 @@ func newCoreSession(c *Core, opts CoreOptions) *coreSession {
 		s.opts.MaxFrames = 1024
 	}
 	if opts.BuildIDDir == "" {
-		if home, err := os.UserHomeDir(); err == nil {
-			s.opts.BuildIDDir = filepath.Join(home, ".debug")
-		}
+		s.opts.BuildIDDir = resolve.DefaultBuildIDDir()
 	}
 	for _, w := range c.Warnings {
 		s.warn(w.Error())
@@ -527,7 +505,7 @@ func RunCore(c *Core, opts CoreOptions, emit func(*Sample) error) (*Summary, err
 	var cache unwinder.Cache
 	sym := resolve.NewSymbolizer()
 	frames := make([]unwinder.Frame, s.opts.MaxFrames)
-	mem := coreMemory{c.Memory()}
+	mem := c.Memory()
 	as := s.space.AddressSpace()
 	// Each thread stands for one stack: period 1 (pprof's and the flame
 	// graph's weights).
@@ -570,8 +548,9 @@ func RunCore(c *Core, opts CoreOptions, emit func(*Sample) error) (*Summary, err
 			opts.unwound(frames[:res.Frames])
 		}
 		out.Frames = out.Frames[:0]
+		sym.Reset()
 		for k := 0; k < res.Frames; k++ {
-			out.Frames = sym.Append(out.Frames, s.space, &frames[k], frames[k].Method.String())
+			out.Frames = sym.Append(out.Frames, s.space, &frames[k], resolve.HowOf(frames[k].Method))
 		}
 		sum.Samples++
 		sum.Stops[out.Stop]++

@@ -117,7 +117,7 @@ func TestCoreJITFrameInAnonymousMemory(t *testing.T) {
 	assert.Equal(t, "//anon", jit.Module, "the JIT frame's mapping")
 	assert.Equal(t, jit.Addr, jit.Offset, "anonymous memory's offset is its address, as perf prints it")
 	assert.Equal(t, "main", got[2].Symbol)
-	assert.Equal(t, "fp", got[2].How, "no CFI in JIT code: its caller by the frame pointer rule")
+	assert.Equal(t, resolve.HowFramePointer, got[2].How, "no CFI in JIT code: its caller by the frame pointer rule")
 	assert.Equal(t, gdbFrames[len(gdbFrames)-1].name, "main")
 	assert.Equal(t, gdbFrames[len(gdbFrames)-1].pc, got[2].PC, "main's pc")
 	if eu := euStackFrames(t, core, bin, nil); eu != nil {

@@ -26,4 +26,10 @@
 // A core dump takes the same path from the resolver on (core.go): OpenCore
 // and RunCore make one sample per thread, unwound through the core's whole
 // memory, for the same writers.
+//
+// Where to begin: Run over a perfdata.Reader (perf.data) or OpenCore and
+// RunCore (core dumps and minidumps), each calling back with a Sample per
+// stack; NewWriter for perf script text, JSON, pprof, flame graphs and more;
+// Summary.WriteSummary and WriteLine for the CLI's closing lines.
+// examples/library has programs built on them.
 package report

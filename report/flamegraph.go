@@ -91,7 +91,7 @@ func isJITModule(path string) bool {
 // frame-pointer call chain. Such boxes are outlined in dashes
 // (docs/GLOSSARY.md); a tail call's frame, found from DWARF call sites,
 // is no fallback: its kind (violet) says what it is.
-func isFallback(how string) bool {
+func isFallback(how resolve.How) bool {
 	switch how {
 	case "fp", "lr", "callchain":
 		return true

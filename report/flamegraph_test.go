@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/ustack/ustack/perfdata"
+	"github.com/ustack/ustack/resolve"
 )
 
 // svgBox is one box of a flame graph as a reader of the SVG sees it.
@@ -210,7 +211,7 @@ func frames(spec ...string) []Frame {
 	for _, s := range spec {
 		f := Frame{Module: "/usr/bin/prog", How: "cfi"}
 		if name, how, ok := strings.Cut(s, "@"); ok {
-			s, f.How = name, how
+			s, f.How = name, resolve.How(how)
 		}
 		switch {
 		case strings.HasPrefix(s, "k:"):

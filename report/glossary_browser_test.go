@@ -13,6 +13,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/ustack/ustack/resolve"
 )
 
 // glossaryHows reads the table of docs/GLOSSARY.md that explains each
@@ -49,7 +50,7 @@ func TestBrowserHowDrawing(t *testing.T) {
 	w, err := NewWriter("flamegraph", &svg, WriterOptions{Title: "how"})
 	require.NoError(t, err)
 	for how := range hows {
-		fr := Frame{Symbol: "how_" + how, Module: "/usr/bin/prog", How: how, Kernel: how == "kernel"}
+		fr := Frame{Symbol: "how_" + how, Module: "/usr/bin/prog", How: resolve.How(how), Kernel: how == "kernel"}
 		if fr.Kernel {
 			fr.Module = "[kernel.kallsyms]"
 		}

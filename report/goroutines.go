@@ -122,7 +122,7 @@ func (s *coreSession) runGoroutines(sum *Summary, u *unwinder.Unwinder, cache *u
 		// Those read before the damage are still reported.
 		s.warn(fmt.Sprintf("--goroutines: %v", err))
 	}
-	mem := coreMemory{c.Memory()}
+	mem := c.Memory()
 	as := s.space.AddressSpace()
 	pid := pidOf(c.Core)
 	out := Sample{Event: GoroutineEvent, Period: 1, space: s.space}
@@ -188,8 +188,9 @@ func (s *coreSession) runGoroutines(sum *Summary, u *unwinder.Unwinder, cache *u
 			if res.Err != nil {
 				out.StopErr = res.Err.Error()
 			}
+			sym.Reset()
 			for k := 0; k < res.Frames; k++ {
-				out.Frames = sym.Append(out.Frames, s.space, &frames[k], frames[k].Method.String())
+				out.Frames = sym.Append(out.Frames, s.space, &frames[k], resolve.HowOf(frames[k].Method))
 			}
 		}
 		sum.Samples++

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/ustack/ustack/internal/testprog"
+	"github.com/ustack/ustack/resolve"
 )
 
 // TestJITDump: a program JITs a function without a frame pointer and writes
@@ -54,7 +55,7 @@ func TestJITDump(t *testing.T) {
 				assert.Equal(t, uint64(5), f.SymOff)
 				assert.Equal(t, kindJIT, kindOf(&f), "the flame graph's kind of the JIT frame")
 			case f.Symbol == "main":
-				assert.Equal(t, "cfi", f.How, "main is recovered by the JIT code's CFI")
+				assert.Equal(t, resolve.HowCFI, f.How, "main is recovered by the JIT code's CFI")
 			}
 		}
 	}

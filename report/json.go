@@ -118,7 +118,7 @@ func (j *JSONWriter) Write(s *Sample) error {
 		f := &s.Frames[i]
 		jf := jsonFrame{PC: hexString(f.PC), Addr: hexString(f.Addr), Module: orNull(f.Module),
 			Offset: hexString(f.Offset), Symbol: orNull(j.names.Short(f.Symbol)), SymOff: f.SymOff,
-			File: orNull(f.File), Inlined: f.Inlined, Kernel: f.Kernel, How: f.How, Signal: f.Signal, Restored: f.Restored}
+			File: orNull(f.File), Inlined: f.Inlined, Kernel: f.Kernel, How: string(f.How), Signal: f.Signal, Restored: f.Restored}
 		if f.Line > 0 {
 			line := f.Line
 			jf.Line = &line

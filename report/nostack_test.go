@@ -185,7 +185,7 @@ func TestPerfParityNoStack(t *testing.T) {
 				for _, f := range s.Frames {
 					if !f.Kernel {
 						users++
-						if f.How != tc.how {
+						if string(f.How) != tc.how {
 							t.Fatalf("sample %d: user frame %s recovered %q; want %q", s.Index, f.Symbol, f.How, tc.how)
 						}
 					}

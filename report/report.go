@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -39,8 +41,10 @@ type Options struct {
 	// build-id; nil decompresses them on every run. The output is the same
 	// either way. ustack report uses elfcache.DefaultSectionCacheDir.
 	SectionCache *elfcache.SectionCache
-	// BuildIDDir is perf's build-id cache (default $HOME/.debug), used for
-	// the vdso and for objects whose file on disk changed.
+	// BuildIDDir is perf's build-id cache, used for the vdso and for
+	// objects whose file on disk changed; "" is perf's default,
+	// resolve.DefaultBuildIDDir() ($HOME/.debug). (resolve.Options'
+	// "" is none: a library's Resolver reads only what it is told.)
 	BuildIDDir string
 	// MoreBuildIDDirs are further build-id caches searched after
 	// BuildIDDir (an unpacked perf archive tarball).
@@ -298,9 +302,7 @@ func newProcessor(s *perfdata.Session, opts Options) (*processor, error) {
 		opts.PerfMapDir = "/tmp"
 	}
 	if opts.BuildIDDir == "" {
-		if home, err := os.UserHomeDir(); err == nil {
-			opts.BuildIDDir = filepath.Join(home, ".debug")
-		}
+		opts.BuildIDDir = resolve.DefaultBuildIDDir()
 	}
 	p := &processor{
 		opts:    opts,
@@ -822,7 +824,8 @@ func sortedKeys(m map[string]int) []string {
 
 // WriteSummary prints the end-of-report summary: lost samples, stacks by
 // stop reason when many ended early, and the objects that could not be
-// used.
+// used; nothing when all is well. WriteLine prints the line that follows,
+// always.
 func (s *Summary) WriteSummary(w io.Writer) {
 	early, unwound := 0, 0
 	for k, n := range s.Stops {
@@ -888,6 +891,52 @@ func (s *Summary) WriteSummary(w io.Writer) {
 	if s.DecodeError != nil {
 		fmt.Fprintf(w, "ustack: the recording is damaged; reading stopped: %v\n", s.DecodeError)
 	}
+}
+
+// WriteLine prints the report's one-line summary, as ustack report ends
+// its output on stderr: how many samples (of a core: threads) it printed,
+// how many of their user stacks are complete and how the others ended, by
+// stop reason (docs/GLOSSARY.md). Nothing when no sample was printed.
+// WriteSummary's lines, printed only where something needs saying, come
+// before it.
+func (s *Summary) WriteLine(w io.Writer) {
+	if s.Samples == 0 {
+		return
+	}
+	unit := "sample"
+	if s.core {
+		unit = "thread"
+	}
+	if s.Samples != 1 {
+		unit += "s"
+	}
+	fmt.Fprintf(w, "ustack: %d %s", s.Samples, unit)
+	unwound := 0
+	for _, n := range s.Stops {
+		unwound += n
+	}
+	out := s.Stops["outermost"]
+	early := unwound - out
+	switch {
+	case early == 0 && out > 0:
+		fmt.Fprintf(w, ", %d unwound to the outermost frame", out)
+	case early > 0:
+		// How many of the stacks are complete, 0 included, and how
+		// the others ended.
+		fmt.Fprintf(w, ", %d of %d unwound to the outermost frame, %d stopped early (", out, unwound, early)
+		sep := ""
+		for _, k := range slices.Sorted(maps.Keys(s.Stops)) {
+			if k != "outermost" {
+				fmt.Fprintf(w, "%s%s %d", sep, k, s.Stops[k])
+				sep = ", "
+			}
+		}
+		fmt.Fprint(w, ")")
+	}
+	if rest := s.Samples - unwound; rest > 0 {
+		fmt.Fprintf(w, ", %d without a user stack to unwind", rest)
+	}
+	fmt.Fprintln(w)
 }
 
 // plural returns "1 object", "2 objects".

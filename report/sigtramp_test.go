@@ -11,6 +11,7 @@ import (
 
 	"github.com/ustack/ustack/internal/testfiles"
 	"github.com/ustack/ustack/internal/testprog"
+	"github.com/ustack/ustack/resolve"
 )
 
 // sigtrampTruth is testdata/cores/aarch64/sigtramp/sig_handler.json
@@ -65,7 +66,7 @@ func TestCoreQemuSigtramp(t *testing.T) {
 		pcs = append(pcs, f.PC)
 		names = append(names, str(f.Symbol))
 		if i == interrupted {
-			assert.Equal(t, "signal", f.How, "the interrupted frame's registers come from the signal frame")
+			assert.Equal(t, resolve.HowSignal, f.How, "the interrupted frame's registers come from the signal frame")
 		}
 	}
 	assert.Equal(t, want, pcs, "pcs against gdb's frames and the program's own chain; symbols %v", names)

@@ -50,17 +50,19 @@ func (w *worker) process(j *job) {
 		// chains, ustack record --unwind): the kernel or the recorder
 		// walked the stack already. Its addresses are printed as they
 		// are, return addresses included, as perf script does.
+		w.sym.Reset()
 		for _, ip := range j.user {
 			if ip >= perfdata.ContextMax {
 				continue
 			}
 			fr := unwinder.Frame{PC: ip, Mapping: int32(as.Find(ip))}
-			j.out.Frames = w.sym.Append(j.out.Frames, j.space, &fr, "callchain")
+			j.out.Frames = w.sym.Append(j.out.Frames, j.space, &fr, resolve.HowCallchain)
 		}
 	case j.userIP:
 		// Only the sampled instruction (perf record without -g).
 		fr := unwinder.Frame{PC: j.ip, Mapping: int32(as.Find(j.ip))}
-		j.out.Frames = w.sym.Append(j.out.Frames, j.space, &fr, "context")
+		w.sym.Reset()
+		j.out.Frames = w.sym.Append(j.out.Frames, j.space, &fr, resolve.HowContext)
 	}
 }
 
@@ -108,7 +110,8 @@ func (w *worker) unwind(j *job) {
 	if res.Err != nil {
 		j.out.StopErr = res.Err.Error()
 	}
+	w.sym.Reset()
 	for i := 0; i < res.Frames; i++ {
-		j.out.Frames = w.sym.Append(j.out.Frames, j.space, &w.frames[i], w.frames[i].Method.String())
+		j.out.Frames = w.sym.Append(j.out.Frames, j.space, &w.frames[i], resolve.HowOf(w.frames[i].Method))
 	}
 }

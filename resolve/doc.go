@@ -16,7 +16,11 @@
 // without allocating once its buffers have grown; it remembers the answers
 // for the last addresses it saw (a profile's stacks repeat them). Before a
 // caller, it appends the functions that tail-called between it and its
-// callee (tailcall.go: DWARF call sites followed by gdb's rules).
+// callee (tailcall.go: DWARF call sites followed by gdb's rules); Reset
+// begins each stack. Each frame says how it was recovered by a How
+// (HowOf(unwinder.Method) for unwound frames). A bare address (a sampled
+// PC with no stack, or one a tracer found elsewhere) is symbolized with
+// Symbolizer.AppendAddr, inline chain included.
 //
 // Objects are chosen as perf does, never silently wrong: an object the user
 // named for the path (a GivenSource, ustack report --exe) when its build-id
@@ -63,4 +67,9 @@
 // A Resolver owns what it opens: Close releases its object cache (unless the
 // caller supplied one), the objects it made from archive or vdso bytes, and
 // its perf maps and jitdumps.
+//
+// Where to begin: the package Example; New, Resolver.NewSpace, then a
+// Symbolizer's Append (unwound frames, Reset before each stack) or
+// AppendAddr (bare addresses). Package tracer wraps this for live processes
+// and normalized addresses.
 package resolve

@@ -66,8 +66,9 @@ func Example() {
 			result := unw.Unwind(new(unwinder.Cache), space.AddressSpace(), &regs, &stack, frames)
 
 			var out []resolve.Frame
+			sym.Reset() // a new stack
 			for i := range frames[:result.Frames] {
-				out = sym.Append(out, space, &frames[i], frames[i].Method.String())
+				out = sym.Append(out, space, &frames[i], resolve.HowOf(frames[i].Method))
 			}
 			for _, f := range out {
 				line := "??"

@@ -53,7 +53,7 @@ type Frame struct {
 	// recording without a stack copy), kernel, tailcall (a function that
 	// tail-called the frame before it, found from DWARF's call sites as
 	// gdb finds it: see HowTailCall).
-	How string
+	How How
 	// Signal is true for a sigreturn trampoline frame.
 	Signal bool
 	// Restored is true when some of the frame's registers were taken as
@@ -61,6 +61,29 @@ type Frame struct {
 	// restored them already (unwinder.FrameRestoredRegister).
 	Restored bool
 }
+
+// How says how a frame was recovered: one of the unwinder's methods
+// (HowOf), the kernel's call chain, a kernel frame, or a tail call found
+// from DWARF's call sites. Its values are the names reports print.
+type How string
+
+// The Hows of frames not unwound by the unwinder, and of its methods.
+const (
+	HowContext      How = "context"       // the sample's or thread's own registers (unwinder.MethodContext)
+	HowCFI          How = "cfi"           // unwinder.MethodCFI
+	HowFramePointer How = "fp"            // unwinder.MethodFramePointer
+	HowLinkRegister How = "lr"            // unwinder.MethodLinkRegister
+	HowSignal       How = "signal"        // unwinder.MethodSignal
+	HowSignalMarker How = "signal_marker" // unwinder.MethodSignalMarker
+	// HowCallchain: a user address of the kernel's call chain, in a
+	// recording without a stack copy.
+	HowCallchain How = "callchain"
+	// HowKernel: a kernel frame.
+	HowKernel How = "kernel"
+)
+
+// HowOf returns the How of a frame the unwinder recovered by method m.
+func HowOf(m unwinder.Method) How { return How(m.String()) }
 
 // Symbolizer turns unwound frames into symbolized frames. It keeps scratch
 // buffers, so each goroutine needs its own; it is cheap to make.
@@ -127,8 +150,11 @@ func (z *Symbolizer) lookup(obj *elfcache.Object, link, addr uint64) (name strin
 // the caller of the frame appended just before (its SP is that frame's
 // CFA) and functions that tail-called on the way left no frame, their
 // frames (How "tailcall", see HowTailCall) come first, unless the Resolver
-// leaves them out (Options.NoTailCall).
-func (z *Symbolizer) Append(out []Frame, s *Space, fr *unwinder.Frame, how string) []Frame {
+// leaves them out (Options.NoTailCall). To know that, the Symbolizer
+// remembers the last physical frame appended: call Reset before each
+// stack, so that the first frame of a stack is never taken for the caller
+// of the last frame of the one before.
+func (z *Symbolizer) Append(out []Frame, s *Space, fr *unwinder.Frame, how How) []Frame {
 	if z.last.space != nil {
 		out = z.appendTailCalls(out, s, fr)
 	}
@@ -139,10 +165,30 @@ func (z *Symbolizer) Append(out []Frame, s *Space, fr *unwinder.Frame, how strin
 	return out
 }
 
+// Reset begins a new stack: the next Append looks for no tail calls
+// between its frame and the frames appended before. The answers of the
+// lookups, kept for speed, are kept.
+func (z *Symbolizer) Reset() { z.last = lastFrame{} }
+
+// AppendAddr appends the frames of the code at addr in s, a bare address
+// (one a tracer sampled, or a PC it found elsewhere): the functions
+// inlined there, innermost first, then the function itself, with How
+// HowContext, and returns the extended slice. addr is taken as the address
+// of an instruction; for a return address pass the address of the call
+// (the return address minus one) or use Append with an unwinder.Frame
+// flagged unwinder.FrameReturnAddress. An address in no mapping of s gets
+// one frame with Module "". AppendAddr looks for no tail calls and leaves
+// what Append remembers alone. Once out and the Symbolizer's buffers have
+// grown, it does not allocate.
+func (z *Symbolizer) AppendAddr(out []Frame, s *Space, addr uint64) []Frame {
+	fr := unwinder.Frame{PC: addr, Mapping: int32(s.as.Find(addr)), Method: unwinder.MethodContext}
+	return z.appendFrames(out, s, &fr, HowContext, false)
+}
+
 // appendFrames appends the inline chain and the physical frame of fr; with
 // innermost, only one frame, named after the innermost function there (gdb
 // names a tail call frame so, and gives it no inline chain).
-func (z *Symbolizer) appendFrames(out []Frame, s *Space, fr *unwinder.Frame, how string, innermost bool) []Frame {
+func (z *Symbolizer) appendFrames(out []Frame, s *Space, fr *unwinder.Frame, how How, innermost bool) []Frame {
 	addr := fr.LookupPC()
 	f := Frame{Addr: addr, PC: fr.PC, Offset: addr, How: how, Signal: fr.Flags&unwinder.FrameSignalTrampoline != 0,
 		Restored: fr.Flags&unwinder.FrameRestoredRegister != 0}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -60,7 +61,10 @@ type Options struct {
 	// DebugData, when set, supplies separate debug files by build-id (a
 	// recording's archive) for objects made from archive bytes.
 	DebugData func(buildID []byte) ([]byte, bool)
-	// BuildIDDir is perf's build-id cache ($HOME/.debug); "" for none.
+	// BuildIDDir is perf's build-id cache; "" for none. Unlike
+	// report.Options.BuildIDDir, whose "" means DefaultBuildIDDir() as
+	// for perf, a Resolver reads no directory the caller did not name:
+	// pass DefaultBuildIDDir() for perf's.
 	BuildIDDir string
 	// MoreBuildIDDirs are further build-id caches in perf's layout,
 	// searched after BuildIDDir: unpacked perf archive tarballs, whose
@@ -123,6 +127,16 @@ type Options struct {
 	// warning, when it is on the device the process mapped but another
 	// inode (rebuilt, reinstalled or replaced since the recording).
 	SameMachine bool
+}
+
+// DefaultBuildIDDir returns perf's build-id cache, $HOME/.debug, or "" when
+// there is no home directory.
+func DefaultBuildIDDir() string {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(home, ".debug")
 }
 
 // Mapping is one mapping handed to NewSpace: the mapping as the process had
@@ -308,10 +322,18 @@ func (r *Resolver) Objects() []ObjectInfo {
 // Options.Fetcher must fetch in parallel rather than one object at a time
 // as samples come. Its outcome is what NewSpace would find.
 func (r *Resolver) Prepare(path string, buildID []byte) {
-	m := Mapping{Map: procmaps.Map{Path: path, BuildID: buildID, Exec: true}}
-	if obj := r.object(0, &m); obj != nil {
+	if obj := r.OpenObject(path, buildID); obj != nil {
 		obj.DebugFile()
 	}
+}
+
+// OpenObject returns the object of path with the given build-id (nil: any
+// build), found as NewSpace finds a mapping's (the file at path, the
+// build-id caches, the Fetcher...), or nil when none could be used
+// (Missing says why). The Resolver owns it: it stays open until Close.
+func (r *Resolver) OpenObject(path string, buildID []byte) *elfcache.Object {
+	m := Mapping{Map: procmaps.Map{Path: path, BuildID: buildID, Exec: true}}
+	return r.object(0, &m)
 }
 
 // Space is the unwinder's view of one process's maps, with what

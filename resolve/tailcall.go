@@ -45,7 +45,7 @@ import (
 // HowTailCall is the How of a frame recovered from DWARF call sites: a
 // function that tail-called its callee and so has no frame of its own on
 // the stack.
-const HowTailCall = "tailcall"
+const HowTailCall How = "tailcall"
 
 const (
 	// maxTailChain bounds a chain's length (gdb has no bound; chains of

@@ -121,7 +121,7 @@ func TestTailCallChainFrames(t *testing.T) {
 	stack := func() {
 		out = out[:0]
 		for i := range frames {
-			out = z.Append(out, s, &frames[i], frames[i].Method.String())
+			out = z.Append(out, s, &frames[i], HowOf(frames[i].Method))
 		}
 	}
 	stack()
@@ -131,12 +131,12 @@ func TestTailCallChainFrames(t *testing.T) {
 	}
 	var got []frame
 	for _, f := range out {
-		got = append(got, frame{f.Symbol, f.How, f.PC})
+		got = append(got, frame{f.Symbol, string(f.How), f.PC})
 	}
 	assert.Equal(t, []frame{
 		{"boom", "context", addr["boom"] + 1},
-		{"b", HowTailCall, jmps["b"][0]},
-		{"a", HowTailCall, jmps["a"][0]},
+		{"b", "tailcall", jmps["b"][0]},
+		{"a", "tailcall", jmps["a"][0]},
 		{"main", "cfi", calls["main"][0]},
 	}, got)
 	for _, f := range out[1:3] {

@@ -53,4 +53,8 @@
 // others and the error); a damaged container fails Parse. Formatting never
 // reads outside raw: fields past its end read as zero or empty. Append
 // allocates nothing beyond growing dst.
+//
+// Where to begin: Parse over the TRACING_DATA feature's bytes, then
+// Events.ForRaw for a sample's Format and Format.Append (the package
+// Example).
 package tracefmt

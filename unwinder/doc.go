@@ -55,4 +55,9 @@
 // per-worker state (cache.go: a 2-way set-associative cache of compact rows,
 // 128 KiB, and a small side cache of full rows for the general step); give
 // each goroutine its own. With a warm Cache, Unwind allocates nothing.
+//
+// Where to begin: the package Example (exported API only); New,
+// NewAddressSpace and Unwinder.Unwind. A tracer unwinding a live process
+// starts higher, at package tracer; one reading perf.data or cores, at
+// package report.
 package unwinder

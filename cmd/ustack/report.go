@@ -6,11 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -209,7 +207,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	if archivePath != "" && archivePath != "-" {
 		// A damaged archive costs only the members it damaged: each damage
 		// is a warning, and the report goes on with what survived.
-		a, err := archive.Open(archivePath, archive.Options{Warn: func(err error) { opts.Warn(err.Error()) }})
+		a, err := archive.Open(archivePath, archive.Options{Warn: opts.Warn})
 		switch {
 		case errors.Is(err, os.ErrNotExist):
 			fmt.Fprintf(stderr, "ustack report: --archive %s: no such file\n", archivePath)
@@ -390,49 +388,8 @@ func finishReport(sink report.Writer, sum *report.Summary, err error, verbose bo
 		return exitError
 	}
 	sum.WriteSummary(stderr)
-	writeSummaryLine(stderr, sum, unit)
+	sum.WriteLine(stderr)
 	return exitOK
-}
-
-// writeSummaryLine prints the report's one-line summary after the stacks:
-// how many samples (of a core: threads) it printed, how many of their user
-// stacks are complete and how the others ended, by stop reason
-// (docs/GLOSSARY.md). Nothing when no sample was printed: checkInput says
-// why.
-func writeSummaryLine(w io.Writer, sum *report.Summary, unit string) {
-	if sum.Samples == 0 {
-		return
-	}
-	if sum.Samples != 1 {
-		unit += "s"
-	}
-	fmt.Fprintf(w, "ustack: %d %s", sum.Samples, unit)
-	unwound := 0
-	for _, n := range sum.Stops {
-		unwound += n
-	}
-	out := sum.Stops["outermost"]
-	early := unwound - out
-	switch {
-	case early == 0 && out > 0:
-		fmt.Fprintf(w, ", %d unwound to the outermost frame", out)
-	case early > 0:
-		// How many of the stacks are complete, 0 included, and how
-		// the others ended.
-		fmt.Fprintf(w, ", %d of %d unwound to the outermost frame, %d stopped early (", out, unwound, early)
-		sep := ""
-		for _, k := range slices.Sorted(maps.Keys(sum.Stops)) {
-			if k != "outermost" {
-				fmt.Fprintf(w, "%s%s %d", sep, k, sum.Stops[k])
-				sep = ", "
-			}
-		}
-		fmt.Fprint(w, ")")
-	}
-	if rest := sum.Samples - unwound; rest > 0 {
-		fmt.Fprintf(w, ", %d without a user stack to unwind", rest)
-	}
-	fmt.Fprintln(w)
 }
 
 // checkInput says what a report could not show: a recording without

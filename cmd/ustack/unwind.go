@@ -104,7 +104,8 @@ func unwindFixture(path string, asJSON bool, maxFrames int, noFP bool, w io.Writ
 			if p.Resolved.Object(int(fr.Mapping)) != nil {
 				jf.Offset = hex(fr.PC - p.Resolved.Bias(int(fr.Mapping)))
 				// The physical frame ends its inline chain.
-				sf = sym.Append(sf[:0], p.Resolved, fr, jf.How)
+				sym.Reset()
+				sf = sym.Append(sf[:0], p.Resolved, fr, resolve.HowOf(fr.Method))
 				if phys := &sf[len(sf)-1]; phys.Symbol != "" {
 					jf.Symbol = elfcache.Demangle(phys.Symbol)
 					// symoff is relative to the PC, like perf's sym+off.

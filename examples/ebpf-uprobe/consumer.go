@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/ustack/ustack/arch"
-	"github.com/ustack/ustack/capture"
 	"github.com/ustack/ustack/perfdata"
 	"github.com/ustack/ustack/procmaps"
 	"github.com/ustack/ustack/report"
@@ -16,8 +15,8 @@ import (
 const maxFrames = 127
 
 // mapsReader returns the mappings of process pid: /proc/PID/maps for a
-// live process (capture.ReadProcMaps), a saved copy in the benchmark.
-type mapsReader func(pid uint32) ([]capture.ProcMap, error)
+// live process (procmaps.Read), a saved copy in the benchmark.
+type mapsReader func(pid uint32) ([]procmaps.Map, error)
 
 // consumer turns ring buffer records into symbolized stacks with ustack's
 // library: the resolver builds each process's address space from its
@@ -108,8 +107,9 @@ func (c *consumer) handle(rec []byte) error {
 
 	s := &c.sample
 	frames := s.Frames[:0]
+	c.sym.Reset()
 	for i := 0; i < res.Frames; i++ {
-		frames = c.sym.Append(frames, p.space, &c.frames[i], c.frames[i].Method.String())
+		frames = c.sym.Append(frames, p.space, &c.frames[i], resolve.HowOf(c.frames[i].Method))
 	}
 	name := "unknown"
 	if int(e.Cookie) < len(c.events) {
@@ -167,11 +167,7 @@ func (c *consumer) refresh(pid uint32, p *process, addr uint64) bool {
 		return false
 	}
 	p.maps = p.maps[:0]
-	for i := range pm {
-		m := &pm[i]
-		p.maps = append(p.maps, resolve.Mapping{Map: procmaps.Map{Start: m.Start, End: m.End, PgOff: m.PgOff,
-			Path: m.Path, Prot: m.Prot(), Exec: m.Exec()}})
-	}
+	p.maps = resolve.FromProcmaps(p.maps[:0], pm)
 	p.space = c.res.NewSpace(pid, p.maps)
 	if addr != 0 && p.space.AddressSpace().Find(addr) < 0 {
 		p.outside[addr] = true

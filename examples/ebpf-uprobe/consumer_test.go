@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/ustack/ustack/capture"
+	"github.com/ustack/ustack/procmaps"
 	"github.com/ustack/ustack/report"
 	"github.com/ustack/ustack/resolve"
 )
@@ -20,7 +20,7 @@ import (
 // one run of the static fixture and the maps to replay them in.
 type recorded struct {
 	events [][]byte
-	maps   []capture.ProcMap
+	maps   []procmaps.Map
 }
 
 func loadRecorded(t testing.TB) *recorded {
@@ -45,7 +45,8 @@ func loadRecorded(t testing.TB) *recorded {
 	require.NoError(t, err)
 	exe, err := filepath.Abs(filepath.Join(benchDir, "chain"))
 	require.NoError(t, err)
-	r.maps = capture.ParseProcMaps(text)
+	r.maps, err = procmaps.Parse(filepath.Join(benchDir, "maps"), text)
+	require.NoError(t, err)
 	for i := range r.maps {
 		if r.maps[i].Path == "chain" {
 			r.maps[i].Path = exe
@@ -61,7 +62,7 @@ func newReplay(t testing.TB, r *recorded, format string, w io.Writer) (*consumer
 	out, err := report.NewWriter(format, w, report.WriterOptions{Events: []string{"uprobe:chain:leaf", "syscalls:sys_enter_write"}})
 	require.NoError(t, err)
 	res := resolve.New(resolve.Options{})
-	maps := func(pid uint32) ([]capture.ProcMap, error) { return r.maps, nil }
+	maps := func(pid uint32) ([]procmaps.Map, error) { return r.maps, nil }
 	c := newConsumer([]string{"uprobe:chain:leaf", "syscalls:sys_enter_write"}, maxStackSize, maps,
 		res, out, func(msg string) { t.Errorf("warning: %s", msg) })
 	return c, func() { out.Close(); res.Close() }
@@ -180,9 +181,9 @@ func FuzzDecodeEvent(f *testing.F) {
 // again at the first PC outside them, once.
 func TestMapsRefresh(t *testing.T) {
 	r := loadRecorded(t)
-	var early []capture.ProcMap
+	var early []procmaps.Map
 	for _, m := range r.maps {
-		if !m.Exec() || filepath.Base(m.Path) != "chain" {
+		if !m.Exec || filepath.Base(m.Path) != "chain" {
 			early = append(early, m)
 		}
 	}
@@ -190,7 +191,7 @@ func TestMapsRefresh(t *testing.T) {
 	calls := 0
 	var out bytes.Buffer
 	c, done := newReplay(t, r, "json", &out)
-	c.readMaps = func(pid uint32) ([]capture.ProcMap, error) {
+	c.readMaps = func(pid uint32) ([]procmaps.Map, error) {
 		calls++
 		if calls == 1 {
 			return early, nil
@@ -214,7 +215,7 @@ func TestMapsGone(t *testing.T) {
 	var out bytes.Buffer
 	c, done := newReplay(t, r, "json", &out)
 	c.warn = func(msg string) { warnings = append(warnings, msg) }
-	c.readMaps = func(pid uint32) ([]capture.ProcMap, error) {
+	c.readMaps = func(pid uint32) ([]procmaps.Map, error) {
 		calls++
 		return nil, os.ErrNotExist
 	}

@@ -36,6 +36,7 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/ustack/ustack/capture"
 	"github.com/ustack/ustack/perfdata"
+	"github.com/ustack/ustack/procmaps"
 	"github.com/ustack/ustack/report"
 	"github.com/ustack/ustack/resolve"
 	"golang.org/x/sys/unix"
@@ -126,7 +127,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	res := resolve.New(ro)
 	defer res.Close()
-	c := newConsumer(names, *stackSize, func(pid uint32) ([]capture.ProcMap, error) { return capture.ReadProcMaps(int(pid)) }, res, out, warn)
+	c := newConsumer(names, *stackSize, func(pid uint32) ([]procmaps.Map, error) { return procmaps.Read(int(pid)) }, res, out, warn)
 
 	// The end: the command exits, or Ctrl-C/SIGTERM. Then the probes are
 	// detached and what the ring buffer holds is read to its end.
