@@ -432,6 +432,10 @@ func RunCore(c *Core, opts CoreOptions, emit func(*Sample) error) (*Summary, err
 	sym := resolve.NewSymbolizer()
 	frames := make([]unwinder.Frame, s.opts.MaxFrames)
 	mem := coreMemory{c.Memory()}
+	// The frame-pointer audit (fpaudit.go): a debugger's walk, bounded
+	// like the CFI walk rather than by the kernel's max_stack.
+	var fp fpSample
+	var fpFrames []unwinder.FPFrame
 	as := s.space.AddressSpace()
 	// Each thread stands for one stack: period 1 (pprof's and the flame
 	// graph's weights).
@@ -466,6 +470,11 @@ func RunCore(c *Core, opts CoreOptions, emit func(*Sample) error) (*Summary, err
 		out.Frames = out.Frames[:0]
 		for k := 0; k < res.Frames; k++ {
 			out.Frames = sym.Append(out.Frames, s.space, &frames[k], frames[k].Method.String())
+		}
+		out.FPFrames, out.FPStop = 0, ""
+		if res, ok := fp.audit(unwinderFor(mask), &th.Regs, mem, frames[:res.Frames], s.space, s.opts.MaxFrames, &fpFrames); ok {
+			out.FPFrames, out.FPStop = res.Frames, res.Stop.String()
+			sum.addFP(&fp)
 		}
 		sum.Samples++
 		sum.Stops[out.Stop]++

@@ -150,6 +150,12 @@ type Sample struct {
 	StopErr string
 	// StackSize is the number of stack bytes the sample captured.
 	StackSize int
+	// FPFrames is the number of user frames a frame-pointer walk by the
+	// kernel's rules finds on the same registers and stack, the sampled
+	// PC included (fpaudit.go), and FPStop why that walk ended
+	// (unwinder.FPStop); FPStop is "" when there was no stack to walk.
+	FPFrames int
+	FPStop   string
 
 	// space is the process's address space at the sample (MappingOf).
 	space *resolve.Space
@@ -203,6 +209,8 @@ type Summary struct {
 	// back shorter than asked (the kernel met a page it could not read,
 	// such as a new thread's stack not yet in memory) is not one.
 	SnapshotCut int
+	// FP is the frame-pointer audit (fpaudit.go).
+	FP FPAudit
 
 	core bool       // a core dump's threads: no stack snapshot to enlarge
 	fix  missingFix // what MissingFix needs
@@ -513,6 +521,11 @@ type job struct {
 	trace     *tracefmt.Format
 	raw       []byte
 	traceText []byte
+
+	// maxStack is the event's sample_max_stack (0: the kernel's default)
+	// and fp the sample's frame-pointer audit (fpaudit.go).
+	maxStack int
+	fp       fpSample
 }
 
 var jobPool = sync.Pool{New: func() any { return &job{done: make(chan struct{}, 1)} }}
@@ -557,6 +570,7 @@ func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary,
 					sum.SnapshotCut++
 				}
 				sum.countJITStop(&j.out)
+				sum.addFP(&j.fp)
 				err = emit(&j.out)
 			}
 			j.release()
@@ -680,7 +694,10 @@ func (p *processor) newJob(s *perfdata.Sample, index int) *job {
 	}
 	j.kernel = append(j.kernel[:0], kernel...)
 	j.user = append(j.user[:0], user...)
-	j.hasReg, j.fullStack = false, false
+	j.hasReg, j.fullStack, j.fp.done, j.maxStack = false, false, false, 0
+	if s.Attr != nil {
+		j.maxStack = int(s.Attr.SampleMaxStack)
+	}
 	if s.Attr != nil && s.RegsABI != 0 && len(s.Regs) > 0 {
 		s.Attr.LoadUserRegs(p.arch, s, &j.regs, p.arch == arch.AMD64)
 		j.hasReg = true

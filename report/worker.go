@@ -15,6 +15,8 @@ type worker struct {
 	sym    *resolve.Symbolizer
 	frames []unwinder.Frame
 	stack  unwinder.Stack
+	// fpFrames is the frame-pointer audit's buffer (fpaudit.go).
+	fpFrames []unwinder.FPFrame
 	// ksyms is the processor's kernel symbol table once loaded.
 	ksyms *kallsyms.Table
 }
@@ -103,6 +105,7 @@ func (w *worker) unwind(j *job) {
 		st.Addr = sp
 	}
 	res := w.p.unw.Unwind(&w.cache, j.space.AddressSpace(), &j.regs, st, w.frames)
+	w.auditFP(j, st, res.Frames)
 	st.Data = nil
 	j.out.Stop = res.Stop.String()
 	if res.Err != nil {

@@ -51,6 +51,7 @@ type coreFlags struct {
 	opts              report.Options
 	exe               string
 	info, verbose     bool
+	fpAudit           bool
 	output, format    string
 	fields, time, cpu string
 	wo                report.WriterOptions
@@ -120,7 +121,7 @@ func reportCore(path string, in io.Reader, f coreFlags, stdout, stderr io.Writer
 		return exitUsage
 	}
 	sum, err := report.RunCore(c, copts, sink.Write)
-	if code := finishReport(sink, sum, err, f.verbose, stderr, "thread"); code != exitOK {
+	if code := finishReport(sink, sum, err, f.verbose, f.fpAudit, stderr, "thread"); code != exitOK {
 		return code
 	}
 	if len(c.Warnings) > 0 {

@@ -1,0 +1,115 @@
+package report
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/ustack/ustack/unwinder"
+)
+
+// TestMatchFP compares a frame-pointer walk with CFI frames worked out by
+// hand: a libc leaf without a frame record, called by a program function
+// without one (X), called by one with a frame record (Y), called by main,
+// called by libc's start. rbp at the sample is still Y's record, so the
+// walk finds the PC, then main's return address (read from Y's record,
+// inside Y's frame), then the start's (from main's record): X and Y are
+// lost, the chain having broken in the leaf's frame.
+func TestMatchFP(t *testing.T) {
+	cfi := []unwinder.Frame{
+		{PC: 0x1000, SP: 0x100, CFA: 0x110}, // leaf (libc)
+		{PC: 0x2000, SP: 0x110, CFA: 0x140}, // X
+		{PC: 0x3000, SP: 0x140, CFA: 0x180}, // Y
+		{PC: 0x4000, SP: 0x180, CFA: 0x1c0}, // main
+		{PC: 0x5000, SP: 0x1c0},             // __libc_start_call_main
+	}
+	mods := []string{"libc", "prog", "prog", "prog", "libc"}
+	for _, tc := range []struct {
+		name      string
+		fp        []unwinder.FPFrame
+		lost      []bool
+		found     int
+		cut       int
+		breaks    map[string][2]int // object: breaks, lost
+		throughFP map[string]int
+	}{
+		{
+			name:   "skips_two_frames",
+			fp:     []unwinder.FPFrame{{PC: 0x1000}, {PC: 0x4000, Record: 0x170}, {PC: 0x5000, Record: 0x1b0}},
+			lost:   []bool{false, true, true, false, false},
+			found:  3,
+			breaks: map[string][2]int{"libc": {1, 2}, "prog": {0, 0}},
+		},
+		{
+			// The same return addresses read from records that are
+			// not in the callee's frame: not the same frames.
+			name:   "records_elsewhere",
+			fp:     []unwinder.FPFrame{{PC: 0x1000}, {PC: 0x2000, Record: 0x300}, {PC: 0x3000, Record: 0x90}},
+			lost:   []bool{false, true, true, true, true},
+			found:  1,
+			cut:    1,
+			breaks: map[string][2]int{"libc": {1, 4}, "prog": {0, 0}},
+		},
+		{
+			// Every frame found: each record lies in the frame below.
+			name: "complete",
+			fp: []unwinder.FPFrame{{PC: 0x1000}, {PC: 0x2000, Record: 0x100}, {PC: 0x3000, Record: 0x130},
+				{PC: 0x4000, Record: 0x170}, {PC: 0x5000, Record: 0x1b0}},
+			lost:   []bool{false, false, false, false, false},
+			found:  5,
+			breaks: map[string][2]int{"libc": {0, 0}, "prog": {0, 0}},
+		},
+		{
+			// Main's record gone bad: the start is lost above a
+			// break in main's object.
+			name:   "cut_at_main",
+			fp:     []unwinder.FPFrame{{PC: 0x1000}, {PC: 0x2000, Record: 0x100}, {PC: 0x3000, Record: 0x130}, {PC: 0x4000, Record: 0x170}},
+			lost:   []bool{false, false, false, false, true},
+			found:  4,
+			cut:    1,
+			breaks: map[string][2]int{"libc": {0, 0}, "prog": {1, 1}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var lost []bool
+			found := matchFP(cfi, tc.fp, &lost)
+			assert.Equal(t, tc.lost, lost)
+			assert.Equal(t, tc.found, found)
+			var sum Summary
+			sum.addFP(&fpSample{done: true, fpFrames: len(tc.fp), found: found, mods: mods, lost: lost})
+			assert.Equal(t, 1, sum.FP.Stacks)
+			assert.Equal(t, 5, sum.FP.CFIFrames)
+			assert.Equal(t, tc.found, sum.FP.Found)
+			assert.Equal(t, tc.cut, sum.FP.CutShort)
+			for mod, want := range tc.breaks {
+				o := sum.FP.Objects[mod]
+				if assert.NotNil(t, o, mod) {
+					assert.Equal(t, want, [2]int{o.Breaks, o.Lost}, "%s: breaks, lost", mod)
+				}
+			}
+			assert.Equal(t, 3, sum.FP.Objects["prog"].Frames)
+			assert.Equal(t, 2, sum.FP.Objects["libc"].Frames)
+		})
+	}
+}
+
+// TestFPAuditLines checks the summary's line and the table's layout.
+func TestFPAuditLines(t *testing.T) {
+	var sum Summary
+	var b bytes.Buffer
+	sum.WriteFPAuditLine(&b)
+	assert.Empty(t, b.String(), "no line without an audited stack")
+	sum.FP = FPAudit{Stacks: 4, CFIFrames: 19, Found: 4, CutShort: 4, Objects: map[string]*FPObject{
+		"/bin/prog": {Path: "/bin/prog", Frames: 15, Breaks: 4, Lost: 15},
+		"":          {Frames: 4},
+	}}
+	sum.WriteFPAuditLine(&b)
+	assert.Equal(t, "ustack: a frame-pointer walk would have found 4 of the 19 user frames CFI found (21.1%) and cut short 4 of 4 stacks\n", b.String())
+	b.Reset()
+	sum.WriteFPAuditTable(&b)
+	assert.Equal(t, "ustack: frame-pointer audit of 4 stacks, by object (frames: CFI frames in it; breaks: frames whose caller the chain missed; lost: frames missed above those breaks):\n"+
+		"    frames   breaks     lost  object\n"+
+		"        15        4       15  /bin/prog\n"+
+		"         4        0        0  [unknown]\n", b.String())
+}
