@@ -41,13 +41,16 @@ type fpSample struct {
 	lost  []bool
 }
 
-// auditFP walks the job's stack by frame pointers and compares the walk
-// with the CFI walk's n frames in w.frames.
-func (w *worker) auditFP(j *job, mem unwinder.Memory, n int) {
+// auditFP walks the job's stack by frame pointers into w.fpFrames and
+// compares the walk with the CFI walk's n frames in w.frames. It returns
+// how the walk ended (a zero FPResult when there was no room for a frame).
+func (w *worker) auditFP(j *job, mem unwinder.Memory, n int) unwinder.FPResult {
 	res, ok := j.fp.audit(w.p.unw, &j.regs, mem, w.frames[:n], j.space, w.p.fpMaxStack(j), &w.fpFrames)
-	if ok {
-		j.out.FPFrames, j.out.FPStop = res.Frames, res.Stop.String()
+	if !ok {
+		return unwinder.FPResult{}
 	}
+	j.out.FPFrames, j.out.FPStop = res.Frames, res.Stop.String()
+	return res
 }
 
 // audit walks the stack by frame pointers, into buf (grown to limit

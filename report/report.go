@@ -118,6 +118,10 @@ type Options struct {
 	// ObjectSources fills Summary.Objects: where each object's
 	// information came from (ustack report --verbose).
 	ObjectSources bool
+	// NoCallchainRepair leaves stacks cut at the end of their snapshot
+	// as they are, even where the sample's kernel call chain provably
+	// continues them (repair.go).
+	NoCallchainRepair bool
 }
 
 // Sample is one recorded sample with its symbolized stack, innermost frame

@@ -105,7 +105,7 @@ func (w *worker) unwind(j *job) {
 		st.Addr = sp
 	}
 	res := w.p.unw.Unwind(&w.cache, j.space.AddressSpace(), &j.regs, st, w.frames)
-	w.auditFP(j, st, res.Frames)
+	fpRes := w.auditFP(j, st, res.Frames)
 	st.Data = nil
 	j.out.Stop = res.Stop.String()
 	if res.Err != nil {
@@ -113,5 +113,10 @@ func (w *worker) unwind(j *job) {
 	}
 	for i := 0; i < res.Frames; i++ {
 		j.out.Frames = w.sym.Append(j.out.Frames, j.space, &w.frames[i], w.frames[i].Method.String())
+	}
+	if res.Stop == unwinder.StopTruncated && !w.p.opts.NoCallchainRepair {
+		if k := spliceChain(j.user, w.fpFrames, fpRes, res.Beyond); k >= 0 {
+			w.repair(j, k)
+		}
 	}
 }

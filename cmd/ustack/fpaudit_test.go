@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,6 +16,7 @@ import (
 
 	"github.com/ustack/ustack/internal/testprog"
 	"github.com/ustack/ustack/perfdata"
+	"github.com/ustack/ustack/report"
 )
 
 // fpWorkC calls through libc (qsort with a callback, snprintf, memmove) and
@@ -213,4 +216,152 @@ func TestRecordNoUserCallchain(t *testing.T) {
 			assert.Zero(t, withChain, "samples with a user chain under --no-user-callchain")
 		}
 	}
+}
+
+// fpDeepC recurses 61 frames of over 200 bytes each (about 17 KiB: twice the
+// default 8 KiB snapshot, within the kernel's 127-frame chain) down to a
+// function that burns the CPU: main <- deep x61 <- burn.
+const fpDeepC = `#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+__attribute__((noinline)) unsigned burn(unsigned x) { for (int i = 0; i < 2000; i++) x = x * 1103515245u + 12345u; return x; }
+__attribute__((noinline)) unsigned deep(int d, unsigned x) {
+  volatile char pad[200];
+  memset((char *)pad, (int)x, sizeof pad);
+  if (d == 0) return burn(x + pad[3]);
+  return deep(d - 1, x + pad[7]) + 1;
+}
+int main(int argc, char **argv) {
+  int n = argc > 1 ? atoi(argv[1]) : 3000;
+  unsigned s = 0;
+  for (int r = 0; r < n; r++) s += deep(60, r);
+  printf("%u\n", s);
+  return 0;
+}
+`
+
+// deepStack is one sample's user stack as the report gives it.
+type deepStack struct {
+	syms, hows []string
+	stop       string
+}
+
+// reportDeep reports data with or without the call chain repair, the
+// samples of the program in burn or deep (by tid order and time).
+func reportDeep(t *testing.T, data string, noRepair bool) []deepStack {
+	r, err := perfdata.Open(data)
+	require.NoError(t, err)
+	defer r.Close()
+	var out []deepStack
+	_, err = report.Run(r, report.Options{Kallsyms: "-", NoCallchainRepair: noRepair}, func(s *report.Sample) error {
+		var d deepStack
+		for _, f := range s.Frames {
+			if !f.Kernel && !f.Inlined {
+				d.syms, d.hows = append(d.syms, f.Symbol), append(d.hows, f.How)
+			}
+		}
+		d.stop = s.Stop
+		if len(d.syms) > 0 && (d.syms[0] == "burn" || d.syms[0] == "deep") {
+			out = append(out, d)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	return out
+}
+
+// recordDeep builds fpDeepC as file with flags, records it with the
+// default snapshot size and reports it without and with the repair.
+func recordDeep(t *testing.T, dir, file string, flags []string) (bin string, before, after []deepStack) {
+	bin = testprog.Build(t, dir, file, fpDeepC, flags...)
+	data := bin + ".data"
+	rc, stderr := recordBounded(t, "-q", "-o", data, "--", bin, "3000")
+	require.Zero(t, rc, stderr)
+	return bin, reportDeep(t, data, true), reportDeep(t, data, false)
+}
+
+func reachMain(stacks []deepStack) int {
+	n := 0
+	for _, s := range stacks {
+		if slices.Contains(s.syms, "main") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestCallchainRepair records a deep recursion with the default 8 KiB stack
+// snapshot. Built with frame pointers, the stacks the snapshot cuts go on
+// with the kernel's chain: after the repair every stack in burn holds the
+// 61 deep frames and main (the program's own structure), its frames beyond
+// the snapshot marked callchain, and more reach main than before (and than
+// perf's own dwarf unwind of a recording of the same program). Built
+// without frame pointers, the kernel's chain of a cut stack never provably
+// continues it: the stacks are the same with and without the repair.
+func TestCallchainRepair(t *testing.T) {
+	testprog.NeedPerfEvents(t)
+	dir := t.TempDir()
+	t.Run("frame_pointers", func(t *testing.T) {
+		bin, before, after := recordDeep(t, dir, "deep.c", keepFP)
+		require.Equal(t, len(before), len(after))
+		require.GreaterOrEqual(t, len(after), 10, "samples in the recursion")
+		repaired, inBurn := 0, 0
+		for i, s := range after {
+			if s.stop != report.StopCallchain {
+				assert.Equal(t, before[i], s, "a stack not repaired is as it was")
+				continue
+			}
+			repaired++
+			assert.Equal(t, "truncated", before[i].stop)
+			n := len(before[i].syms)
+			assert.Equal(t, before[i].syms, s.syms[:n], "the CFI frames stay")
+			for k, how := range s.hows[n:] {
+				assert.Equal(t, "callchain", how, "spliced frame %d", n+k)
+			}
+			if s.syms[0] == "burn" {
+				inBurn++
+				assert.Equal(t, 61, countOf(s.syms, "deep"), "deep frames of %v", s.syms)
+				assert.Contains(t, s.syms, "main")
+			}
+		}
+		var perfMain, perfN int
+		if _, err := exec.LookPath("perf"); err == nil {
+			pdata := testprog.Record(t, filepath.Join(dir, "perf.data"), "--call-graph", "dwarf", "--", bin, "3000")
+			for _, s := range testprog.ParseScript(testprog.Script(t, pdata)) {
+				if len(s.Syms) > 0 && (s.Syms[0] == "burn" || s.Syms[0] == "deep") {
+					perfN++
+					if slices.Contains(s.Syms, "main") {
+						perfMain++
+					}
+				}
+			}
+		}
+		t.Logf("samples in the recursion reaching main: %d of %d before the repair, %d of %d after (%d repaired, %d in burn); perf --call-graph dwarf: %d of %d",
+			reachMain(before), len(before), reachMain(after), len(after), repaired, inBurn, perfMain, perfN)
+		assert.Greater(t, repaired, len(after)/2, "most stacks in the recursion are cut by the snapshot and repaired")
+		assert.Greater(t, reachMain(after), reachMain(before))
+	})
+	t.Run("omit_frame_pointer", func(t *testing.T) {
+		_, before, after := recordDeep(t, dir, "deep_nofp.c", omitFP)
+		require.GreaterOrEqual(t, len(after), 10, "samples in the recursion")
+		assert.Equal(t, before, after, "stacks with and without the repair")
+		truncated := 0
+		for _, s := range after {
+			if s.stop == "truncated" {
+				truncated++
+			}
+		}
+		t.Logf("%d of %d stacks in the recursion truncated, none spliced", truncated, len(after))
+		assert.Greater(t, truncated, len(after)/2)
+	})
+}
+
+func countOf(s []string, v string) int {
+	n := 0
+	for _, x := range s {
+		if x == v {
+			n++
+		}
+	}
+	return n
 }

@@ -369,6 +369,7 @@ func finishReport(sink report.Writer, sum *report.Summary, err error, verbose, f
 	}
 	sum.WriteSummary(stderr)
 	writeSummaryLine(stderr, sum, unit)
+	sum.WriteRepairLine(stderr)
 	if fpAudit {
 		sum.WriteFPAuditTable(stderr)
 	}
