@@ -45,6 +45,10 @@ type fpSample struct {
 // compares the walk with the CFI walk's n frames in w.frames. It returns
 // how the walk ended (a zero FPResult when there was no room for a frame).
 func (w *worker) auditFP(j *job, mem unwinder.Memory, n int) unwinder.FPResult {
+	if w.p.opts.NoFPAudit {
+		j.fp.done = false
+		return unwinder.FPResult{}
+	}
 	res, ok := j.fp.audit(w.p.unw, &j.regs, mem, w.frames[:n], j.space, w.p.fpMaxStack(j), &w.fpFrames)
 	if !ok {
 		return unwinder.FPResult{}
@@ -276,3 +280,4 @@ func fpAuditJSON(f *FPAudit) jsonFPAudit {
 	}
 	return out
 }
+

@@ -2,10 +2,17 @@ package report
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
+	"github.com/ustack/ustack/elfcache"
+	"github.com/ustack/ustack/perfdata"
 	"github.com/ustack/ustack/unwinder"
 )
 
@@ -112,4 +119,70 @@ func TestFPAuditLines(t *testing.T) {
 		"    frames   breaks     lost  object\n"+
 		"        15        4       15  /bin/prog\n"+
 		"         4        0        0  [unknown]\n", b.String())
+}
+
+// BenchmarkReportFPAudit reports a recording (USTACK_BENCH_DATA, else
+// perfdata's committed dwarf.data) with and without the frame-pointer
+// audit, on one worker, and gives the CPU time per sample of each: the
+// audit's cost is the difference.
+func BenchmarkReportFPAudit(b *testing.B) {
+	path := os.Getenv("USTACK_BENCH_DATA")
+	if path == "" {
+		path = filepath.Join("..", "perfdata", "testdata", "dwarf.data")
+	}
+	sc, err := elfcache.NewSectionCache(b.TempDir(), 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name    string
+		noAudit bool
+	}{{"audit", false}, {"no_audit", true}} {
+		b.Run(c.name, func(b *testing.B) {
+			opts := Options{Kallsyms: "-", SectionCache: sc, Jobs: 1, NoFPAudit: c.noAudit}
+			once := func() int {
+				r, err := perfdata.OpenMapped(path)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer r.Close()
+				sum, err := Run(r, opts, func(*Sample) error { return nil })
+				if err != nil {
+					b.Fatal(err)
+				}
+				return sum.Samples
+			}
+			n := once()
+			b.ResetTimer()
+			var ru0, ru1 syscall.Rusage
+			syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+			for i := 0; i < b.N; i++ {
+				once()
+			}
+			syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+			cpu := ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano()
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/sample")
+			b.ReportMetric(float64(cpu)/float64(b.N*n), "cpu-ns/sample")
+		})
+	}
+}
+
+// TestFPAuditJSON: a sample's fp_frames and fp_stop and the summary
+// record's fp_audit, as the schema describes them.
+func TestFPAuditJSON(t *testing.T) {
+	var b bytes.Buffer
+	w, err := NewWriter("json", &b, WriterOptions{})
+	require.NoError(t, err)
+	require.NoError(t, w.Write(&Sample{Event: "cpu-clock", IP: 0x401000, Stop: "outermost", FPFrames: 3, FPStop: "end",
+		Frames: []Frame{{Addr: 0x401000, PC: 0x401000, Offset: 0x401000, How: "context"}}}))
+	sum := &Summary{Samples: 1, FP: FPAudit{Stacks: 1, CFIFrames: 5, Found: 3, CutShort: 1, Objects: map[string]*FPObject{
+		"/bin/prog": {Path: "/bin/prog", Frames: 4, Breaks: 1, Lost: 2}, "": {Frames: 1}}}}
+	require.NoError(t, w.(SummaryWriter).WriteSummary(sum))
+	require.NoError(t, w.Close())
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	require.Len(t, lines, 2)
+	assert.Contains(t, lines[0], `"fp_frames":3,"fp_stop":"end"`)
+	assert.Contains(t, lines[1], `"fp_audit":{"stacks":1,"cfi_frames":5,"fp_found":3,"cut_short":1,"objects":[`+
+		`{"path":"/bin/prog","frames":4,"breaks":1,"lost":2},{"path":null,"frames":1,"breaks":0,"lost":0}]}`)
+	validateLines(t, reportSchema(t), b.Bytes())
 }

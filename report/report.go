@@ -122,6 +122,9 @@ type Options struct {
 	// as they are, even where the sample's kernel call chain provably
 	// continues them (repair.go).
 	NoCallchainRepair bool
+	// NoFPAudit skips the frame-pointer audit (fpaudit.go): no fp_frames,
+	// no audit line, and so no repair either.
+	NoFPAudit bool
 }
 
 // Sample is one recorded sample with its symbolized stack, innermost frame
