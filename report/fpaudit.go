@@ -280,4 +280,3 @@ func fpAuditJSON(f *FPAudit) jsonFPAudit {
 	}
 	return out
 }
-

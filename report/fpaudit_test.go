@@ -2,8 +2,6 @@ package report
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -11,7 +9,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ustack/ustack/elfcache"
 	"github.com/ustack/ustack/perfdata"
 	"github.com/ustack/ustack/unwinder"
 )
@@ -126,14 +123,7 @@ func TestFPAuditLines(t *testing.T) {
 // audit, on one worker, and gives the CPU time per sample of each: the
 // audit's cost is the difference.
 func BenchmarkReportFPAudit(b *testing.B) {
-	path := os.Getenv("USTACK_BENCH_DATA")
-	if path == "" {
-		path = filepath.Join("..", "perfdata", "testdata", "dwarf.data")
-	}
-	sc, err := elfcache.NewSectionCache(b.TempDir(), 0)
-	if err != nil {
-		b.Fatal(err)
-	}
+	path, sc := benchRecording(b)
 	for _, c := range []struct {
 		name    string
 		noAudit bool
