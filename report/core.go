@@ -472,7 +472,7 @@ func RunCore(c *Core, opts CoreOptions, emit func(*Sample) error) (*Summary, err
 			out.Frames = sym.Append(out.Frames, s.space, &frames[k], frames[k].Method.String())
 		}
 		out.FPFrames, out.FPStop = 0, ""
-		if res, ok := fp.audit(unwinderFor(mask), &th.Regs, mem, frames[:res.Frames], s.space, s.opts.MaxFrames, &fpFrames); ok {
+		if res, ok := fp.audit(unwinderFor(mask), &th.Regs, mem, nil, frames[:res.Frames], s.space, s.opts.MaxFrames, &fpFrames); ok {
 			out.FPFrames, out.FPStop = res.Frames, res.Stop.String()
 			sum.addFP(&fp)
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 
 	"github.com/ustack/ustack/arch"
 	"github.com/ustack/ustack/perfdata"
@@ -49,7 +50,11 @@ func (w *worker) auditFP(j *job, mem unwinder.Memory, n int) unwinder.FPResult {
 		j.fp.done = false
 		return unwinder.FPResult{}
 	}
-	res, ok := j.fp.audit(w.p.unw, &j.regs, mem, w.frames[:n], j.space, w.p.fpMaxStack(j), &w.fpFrames)
+	var insn []byte
+	if j.uprobe {
+		insn = w.probedInsn(j)
+	}
+	res, ok := j.fp.audit(w.p.unw, &j.regs, mem, insn, w.frames[:n], j.space, w.p.fpMaxStack(j), &w.fpFrames)
 	if !ok {
 		return unwinder.FPResult{}
 	}
@@ -57,11 +62,35 @@ func (w *worker) auditFP(j *job, mem unwinder.Memory, n int) unwinder.FPResult {
 	return res
 }
 
+// probedInsn returns the first bytes of the instruction at the PC of a
+// sample a uprobe took (nil where no object holds them), kept in the
+// worker's buffer.
+func (w *worker) probedInsn(j *job) []byte {
+	pc, ok := j.regs.Get(w.p.arch.PC())
+	as := j.space.AddressSpace()
+	mi := as.Find(pc)
+	if !ok || mi < 0 {
+		return nil
+	}
+	m := as.Mapping(mi)
+	if m.Object == nil {
+		return nil
+	}
+	return w.insn[:m.Object.ReadCode(pc-m.Bias, w.insn[:])]
+}
+
+// isUprobe reports whether an event is a uprobe's, by its name: ustack
+// record's "uprobe:BIN:SYMBOL", perf probe -x's "probe_BIN:SYMBOL".
+func isUprobe(event string) bool {
+	return strings.HasPrefix(event, "uprobe:") || strings.HasPrefix(event, "probe_")
+}
+
 // audit walks the stack by frame pointers, into buf (grown to limit
 // frames), and compares the walk with the CFI walk's frames cfi, whose
-// mappings are space's. It reports false, auditing nothing, when limit
-// leaves no room for a frame.
-func (a *fpSample) audit(u *unwinder.Unwinder, regs *arch.Regs, mem unwinder.Memory, cfi []unwinder.Frame, space *resolve.Space, limit int, buf *[]unwinder.FPFrame) (unwinder.FPResult, bool) {
+// mappings are space's. insn, when not nil, is the instruction a uprobe
+// took the sample at (unwinder.WalkFramePointersAtProbe). It reports false,
+// auditing nothing, when limit leaves no room for a frame.
+func (a *fpSample) audit(u *unwinder.Unwinder, regs *arch.Regs, mem unwinder.Memory, insn []byte, cfi []unwinder.Frame, space *resolve.Space, limit int, buf *[]unwinder.FPFrame) (unwinder.FPResult, bool) {
 	a.done = false
 	if limit <= 0 {
 		return unwinder.FPResult{}, false
@@ -70,7 +99,12 @@ func (a *fpSample) audit(u *unwinder.Unwinder, regs *arch.Regs, mem unwinder.Mem
 		*buf = make([]unwinder.FPFrame, limit)
 	}
 	fp := (*buf)[:limit]
-	res := u.WalkFramePointers(regs, mem, fp)
+	var res unwinder.FPResult
+	if insn != nil {
+		res = u.WalkFramePointersAtProbe(regs, mem, insn, fp)
+	} else {
+		res = u.WalkFramePointers(regs, mem, fp)
+	}
 	a.done, a.fpFrames, a.stop = true, res.Frames, res.Stop
 	a.mods, a.lost = a.mods[:0], a.lost[:0]
 	a.found = matchFP(cfi, fp[:res.Frames], &a.lost)
@@ -103,7 +137,7 @@ func (p *processor) fpMaxStack(j *job) int {
 // matchFP says which CFI frames the frame-pointer walk found, setting
 // (*lost)[i] for those it missed, and returns how many it found. A walk's
 // frame is CFI frame i when its PC is that frame's and it was read from a
-// record inside the frame below (i-1: the callee, whose frame record holds
+// word inside the frame below (i-1: the callee, whose frame record holds
 // the return address into i), in order: a chain that skipped a frame (a
 // function without a frame record) goes on matching after it.
 func matchFP(cfi []unwinder.Frame, fp []unwinder.FPFrame, lost *[]bool) int {
@@ -120,7 +154,10 @@ func matchFP(cfi []unwinder.Frame, fp []unwinder.FPFrame, lost *[]bool) int {
 			callee := &cfi[i-1]
 			for s := k; s < len(fp) && s < k+fpSearch; s++ {
 				f := &fp[s]
-				if f.PC == cfi[i].PC && f.Record >= callee.SP && (callee.CFA == 0 || f.Record < callee.CFA) {
+				// The word the return address was read from
+				// lies in the callee's frame.
+				slot := f.Record + 8
+				if f.PC == cfi[i].PC && slot >= callee.SP && (callee.CFA == 0 || slot < callee.CFA) {
 					hit, k = true, s+1
 					break
 				}

@@ -529,9 +529,11 @@ type job struct {
 	raw       []byte
 	traceText []byte
 
-	// maxStack is the event's sample_max_stack (0: the kernel's default)
-	// and fp the sample's frame-pointer audit (fpaudit.go).
+	// maxStack is the event's sample_max_stack (0: the kernel's default),
+	// uprobe whether a uprobe took the sample and fp the sample's
+	// frame-pointer audit (fpaudit.go).
 	maxStack int
+	uprobe   bool
 	fp       fpSample
 }
 
@@ -702,6 +704,7 @@ func (p *processor) newJob(s *perfdata.Sample, index int) *job {
 	j.kernel = append(j.kernel[:0], kernel...)
 	j.user = append(j.user[:0], user...)
 	j.hasReg, j.fullStack, j.fp.done, j.maxStack = false, false, false, 0
+	j.uprobe = isUprobe(s.EventName)
 	if s.Attr != nil {
 		j.maxStack = int(s.Attr.SampleMaxStack)
 	}

@@ -15,8 +15,10 @@ type worker struct {
 	sym    *resolve.Symbolizer
 	frames []unwinder.Frame
 	stack  unwinder.Stack
-	// fpFrames is the frame-pointer audit's buffer (fpaudit.go).
+	// fpFrames is the frame-pointer audit's buffer and insn the probed
+	// instruction's bytes (fpaudit.go).
 	fpFrames []unwinder.FPFrame
+	insn     [4]byte
 	// ksyms is the processor's kernel symbol table once loaded.
 	ksyms *kallsyms.Table
 }

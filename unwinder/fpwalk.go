@@ -31,6 +31,12 @@ import (
 //
 // Both stop when the chain holds as many frames as the kernel keeps
 // (max_stack: the caller's buffer).
+//
+// One more x86_64 rule, for a sample a uprobe took at a function's entry
+// (is_uprobe_at_func_entry, in kernels since 2024): when the probed
+// instruction is push %rbp or endbr64, the frame pointer is still the
+// caller's, so the kernel stores the word at the stack pointer, the return
+// address, before the loop (WalkFramePointersAtProbe).
 
 // FPFrame is one frame of a frame-pointer walk.
 type FPFrame struct {
@@ -38,7 +44,8 @@ type FPFrame struct {
 	// frame record.
 	PC uint64
 	// Record is the address of the frame record PC was read from (0 for
-	// frame 0). The return address lies at Record+8.
+	// frame 0): the return address lies at Record+8. For the return
+	// address a uprobe's walk reads at the stack pointer, SP-8.
 	Record uint64
 }
 
@@ -110,6 +117,21 @@ const (
 // writes the frames, the sampled PC first, into frames. It reads memory only
 // through mem, as Unwind does, and allocates nothing.
 func (u *Unwinder) WalkFramePointers(regs *arch.Regs, mem Memory, frames []FPFrame) FPResult {
+	return u.walkFP(regs, mem, frames, false)
+}
+
+// WalkFramePointersAtProbe is WalkFramePointers for a sample a uprobe took
+// at the PC, whose instruction begins with insn (its first bytes, as the
+// object holds them). On x86_64, when that instruction is push %rbp or
+// endbr64, the return address at the stack pointer comes first, as the
+// kernel stores it.
+func (u *Unwinder) WalkFramePointersAtProbe(regs *arch.Regs, mem Memory, insn []byte, frames []FPFrame) FPResult {
+	entry := u.arch == arch.AMD64 && (len(insn) >= 1 && insn[0] == 0x55 ||
+		len(insn) >= 4 && insn[0] == 0xf3 && insn[1] == 0x0f && insn[2] == 0x1e && insn[3] == 0xfa)
+	return u.walkFP(regs, mem, frames, entry)
+}
+
+func (u *Unwinder) walkFP(regs *arch.Regs, mem Memory, frames []FPFrame, probedEntry bool) FPResult {
 	a := u.arch
 	if len(frames) == 0 {
 		return FPResult{Stop: FPStopDepth}
@@ -123,6 +145,25 @@ func (u *Unwinder) WalkFramePointers(regs *arch.Regs, mem Memory, frames []FPFra
 	rec, ok := regs.Get(a.FP())
 	if !ok {
 		return FPResult{Frames: n, Stop: FPStopUnknownRegister}
+	}
+	if probedEntry && n < len(frames) {
+		// The kernel's get_user at the stack pointer: a word it cannot
+		// read is left out, one beyond the snapshot leaves the walk
+		// short of the kernel's.
+		sp, ok := regs.Get(a.SP())
+		if !ok {
+			return FPResult{Frames: n, Stop: FPStopUnknownRegister}
+		}
+		ra, ms := mem.ReadUint64(sp)
+		switch ms {
+		case MemOK:
+			frames[n] = FPFrame{PC: ra, Record: sp - 8}
+			n++
+		case MemTruncated:
+			return FPResult{Frames: n, Stop: FPStopTruncated, Next: sp - 8}
+		default:
+			return FPResult{Frames: n, Stop: FPStopOutside, Next: sp - 8}
+		}
 	}
 	arm64 := a == arch.ARM64
 	top := uint64(fpTopAMD64)

@@ -244,3 +244,37 @@ func FuzzWalkFramePointers(f *testing.F) {
 		}
 	})
 }
+
+// TestWalkFramePointersAtProbe: at a uprobe on an x86_64 function's push
+// %rbp or endbr64 the return address at SP comes before the records; at
+// another instruction, or on arm64, nothing changes.
+func TestWalkFramePointersAtProbe(t *testing.T) {
+	const base = 0x7ffc_0000_1000
+	words := map[uint64]uint64{0: 0x401999, 0x10: 0, 0x18: 0x401222}
+	for _, c := range []struct {
+		name string
+		a    arch.Arch
+		insn []byte
+		want []uint64
+	}{
+		{"push_rbp", arch.AMD64, []byte{0x55, 0x48, 0x89, 0xe5}, []uint64{0x401000, 0x401999, 0x401222}},
+		{"endbr64", arch.AMD64, []byte{0xf3, 0x0f, 0x1e, 0xfa}, []uint64{0x401000, 0x401999, 0x401222}},
+		{"other_instruction", arch.AMD64, []byte{0x48, 0x83, 0xec, 0x48}, []uint64{0x401000, 0x401222}},
+		{"no_code", arch.AMD64, nil, []uint64{0x401000, 0x401222}},
+		{"arm64", arch.ARM64, []byte{0x55, 0, 0, 0}, []uint64{0x401000, 0x401222}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			u := unwinder.New(c.a, unwinder.Options{})
+			frames := make([]unwinder.FPFrame, 8)
+			res := u.WalkFramePointersAtProbe(fpRegs(c.a, 0x401000, base, base+0x10), fpStack(base, 0x40, words), c.insn, frames)
+			var pcs []uint64
+			for _, f := range frames[:res.Frames] {
+				pcs = append(pcs, f.PC)
+			}
+			assert.Equal(t, c.want, pcs)
+			if len(c.want) == 3 {
+				assert.Equal(t, uint64(base-8), frames[1].Record, "the return address at SP is Record+8")
+			}
+		})
+	}
+}

@@ -74,18 +74,29 @@ func TestFPAuditMatchesKernelChain(t *testing.T) {
 	cases := []struct {
 		name, file, src, arg string
 		flags                []string
+		probes               []string // uprobes instead of cpu-clock
 	}{
-		{"c_omit_frame_pointer", "work.c", fpWorkC, "300", omitFP},
-		{"c_frame_pointers", "work.c", fpWorkC, "300", keepFP},
-		{"cxx_omit_frame_pointer", "work.cc", fpWorkCC, "30", omitFP},
-		{"cxx_frame_pointers", "work.cc", fpWorkCC, "30", keepFP},
+		{"c_omit_frame_pointer", "work.c", fpWorkC, "300", omitFP, nil},
+		{"c_frame_pointers", "work.c", fpWorkC, "300", keepFP, nil},
+		{"cxx_omit_frame_pointer", "work.cc", fpWorkCC, "30", omitFP, nil},
+		{"cxx_frame_pointers", "work.cc", fpWorkCC, "30", keepFP, nil},
+		// At a uprobe on a function's push %rbp the kernel stores the
+		// return address at SP first.
+		{"c_frame_pointers_uprobes", "work.c", fpWorkC, "100", keepFP, []string{"sorter", "texts", "mid"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			bin := testprog.Build(t, dir, tc.file, tc.src, tc.flags...)
 			data := filepath.Join(dir, "rec.data")
-			rc, stderr := recordBounded(t, "-q", "-F", "2000", "-o", data, "--", bin, tc.arg)
+			args := []string{"-q", "-F", "2000", "-o", data}
+			for _, p := range tc.probes {
+				args = append(args, "-e", "u:"+bin+":"+p)
+			}
+			rc, stderr := recordBounded(t, append(args, "--", bin, tc.arg)...)
+			if rc != 0 && tc.probes != nil {
+				t.Skipf("ustack record cannot set uprobes here: %s", stderr)
+			}
 			require.Zero(t, rc, stderr)
 
 			// The kernel's chains, by (time, tid), read from the
