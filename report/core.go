@@ -467,14 +467,16 @@ func RunCore(c *Core, opts CoreOptions, emit func(*Sample) error) (*Summary, err
 		if res.Err != nil {
 			out.StopErr = res.Err.Error()
 		}
-		out.Frames = out.Frames[:0]
-		for k := 0; k < res.Frames; k++ {
-			out.Frames = sym.Append(out.Frames, s.space, &frames[k], frames[k].Method.String())
-		}
-		out.FPFrames, out.FPStop = 0, ""
+		out.FPFrames, out.FPStop, out.FPLost = 0, "", nil
 		if res, ok := fp.audit(unwinderFor(mask), &th.Regs, mem, nil, frames[:res.Frames], s.space, s.opts.MaxFrames, &fpFrames); ok {
 			out.FPFrames, out.FPStop = res.Frames, res.Stop.String()
 			sum.addFP(&fp)
+		}
+		out.Frames = out.Frames[:0]
+		for k := 0; k < res.Frames; k++ {
+			start := len(out.Frames)
+			out.Frames = sym.Append(out.Frames, s.space, &frames[k], frames[k].Method.String())
+			fp.markLost(&out, start, k)
 		}
 		sum.Samples++
 		sum.Stops[out.Stop]++

@@ -40,6 +40,8 @@ type fpSample struct {
 	found int
 	mods  []string
 	lost  []bool
+	// frameLost is the buffer of the sample's FPLost.
+	frameLost []bool
 }
 
 // auditFP walks the job's stack by frame pointers into w.fpFrames and
@@ -169,6 +171,26 @@ func matchFP(cfi []unwinder.Frame, fp []unwinder.FPFrame, lost *[]bool) int {
 		*lost = append(*lost, !hit)
 	}
 	return found
+}
+
+// markLost records in out.FPLost, for the frames from index start of
+// out.Frames (those of CFI frame i, its inlined and tail-call frames
+// included), whether the audit found frame i lost. The slice is the
+// sample's own buffer, kept in a.frameLost.
+func (a *fpSample) markLost(out *Sample, start, i int) {
+	if !a.done || i >= len(a.lost) {
+		return
+	}
+	if out.FPLost == nil {
+		out.FPLost = a.frameLost[:0]
+	}
+	for len(out.FPLost) < start {
+		out.FPLost = append(out.FPLost, false)
+	}
+	for len(out.FPLost) < len(out.Frames) {
+		out.FPLost = append(out.FPLost, a.lost[i])
+	}
+	a.frameLost = out.FPLost
 }
 
 // FPAudit is the report's frame-pointer audit: of the user frames the CFI

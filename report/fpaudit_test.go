@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -175,4 +176,35 @@ func TestFPAuditJSON(t *testing.T) {
 	assert.Contains(t, lines[1], `"fp_audit":{"stacks":1,"cfi_frames":5,"fp_found":3,"cut_short":1,"objects":[`+
 		`{"path":"/bin/prog","frames":4,"breaks":1,"lost":2},{"path":null,"frames":1,"breaks":0,"lost":0}]}`)
 	validateLines(t, reportSchema(t), b.Bytes())
+}
+
+// TestFPLostFollowsAudit: on a committed recording, the frames Sample.FPLost
+// marks, counted once per physical frame, are the frames the audit's
+// summary says a frame-pointer walk missed; kernel frames are never marked.
+func TestFPLostFollowsAudit(t *testing.T) {
+	r, err := perfdata.Open(filepath.Join("..", "perfdata", "testdata", "dwarf.data"))
+	require.NoError(t, err)
+	defer r.Close()
+	marked, audited := 0, 0
+	sum, err := Run(r, Options{Kallsyms: "-"}, func(s *Sample) error {
+		if s.FPStop == "" {
+			assert.Nil(t, s.FPLost)
+			return nil
+		}
+		audited++
+		for i, lost := range s.FPLost {
+			f := &s.Frames[i]
+			assert.False(t, lost && f.Kernel, "kernel frame %d marked lost", i)
+			if lost && !f.Inlined && f.How != "tailcall" {
+				marked++
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.NotZero(t, audited)
+	assert.Equal(t, sum.FP.Stacks, audited)
+	t.Logf("%d stacks audited, %d of their %d frames marked lost", audited, marked, sum.FP.CFIFrames)
+	assert.NotZero(t, marked, "the recording's stacks lose frames to a frame-pointer walk")
+	assert.Equal(t, sum.FP.CFIFrames-sum.FP.Found, marked)
 }

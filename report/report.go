@@ -163,6 +163,10 @@ type Sample struct {
 	// (unwinder.FPStop); FPStop is "" when there was no stack to walk.
 	FPFrames int
 	FPStop   string
+	// FPLost, when the stack was audited, says for each of Frames
+	// (kernel frames included; shorter than Frames where the rest are
+	// not lost) whether a frame-pointer walk would have lost it.
+	FPLost []bool
 
 	// space is the process's address space at the sample (MappingOf).
 	space *resolve.Space

@@ -114,7 +114,9 @@ func (w *worker) unwind(j *job) {
 		j.out.StopErr = res.Err.Error()
 	}
 	for i := 0; i < res.Frames; i++ {
+		start := len(j.out.Frames)
 		j.out.Frames = w.sym.Append(j.out.Frames, j.space, &w.frames[i], w.frames[i].Method.String())
+		j.fp.markLost(&j.out, start, i)
 	}
 	if res.Stop == unwinder.StopTruncated && !w.p.opts.NoCallchainRepair {
 		if k := spliceChain(j.user, w.fpFrames, fpRes, res.Beyond); k >= 0 {

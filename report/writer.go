@@ -58,6 +58,9 @@ type WriterOptions struct {
 	// GroupComm (the default, as folded stacks), GroupProcess,
 	// GroupThread or GroupNone.
 	GroupBy string
+	// FPAudit fades the flame graph's boxes a frame-pointer walk would
+	// have lost in most of their samples (Sample.FPLost).
+	FPAudit bool
 }
 
 // check rejects options no format can honour.

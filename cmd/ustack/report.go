@@ -63,7 +63,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	perfArchive := fs.String("perf-archive", "", "a `tarball` from perf archive (default: INPUT.tar.bz2 or INPUT.tar.gz when it exists; - for none): its objects are used like perf's build-id cache, unpacked into a directory under $TMPDIR that is removed when the report ends, by a signal (SIGINT, SIGTERM, SIGHUP) or a closed output pipe too")
 	archiveFile := fs.String("archive", "", "objects archive `file` written by ustack record (default: INPUT.ustack when it exists; - for none)")
 	noDebuginfod := fs.Bool("no-debuginfod", false, "fetch nothing from the debuginfod servers of DEBUGINFOD_URLS and use nothing of their client cache (unset or empty DEBUGINFOD_URLS: nothing is fetched, the cache is used)")
-	fpAudit := fs.Bool("fp-audit", false, "after the summary, the frame-pointer audit by object: the frames in it, how often a frame-pointer walk's chain broke in it, the frames lost above those breaks")
+	fpAudit := fs.Bool("fp-audit", false, "after the summary, the frame-pointer audit by object: the frames in it, how often a frame-pointer walk's chain broke in it, the frames lost above those breaks; flamegraph: boxes a frame-pointer walk would lose in most of their samples are faded")
 	verbose := fs.Bool("verbose", false, "say in the summary where each object's unwind, symbol and line information came from (JSON: a last summary record)")
 	fields := fs.String("F", "", "text format: perf script's -F `fields` (comm,pid,tid,cpu,time,period,event,trace,ip,sym,symoff,dso,srcline, or +field,-field to change the defaults)")
 	exe := fs.String("exe", "", "core dumps: the main executable `file`, instead of the path the core records")
@@ -149,7 +149,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	cf := coreFlags{opts: opts, verbose: *verbose, fpAudit: *fpAudit, exe: *exe, info: *coreInfo, output: *output, format: *format,
 		fields: *fields, time: filt.time, cpu: filt.cpu,
 		wo: report.WriterOptions{Events: []string{report.CoreEvent}, Raw: *noDemangle, Srcline: *srcline,
-			Title: *title, Inverted: *inverted, Width: *width, MinWidth: *minWidth, GroupBy: *groupBy}}
+			Title: *title, Inverted: *inverted, Width: *width, MinWidth: *minWidth, GroupBy: *groupBy, FPAudit: *fpAudit}}
 	stdin := standardInput()
 	if *input == "-" {
 		br := bufio.NewReaderSize(stdin, 1<<16)
@@ -281,7 +281,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		names = append(names, a.Name)
 	}
 	wo := report.WriterOptions{Events: names, Raw: *noDemangle, Srcline: *srcline, Attrs: r.Session().Attrs, Fields: spec,
-		Title: *title, Inverted: *inverted, Width: *width, MinWidth: *minWidth, GroupBy: *groupBy}
+		Title: *title, Inverted: *inverted, Width: *width, MinWidth: *minWidth, GroupBy: *groupBy, FPAudit: *fpAudit}
 	if r.Session().Pipe {
 		wo.Attrs, wo.Session = nil, r.Session() // its events come with its records
 	}
