@@ -55,14 +55,20 @@ func spliceChain(user []uint64, fp []unwinder.FPFrame, fpRes unwinder.FPResult, 
 }
 
 // repair continues the job's truncated stack with the kernel's chain, from
-// index k of j.user on.
+// index k of j.user on, up to the first return address that is not in code
+// (as the unwinder ends a stack there: a frame-pointer chain through code
+// without frame pointers reads garbage).
 func (w *worker) repair(j *job, k int) {
 	as := j.space.AddressSpace()
 	for _, ip := range j.user[k:] {
 		if ip >= perfdata.ContextMax {
 			continue
 		}
-		fr := unwinder.Frame{PC: ip, Mapping: int32(as.Find(ip)), Flags: unwinder.FrameReturnAddress}
+		mi := as.Find(ip)
+		if mi < 0 || !as.Mapping(mi).Exec && as.Mapping(mi).Object == nil {
+			break
+		}
+		fr := unwinder.Frame{PC: ip, Mapping: int32(mi), Flags: unwinder.FrameReturnAddress}
 		j.out.Frames = w.sym.Append(j.out.Frames, j.space, &fr, "callchain")
 	}
 	j.out.Stop, j.out.StopErr = StopCallchain, ""
