@@ -285,7 +285,7 @@ func (s *Summary) WriteFPAuditLine(w io.Writer) {
 	if f.Stacks == 0 {
 		return
 	}
-	fmt.Fprintf(w, "ustack: a frame-pointer walk would have found %d of the %d user frames CFI found (%s) and cut short %d of %d stacks\n",
+	fmt.Fprintf(w, "ustack: a frame-pointer walk would have found %d of the %d user frames CFI found (%s) and stopped %d of %d stacks short of their outermost frame\n",
 		f.Found, f.CFIFrames, percent(f.Found, f.CFIFrames), f.CutShort, f.Stacks)
 }
 

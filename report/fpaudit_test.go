@@ -110,7 +110,7 @@ func TestFPAuditLines(t *testing.T) {
 		"":          {Frames: 4},
 	}}
 	sum.WriteFPAuditLine(&b)
-	assert.Equal(t, "ustack: a frame-pointer walk would have found 4 of the 19 user frames CFI found (21.1%) and cut short 4 of 4 stacks\n", b.String())
+	assert.Equal(t, "ustack: a frame-pointer walk would have found 4 of the 19 user frames CFI found (21.1%) and stopped 4 of 4 stacks short of their outermost frame\n", b.String())
 	b.Reset()
 	sum.WriteFPAuditTable(&b)
 	assert.Equal(t, "ustack: frame-pointer audit of 4 stacks, by object (frames: CFI frames in it; breaks: frames whose caller the chain missed; lost: frames missed above those breaks):\n"+

@@ -125,7 +125,7 @@ func TestHelloRecordingMatchesGdb(t *testing.T) {
 // frame-pointer walk finds each sampled PC and nothing more, of the 19
 // physical frames gdb's backtraces hold (gdb-bt.txt: 23 frames, four of them
 // say() inlined).
-const helloFPAudit = "ustack: a frame-pointer walk would have found 4 of the 19 user frames CFI found (21.1%) and cut short 4 of 4 stacks\n"
+const helloFPAudit = "ustack: a frame-pointer walk would have found 4 of the 19 user frames CFI found (21.1%) and stopped 4 of 4 stacks short of their outermost frame\n"
 
 // TestHelloWithoutArchiveIsIncomplete reports the bundled recording without
 // its archive, so that the program's file is missing: each stack is the one
