@@ -195,10 +195,11 @@ func BenchmarkWalkFramePointers(b *testing.B) {
 func FuzzWalkFramePointers(f *testing.F) {
 	regs, st := fpChain(5)
 	fp, _ := regs.Get(arch.AMD64.FP())
-	f.Add(false, uint64(0x400000), fp-st.Addr, st.Data, uint8(16))
-	f.Add(true, uint64(0x400000), fp-st.Addr, st.Data, uint8(3))
-	f.Add(false, uint64(0x400000), uint64(0xfffffffffffff000), []byte{}, uint8(8))
-	f.Fuzz(func(t *testing.T, arm64 bool, pc, fpOff uint64, data []byte, buf uint8) {
+	f.Add(false, uint64(0x400000), fp-st.Addr, st.Data, uint8(16), false)
+	f.Add(true, uint64(0x400000), fp-st.Addr, st.Data, uint8(3), false)
+	f.Add(false, uint64(0x400000), uint64(0xfffffffffffff000), []byte{}, uint8(8), false)
+	f.Add(false, uint64(0x400000), fp-st.Addr, st.Data, uint8(16), true)
+	f.Fuzz(func(t *testing.T, arm64 bool, pc, fpOff uint64, data []byte, buf uint8, probe bool) {
 		const base = 0x7ffc_0000_0000
 		a := arch.AMD64
 		if arm64 {
@@ -208,15 +209,30 @@ func FuzzWalkFramePointers(f *testing.F) {
 		regs := fpRegs(a, pc, base, base+fpOff)
 		st := &unwinder.Stack{Addr: base, Data: data}
 		frames := make([]unwinder.FPFrame, buf)
-		res := u.WalkFramePointers(regs, st, frames)
+		var res unwinder.FPResult
+		if probe {
+			// A uprobe at push %rbp: on x86_64 the word at SP first.
+			res = u.WalkFramePointersAtProbe(regs, st, []byte{0x55}, frames)
+		} else {
+			res = u.WalkFramePointers(regs, st, frames)
+		}
+		probed := probe && !arm64 && res.Frames > 1 && frames[1].Record == base-8
 		if res.Frames > len(frames) {
 			t.Fatalf("%d frames in a buffer of %d", res.Frames, len(frames))
 		}
 		if res.Frames > 0 && (frames[0].PC != pc || frames[0].Record != 0) {
 			t.Fatalf("frame 0 is %+v, not the PC %#x", frames[0], pc)
 		}
+		if probe && !arm64 && res.Frames > 1 && len(data) >= 8 {
+			if want := binary.LittleEndian.Uint64(data); !probed || frames[1].PC != want {
+				t.Fatalf("probed frame 1 is %+v, not the word %#x at SP", frames[1], want)
+			}
+		}
 		for i := 1; i < res.Frames; i++ {
 			fr := frames[i]
+			if i == 1 && probed {
+				continue
+			}
 			off := fr.Record - base
 			if fr.Record < base || off+16 > uint64(len(data)) {
 				t.Fatalf("frame %d's record %#x is outside the snapshot", i, fr.Record)
@@ -234,7 +250,9 @@ func FuzzWalkFramePointers(f *testing.F) {
 		}
 		switch res.Stop {
 		case unwinder.FPStopTruncated:
-			if res.Next < base || res.Next-base+16 <= uint64(len(data)) {
+			// The record (or, at a probe, the word at SP: Next+8)
+			// reaches past the end of the snapshot.
+			if res.Next+8 < base || res.Next+16 <= base+uint64(len(data)) {
 				t.Fatalf("truncated at %#x, which the snapshot holds", res.Next)
 			}
 		case unwinder.FPStopOutside:
