@@ -12,7 +12,8 @@
 // CPU; with the last two a command, when given, is only run, and the
 // recording lasts while it runs). Run opens each event on every online CPU with the sample_type of
 // perf record --call-graph dwarf (IDENTIFIER, IP, TID, TIME, CPU, PERIOD,
-// CALLCHAIN with exclude_callchain_user, REGS_USER with the architecture's
+// CALLCHAIN (the kernel's chain and, unlike perf's dwarf mode, the user part
+// the kernel finds by frame pointers), REGS_USER with the architecture's
 // full mask, STACK_USER, and RAW for tracepoints), one mmap'd ring buffer
 // per CPU into which the CPU's other events are redirected. The first event
 // also tracks the address spaces (mmap2, comm, comm_exec, task), and

@@ -262,9 +262,9 @@ func TestKprobeAttr(t *testing.T) {
 	for i, ev := range r.events {
 		a := r.buildAttr(i, ev)
 		if a.Type != 6 || a.SampleType&perfdata.SampleCallchain == 0 || a.Flags&perfdata.AttrExcludeCallchainKernel != 0 ||
-			a.Flags&perfdata.AttrExcludeKernel != 0 || a.Flags&perfdata.AttrExcludeCallchainUser == 0 ||
+			a.Flags&perfdata.AttrExcludeKernel != 0 || a.Flags&perfdata.AttrExcludeCallchainUser != 0 ||
 			a.SampleType&perfdata.SampleStackUser == 0 || a.SamplePeriod != 1 {
-			t.Errorf("%s: attr type %d sample_type %#x flags %#x period %d: want the kprobe PMU's type, the kernel callchain, the user stack, every hit",
+			t.Errorf("%s: attr type %d sample_type %#x flags %#x period %d: want the kprobe PMU's type, the kernel and user callchain, the user stack, every hit",
 				ev.Name, a.Type, a.SampleType, a.Flags, a.SamplePeriod)
 		}
 	}

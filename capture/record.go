@@ -74,6 +74,12 @@ type Options struct {
 	// KernelCallchain controls whether the kernel call chain is recorded
 	// (default true; set NoKernelCallchain to drop it).
 	NoKernelCallchain bool
+	// NoUserCallchain leaves the user part of the kernel's call chain
+	// out of dwarf-mode samples (exclude_callchain_user, as perf record
+	// --call-graph dwarf sets it): perf script, which prints that part
+	// before its own DWARF unwind, then shows each user stack once.
+	// ustack report's frame-pointer audit loses its ground truth.
+	NoUserCallchain bool
 	// Stdin, Stdout, Stderr are the command's standard files (default:
 	// the recorder's own).
 	Stdin          io.Reader
@@ -396,8 +402,14 @@ func (r *Recorder) buildAttr(i int, ev *Event) *perfdata.Attr {
 		a.SampleType &^= perfdata.SampleRegsUser | perfdata.SampleStackUser
 	} else {
 		a.SampleRegsUser = r.arch.PerfMask()
+		// Without exclude_callchain_user (which perf record
+		// --call-graph dwarf sets), the kernel's own frame-pointer
+		// chain of the user stack comes beside the snapshot: the
+		// truth ustack report's frame-pointer audit is held to.
 		a.SampleStackUser = r.opts.StackSize
-		a.Flags |= perfdata.AttrExcludeCallchainUser
+		if r.opts.NoUserCallchain {
+			a.Flags |= perfdata.AttrExcludeCallchainUser
+		}
 	}
 	if r.opts.NoKernelCallchain {
 		a.Flags |= perfdata.AttrExcludeCallchainKernel

@@ -17,14 +17,7 @@ import (
 // timer starts (the warm case); the mapped and the buffered reader are
 // measured apart.
 func BenchmarkReport(b *testing.B) {
-	path := os.Getenv("USTACK_BENCH_DATA")
-	if path == "" {
-		path = filepath.Join("..", "perfdata", "testdata", "dwarf.data")
-	}
-	sc, err := elfcache.NewSectionCache(b.TempDir(), 0)
-	if err != nil {
-		b.Fatal(err)
-	}
+	path, sc := benchRecording(b)
 	opts := Options{Kallsyms: "-", SectionCache: sc}
 	for _, mode := range []struct {
 		name string
@@ -57,4 +50,19 @@ func BenchmarkReport(b *testing.B) {
 			b.ReportMetric(float64(n), "samples")
 		})
 	}
+}
+
+// benchRecording returns the recording a report benchmark reads
+// (USTACK_BENCH_DATA, else perfdata's committed dwarf.data) and an empty
+// section cache for it.
+func benchRecording(b *testing.B) (string, *elfcache.SectionCache) {
+	path := os.Getenv("USTACK_BENCH_DATA")
+	if path == "" {
+		path = filepath.Join("..", "perfdata", "testdata", "dwarf.data")
+	}
+	sc, err := elfcache.NewSectionCache(b.TempDir(), 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return path, sc
 }

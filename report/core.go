@@ -506,6 +506,10 @@ func RunCore(c *Core, opts CoreOptions, emit func(*Sample) error) (*Summary, err
 	sym := resolve.NewSymbolizer()
 	frames := make([]unwinder.Frame, s.opts.MaxFrames)
 	mem := c.Memory()
+	// The frame-pointer audit (fpaudit.go): a debugger's walk, bounded
+	// like the CFI walk rather than by the kernel's max_stack.
+	var fp fpSample
+	var fpFrames []unwinder.FPFrame
 	as := s.space.AddressSpace()
 	// Each thread stands for one stack: period 1 (pprof's and the flame
 	// graph's weights).
@@ -547,10 +551,17 @@ func RunCore(c *Core, opts CoreOptions, emit func(*Sample) error) (*Summary, err
 		if opts.unwound != nil {
 			opts.unwound(frames[:res.Frames])
 		}
+		out.FPFrames, out.FPStop, out.FPLost = 0, "", nil
+		if res, ok := fp.audit(unwinderFor(mask), &th.Regs, mem, nil, frames[:res.Frames], s.space, s.opts.MaxFrames, &fpFrames); ok {
+			out.FPFrames, out.FPStop = res.Frames, res.Stop.String()
+			sum.addFP(&fp)
+		}
 		out.Frames = out.Frames[:0]
 		sym.Reset()
 		for k := 0; k < res.Frames; k++ {
+			start := len(out.Frames)
 			out.Frames = sym.Append(out.Frames, s.space, &frames[k], resolve.HowOf(frames[k].Method))
+			fp.markLost(&out, start, k)
 		}
 		sum.Samples++
 		sum.Stops[out.Stop]++

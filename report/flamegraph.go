@@ -101,8 +101,10 @@ func isFallback(how resolve.How) bool {
 
 // stackFolder merges identical stacks: every frame is interned once by
 // name and kind, and a stack is the string of its frame ids (each shifted
-// left by one, the low bit set for a fallback-recovered frame). Adding a
-// sample whose stack was seen before allocates nothing.
+// left by idShift, the low bits its flags: idFallback for a
+// fallback-recovered frame, idFPLost for one a frame-pointer walk would
+// have lost). Adding a sample whose stack was seen before allocates
+// nothing.
 type stackFolder struct {
 	names  *names
 	group  string
@@ -116,7 +118,18 @@ type stackFolder struct {
 	list    []foldedStack
 	key     []byte
 	samples uint64
+	// fpAudit marks the frames a frame-pointer walk would have lost
+	// (Sample.FPLost, WriterOptions.FPAudit).
+	fpAudit bool
 }
+
+// The flags in a folded stack's frame ids.
+const (
+	idFallback = 1 << iota
+	idFPLost
+	idShift = iota
+	idFlags = 1<<idShift - 1
+)
 
 type flameFrame struct {
 	name string
@@ -180,7 +193,7 @@ func (f *stackFolder) add(s *Sample) {
 	f.samples++
 	f.key = f.key[:0]
 	if f.group != GroupNone {
-		f.key = binary.LittleEndian.AppendUint32(f.key, f.groupID(s)<<1)
+		f.key = binary.LittleEndian.AppendUint32(f.key, f.groupID(s)<<idShift)
 	}
 	for i := len(s.Frames) - 1; i >= 0; i-- {
 		fr := &s.Frames[i]
@@ -190,9 +203,12 @@ func (f *stackFolder) add(s *Sample) {
 			id = f.intern(flameFrame{f.names.Frame(fr), kindOf(fr)})
 			f.seen[rf] = id
 		}
-		id <<= 1
+		id <<= idShift
 		if isFallback(fr.How) {
-			id |= 1
+			id |= idFallback
+		}
+		if f.fpAudit && i < len(s.FPLost) && s.FPLost[i] {
+			id |= idFPLost
 		}
 		f.key = binary.LittleEndian.AppendUint32(f.key, id)
 	}
@@ -212,7 +228,7 @@ func (f *stackFolder) add(s *Sample) {
 // frame by frame in name order (as flamegraph.pl sorts its input): the
 // stacks under any box are then contiguous, and a box's children follow
 // one another. In the returned stacks each id is its frame's rank in that
-// order (shifted left, the fallback bit kept); order maps ranks back to
+// order (shifted left, the flags kept); order maps ranks back to
 // frame ids.
 func (f *stackFolder) sorted() (stacks []foldedStack, order []uint32) {
 	order = make([]uint32, len(f.frames))
@@ -239,15 +255,15 @@ func (f *stackFolder) sorted() (stacks []foldedStack, order []uint32) {
 	for i, st := range f.list {
 		start := len(ids)
 		for _, id := range st.ids {
-			ids = append(ids, rank[id>>1]<<1|id&1)
+			ids = append(ids, rank[id>>idShift]<<idShift|id&idFlags)
 		}
 		stacks[i] = foldedStack{ids: ids[start:len(ids):len(ids)], count: st.count}
 	}
 	sort.Slice(stacks, func(a, b int) bool {
 		x, y := stacks[a].ids, stacks[b].ids
 		for k := 0; k < len(x) && k < len(y); k++ {
-			if x[k]>>1 != y[k]>>1 {
-				return x[k]>>1 < y[k]>>1
+			if x[k]>>idShift != y[k]>>idShift {
+				return x[k]>>idShift < y[k]>>idShift
 			}
 		}
 		return len(x) < len(y)
@@ -263,7 +279,9 @@ type flameWriter struct {
 }
 
 func newFlameWriter(w io.Writer, o WriterOptions) *flameWriter {
-	return &flameWriter{w: w, o: o, folder: newStackFolder(o.Raw, o.GroupBy)}
+	f := newStackFolder(o.Raw, o.GroupBy)
+	f.fpAudit = o.FPAudit
+	return &flameWriter{w: w, o: o, folder: f}
 }
 
 func (fw *flameWriter) Write(s *Sample) error { fw.folder.add(s); return nil }
@@ -324,21 +342,25 @@ func newFlameLayout(f *stackFolder, o WriterOptions) *flameLayout {
 }
 
 // run returns the end of the run of stacks from i (before hi) that share
-// frame d, and their samples: all of them, and those where the frame was
-// recovered by a fallback rule.
-func (l *flameLayout) run(i, hi, d int) (end int, count, fallback uint64) {
-	r := l.stacks[i].ids[d] >> 1
+// frame d, and their samples: all of them, those where the frame was
+// recovered by a fallback rule, and those where a frame-pointer walk
+// would have lost it.
+func (l *flameLayout) run(i, hi, d int) (end int, count, fallback, lost uint64) {
+	r := l.stacks[i].ids[d] >> idShift
 	for end = i; end < hi; end++ {
 		st := &l.stacks[end]
-		if len(st.ids) <= d || st.ids[d]>>1 != r {
+		if len(st.ids) <= d || st.ids[d]>>idShift != r {
 			break
 		}
 		count += st.count
-		if st.ids[d]&1 != 0 {
+		if st.ids[d]&idFallback != 0 {
 			fallback += st.count
 		}
+		if st.ids[d]&idFPLost != 0 {
+			lost += st.count
+		}
 	}
-	return end, count, fallback
+	return end, count, fallback, lost
 }
 
 // maxDepth returns the deepest level drawn for stacks[lo:hi], which share
@@ -350,7 +372,7 @@ func (l *flameLayout) maxDepth(lo, hi, d int) int {
 			i++
 			continue
 		}
-		end, count, _ := l.run(i, hi, d)
+		end, count, _, _ := l.run(i, hi, d)
 		if count >= l.minCount {
 			m = max(m, l.maxDepth(i, end, d+1))
 		}
@@ -370,9 +392,9 @@ func (l *flameLayout) boxes(w *bufio.Writer, lo, hi, d int, off uint64) {
 			i++
 			continue
 		}
-		end, count, fallback := l.run(i, hi, d)
+		end, count, fallback, lost := l.run(i, hi, d)
 		if count >= l.minCount {
-			l.box(w, l.order[st.ids[d]>>1], count, fallback, off, d+1)
+			l.box(w, l.order[st.ids[d]>>idShift], count, fallback, lost, off, d+1)
 			l.boxes(w, i, end, d+1, off)
 		}
 		off += count
@@ -390,6 +412,7 @@ text { font-family: Verdana, "DejaVu Sans", sans-serif; font-size: %dpx; fill: r
 #frames > g { cursor: pointer; }
 #frames > g:hover > rect { stroke: rgb(0,0,0); stroke-width: 0.5; }
 #frames > g.fb > rect { stroke: rgb(0,0,0); stroke-width: 1.5; stroke-dasharray: 4 2; }
+#frames > g.fpl > rect { fill-opacity: 0.3; }
 #frames > g.parent > rect { opacity: 0.5; }
 #frames > g.hide { display: none; }
 #frames > g > text { pointer-events: none; }
@@ -409,7 +432,7 @@ text { font-family: Verdana, "DejaVu Sans", sans-serif; font-size: %dpx; fill: r
 		flamePadX, l.height-flamePadBot/2, l.width-flamePadX, l.height-flamePadBot/2)
 	l.legend(w)
 	w.WriteString("<g id=\"frames\">\n")
-	l.box(w, ^uint32(0), l.total, 0, 0, 0)
+	l.box(w, ^uint32(0), l.total, 0, 0, 0, 0)
 	l.boxes(w, 0, len(l.stacks), 0, 0)
 	w.WriteString("</g>\n<script type=\"text/ecmascript\"><![CDATA[\n")
 	w.WriteString(flameScript)
@@ -429,6 +452,9 @@ func (l *flameLayout) legend(w *bufio.Writer) {
 		{"tail call", flameColour(kindTailCall, "legend"), ""},
 		{"fallback (fp, lr, callchain)", "rgb(245,245,238)", ` stroke="rgb(0,0,0)" stroke-width="1.5" stroke-dasharray="4 2"`},
 	}
+	if l.o.FPAudit {
+		entries = append(entries, entry{"lost by frame pointers", flameColour(kindUser, "legend"), ` fill-opacity="0.3"`})
+	}
 	x := float64(flamePadX)
 	for _, e := range entries {
 		fmt.Fprintf(w, "<rect x=\"%g\" y=\"30\" width=\"10\" height=\"10\" fill=\"%s\"%s/><text x=\"%g\" y=\"39\" font-size=\"10px\">%s</text>\n",
@@ -438,9 +464,10 @@ func (l *flameLayout) legend(w *bufio.Writer) {
 }
 
 // box writes the box of frame id (^0 for "all") holding count samples,
-// fallback of them recovered by a fallback rule, at sample offset off and
-// level d.
-func (l *flameLayout) box(w *bufio.Writer, id uint32, count, fallback, off uint64, d int) {
+// fallback of them recovered by a fallback rule and lost of them ones a
+// frame-pointer walk would have lost (faded when most are), at sample
+// offset off and level d.
+func (l *flameLayout) box(w *bufio.Writer, id uint32, count, fallback, lost, off uint64, d int) {
 	name, kind, colour := "all", kindGroup, flameColour(kindGroup, "all")
 	if id != ^uint32(0) {
 		fr := l.f.frames[id]
@@ -462,10 +489,18 @@ func (l *flameLayout) box(w *bufio.Writer, id uint32, count, fallback, off uint6
 	if fallback > 0 {
 		b = append(b, " fb"...)
 	}
+	if 2*lost > count {
+		b = append(b, " fpl"...)
+	}
 	b = append(b, `"`...)
 	if fallback > 0 {
 		b = append(b, ` data-fallback="`...)
 		b = strconv.AppendUint(b, fallback, 10)
+		b = append(b, '"')
+	}
+	if lost > 0 {
+		b = append(b, ` data-fplost="`...)
+		b = strconv.AppendUint(b, lost, 10)
 		b = append(b, '"')
 	}
 	b = append(b, "><title>"...)

@@ -32,7 +32,8 @@
 			x: +rect.getAttribute("x"), w: +rect.getAttribute("width"),
 			y: +rect.getAttribute("y"), fill: rect.getAttribute("fill"),
 			kind: kinds[g.classList[0]] || "",
-			fallback: +(g.getAttribute("data-fallback") || 0)
+			fallback: +(g.getAttribute("data-fallback") || 0),
+			fplost: +(g.getAttribute("data-fplost") || 0)
 		};
 		boxes.push(b);
 		byG.set(g, b);
@@ -148,6 +149,7 @@
 		var s = b.title;
 		if (b.kind) s += " [" + b.kind + "]";
 		if (b.fallback) s += ", recovered without CFI (frame pointer or link register, or the kernel's frame-pointer call chain) in " + b.fallback + " samples";
+		if (b.fplost) s += ", lost by a frame-pointer walk in " + b.fplost + " samples";
 		details.textContent = s;
 	});
 	frames.addEventListener("mouseout", function () { details.textContent = " "; });

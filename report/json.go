@@ -59,6 +59,9 @@ type jsonSample struct {
 	Frames  []jsonFrame     `json:"frames"`
 	Stop    *string         `json:"stop"`
 	StopErr *string         `json:"stop_error"`
+	// The frame-pointer audit (fpaudit.go); null without a stack.
+	FPFrames *int    `json:"fp_frames"`
+	FPStop   *string `json:"fp_stop"`
 	// Goroutine is present on samples of event "goroutine" only.
 	Goroutine *jsonGoroutine `json:"goroutine,omitempty"`
 }
@@ -113,6 +116,9 @@ func (j *JSONWriter) Write(s *Sample) error {
 		// A core dump's threads were not sampled: no CPU, time or
 		// event count.
 		out.CPU, out.Time, out.Period = &s.CPU, &s.Time, &s.Period
+	}
+	if s.FPStop != "" {
+		out.FPFrames, out.FPStop = &s.FPFrames, &s.FPStop
 	}
 	for i := range s.Frames {
 		f := &s.Frames[i]
@@ -195,6 +201,8 @@ type jsonSummary struct {
 	Lost     uint64        `json:"lost"`
 	Objects  []jsonObject  `json:"objects"`
 	Missing  []jsonMissing `json:"missing"`
+	// FPAudit is the frame-pointer audit (fpaudit.go).
+	FPAudit jsonFPAudit `json:"fp_audit"`
 }
 
 type jsonObject struct {
@@ -235,5 +243,6 @@ func (j *JSONWriter) WriteSummary(s *Summary) error {
 		out.Missing = append(out.Missing, jsonMissing{Path: path, Why: why})
 	}
 	sort.Slice(out.Missing, func(a, b int) bool { return out.Missing[a].Path < out.Missing[b].Path })
+	out.FPAudit = fpAuditJSON(&s.FP)
 	return j.enc.Encode(jsonSummaryRecord{out})
 }

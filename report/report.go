@@ -122,6 +122,13 @@ type Options struct {
 	// ObjectSources fills Summary.Objects: where each object's
 	// information came from (ustack report --verbose).
 	ObjectSources bool
+	// NoCallchainRepair leaves stacks cut at the end of their snapshot
+	// as they are, even where the sample's kernel call chain provably
+	// continues them (repair.go).
+	NoCallchainRepair bool
+	// NoFPAudit skips the frame-pointer audit (fpaudit.go): no fp_frames,
+	// no audit line, and so no repair either.
+	NoFPAudit bool
 }
 
 // Sample is one recorded sample with its symbolized stack, innermost frame
@@ -157,6 +164,16 @@ type Sample struct {
 	// Goroutine describes the goroutine a sample of event GoroutineEvent
 	// stands for; nil for other events.
 	Goroutine *Goroutine
+	// FPFrames is the number of user frames a frame-pointer walk by the
+	// kernel's rules finds on the same registers and stack, the sampled
+	// PC included (fpaudit.go), and FPStop why that walk ended
+	// (unwinder.FPStop); FPStop is "" when there was no stack to walk.
+	FPFrames int
+	FPStop   string
+	// FPLost, when the stack was audited, says for each of Frames
+	// (kernel frames included; shorter than Frames where the rest are
+	// not lost) whether a frame-pointer walk would have lost it.
+	FPLost []bool
 
 	// space is the process's address space at the sample (MappingOf).
 	space *resolve.Space
@@ -210,6 +227,8 @@ type Summary struct {
 	// back shorter than asked (the kernel met a page it could not read,
 	// such as a new thread's stack not yet in memory) is not one.
 	SnapshotCut int
+	// FP is the frame-pointer audit (fpaudit.go).
+	FP FPAudit
 
 	core bool       // a core dump's threads: no stack snapshot to enlarge
 	fix  missingFix // what MissingFix needs
@@ -518,6 +537,13 @@ type job struct {
 	trace     *tracefmt.Format
 	raw       []byte
 	traceText []byte
+
+	// maxStack is the event's sample_max_stack (0: the kernel's default),
+	// uprobe whether a uprobe took the sample and fp the sample's
+	// frame-pointer audit (fpaudit.go).
+	maxStack int
+	uprobe   bool
+	fp       fpSample
 }
 
 var jobPool = sync.Pool{New: func() any { return &job{done: make(chan struct{}, 1)} }}
@@ -562,6 +588,7 @@ func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary,
 					sum.SnapshotCut++
 				}
 				sum.countJITStop(&j.out)
+				sum.addFP(&j.fp)
 				err = emit(&j.out)
 			}
 			j.release()
@@ -685,7 +712,11 @@ func (p *processor) newJob(s *perfdata.Sample, index int) *job {
 	}
 	j.kernel = append(j.kernel[:0], kernel...)
 	j.user = append(j.user[:0], user...)
-	j.hasReg, j.fullStack = false, false
+	j.hasReg, j.fullStack, j.fp.done, j.maxStack = false, false, false, 0
+	j.uprobe = isUprobe(s.EventName)
+	if s.Attr != nil {
+		j.maxStack = int(s.Attr.SampleMaxStack)
+	}
 	if s.Attr != nil && s.RegsABI != 0 && len(s.Regs) > 0 {
 		s.Attr.LoadUserRegs(p.arch, s, &j.regs, p.arch == arch.AMD64)
 		j.hasReg = true

@@ -120,7 +120,7 @@ func TestJSONTraceFieldsAndNulls(t *testing.T) {
 		`"fields":{"dfd":-100,"filename":"/etc/hostname","flags":524288,"buf":[1,2]},` +
 		`"frames":[{"pc":"0x401000","addr":"0x401000","module":null,"offset":"0x401000","symbol":null,"mangled":null,"symoff":0,` +
 		`"file":null,"line":null,"inlined":false,"kernel":false,"how":"context","signal_trampoline":false,"restored_registers":false}],` +
-		`"stop":null,"stop_error":null}` + "\n"
+		`"stop":null,"stop_error":null,"fp_frames":null,"fp_stop":null}` + "\n"
 	require.Equal(t, want, b.String())
 	sch := reportSchema(t)
 	validateLines(t, sch, b.Bytes())

@@ -15,6 +15,10 @@ type worker struct {
 	sym    *resolve.Symbolizer
 	frames []unwinder.Frame
 	stack  unwinder.Stack
+	// fpFrames is the frame-pointer audit's buffer and insn the probed
+	// instruction's bytes (fpaudit.go).
+	fpFrames []unwinder.FPFrame
+	insn     [4]byte
 	// ksyms is the processor's kernel symbol table once loaded.
 	ksyms *kallsyms.Table
 }
@@ -105,6 +109,7 @@ func (w *worker) unwind(j *job) {
 		st.Addr = sp
 	}
 	res := w.p.unw.Unwind(&w.cache, j.space.AddressSpace(), &j.regs, st, w.frames)
+	fpRes := w.auditFP(j, st, res.Frames)
 	st.Data = nil
 	j.out.Stop = res.Stop.String()
 	if res.Err != nil {
@@ -112,6 +117,13 @@ func (w *worker) unwind(j *job) {
 	}
 	w.sym.Reset()
 	for i := 0; i < res.Frames; i++ {
+		start := len(j.out.Frames)
 		j.out.Frames = w.sym.Append(j.out.Frames, j.space, &w.frames[i], resolve.HowOf(w.frames[i].Method))
+		j.fp.markLost(&j.out, start, i)
+	}
+	if res.Stop == unwinder.StopTruncated && !w.p.opts.NoCallchainRepair {
+		if k := spliceChain(j.user, w.fpFrames, fpRes, res.Beyond); k >= 0 {
+			w.repair(j, k)
+		}
 	}
 }

@@ -65,6 +65,9 @@ type WriterOptions struct {
 	// which are Unix time, are the samples' times moved to end there.
 	// The zero value means when the writer is closed.
 	LastSample time.Time
+	// FPAudit fades the flame graph's boxes a frame-pointer walk would
+	// have lost in most of their samples (Sample.FPLost).
+	FPAudit bool
 }
 
 // check rejects options no format can honour.

@@ -51,6 +51,12 @@
 // (step.go), which evaluates expressions with cfi.Eval and runs the
 // fallbacks (fallback.go).
 //
+// A second unwind, WalkFramePointers (fpwalk.go), follows frame records by
+// the rules the kernel uses for a user stack (perf_callchain_user) on the
+// same registers and Memory, without objects or CFI: the frames a
+// frame-pointer profiler would have shown for the same sample, and why its
+// chain ended (FPResult.Exact: whether the kernel's walk ends there too).
+//
 // An Unwinder holds only configuration and may be shared. A Cache holds the
 // per-worker state (cache.go: a 2-way set-associative cache of compact rows,
 // 128 KiB, and a small side cache of full rows for the general step); give

@@ -160,6 +160,12 @@ type Result struct {
 	// Err gives detail for StopBadCFI, StopNoUnwindInfo and StopNoMapping
 	// (a *NoMappingError), or nil.
 	Err error
+	// Beyond is, for StopTruncated, the address of the word beyond the
+	// captured memory whose value the next frame needed (the last frame's
+	// return address slot, or a register's save slot the rules need):
+	// what a call chain recorded at the same instant holds there says
+	// how the stack goes on (report's repair).
+	Beyond uint64
 }
 
 // NoMappingError is the Err of a Result that ended with StopNoMapping: the

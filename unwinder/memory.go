@@ -238,6 +238,10 @@ type window struct {
 	// value because the row put its save slot below the frame's SP (see
 	// FrameRestoredRegister); the unwind loop clears it.
 	restored uint64
+	// beyond is the address of the last word read beyond the captured
+	// memory (MemTruncated): the one that ended a truncated walk
+	// (Result.Beyond).
+	beyond uint64
 }
 
 // set makes w read mem, directly where it can; sp is the first frame's stack
@@ -275,7 +279,11 @@ func (w *window) read8(addr uint64) (uint64, MemStatus) {
 
 //go:noinline
 func (w *window) readSlow(addr uint64) (uint64, MemStatus) {
-	return w.more.ReadUint64(addr)
+	v, ms := w.more.ReadUint64(addr)
+	if ms == MemTruncated {
+		w.beyond = addr
+	}
+	return v, ms
 }
 
 // noMemory is the Memory of an unwind given none.

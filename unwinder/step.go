@@ -92,6 +92,7 @@ func (u *Unwinder) slowStep(c *Cache, m *Mapping, e *cacheEntry, cur, next *arch
 	st.stop = stopNone
 	c.win = *w
 	u.step(c, m, cur, next, lookup, pc, first, st)
+	w.beyond = c.win.beyond
 	c.win = window{} // keep no reference to the caller's memory
 	if st.stop != stopNone {
 		return

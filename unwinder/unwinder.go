@@ -276,7 +276,11 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 			var st stepResult
 			u.slowStep(c, m, e, cur, next, w, lookup, pc, n == 1, pacMask, stop, &st)
 			if st.stop != stopNone {
-				return Result{Frames: n, Stop: st.stop, Err: st.err}
+				res := Result{Frames: n, Stop: st.stop, Err: st.err}
+				if st.stop == StopTruncated {
+					res.Beyond = w.beyond
+				}
+				return res
 			}
 			out, cfa, stepMethod, signal, raFromRegister, restored = st.out, st.cfa, st.method, st.signal, st.raFromRegister, st.restored
 			newPC, newSP, newPCOK, newSPOK = st.pc, st.sp, st.pcOK, st.spOK

@@ -66,6 +66,7 @@ type coreFlags struct {
 	exe               string
 	info, verbose     bool
 	goroutines        bool
+	fpAudit           bool
 	output, format    string
 	fields, time, cpu string
 	wo                report.WriterOptions
@@ -151,7 +152,7 @@ func reportCore(path string, in io.Reader, f coreFlags, stdout, stderr io.Writer
 	if f.goroutines {
 		unit = "goroutine"
 	}
-	if code := finishReport(sink, sum, err, f.verbose, stderr, unit); code != exitOK {
+	if code := finishReport(sink, sum, err, f.verbose, f.fpAudit, stderr, unit); code != exitOK {
 		return code
 	}
 	if sent != nil && sum.Samples > 0 {

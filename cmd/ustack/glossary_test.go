@@ -88,6 +88,9 @@ func codeStopValues() []string {
 	}
 	// The report's own stop: a sample taken inside execve is not unwound.
 	set[report.StopExec] = true
+	// And one of a stack the kernel's call chain carried on past the end
+	// of its snapshot.
+	set[report.StopCallchain] = true
 	return sortedSet(set)
 }
 

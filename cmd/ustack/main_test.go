@@ -88,6 +88,12 @@ func TestRecordReportPortable(t *testing.T) {
 // cannot record tracepoints (not root, no tracefs).
 func recordClose(t *testing.T, flags ...string) (bin, data string) {
 	t.Helper()
+	return recordCloseWith(t, nil, flags...)
+}
+
+// recordCloseWith is recordClose with further ustack record flags.
+func recordCloseWith(t *testing.T, recordFlags []string, flags ...string) (bin, data string) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("recording tracepoints needs root")
 	}
@@ -95,7 +101,8 @@ func recordClose(t *testing.T, flags ...string) (bin, data string) {
 	bin = testprog.Build(t, dir, "prog.c", progSrc, flags...)
 	data = filepath.Join(dir, "rec.data")
 	var stdout, stderr bytes.Buffer
-	if rc := run([]string{"record", "-q", "-e", "syscalls:sys_enter_close", "-o", data, "--", bin}, &stdout, &stderr); rc != 0 {
+	args := append([]string{"record", "-q", "-e", "syscalls:sys_enter_close", "-o", data}, recordFlags...)
+	if rc := run(append(args, "--", bin), &stdout, &stderr); rc != 0 {
 		t.Skipf("ustack record cannot record here (status %d): %s", rc, stderr.String())
 	}
 	return bin, data

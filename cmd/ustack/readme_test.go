@@ -151,7 +151,7 @@ func TestReadmeQuickstart(t *testing.T) {
 		assert.Regexp(t, `(?m)^\s+[0-9a-f]+ say\+0x[0-9a-f]+ \(inlined\)$`, s)
 		assert.Contains(t, s, "syscalls:sys_enter_write:")
 	}
-	assert.Equal(t, "ustack: 4 samples, 4 unwound to the outermost frame\n", errs)
+	assert.Equal(t, "ustack: 4 samples, 4 unwound to the outermost frame\n"+helloFPAudit, errs)
 	// The README shows the first sample as it prints.
 	doc, err := os.ReadFile(readmePath)
 	require.NoError(t, err)

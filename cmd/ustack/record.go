@@ -55,6 +55,7 @@ func cmdRecord(args []string, stdout, stderr io.Writer) int {
 	var dur time.Duration
 	fs.DurationVar(&dur, "d", 0, "stop after this `duration` (e.g. 10s)")
 	alias(fs, "duration", "d")
+	noUserCallchain := fs.Bool("no-user-callchain", false, "dwarf mode: leave the kernel's frame-pointer chain of the user stack out of each sample, as perf record does (perf script prints that chain before its own DWARF unwind; ustack report's --fp-audit checks against it)")
 	unwind := fs.Bool("unwind", false, "unwind at capture time and store only the frames, no registers or stack bytes")
 	var otlp otlpFlags
 	otlp.register(fs)
@@ -114,7 +115,7 @@ func cmdRecord(args []string, stdout, stderr io.Writer) int {
 	opts := capture.Options{
 		Events: events, Freq: uint64(freq), Period: *period, StackSize: uint32(*stack),
 		Command: fs.Args(), PID: *pid, AllCPUs: *all, Duration: dur, Output: *out,
-		MmapPages: pages, Unwind: *unwind, NoArchive: *noArchive,
+		MmapPages: pages, Unwind: *unwind, NoArchive: *noArchive, NoUserCallchain: *noUserCallchain,
 		CPUs: cpus, NoInherit: *noInherit, CallGraph: mode,
 		Stdout: stdout, Stderr: stderr,
 		Cmdline: append([]string{"ustack", "record"}, args...),

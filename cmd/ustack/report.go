@@ -61,6 +61,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	perfArchive := fs.String("perf-archive", "", "a `tarball` from perf archive (default: INPUT.tar.bz2 or INPUT.tar.gz when it exists; - for none): its objects are used like perf's build-id cache, unpacked into a directory under $TMPDIR that is removed when the report ends, by a signal (SIGINT, SIGTERM, SIGHUP) or a closed output pipe too")
 	archiveFile := fs.String("archive", "", "objects archive `file` written by ustack record (default: INPUT.ustack when it exists; - for none)")
 	noDebuginfod := fs.Bool("no-debuginfod", false, "fetch nothing from the debuginfod servers of DEBUGINFOD_URLS and use nothing of their client cache (unset or empty DEBUGINFOD_URLS: nothing is fetched, the cache is used)")
+	fpAudit := fs.Bool("fp-audit", false, "after the summary, the frame-pointer audit by object: the frames in it, how often a frame-pointer walk's chain broke in it, the frames lost above those breaks; flamegraph: boxes a frame-pointer walk would lose in most of their samples are faded")
 	verbose := fs.Bool("verbose", false, "say in the summary where each object's unwind, symbol and line information came from (JSON: a last summary record)")
 	fields := fs.String("F", "", "text format: perf script's -F `fields` (comm,pid,tid,cpu,time,period,event,trace,ip,sym,symoff,dso,srcline, or +field,-field to change the defaults)")
 	exe := fs.String("exe", "", "core dumps: the main executable `file`, instead of the path the core records")
@@ -154,10 +155,10 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	if *goroutines {
 		events = []string{report.GoroutineEvent}
 	}
-	cf := coreFlags{opts: opts, verbose: *verbose, exe: *exe, info: *coreInfo, goroutines: *goroutines, output: *output, format: *format, otlp: otlp,
+	cf := coreFlags{opts: opts, verbose: *verbose, fpAudit: *fpAudit, exe: *exe, info: *coreInfo, goroutines: *goroutines, output: *output, format: *format, otlp: otlp,
 		fields: *fields, time: filt.time, cpu: filt.cpu,
 		wo: report.WriterOptions{Events: events, Raw: *noDemangle, Srcline: *srcline,
-			Title: *title, Inverted: *inverted, Width: *width, MinWidth: *minWidth, GroupBy: *groupBy}}
+			Title: *title, Inverted: *inverted, Width: *width, MinWidth: *minWidth, GroupBy: *groupBy, FPAudit: *fpAudit}}
 	stdin := standardInput()
 	if *input == "-" {
 		br := bufio.NewReaderSize(stdin, 1<<16)
@@ -290,7 +291,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		names = append(names, a.Name)
 	}
 	wo := report.WriterOptions{Events: names, Raw: *noDemangle, Srcline: *srcline, Attrs: r.Session().Attrs, Fields: spec,
-		Title: *title, Inverted: *inverted, Width: *width, MinWidth: *minWidth, GroupBy: *groupBy}
+		Title: *title, Inverted: *inverted, Width: *width, MinWidth: *minWidth, GroupBy: *groupBy, FPAudit: *fpAudit}
 	if *input != "-" {
 		// perf and ustack write the file as the recording ends: its
 		// time is the wall clock at (about) the last sample.
@@ -318,7 +319,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	sum, err := report.Run(r, opts, sink.Write)
 	prog.finish()
 	fetch.finish()
-	if code := finishReport(sink, sum, err, *verbose, stderr, "sample"); code != exitOK {
+	if code := finishReport(sink, sum, err, *verbose, *fpAudit, stderr, "sample"); code != exitOK {
 		return code
 	}
 	if sent != nil && sum.Samples > 0 {
@@ -370,10 +371,11 @@ func envSet(name string) bool {
 
 // finishReport ends a report's output: with verbose, the writer's own
 // summary (JSON's last record) first; then the writer is closed and the
-// summary printed on stderr. It returns exitOK, or exitError having
+// summary printed on stderr, ending with the frame-pointer audit's line
+// (with fpAudit, its table before it). It returns exitOK, or exitError having
 // printed why the run or the writer failed, or, silently, exitBrokenPipe
 // when the output's reader went away (ustack report | head).
-func finishReport(sink report.Writer, sum *report.Summary, err error, verbose bool, stderr io.Writer, unit string) int {
+func finishReport(sink report.Writer, sum *report.Summary, err error, verbose, fpAudit bool, stderr io.Writer, unit string) int {
 	if sw, ok := sink.(report.SummaryWriter); ok && verbose && err == nil {
 		err = sw.WriteSummary(sum)
 	}
@@ -389,6 +391,11 @@ func finishReport(sink report.Writer, sum *report.Summary, err error, verbose bo
 	}
 	sum.WriteSummary(stderr)
 	sum.WriteLine(stderr)
+	sum.WriteRepairLine(stderr)
+	if fpAudit {
+		sum.WriteFPAuditTable(stderr)
+	}
+	sum.WriteFPAuditLine(stderr)
 	return exitOK
 }
 

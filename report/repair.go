@@ -1,0 +1,83 @@
+package report
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/ustack/ustack/perfdata"
+	"github.com/ustack/ustack/unwinder"
+)
+
+// The repair: a stack whose CFI walk ran off the end of its snapshot goes on
+// with the kernel's own call chain of the same sample (ustack record keeps
+// its user part), where that chain provably continues the same stack.
+//
+// The kernel walked frame pointers in the process's memory at the event;
+// the frame-pointer audit replays that walk on the snapshot. Where the
+// replay reproduces the chain's first m frames and then needs the record at
+// R, beyond the snapshot, the chain's frame m is the word the kernel read
+// at R+8. When that word is the very one the CFI walk needed and could not
+// read (unwinder.Result.Beyond: the last frame's return address slot), the
+// chain's frame m is the last CFI frame's caller, read by the kernel from
+// the same address at the same instant, and the chain's frames from m on
+// are the stack above it as a frame-pointer walk sees it. Anything else (the
+// chain of another stack, a chain that skipped the frame, a slot that is
+// not the return address's) is not spliced.
+
+// StopCallchain is the stop of a stack whose CFI walk reached the end of its
+// snapshot and which goes on with the kernel's call chain of the sample, to
+// that chain's end (frames with how callchain).
+const StopCallchain = "callchain"
+
+// spliceChain returns the index in user (the sample's user call chain, with
+// its context markers) of the frame that continues a CFI walk that stopped
+// truncated at beyond, given the frame-pointer walk fp of the same
+// registers and snapshot and how it ended; -1 when the chain does not
+// provably continue it.
+func spliceChain(user []uint64, fp []unwinder.FPFrame, fpRes unwinder.FPResult, beyond uint64) int {
+	if fpRes.Stop != unwinder.FPStopTruncated || beyond == 0 || beyond != fpRes.Next+8 {
+		return -1
+	}
+	m := 0 // frames of the chain matched with the replay
+	for i, ip := range user {
+		if ip >= perfdata.ContextMax {
+			continue
+		}
+		if m == fpRes.Frames {
+			return i
+		}
+		if ip != fp[m].PC {
+			return -1
+		}
+		m++
+	}
+	return -1
+}
+
+// repair continues the job's truncated stack with the kernel's chain, from
+// index k of j.user on, up to the first return address that is not in code
+// (as the unwinder ends a stack there: a frame-pointer chain through code
+// without frame pointers reads garbage).
+func (w *worker) repair(j *job, k int) {
+	as := j.space.AddressSpace()
+	for _, ip := range j.user[k:] {
+		if ip >= perfdata.ContextMax {
+			continue
+		}
+		mi := as.Find(ip)
+		if mi < 0 || !as.Mapping(mi).Exec && as.Mapping(mi).Object == nil {
+			break
+		}
+		fr := unwinder.Frame{PC: ip, Mapping: int32(mi), Flags: unwinder.FrameReturnAddress}
+		j.out.Frames = w.sym.Append(j.out.Frames, j.space, &fr, "callchain")
+	}
+	j.out.Stop, j.out.StopErr = StopCallchain, ""
+}
+
+// WriteRepairLine prints, when the kernel's call chain carried stacks on
+// past the end of their snapshot, how many.
+func (s *Summary) WriteRepairLine(w io.Writer) {
+	if n := s.Stops[StopCallchain]; n > 0 {
+		fmt.Fprintf(w, "ustack: %d stacks cut at the end of their stack snapshot went on with the kernel's call chain of the sample (how callchain)\n", n)
+	}
+}
