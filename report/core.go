@@ -484,7 +484,7 @@ func RunCore(c *Core, opts CoreOptions, emit func(*Sample) error) (*Summary, err
 	s := newCoreSession(c, opts)
 	defer s.close()
 	a := c.Arch
-	sum := &Summary{Stops: map[string]int{}, Skipped: map[string]int{}, MaxFrames: s.opts.MaxFrames, core: true}
+	sum := &Summary{Stops: map[string]int{}, Skipped: map[string]int{}, MaxFrames: s.opts.MaxFrames, core: true, goroutines: opts.Goroutines}
 	defaultMask := opts.PACMask
 	if a == arch.ARM64 {
 		sum.PACMask, sum.PACSource = opts.PACMask, "--pac-mask"

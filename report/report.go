@@ -230,8 +230,10 @@ type Summary struct {
 	// FP is the frame-pointer audit (fpaudit.go).
 	FP FPAudit
 
-	core bool       // a core dump's threads: no stack snapshot to enlarge
-	fix  missingFix // what MissingFix needs
+	core bool // a core dump's threads: no stack snapshot to enlarge
+	// goroutines: a Go core's goroutines (CoreOptions.Goroutines).
+	goroutines bool
+	fix        missingFix // what MissingFix needs
 	// warned: Options.Warn was given, so the objects resolve warns about
 	// (resolve.WarnsAbout) were named, with their reason, as met.
 	warned bool
@@ -925,7 +927,8 @@ func (s *Summary) WriteSummary(w io.Writer) {
 }
 
 // WriteLine prints the report's one-line summary, as ustack report ends
-// its output on stderr: how many samples (of a core: threads) it printed,
+// its output on stderr: how many samples (of a core: threads, or with
+// CoreOptions.Goroutines goroutines) it printed,
 // how many of their user stacks are complete and how the others ended, by
 // stop reason (docs/GLOSSARY.md). Nothing when no sample was printed.
 // WriteSummary's lines, printed only where something needs saying, come
@@ -935,7 +938,10 @@ func (s *Summary) WriteLine(w io.Writer) {
 		return
 	}
 	unit := "sample"
-	if s.core {
+	switch {
+	case s.goroutines:
+		unit = "goroutine"
+	case s.core:
 		unit = "thread"
 	}
 	if s.Samples != 1 {
