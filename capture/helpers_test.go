@@ -34,6 +34,18 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// helperOptions encodes o for a recorder run by TestMain in a child
+// process (USTACK_CAPTURE_HELPER). A field JSON cannot carry would leave the
+// variable empty and the child running the tests instead: a failure here.
+func helperOptions(t *testing.T, o Options) []byte {
+	t.Helper()
+	js, err := json.Marshal(o)
+	if err != nil {
+		t.Fatalf("the recorder's options for the helper process: %v", err)
+	}
+	return js
+}
+
 // testProg is the program the live tests record: main -> top -> mid ->
 // leaf, where leaf calls close(-1), nanosleep (the syscall itself) and
 // burns CPU in burn.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
@@ -52,7 +51,7 @@ func TestRecordUnprivileged(t *testing.T) {
 
 	out := filepath.Join(dir, "perf.data")
 	var log bytes.Buffer
-	opts, _ := json.Marshal(Options{Events: []string{"cpu-clock"}, Freq: 2000, Command: []string{prog, "20"}, Output: out, Log: nil})
+	opts := helperOptions(t, Options{Events: []string{"cpu-clock"}, Freq: 2000, Command: []string{prog, "20"}, Output: out, Log: nil})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, setpriv, "--reuid=nobody", "--regid=nogroup", "--clear-groups", recorder)
@@ -230,7 +229,7 @@ func TestTracefsNotReadable(t *testing.T) {
 		t.Skipf("%s is readable by everyone here", d)
 	}
 	dir, recorder := nobodyDir(t)
-	opts, _ := json.Marshal(Options{Events: []string{"syscalls:sys_enter_close"}, Command: []string{"true"}, Output: filepath.Join(dir, "t.data")})
+	opts := helperOptions(t, Options{Events: []string{"syscalls:sys_enter_close"}, Command: []string{"true"}, Output: filepath.Join(dir, "t.data")})
 	cmd := exec.Command(setpriv, "--reuid=nobody", "--regid=nogroup", "--clear-groups", recorder)
 	cmd.Env = append(os.Environ(), "USTACK_CAPTURE_HELPER="+string(opts))
 	out, err := cmd.CombinedOutput()

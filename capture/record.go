@@ -104,11 +104,11 @@ type Options struct {
 	// the goroutine that drains the ring buffers (ustack record
 	// --otlp-endpoint): it must hand the work on, not wait. The sample is
 	// valid only during the call.
-	OnUnwound func(*UnwoundSample)
+	OnUnwound func(*UnwoundSample) `json:"-"`
 	// SectionCache, when set, keeps the compressed debug sections --unwind
 	// decompresses on disk (file-backed pages the kernel can reclaim)
 	// instead of in the recorder's memory.
-	SectionCache *elfcache.SectionCache
+	SectionCache *elfcache.SectionCache `json:"-"`
 }
 
 // Stats summarizes a finished recording.

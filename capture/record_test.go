@@ -5,7 +5,6 @@ import (
 	"context"
 	"debug/elf"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -327,7 +326,7 @@ func TestRecordKilled(t *testing.T) {
 	testprog.NeedPerfEvents(t)
 	prog := buildProg(t)
 	out := filepath.Join(t.TempDir(), "perf.data")
-	js, _ := json.Marshal(Options{Events: []string{"cpu-clock", "syscalls:sys_enter_close"}, Freq: 1000,
+	js := helperOptions(t, Options{Events: []string{"cpu-clock", "syscalls:sys_enter_close"}, Freq: 1000,
 		Command: []string{prog, "1000000"}, Output: out})
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "USTACK_CAPTURE_HELPER="+string(js))
