@@ -407,7 +407,9 @@ func (r *Recorder) buildAttr(i int, ev *Event) *perfdata.Attr {
 		// chain of the user stack comes beside the snapshot: the
 		// truth ustack report's frame-pointer audit is held to.
 		a.SampleStackUser = r.opts.StackSize
-		if r.opts.NoUserCallchain {
+		// --unwind stores its own unwind as the user chain: the
+		// kernel's would only be thrown away.
+		if r.opts.NoUserCallchain || r.opts.Unwind {
 			a.Flags |= perfdata.AttrExcludeCallchainUser
 		}
 	}

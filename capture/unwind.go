@@ -125,6 +125,14 @@ func (r *Recorder) writeUnwound(misc uint16, body []byte) error {
 	chain := append(lu.chain[:0], v.Callchain...)
 	var space *resolve.Space
 	if v.RegsABI != perfdata.RegsABINone {
+		// The user part is this unwind's, never the kernel's chain too
+		// (an event opened without exclude_callchain_user carries one).
+		for i, ip := range chain {
+			if ip == perfdata.ContextUser {
+				chain = chain[:i]
+				break
+			}
+		}
 		lu.regs.Reset()
 		lu.arch.LoadPerf(&lu.regs, v.RegsMask, v.Regs, true)
 		sp, _ := lu.regs.Get(lu.arch.SP())
