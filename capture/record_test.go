@@ -112,16 +112,23 @@ func TestRecordCommand(t *testing.T) {
 			t.Errorf("%s sample: stack %d bytes, dyn %d", s.EventName, len(s.StackData), s.StackDynSize)
 		}
 		if s.StackDynSize == 0 {
-			// A clock tick during exec can find no user stack yet.
+			// A clock tick can find no user stack to copy: during exec,
+			// or while the kernel faults in the very page the stack
+			// pointer has just moved into (more ticks land there on a
+			// busy machine). An event the program's own code raises
+			// always has its stack.
 			noStack++
+			if s.EventName != "cpu-clock" {
+				t.Errorf("%s sample without its user stack", s.EventName)
+			}
 		}
 		if s.EventName == "syscalls:sys_enter_close" && len(s.Raw) >= 24 && uint32(binary.LittleEndian.Uint64(s.Raw[16:])) == 0xffffffff {
 			closeMinus1++
 		}
 	}
 	t.Logf("samples of prog by event: %v", counts)
-	if noStack > 2 {
-		t.Errorf("%d samples without user stack", noStack)
+	if noStack*2 > counts["cpu-clock"] {
+		t.Errorf("%d of %d cpu-clock samples without user stack", noStack, counts["cpu-clock"])
 	}
 	if closeMinus1 != 20 {
 		t.Errorf("close(-1) samples: %d, want 20", closeMinus1)
