@@ -66,7 +66,7 @@ func TestCoreQemuSigtramp(t *testing.T) {
 		pcs = append(pcs, f.PC)
 		names = append(names, str(f.Symbol))
 		if i == interrupted {
-			assert.Equal(t, resolve.HowSignal, f.How, "the interrupted frame's registers come from the signal frame")
+			assert.Equal(t, string(resolve.HowSignal), f.How, "the interrupted frame's registers come from the signal frame")
 		}
 	}
 	assert.Equal(t, want, pcs, "pcs against gdb's frames and the program's own chain; symbols %v", names)
