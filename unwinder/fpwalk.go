@@ -33,7 +33,8 @@ import (
 // (max_stack: the caller's buffer).
 //
 // One more x86_64 rule, for a sample a uprobe took at a function's entry
-// (is_uprobe_at_func_entry, in kernels since 2024): when the probed
+// (is_uprobe_at_func_entry: 6.12, and the 6.1.y and 6.6.y stable kernels
+// since October 2024; the kernel lab's 6.1.176 guest has it): when the probed
 // instruction is push %rbp or endbr64, the frame pointer is still the
 // caller's, so the kernel stores the word at the stack pointer, the return
 // address, before the loop (WalkFramePointersAtProbe).

@@ -114,6 +114,12 @@ func (p *payload) build(arch string) error {
 		append(append([]string{c.cc}, cflags...), "-fPIC", "-shared", "-o", "liblab.so", filepath.Join(src, "liblab.c")),
 		append(append([]string{c.cc}, cflags...), "-DLAB_DYNAMIC", "-fPIE", "-pie", "-o", "lab-dyn", filepath.Join(src, "lab.c"), "-L.", "-llab", "-Wl,-rpath,/lab"),
 	}
+	// lab-dyn-fp: the PIE with frame pointers, leaf functions included
+	// (arm64 keeps pac-ret), for the frame-pointer audit. Dynamic: static
+	// glibc's start-up code leaves a .data address in the frame pointer
+	// main saves, so no chain of the static program ends in the stack.
+	fpflags := append([]string{"-O2", "-g", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer", "-fno-optimize-sibling-calls"}, c.flags...)
+	steps = append(steps, append(append([]string{c.cc}, fpflags...), "-DLAB_DYNAMIC", "-fPIE", "-pie", "-o", "lab-dyn-fp", filepath.Join(src, "lab.c"), "-L.", "-llab", "-Wl,-rpath,/lab"))
 	for _, s := range steps {
 		if err := run(dir, nil, s[0], s[1:]...); err != nil {
 			return err
@@ -141,7 +147,7 @@ func (p *payload) build(arch string) error {
 	if p.counter == 0 {
 		return fmt.Errorf("lab-static has no symbol counter")
 	}
-	for _, name := range []string{"ustack", "lab-static", "lab-dyn", "liblab.so"} {
+	for _, name := range []string{"ustack", "lab-static", "lab-dyn", "liblab.so", "lab-dyn-fp"} {
 		p.files = append(p.files, File{Path: "/lab/" + name, Host: filepath.Join(dir, name), Mode: 0o755})
 	}
 	p.files = append(p.files,
@@ -212,6 +218,17 @@ func labJobs(p *payload) []job {
 		{name: "uretprobe", args: "-e ur:/lab/lab-dyn:open_leaf -- /lab/lab-dyn open 8"},
 		{name: "signal", args: "-e syscalls:sys_enter_openat -- /lab/lab-static signal 4"},
 		{name: "cpuclock", args: "-e cpu-clock -F 50 --stack-size 2048 -- /lab/lab-static spin 1500"},
+		// The frame-pointer audit against the kernel's own user chain
+		// (fpAuditJobs), without and with frame pointers: user-mode
+		// samples in a leaf and in the vdso, system calls from a signal
+		// handler (the kernel's frame record in the signal frame), and
+		// a uprobe at a function's entry.
+		{name: "fpaudit_nofp_spin", args: "-e cpu-clock -F 100 --stack-size 16384 -- /lab/lab-dyn spin 2000"},
+		{name: "fpaudit_fp_spin", args: "-e cpu-clock -F 100 --stack-size 16384 -- /lab/lab-dyn-fp spin 2000"},
+		{name: "fpaudit_nofp_signal", args: "-e syscalls:sys_enter_openat --stack-size 32768 -- /lab/lab-dyn signal 8"},
+		{name: "fpaudit_fp_signal", args: "-e syscalls:sys_enter_openat --stack-size 32768 -- /lab/lab-dyn-fp signal 8"},
+		{name: "fpaudit_nofp_uprobe", args: "-e u:/lab/lab-dyn:open_leaf -- /lab/lab-dyn open 8"},
+		{name: "fpaudit_fp_uprobe", args: "-e u:/lab/lab-dyn-fp:open_leaf -- /lab/lab-dyn-fp open 8"},
 		{name: "fp", pre: "echo 'p:labk do_sys_openat2' >> /sys/kernel/tracing/kprobe_events",
 			args: "--call-graph fp -e kprobes:labk -- /lab/lab-static open 8", post: "echo '-:labk' >> /sys/kernel/tracing/kprobe_events"},
 	}
@@ -358,9 +375,15 @@ func TestLab(t *testing.T) {
 type sample struct {
 	Comm   string  `json:"comm"`
 	Pid    int     `json:"pid"`
+	Tid    int     `json:"tid"`
+	Time   *uint64 `json:"time"`
 	Event  string  `json:"event"`
 	Stop   string  `json:"stop"`
 	Frames []frame `json:"frames"`
+	// The frame-pointer audit: the user frames the kernel's walk would
+	// find, and why the audit's walk ended.
+	FPFrames *int    `json:"fp_frames"`
+	FPStop   *string `json:"fp_stop"`
 }
 
 type frame struct {
@@ -451,6 +474,18 @@ func (lr *labRun) reportFile(t *testing.T, host, data string, extra ...string) (
 func (lr *labRun) samples(t *testing.T, host, name string) []sample {
 	t.Helper()
 	out, _ := lr.report(t, host, name, "--format", "json")
+	return parseSamples(t, name, out)
+}
+
+// samplesOf is samples for the recording at the path data.
+func (lr *labRun) samplesOf(t *testing.T, host, data string) []sample {
+	t.Helper()
+	out, _ := lr.reportFile(t, host, data, "--format", "json")
+	return parseSamples(t, data, out)
+}
+
+func parseSamples(t *testing.T, name string, out []byte) []sample {
+	t.Helper()
 	var ss []sample
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(make([]byte, 1<<20), 1<<26)
@@ -568,6 +603,7 @@ func (lr *labRun) check(t *testing.T, host string) {
 		})
 	}
 	t.Run("frames_per_stack", func(t *testing.T) { lr.framesPerStack(t, host) })
+	t.Run("fp_audit", func(t *testing.T) { lr.fpAudit(t, host) })
 	t.Run("kprobe_events_removed", func(t *testing.T) {
 		b, err := os.ReadFile(filepath.Join(lr.out, "kprobe_events.left"))
 		if err != nil {

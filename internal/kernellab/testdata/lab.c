@@ -15,7 +15,9 @@
 //               (cpu-clock)
 //
 // Built without frame pointers (-fomit-frame-pointer), without sibling
-// calls (every function keeps its frame), static and dynamic (PIE).
+// calls (every function keeps its frame), static and dynamic (PIE); the
+// PIE once more with frame pointers (lab-dyn-fp), for the frame-pointer
+// audit.
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
