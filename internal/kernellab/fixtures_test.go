@@ -17,6 +17,7 @@ import (
 	"github.com/ustack/ustack/archive"
 	"github.com/ustack/ustack/internal/testfiles"
 	"github.com/ustack/ustack/internal/testprog"
+	"github.com/ustack/ustack/perfdata"
 )
 
 // updateFixtures makes TestLab's arm64 stable-kernel run rewrite the
@@ -231,31 +232,8 @@ func (f fixFrame) symAt() string {
 // on to _start.
 func TestArm64LabRecordings(t *testing.T) {
 	dir := fixtureDir()
-	if _, err := os.Stat(filepath.Join(dir, "lab.ustack")); err != nil {
-		t.Fatalf("no arm64 lab fixtures: %v", err)
-	}
-	if err := testfiles.Unpack(testfiles.Dir()); err != nil {
-		t.Fatal(err)
-	}
 	host := hostBinary(t)
-	// The guest's paths, laid out as a --symfs tree over the committed
-	// objects.
-	symfs := t.TempDir()
-	obj := filepath.Join(testfiles.Dir(), "objects", "aarch64")
-	for guest, o := range map[string]string{
-		"lab/lab-static": "lab-static", "lab/lab-dyn": "lab-dyn", "lab/liblab.so": "liblab.so",
-		"lib/aarch64-linux-gnu/libc.so.6": "libc.so.6", "lib/ld-linux-aarch64.so.1": "ld-linux-aarch64.so.1",
-	} {
-		// Copies: --symfs is a root, absolute links resolve inside it.
-		os.MkdirAll(filepath.Join(symfs, filepath.Dir(guest)), 0o755)
-		b, err := os.ReadFile(filepath.Join(obj, o))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(symfs, guest), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	symfs := arm64Symfs(t)
 	for _, f := range fixtureRecordings {
 		t.Run(f.name, func(t *testing.T) {
 			lr := &labRun{out: dir}
@@ -362,6 +340,121 @@ func TestArm64LabRecordings(t *testing.T) {
 					matched, samples, f.comm, f.stop, want, truth[0], lrOut())
 			}
 		})
+	}
+}
+
+// arm64Symfs lays the guest's paths out as a --symfs tree over the
+// committed arm64 objects.
+func arm64Symfs(t *testing.T) string {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(fixtureDir(), "lab.ustack")); err != nil {
+		t.Fatalf("no arm64 lab fixtures: %v", err)
+	}
+	if err := testfiles.Unpack(testfiles.Dir()); err != nil {
+		t.Fatal(err)
+	}
+	symfs := t.TempDir()
+	obj := filepath.Join(testfiles.Dir(), "objects", "aarch64")
+	for guest, o := range map[string]string{
+		"lab/lab-static": "lab-static", "lab/lab-dyn": "lab-dyn", "lab/liblab.so": "liblab.so",
+		"lib/aarch64-linux-gnu/libc.so.6": "libc.so.6", "lib/ld-linux-aarch64.so.1": "ld-linux-aarch64.so.1",
+	} {
+		// Copies: --symfs is a root, absolute links resolve inside it.
+		os.MkdirAll(filepath.Join(symfs, filepath.Dir(guest)), 0o755)
+		b, err := os.ReadFile(filepath.Join(obj, o))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(symfs, guest), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return symfs
+}
+
+// TestArm64EmptySnapshotChained: a guest recording (tracepoint_plt_nostack,
+// one run of TestLab's tracepoint_plt in 25) in which the kernel copied no
+// stack bytes for ld.so's eight opens at start-up (perf -D: "ustack: size
+// 0") but recorded its frame-pointer call chain. Those stacks go on with
+// the chain (stop callchain), and every format prints them: perf script
+// prints the chain there too. Before, the text format printed no frame
+// for them while JSON had eleven, and a warning said their user frames
+// were missing.
+func TestArm64EmptySnapshotChained(t *testing.T) {
+	dir := fixtureDir()
+	host := hostBinary(t)
+	symfs := arm64Symfs(t)
+	data := filepath.Join(dir, "tracepoint_plt_nostack.data")
+
+	// The recording's own bytes: which samples have no stack, and the
+	// kernel's user chain of each.
+	raw, err := os.ReadFile(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := perfdata.NewFileReader(bytes.NewReader(raw), int64(len(raw)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var empty []bool
+	var chains [][]uint64
+	for {
+		rec, err := r.Next()
+		if err != nil {
+			break
+		}
+		if s, ok := rec.(*perfdata.Sample); ok {
+			empty = append(empty, len(s.Stack()) == 0)
+			chains = append(chains, append([]uint64(nil), perfdata.UserCallchain(s.Callchain)...))
+		}
+	}
+
+	lr := &labRun{out: dir}
+	args := []string{"--symfs", symfs, "--archive", filepath.Join(dir, "lab.ustack")}
+	jsonOut, stderr := lr.reportFile(t, host, data, append(args, "--format", "json")...)
+	text, _ := lr.reportFile(t, host, data, args...)
+	samples := parseSamples(t, data, jsonOut)
+	blocks := strings.Split(strings.TrimSpace(string(text)), "\n\n")
+	if len(samples) != len(empty) || len(blocks) != len(empty) {
+		t.Fatalf("%d samples in the recording, %d in JSON, %d in text", len(empty), len(samples), len(blocks))
+	}
+	chained := 0
+	for i, s := range samples {
+		if !empty[i] {
+			continue
+		}
+		if s.Stop != "callchain" {
+			t.Errorf("sample %d has no stack bytes: stop %q, want callchain", i, s.Stop)
+			continue
+		}
+		chained++
+		// The frames the chain carried are the recorded chain's last
+		// entries, in order.
+		var pcs []uint64
+		for _, f := range s.Frames {
+			if f.How == "callchain" {
+				v, _ := strconv.ParseUint(strings.TrimPrefix(f.PC, "0x"), 16, 64)
+				pcs = append(pcs, v)
+			}
+		}
+		c := chains[i]
+		if len(pcs) == 0 || len(pcs) > len(c) || fmt.Sprint(c[len(c)-len(pcs):]) != fmt.Sprint(pcs) {
+			t.Errorf("sample %d: frames from the chain %x, recorded chain %x", i, pcs, c)
+		}
+		// Text prints the user frames JSON has, one a line.
+		lines := strings.Split(blocks[i], "\n")[1:]
+		if len(lines) != len(s.user()) {
+			t.Errorf("sample %d: text prints %d frames, JSON has %d user frames:\n%s", i, len(lines), len(s.user()), blocks[i])
+		}
+	}
+	if chained != 8 {
+		t.Errorf("%d samples without stack bytes went on with the chain, want ld.so's 8", chained)
+	}
+	if strings.Contains(string(stderr), "user frames are missing") {
+		t.Errorf("the report says frames are missing that it printed:\n%s", stderr)
+	}
+	if !strings.Contains(string(stderr), "8 of them had no stack snapshot at all") {
+		t.Errorf("the summary does not say 8 stacks had no snapshot:\n%s", stderr)
 	}
 }
 

@@ -331,12 +331,21 @@ func bootLab(t *testing.T, suite, arch string) *labRun {
 		// NOP being rewritten), a fault of the emulation, not of the guest.
 		g.CPUs = 1
 	}
-	res, err := Boot(context.Background(), k, g)
-	if err != nil && res != nil && res.Status == -1 && strings.Contains(res.Console, "Oops") {
+	// go test's -timeout (10 minutes by default) ends the whole test
+	// binary, with every other test in it: on a busy machine two TCG
+	// guests can take that long. The boot stops in time to say so.
+	ctx, cancel, deadline := bootContext(t)
+	defer cancel()
+	res, err := Boot(ctx, k, g)
+	if err != nil && res != nil && res.Status == -1 && strings.Contains(res.Console, "Oops") && ctx.Err() == nil {
 		// The guest kernel crashed: say so, and boot it once more.
 		t.Logf("%s crashed under TCG; booting it again. Its console ended:\n%s", k, tail(res.Console, 2000))
 		os.RemoveAll(filepath.Join(share, "out"))
-		res, err = Boot(context.Background(), k, g)
+		res, err = Boot(ctx, k, g)
+	}
+	if err != nil && ctx.Err() != nil && !deadline.IsZero() {
+		skipOrFail(t, "kernel lab: %s was still running %v after it started, when go test's -timeout was %v away (a busy machine: alone a guest takes 2-5 minutes here); run with -timeout 30m to let it finish, as CI does",
+			k, time.Since(start).Round(time.Second), labCheckTime)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -346,6 +355,23 @@ func bootLab(t *testing.T, suite, arch string) *labRun {
 		t.Fatalf("guest script exited %d:\n%s", res.Status, res.Log)
 	}
 	return &labRun{k: k, out: filepath.Join(share, "out"), res: res}
+}
+
+// labCheckTime is what a lab test keeps, before go test's -timeout, for
+// the checks on this host after its guest powered off.
+const labCheckTime = 2 * time.Minute
+
+// bootContext bounds a boot by go test's -timeout less labCheckTime, and
+// returns that deadline (zero without a -timeout).
+func bootContext(t *testing.T) (context.Context, context.CancelFunc, time.Time) {
+	d, ok := t.Deadline()
+	if !ok {
+		ctx, cancel := context.WithCancel(context.Background())
+		return ctx, cancel, time.Time{}
+	}
+	d = d.Add(-labCheckTime)
+	ctx, cancel := context.WithDeadline(context.Background(), d)
+	return ctx, cancel, d
 }
 
 // TestLab boots every lab kernel once and checks each recording the guest
@@ -387,6 +413,7 @@ type sample struct {
 }
 
 type frame struct {
+	PC       string `json:"pc"`
 	Symbol   string `json:"symbol"`
 	Module   string `json:"module"`
 	Kernel   bool   `json:"kernel"`
@@ -585,11 +612,11 @@ func (lr *labRun) check(t *testing.T, host string) {
 					}
 					continue
 				}
-				// callchain: ld.so's own opens at start-up (arm64, 6.1), outside
-				// the program's chain, whose CFI walk ran off the snapshot and
-				// was continued with the kernel's matching chain (CI, 22:45;
-				// not yet understood why the walk no longer fits: open in the
-				// closing note).
+				// callchain: ld.so's own opens at start-up (arm64, 6.1),
+				// outside the program's chain, for which the kernel
+				// copied no stack bytes (perf -D: "ustack: size 0"; one
+				// guest run in 25) and whose stacks went on with the
+				// kernel's call chain (TestArm64EmptySnapshotChained).
 				if s.Stop != "outermost" && !((c.smallStack && s.Stop == "truncated" || s.Stop == "callchain") && !testprog.HasChain(user, c.chain)) {
 					t.Errorf("%s sample of %s: stop %q, want outermost; user stack %v", c.name, s.Event, s.Stop, user)
 				}
@@ -603,6 +630,26 @@ func (lr *labRun) check(t *testing.T, host string) {
 			}
 			if n < c.min || (c.exact != 0 && n != c.exact) {
 				t.Errorf("%s: %d of %d samples of %s have %v (want at least %d, exactly %d)", c.name, n, all, c.comm, c.chain, c.min, c.exact)
+				// Seen once (arm64 6.1 under a loaded host: 9 uretprobe
+				// samples for 8 returns): what each was, and the recording
+				// kept for a look.
+				for _, s := range ss {
+					if s.Comm == c.comm {
+						tm := uint64(0)
+						if s.Time != nil {
+							tm = *s.Time
+						}
+						t.Logf("  tid %d time %d %s stop %s user %v", s.Tid, tm, s.Event, s.Stop, s.user())
+					}
+				}
+				if keep, err := os.MkdirTemp("", "ustack-kernellab-failed-"); err == nil {
+					for _, f := range []string{c.name + ".data", c.name + ".data.ustack", c.name + ".record.log", c.name + ".retried"} {
+						if b, err := os.ReadFile(filepath.Join(lr.out, f)); err == nil {
+							os.WriteFile(filepath.Join(keep, f), b, 0o600)
+						}
+					}
+					t.Logf("the recording is kept in %s", keep)
+				}
 			}
 			lr.sameReport(t, host, c.name)
 		})
