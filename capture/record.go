@@ -102,14 +102,27 @@ type Options struct {
 	Cmdline []string
 	// OnUnwound, with Unwind, receives each sample as it is unwound, in
 	// the goroutine that drains the ring buffers (ustack record
-	// --otlp-endpoint): it must hand the work on, not wait. The sample is
-	// valid only during the call.
+	// --otlp-endpoint): it must hand the work on, not wait. The sample,
+	// and its Space, are valid only during the call: the Space of a
+	// process that exited, exec'd or mapped something new is closed
+	// (resolve.Space.Close) and its objects may be closed with it
+	// (CacheBudget).
 	OnUnwound func(*UnwoundSample) `json:"-"`
 	// SectionCache, when set, keeps the compressed debug sections --unwind
 	// decompresses on disk (file-backed pages the kernel can reclaim)
 	// instead of in the recorder's memory.
 	SectionCache *elfcache.SectionCache `json:"-"`
+	// CacheBudget, with Unwind, bounds the memory the objects opened to
+	// unwind hold (resolve.Options.CacheBudget): past it the objects of
+	// processes that exited (or exec'd) are closed, least recently used
+	// first; those of live processes stay open. 0 keeps every object
+	// open until the recording ends. ustack record's default is
+	// DefaultCacheBudget.
+	CacheBudget int64
 }
+
+// DefaultCacheBudget is ustack record's --cache-budget: 256 MiB.
+const DefaultCacheBudget = 256 << 20
 
 // Stats summarizes a finished recording.
 type Stats struct {
@@ -146,6 +159,9 @@ type Stats struct {
 	StackFull uint64
 	// StackSize is the snapshot size an Unwind recording used (0 otherwise).
 	StackSize uint32
+	// Cache, with Unwind, is the object cache's counters at the end:
+	// objects open, bytes held, evictions, re-opens (CacheBudget).
+	Cache elfcache.CacheStats
 }
 
 // Recorder is one recording in progress. Create it with NewRecorder, then
@@ -857,7 +873,7 @@ func (r *Recorder) Run(ctx context.Context) (*Stats, error) {
 	}
 	r.objs = newObjectSet(r.opts.Output+".ustack", !r.opts.NoArchive, r.opts.Log)
 	if r.opts.Unwind {
-		r.uw = newLiveUnwinder(r.arch, r.opts.SectionCache)
+		r.uw = newLiveUnwinder(r.arch, r.opts.SectionCache, r.opts.CacheBudget)
 	}
 	if err := r.synthesize(); err != nil {
 		r.killCommand()
@@ -1344,6 +1360,7 @@ func (r *Recorder) finish() error {
 	r.st.Output = r.opts.Output
 	if r.uw != nil {
 		r.st.StackSize = r.opts.StackSize
+		r.st.Cache = r.uw.res.CacheStats()
 	}
 	r.st.ExitCode = 0
 	if r.cmd != nil && r.cmd.ProcessState != nil {

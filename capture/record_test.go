@@ -575,9 +575,20 @@ func TestRecordUnwind(t *testing.T) {
 	if withUser == 0 {
 		t.Fatal("no sample has user frames")
 	}
-	ss := testprog.ParseScript(testprog.Script(t, out))
-	good, n := 0, 0
-	for _, s := range ss {
+	good, n := closeChains(t, out)
+	// Every close sample that was kept must show the chain; the kernel
+	// may drop a few of the 20 when the machine is busy (counted in
+	// st.Lost, never silently).
+	if n+int(st.Lost) < 20 || n < 10 || good != n {
+		t.Errorf("perf script of an --unwind recording: %d of %d close(-1) samples show leaf<-mid<-top<-main (%d lost)", good, n, st.Lost)
+	}
+}
+
+// closeChains counts, in perf script's reading of a recording of
+// buildProg's program, the close(-1) samples and those whose stack shows
+// leaf<-mid<-top<-main.
+func closeChains(t *testing.T, out string) (good, n int) {
+	for _, s := range testprog.ParseScript(testprog.Script(t, out)) {
 		if strings.Contains(s.Header, "fd: 0xffffffff") {
 			n++
 			if testprog.HasChain(s.Syms, []string{"leaf", "mid", "top", "main"}) {
@@ -585,11 +596,30 @@ func TestRecordUnwind(t *testing.T) {
 			}
 		}
 	}
-	// Every close sample that was kept must show the chain; the kernel
-	// may drop a few of the 20 when the machine is busy (counted in
-	// st.Lost, never silently).
-	if n+int(st.Lost) < 20 || n < 10 || good != n {
-		t.Errorf("perf script of an --unwind recording: %d of %d close(-1) samples show leaf<-mid<-top<-main (%d lost)", good, n, st.Lost)
+	return good, n
+}
+
+// TestRecordUnwindBudget: with a one-byte CacheBudget, the objects of
+// each process that exits are closed, and opened again for the next
+// process running the same program, whose stacks are still right (perf
+// script's reading of the frames --unwind stored).
+func TestRecordUnwindBudget(t *testing.T) {
+	testprog.NeedPerfEvents(t)
+	prog := buildProg(t)
+	out := filepath.Join(t.TempDir(), "perf.data")
+	st, err := Record(context.Background(), Options{Events: []string{"syscalls:sys_enter_close"},
+		Command: []string{"sh", "-c", prog + " 10; " + prog + " 10; " + prog + " 10"}, Output: out, Unwind: true, NoArchive: true,
+		CacheBudget: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("stats: %+v", *st)
+	if c := st.Cache; c.Objects != 0 || c.Evictions == 0 || c.Reopens == 0 {
+		t.Errorf("every process exited: want no object open, evictions and re-opens: %+v", c)
+	}
+	good, n := closeChains(t, out)
+	if n+int(st.Lost) < 30 || n < 15 || good != n {
+		t.Errorf("%d of %d close(-1) samples show leaf<-mid<-top<-main (%d lost)", good, n, st.Lost)
 	}
 }
 

@@ -57,7 +57,7 @@ type UnwoundSample struct {
 	Space *resolve.Space
 }
 
-func newLiveUnwinder(a arch.Arch, sc *elfcache.SectionCache) *liveUnwinder {
+func newLiveUnwinder(a arch.Arch, sc *elfcache.SectionCache, budget int64) *liveUnwinder {
 	lu := &liveUnwinder{
 		arch:   a,
 		u:      unwinder.New(a, unwinder.Options{}),
@@ -68,7 +68,7 @@ func newLiveUnwinder(a arch.Arch, sc *elfcache.SectionCache) *liveUnwinder {
 	}
 	// The live files, or the same path in the process's root; the
 	// running kernel's vdso.
-	ro := resolve.Options{ProcRoot: true, SectionCache: sc}
+	ro := resolve.Options{ProcRoot: true, SectionCache: sc, CacheBudget: budget}
 	if data, err := ReadVDSO(); err == nil {
 		ro.VDSO = data
 	}
@@ -82,9 +82,25 @@ func (lu *liveUnwinder) mmap(pid uint32, start, ln, pgoff uint64, prot uint32, n
 	lu.tr.Mmap(pid, procmaps.Map{Start: start, End: start + ln, PgOff: pgoff, Path: name, Prot: prot, Exec: prot&procmaps.ProtExec != 0})
 }
 
-func (lu *liveUnwinder) exec(pid uint32)       { lu.tr.Exec(pid); delete(lu.spaces, pid) }
+func (lu *liveUnwinder) exec(pid uint32)       { lu.tr.Exec(pid); lu.drop(pid) }
 func (lu *liveUnwinder) fork(pid, ppid uint32) { lu.tr.Fork(pid, ppid) }
-func (lu *liveUnwinder) exit(pid uint32)       { lu.tr.Exit(pid); delete(lu.spaces, pid) }
+
+// exit forgets a process that exited: its Space gives its objects back
+// (closed when over the budget and no other process maps them).
+func (lu *liveUnwinder) exit(pid uint32) {
+	lu.tr.Exit(pid)
+	lu.drop(pid)
+	lu.res.ForgetPID(pid)
+}
+
+// drop closes pid's Space. Samples are unwound and handed on
+// (OnUnwound) in the one goroutine that calls it, so no unwind uses it.
+func (lu *liveUnwinder) drop(pid uint32) {
+	if e, ok := lu.spaces[pid]; ok {
+		e.sp.Close()
+		delete(lu.spaces, pid)
+	}
+}
 
 // space returns the address space of pid, rebuilt when its maps changed.
 func (lu *liveUnwinder) space(pid uint32) *resolve.Space {
@@ -94,6 +110,7 @@ func (lu *liveUnwinder) space(pid uint32) *resolve.Space {
 	}
 	lu.maps = resolve.FromProcmaps(lu.maps[:0], snap.Maps)
 	sp := lu.res.NewSpace(pid, lu.maps)
+	lu.drop(pid) // after NewSpace, which takes its own references first
 	lu.spaces[pid] = spaceEntry{snap.Version, sp}
 	return sp
 }

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"unsafe"
 )
 
 // indexEntry is one FDE of a sorted index.
@@ -17,7 +19,8 @@ type indexEntry struct {
 type sortedIndex struct {
 	once    sync.Once
 	entries []indexEntry
-	err     error // the first malformed entry that stopped the walk, if any
+	err     error        // the first malformed entry that stopped the walk, if any
+	bytes   atomic.Int64 // the entries' size, once built (Table.IndexBytes)
 }
 
 // build walks every entry of s, recording the FDEs that cover a non-empty
@@ -51,6 +54,7 @@ func (x *sortedIndex) build(s *frameSection) {
 	}
 	slices.SortStableFunc(entries, func(a, b indexEntry) int { return cmp.Compare(a.pc, b.pc) })
 	x.entries = slices.Clip(entries)
+	x.bytes.Store(int64(cap(x.entries)) * int64(unsafe.Sizeof(indexEntry{})))
 }
 
 // search returns the index of the last entry whose pc is at most pc, or -1.
@@ -65,4 +69,11 @@ func (x *sortedIndex) search(pc uint64) int {
 		}
 	}
 	return lo - 1
+}
+
+// IndexBytes returns the memory the table's sorted indexes hold, built
+// lazily for sections without a usable .eh_frame_hdr; 0 before they are
+// built. The section bytes the table reads are its caller's.
+func (t *Table) IndexBytes() int64 {
+	return t.ehIdx.bytes.Load() + t.dfIdx.bytes.Load()
 }

@@ -47,16 +47,7 @@ func TestSymbolizeAllocs(t *testing.T) {
 // BenchmarkBuildSymtab builds libc's symbol table (its debug file's
 // .symtab merged with .dynsym), as the first Symbolize of a report does.
 func BenchmarkBuildSymtab(b *testing.B) {
-	needFile(b, libcAMD64)
-	o, err := Open(libcAMD64, Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer o.Close()
-	owner := o
-	if d := o.DebugFile(); d != nil {
-		owner = d
-	}
+	o, owner := openLibcSymtab(b)
 	cands, err := owner.readSymtab(".symtab", nil)
 	if err != nil {
 		b.Fatal(err)
@@ -71,4 +62,37 @@ func BenchmarkBuildSymtab(b *testing.B) {
 		copy(buf, cands)
 		buildSymtab(buf)
 	}
+}
+
+// BenchmarkReadSymtab reads libc's function symbols (its debug file's
+// .symtab, then .dynsym) into candidates, the first half of building its
+// symbol table.
+func BenchmarkReadSymtab(b *testing.B) {
+	o, owner := openLibcSymtab(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		cands, err := owner.readSymtab(".symtab", nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err = o.readSymtab(".dynsym", cands); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// openLibcSymtab opens libc and returns it with the object whose .symtab
+// is read (its debug file when there is one); both close when b ends.
+func openLibcSymtab(b *testing.B) (o, owner *Object) {
+	needFile(b, libcAMD64)
+	o, err := Open(libcAMD64, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { o.Close() })
+	owner = o
+	if d := o.DebugFile(); d != nil {
+		owner = d
+	}
+	return o, owner
 }

@@ -1,6 +1,7 @@
 package elfcache
 
 import (
+	"bytes"
 	"debug/dwarf"
 	"debug/elf"
 	"encoding/binary"
@@ -250,23 +251,48 @@ func (o *Object) functionSymbols(all bool) map[string]uint64 {
 		}
 		cands, _ = owner.readSymtab(".symtab", cands)
 	}
-	names := make(map[string]uint64, len(cands))
+	// The names, without their versions, in one string whose substrings
+	// are the keys: a glibc has 13,000 of them, a string each was 13,000
+	// allocations.
+	type named struct {
+		start, end int32
+		addr       uint64
+	}
+	var text strings.Builder
+	size := 0
+	for i := range cands {
+		size += len(cands[i].name)
+	}
+	text.Grow(size)
+	order := make([]named, 0, len(cands))
 	for _, local := range []bool{false, true} {
 		for i := range cands {
 			c := &cands[i]
 			if (c.bind == uint8(elf.STB_LOCAL)) != local || c.typ == uint8(elf.STT_NOTYPE) {
 				continue
 			}
-			name := string(c.name)
-			if j := strings.IndexByte(name, '@'); j > 0 {
+			name := c.name
+			if j := bytes.IndexByte(name, '@'); j > 0 {
 				name = name[:j]
 			}
-			if _, dup := names[name]; !dup {
-				names[name] = c.addr
-			}
+			start := text.Len()
+			text.Write(name)
+			order = append(order, named{int32(start), int32(text.Len()), c.addr})
+		}
+	}
+	joined := text.String()
+	names := make(map[string]uint64, len(order))
+	for _, n := range order {
+		if name := joined[n.start:n.end]; !hasKey(names, name) {
+			names[name] = n.addr
 		}
 	}
 	return names
+}
+
+func hasKey(m map[string]uint64, k string) bool {
+	_, ok := m[k]
+	return ok
 }
 
 // unit returns unit ci's call sites, reading them on first use.
@@ -310,6 +336,7 @@ func (x *callSites) parse(s *cuSlot) (u *cuCallSites, err error) {
 	if err != nil || e == nil {
 		return nil, newErr(path, ".debug_info", int64(s.off), errors.Join(err, errors.New("no unit")))
 	}
+	inDWO := false // the unit's entries are in its .dwo (s.span is the skeleton's)
 	if isSkeleton(e) {
 		abs := *e
 		abs.Offset += base
@@ -327,14 +354,80 @@ func (x *callSites) parse(s *cuSlot) (u *cuCallSites, err error) {
 		}
 		ux, r, base = dx, dr, 0
 		path = "the split DWARF of " + path
+		inDWO = true
 	} else if !e.Children {
 		return nil, nil
 	}
 	b.x = ux
+	if !inDWO && ux != x.lx && base == dwarf.Offset(s.span.start) && s.span.end != 0 && !noUnitWalker {
+		// The unit alone, little-endian: walked without debug/dwarf but
+		// for the entries that matter.
+		if b.readUnit(r, x.lx.secs, s.span, base) {
+			return nil, nil
+		}
+		// Something the walk does not know: debug/dwarf reads it all
+		// again, as before.
+		unitWalkerFailed.Add(1)
+		b.cu, b.last = cuCallSites{}, 0
+		r.Seek(dwarf.Offset(s.span.die) - base)
+		if _, err := r.Next(); err != nil {
+			return nil, newErr(path, ".debug_info", int64(s.off), err)
+		}
+	}
 	if err := b.read(r); err != nil {
 		return nil, newErr(path, ".debug_info", int64(b.last+base), err)
 	}
 	return nil, nil
+}
+
+// readUnit does what read does with a unitWalker (unitwalk.go): debug/dwarf
+// reads only the functions and call sites. It returns false, with what it
+// read to be thrown away, when the walker failed.
+func (b *callSiteBuilder) readUnit(r *dwarf.Reader, secs dwarfSecs, u unitSpan, base dwarf.Offset) bool {
+	w, children, ok := newUnitWalker(r, secs, u, base)
+	if !ok || !children {
+		return false
+	}
+	stack := []uint64{0} // the enclosing function's entry at each depth
+	fn := uint64(0)
+	for len(stack) > 0 {
+		off, a, end := w.next()
+		if end {
+			return !w.failed // the unit ends (debug/dwarf's Next gives nil)
+		}
+		if a == nil {
+			fn = stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		inner := fn
+		switch dwarf.Tag(a.tag) {
+		case dwarf.TagSubprogram, dwarf.TagCallSite, tagGNUCallSite:
+			e := w.entry(off, a)
+			if e == nil {
+				return false
+			}
+			b.last = e.Offset
+			if e.Tag == dwarf.TagSubprogram {
+				if entry := b.subprogram(e); entry != 0 {
+					inner = entry
+				}
+			} else {
+				b.callSite(e, fn, r.AddressSize())
+			}
+		}
+		if !w.skip(a) {
+			return false
+		}
+		if a.children {
+			if len(stack) >= maxCallSiteDepth {
+				return false
+			}
+			stack = append(stack, fn)
+			fn = inner
+		}
+	}
+	return true
 }
 
 type callSiteBuilder struct {

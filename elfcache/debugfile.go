@@ -38,6 +38,7 @@ func (o *Object) loadDebug() {
 			return
 		}
 		o.debug, o.debugErr = o.findDebug()
+		o.held.debug.Store(o.debug)
 	})
 }
 

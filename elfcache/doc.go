@@ -65,12 +65,21 @@
 // opened and safe for concurrent use; Cache shares objects between callers,
 // keyed by build-id or else by path, size and modification time.
 //
+// A long-lived Cache (a tracer's whole run) keeps to a memory budget
+// (Cache.SetBudget): each Open takes a reference to the object and
+// Release gives it back; the objects no one holds are closed, least
+// recently released first, while the bytes the cache's objects hold
+// (Object.HeldBytes: decompressed sections, symbol table, CFI index, line
+// index and parsed units, headers) exceed the budget. An object in use is
+// never closed; one closed and asked for again is opened again.
+// Cache.Stats counts objects, bytes, evictions, misses and re-opens.
+//
 // Malformed files yield errors of type *Error naming the file, the section
 // and the offset; panics inside debug/elf or package cfi on corrupt input
 // are recovered and reported the same way. Mapped files must not be
 // truncated while in use (as with any mmap, that would fault).
 //
-// Where to begin: NewCache and Cache.Open for objects shared between
-// goroutines (Open for one), then Object.Symbolize, Object.SourceFrames and
+// Where to begin: NewCache and Cache.Open (and Release, with a budget) for
+// objects shared between goroutines (Open for one), then Object.Symbolize, Object.SourceFrames and
 // Object.FindRow.
 package elfcache

@@ -118,6 +118,7 @@ func (o *Object) supplementary() (*Object, error) {
 			return
 		}
 		o.alt = o.findAlt(l)
+		o.held.alt.Store(o.alt)
 		if o.alt == nil {
 			id := ""
 			if l.buildID != nil {

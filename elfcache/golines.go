@@ -50,7 +50,12 @@ type goLineStrings struct {
 
 func (t *goPCLN) lineStrings() *goLineStrings {
 	l := &t.lines
-	l.once.Do(func() { l.names, l.files = string(t.funcnames), string(t.filetab) })
+	l.once.Do(func() {
+		l.names, l.files = string(t.funcnames), string(t.filetab)
+		if t.held != nil {
+			t.held.Add(int64(len(l.names) + len(l.files)))
+		}
+	})
 	return l
 }
 

@@ -82,6 +82,7 @@ type goPCLN struct {
 	gofuncErr  error // why gofunc is nil, for SourceError
 
 	lines goLineStrings // names and files as strings, for SourceFrames
+	held  *atomic.Int64 // the object's heldParts.heap, which counts lines
 
 	// Where the table is, for errors: the file, the section and the
 	// offsets of cutab and pctab in it.
@@ -413,6 +414,7 @@ func (o *Object) buildGoTable() {
 	o.goFuncData(t, mod, found)
 	t.module, t.hasModule = mod, found
 	t.path, t.section = o.path, s.Name
+	t.held = &o.held.heap
 	o.gopcln = t
 }
 

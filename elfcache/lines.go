@@ -128,6 +128,7 @@ type lineIndex struct {
 	dwoFailed          atomic.Bool  // dwoErr is set
 	gnu                *gnuRanges   // how a DWARF 4 split unit's (.dwo) range lists are read; nil for others
 	clock              atomic.Int64 // use counter for LRU
+	held               atomic.Int64 // bytes of the index and its parsed units (memory.go)
 }
 
 type cuSlot struct {
@@ -187,6 +188,8 @@ func (o *Object) buildLineIndex() {
 			o.lineErr = newErr(owner.path, ".debug_info", -1, err)
 		}
 		o.lines = x
+		o.held.lines.Store(x)
+		x.held.Add(x.skeletonBytes())
 		return
 	}
 	x.d, err = newDWARF(owner.path, secs, secs.info)
@@ -198,6 +201,8 @@ func (o *Object) buildLineIndex() {
 		o.lineErr = newErr(owner.path, ".debug_info", -1, err)
 	}
 	o.lines = x
+	o.held.lines.Store(x)
+	x.held.Add(x.skeletonBytes())
 }
 
 // dwarfSection returns the decompressed contents of .debug_NAME (or
@@ -443,12 +448,14 @@ func (x *lineIndex) unit(ci int32) *cuLines {
 				old = i
 			}
 		}
+		x.held.Add(-x.units[x.live[old]].cu.Load().heldBytes())
 		x.units[x.live[old]].cu.Store(nil)
 		x.live[old] = x.live[len(x.live)-1]
 		x.live = x.live[:len(x.live)-1]
 	}
 	s.used.Store(x.clock.Add(1))
 	s.cu.Store(cu)
+	x.held.Add(cu.heldBytes())
 	x.live = append(x.live, ci)
 	return cu
 }
@@ -606,6 +613,24 @@ func (x *lineIndex) parse(s *cuSlot) (cu *cuLines) {
 		// skeleton too.
 	}
 	if e.Children {
+		if ux != x && base == dwarf.Offset(s.span.start) && !noUnitWalker {
+			if w, _, ok := newUnitWalker(r, x.secs, s.span, base); ok {
+				err := cu.err
+				sw := &scopeWalker{w: w}
+				cu.parseScopes(ux, sw, fileIdx, hasClasses(e))
+				if !w.failed {
+					return cu
+				}
+				// Read again by debug/dwarf, from the unit's first entry.
+				unitWalkerFailed.Add(1)
+				cu.scopes, cu.spans, cu.err = nil, nil, err
+				r.Seek(dwarf.Offset(s.span.die) - base)
+				if _, err := r.Next(); err != nil {
+					cu.err = err
+					return cu
+				}
+			}
+		}
 		cu.parseScopes(ux, r, fileIdx, hasClasses(e))
 	}
 	return cu
@@ -750,7 +775,7 @@ const attrMIPSLinkageName dwarf.Attr = 0x2007
 // function or an anonymous class). So the walk goes into those too, noting
 // the qualifier of each function declared there (quals, by offset); names
 // are resolved once it is over, since a declaration may follow its use.
-func (cu *cuLines) parseScopes(x *lineIndex, r *dwarf.Reader, fileIdx []int32, classes bool) {
+func (cu *cuLines) parseScopes(x *lineIndex, r entrySource, fileIdx []int32, classes bool) {
 	var rs []scopeRange
 	names := make(map[uint64][3]string)
 	quals := make(map[dwarf.Offset]string)

@@ -128,6 +128,9 @@ type Object struct {
 
 	closed atomic.Bool
 
+	// held is what the object keeps in memory, for HeldBytes (memory.go).
+	held heldParts
+
 	debugOnce sync.Once
 	debug     *Object
 	debugErr  error
@@ -442,6 +445,7 @@ func (o *Object) Close() error {
 	}
 	o.cached = nil
 	o.cachedMu.Unlock()
+	o.dropBuilt()
 	return err
 }
 
@@ -530,11 +534,11 @@ func (o *Object) inflateCompressed(s *elf.Section) (data []byte, ok bool, err er
 func (o *Object) viaCache(s *elf.Section, size uint64, inflate func() ([]byte, error)) ([]byte, error) {
 	c := o.opts.SectionCache
 	if c == nil || len(o.buildID) == 0 || size == 0 {
-		return inflate()
+		return o.inflateHeld(inflate)
 	}
 	src, err := o.src.bytes(s.Offset, s.FileSize)
 	if err != nil {
-		return inflate()
+		return o.inflateHeld(inflate)
 	}
 	if data, unmap, ok := c.get(o.buildID, s.Name, src, size); ok {
 		o.cachedMu.Lock()
@@ -545,6 +549,7 @@ func (o *Object) viaCache(s *elf.Section, size uint64, inflate func() ([]byte, e
 	data, err := inflate()
 	if err == nil {
 		c.put(o.buildID, s.Name, src, data)
+		o.held.heap.Add(int64(cap(data)))
 	}
 	return data, err
 }

@@ -18,10 +18,11 @@ import (
 // SectionCache keeps decompressed debug sections on disk, so that the
 // second report that needs glibc's line tables maps them instead of
 // inflating megabytes again. An entry is keyed by the object's build-id and
-// the section's name, and records a checksum of the compressed bytes it was
-// made from and of its own contents: an entry made from other bytes (a
-// debug file rewritten by dwz keeps its build-id) or damaged on disk is
-// ignored and rebuilt, never trusted. Entries are written to a temporary
+// the section's name, and records the length and a checksum of the
+// compressed bytes it was made from (their first and last 64 KB: a debug
+// file rewritten by dwz keeps its build-id, not its sections' bytes) and a
+// checksum of its own contents: an entry made from other bytes or damaged
+// on disk is ignored and rebuilt, never trusted. Entries are written to a temporary
 // file and renamed into place, so concurrent reports never see a partial
 // entry. The cache is bounded in size; the oldest entries go first.
 //
@@ -64,18 +65,33 @@ func (c *SectionCache) Dir() string { return c.dir }
 
 // The entry layout: a fixed header, then the decompressed bytes.
 //
-//	magic   [8]byte "USTKSEC1"
+//	magic   [8]byte "USTKSEC2"
 //	size    u64     decompressed size
 //	srcLen  u64     compressed size
-//	srcCRC  u32     CRC-32C of the compressed bytes
+//	srcCRC  u32     CRC-32C of the compressed bytes' first and last 64 KB
 //	dataCRC u32     CRC-32C of the decompressed bytes
 const (
-	sectionMagic    = "USTKSEC1"
+	sectionMagic    = "USTKSEC2"
 	sectionHdrSize  = 32
 	maxCachedSecLen = 1 << 32
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// srcSumSpan is how much of each end of the compressed bytes srcSum reads.
+const srcSumSpan = 64 << 10
+
+// srcSum is the checksum an entry keeps of the compressed bytes it was made
+// from: of their first and last srcSumSpan bytes (all of them when fewer),
+// so that checking an entry does not read megabytes of a debug file that a
+// report then never needs. With the length and the build-id it tells a
+// rewritten section from the one the entry was made from.
+func srcSum(src []byte) uint32 {
+	if len(src) <= 2*srcSumSpan {
+		return crc32.Checksum(src, castagnoli)
+	}
+	return crc32.Update(crc32.Checksum(src[:srcSumSpan], castagnoli), castagnoli, src[len(src)-srcSumSpan:])
+}
 
 // path returns the entry file of a section, or "" when the object has no
 // build-id to key it by.
@@ -117,7 +133,7 @@ func (c *SectionCache) get(buildID []byte, section string, src []byte, size uint
 	}
 	le := binary.LittleEndian
 	good := string(m[:8]) == sectionMagic && le.Uint64(m[8:]) == size &&
-		le.Uint64(m[16:]) == uint64(len(src)) && le.Uint32(m[24:]) == crc32.Checksum(src, castagnoli) &&
+		le.Uint64(m[16:]) == uint64(len(src)) && le.Uint32(m[24:]) == srcSum(src) &&
 		le.Uint32(m[28:]) == crc32.Checksum(m[sectionHdrSize:], castagnoli)
 	if !good {
 		unmap()
@@ -153,7 +169,7 @@ func (c *SectionCache) put(buildID []byte, section string, src, data []byte) {
 	le := binary.LittleEndian
 	le.PutUint64(hdr[8:], uint64(len(data)))
 	le.PutUint64(hdr[16:], uint64(len(src)))
-	le.PutUint32(hdr[24:], crc32.Checksum(src, castagnoli))
+	le.PutUint32(hdr[24:], srcSum(src))
 	le.PutUint32(hdr[28:], crc32.Checksum(data, castagnoli))
 	_, err = tmp.Write(hdr[:])
 	if err == nil {

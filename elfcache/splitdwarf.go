@@ -488,6 +488,7 @@ func (o *Object) dwpFile() (*dwpPackage, error) {
 			pkg, err := parseDWP(d)
 			if err == nil {
 				o.dwp = pkg
+				o.held.dwp.Store(pkg.o)
 				return
 			}
 			o.dwpErr = err

@@ -165,6 +165,7 @@ func (o *Object) buildSymbols() {
 	}
 	cands = o.pltSymbols(cands)
 	o.syms = buildSymtab(cands)
+	o.held.heap.Add(o.syms.heldBytes())
 }
 
 // readSymtab appends the function symbols of the named symbol table.
@@ -190,6 +191,16 @@ func (o *Object) readSymtab(name string, out []candidate) ([]candidate, error) {
 	}
 	secs := o.ef.Sections
 	const symSize = 24
+	// Room for every function-typed entry at once: growing a slice of a
+	// large program's symbols (cc1: 100,000s) step by step copied it
+	// over and over.
+	n := 0
+	for off := symSize + 4; off < len(data); off += symSize {
+		if typ := data[off] & 0xf; typ == uint8(elf.STT_FUNC) || typ == sttGNUIFunc || typ == uint8(elf.STT_NOTYPE) {
+			n++
+		}
+	}
+	out = slices.Grow(out, n)
 	for off := symSize; off+symSize <= len(data); off += symSize { // entry 0 is reserved
 		e := data[off : off+symSize]
 		nameOff := binary.LittleEndian.Uint32(e[0:])

@@ -60,6 +60,7 @@ func (o *Object) buildCFI() {
 		return
 	}
 	o.table = t
+	o.held.table.Store(t)
 	if o.cfiFrom == OriginNone {
 		o.cfiFrom = OriginFile
 	}

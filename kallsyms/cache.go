@@ -383,20 +383,17 @@ func decodeEntry(b []byte) (*Table, []byte) {
 	prefix := b[entryHdrSize : entryHdrSize+plen]
 	addrs := b[entryHdrSize+plen:]
 	ends := addrs[8*count:]
-	// loadEntry's buffer is its own and never written again: the names
-	// are substrings of it, without a copy.
+	// loadEntry's buffer is its own and never written again: the table
+	// is the entry's arrays and names as they lie, without a copy.
 	names4 := ends[4*count:]
-	text := unsafe.String(unsafe.SliceData(names4), len(names4))
-	syms := make([]Symbol, count)
-	start := uint64(0)
-	for i := range syms {
+	start, prev := uint64(0), uint64(0)
+	for i := uint64(0); i < count; i++ {
 		a := le.Uint64(addrs[8*i:])
 		end := uint64(le.Uint32(ends[4*i:]))
-		if end < start || end > names || (i > 0 && a <= syms[i-1].Addr) || a < lo || a > hi {
+		if end < start || end > names || (i > 0 && a <= prev) || a < lo || a > hi {
 			return nil, nil
 		}
-		syms[i] = Symbol{Addr: a, Name: text[start:end]}
-		start = end
+		start, prev = end, a
 	}
 	if start != names {
 		return nil, nil
@@ -406,5 +403,6 @@ func decodeEntry(b []byte) (*Table, []byte) {
 	if head, err := parseText(string(prefix)); err == nil {
 		refs = head.refs
 	}
-	return &Table{syms: syms, partial: true, lo: lo, hi: hi, refs: refs}, prefix
+	text := unsafe.String(unsafe.SliceData(names4), len(names4))
+	return &Table{packed: addrs[:12*count], pnames: text, n: int(count), partial: true, lo: lo, hi: hi, refs: refs}, prefix
 }

@@ -91,7 +91,7 @@ func checkAgainstReference(t *testing.T, tab *Table, text string) int {
 		covered++
 		ws, woff, wok := lookupRef(ref, a)
 		s, off, ok := tab.Lookup(a)
-		if ok != wok || ok && (*s != ws || off != woff) {
+		if ok != wok || ok && (s != ws || off != woff) {
 			t.Fatalf("Lookup(%#x) = %+v+%#x %v; reference %+v+%#x %v", a, s, off, ok, ws, woff, wok)
 		}
 	}
@@ -284,10 +284,15 @@ func FuzzDecodeEntry(f *testing.F) {
 		if len(prefix) == 0 || len(prefix) > prefixLen || !tab.partial {
 			t.Fatalf("accepted entry with prefix %d bytes, partial %v", len(prefix), tab.partial)
 		}
-		for i, s := range tab.syms {
-			if s.Addr < tab.lo || s.Addr > tab.hi || (i > 0 && s.Addr <= tab.syms[i-1].Addr) {
-				t.Fatalf("symbol %d at %#x: unsorted or outside %#x-%#x", i, s.Addr, tab.lo, tab.hi)
+		if tab.packed == nil || len(tab.syms) != 0 {
+			t.Fatalf("a cache entry's table is not packed")
+		}
+		for i := range tab.Len() {
+			a := tab.packedAddr(i)
+			if a < tab.lo || a > tab.hi || (i > 0 && a <= tab.packedAddr(i-1)) {
+				t.Fatalf("symbol %d at %#x: unsorted or outside %#x-%#x", i, a, tab.lo, tab.hi)
 			}
+			_ = tab.packedName(i)
 		}
 		tab.Lookup(tab.lo)
 		tab.Lookup(tab.hi)

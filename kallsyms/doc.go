@@ -5,7 +5,9 @@
 // Data flow: Load (a file), Parse (a reader) or ParseBytes (an archive's
 // copy) read the table once into a Table sorted by address; Table.Lookup
 // then finds the symbol at or below a kernel address and the offset into
-// it, without allocating. A Table is immutable and safe for concurrent use.
+// it, without allocating. A table read from LoadProc's cache is the cache
+// entry's own arrays (addresses, name ends, names): no Symbol is built
+// per name, and the garbage collector has no pointer to follow in it. A Table is immutable and safe for concurrent use.
 //
 // The running kernel's table: LoadProc reads /proc/kallsyms, which costs
 // tens of milliseconds of kernel time however it is read, and keeps the

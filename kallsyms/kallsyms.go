@@ -2,6 +2,7 @@ package kallsyms
 
 import (
 	"cmp"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"slices"
@@ -21,6 +22,14 @@ type Symbol struct {
 // concurrent use.
 type Table struct {
 	syms []Symbol
+	// packed holds, instead of syms, the symbols of a cache entry as the
+	// entry stores them (decodeEntry): n addresses (u64) then n name ends
+	// (u32), little-endian, the names in pnames. No Symbol per name is
+	// made: a lookup makes the one it returns, and the garbage collector
+	// has no pointer to follow in a table of 100,000 symbols.
+	packed []byte
+	pnames string
+	n      int
 	// partial: only the kernel image's symbols, from LoadProc's cache;
 	// lookups of addresses in [lo, hi] are exact (Covers).
 	partial bool
@@ -229,7 +238,25 @@ var blank, hexDigit = func() (b [256]bool, h [256]byte) {
 }()
 
 // Len returns the number of symbols.
-func (t *Table) Len() int { return len(t.syms) }
+func (t *Table) Len() int {
+	if t.packed != nil {
+		return t.n
+	}
+	return len(t.syms)
+}
+
+// packedAddr returns the address of the packed table's symbol i.
+func (t *Table) packedAddr(i int) uint64 { return binary.LittleEndian.Uint64(t.packed[8*i:]) }
+
+// packedName returns the name of the packed table's symbol i.
+func (t *Table) packedName(i int) string {
+	ends := t.packed[8*t.n:]
+	start := uint32(0)
+	if i > 0 {
+		start = binary.LittleEndian.Uint32(ends[4*(i-1):])
+	}
+	return t.pnames[start:binary.LittleEndian.Uint32(ends[4*i:])]
+}
 
 // Covers reports whether Lookup answers addr as the whole kernel symbol
 // table would: always, except for a table LoadProc read from its cache,
@@ -252,6 +279,11 @@ func (t *Table) Address(name string) (uint64, bool) {
 			return s.Addr, true
 		}
 	}
+	for i := 0; i < t.n && t.packed != nil; i++ {
+		if t.packedName(i) == name {
+			return t.packedAddr(i), true
+		}
+	}
 	for i := range t.syms {
 		if t.syms[i].Name == name && t.syms[i].Module == "" {
 			return t.syms[i].Addr, true
@@ -262,13 +294,21 @@ func (t *Table) Address(name string) (uint64, bool) {
 
 // Lookup returns the symbol containing addr (the last symbol at or below
 // it) and addr's offset from it.
-func (t *Table) Lookup(addr uint64) (sym *Symbol, offset uint64, ok bool) {
+func (t *Table) Lookup(addr uint64) (sym Symbol, offset uint64, ok bool) {
 	if t == nil {
-		return nil, 0, false
+		return Symbol{}, 0, false
+	}
+	if t.packed != nil {
+		i := sort.Search(t.n, func(i int) bool { return t.packedAddr(i) > addr }) - 1
+		if i < 0 {
+			return Symbol{}, 0, false
+		}
+		a := t.packedAddr(i)
+		return Symbol{Addr: a, Name: t.packedName(i)}, addr - a, true
 	}
 	i := sort.Search(len(t.syms), func(i int) bool { return t.syms[i].Addr > addr }) - 1
 	if i < 0 {
-		return nil, 0, false
+		return Symbol{}, 0, false
 	}
-	return &t.syms[i], addr - t.syms[i].Addr, true
+	return t.syms[i], addr - t.syms[i].Addr, true
 }

@@ -78,10 +78,12 @@ type Reader struct {
 // Pages of a mapped file are dropped from memory in steps of dropStep,
 // dropLag behind the record being read, so that the resident set stays
 // small however large the file: records still referenced (queued in a
-// Sorter) are read back from the file if needed.
+// Sorter) are read back from the file if needed. A few MB resident is
+// enough: the large bench recording (330 MB) reads as fast with 2 MB as
+// with 16 MB, and peaks 16 MB lower.
 const (
-	dropStep = 16 << 20
-	dropLag  = 4 << 20
+	dropStep = 2 << 20
+	dropLag  = 2 << 20
 )
 
 // recs are the reused record values Next returns.

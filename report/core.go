@@ -41,7 +41,9 @@ type CoreOptions struct {
 }
 
 // Core is an opened core dump with what its report needs: the core itself,
-// the main executable's recorded path and the --exe override.
+// the main executable's recorded path and the --exe override. A Core made
+// without OpenCore (a coredump.Core opened by the caller) looks for mapped
+// files at their recorded paths.
 type Core struct {
 	*coredump.Core
 	// ExePath is the main executable's recorded path (the NT_FILE mapping
@@ -429,7 +431,7 @@ func (c *Core) wholeBuildID(o coredump.Object) []byte {
 	if !o.BuildIDPrefix {
 		return o.BuildID
 	}
-	f, err := c.openMapped(o.Path)
+	f, err := c.openFile(o.Path)
 	if err != nil {
 		return o.BuildID
 	}
@@ -454,13 +456,22 @@ func (c *Core) hasBuildID(path string) bool {
 	return false
 }
 
+// openFile opens a mapped file where it is found now (openMapped, else
+// at its recorded path).
+func (c *Core) openFile(path string) (*os.File, error) {
+	if c.openMapped == nil {
+		return os.Open(path)
+	}
+	return c.openMapped(path)
+}
+
 // isData reports whether the file mapped at path, where it is found now,
 // is no ELF object (a locale archive, gconv's module cache: data a
 // process maps read-only), so that a mapping of it the core has no
 // segment for is not taken for code whose object is missing. A file that
 // cannot be read is not known to be data.
 func (c *Core) isData(path string) bool {
-	f, err := c.openMapped(path)
+	f, err := c.openFile(path)
 	if err != nil {
 		return false
 	}

@@ -305,29 +305,39 @@ func rawCore(t testing.TB, tr *coretruth.Truth) []byte {
 
 // FuzzRunCore: no core crashes, hangs or exhausts memory in the report of
 // its threads (the unwinder reading the core's memory, the resolver its
-// mappings, the JSON writer), and every thread the reader found is
-// reported. Seeds: the x86_64 threads core cut to its headers and notes,
-// and to its first 128 KiB (small inputs fuzz fast; the unwinder then
-// reads truncated and absent memory; TestReportCoreDamaged in cmd/ustack
-// flips bits in the whole core). The objects are not at their recorded
-// paths: only the core's memory is read, as for a core from another
-// machine.
+// mappings, the JSON writer), every thread the reader found is reported,
+// and the core read from a file, mapped read-only, reports as the same
+// bytes in memory do. Seeds: the x86_64 threads core cut to its headers and
+// notes, and to its first 128 KiB (small inputs fuzz fast; the unwinder
+// then reads truncated and absent memory; TestReportCoreDamaged in
+// cmd/ustack flips bits in the whole core). The objects are not at their
+// recorded paths: only the core's memory is read, as for a core from
+// another machine.
 func FuzzRunCore(f *testing.F) {
+	raw := threadsCore(f)
+	f.Add(raw[:16<<10])
+	f.Add(raw[:128<<10])
+	empty, dir := f.TempDir(), f.TempDir()
+	f.Fuzz(func(t *testing.T, data []byte) { checkRunCore(t, data, empty, dir) })
+}
+
+// threadsCore returns the raw x86_64 threads core.
+func threadsCore(t testing.TB) []byte {
 	all, err := coretruth.Load(testdataDir)
-	require.NoError(f, err)
+	require.NoError(t, err)
 	for _, tr := range all {
 		if tr.Arch+"/"+tr.Name == "x86_64/threads" {
-			raw := rawCore(f, tr)
-			f.Add(raw[:16<<10])
-			f.Add(raw[:128<<10])
+			return rawCore(t, tr)
 		}
 	}
-	empty := f.TempDir()
-	f.Fuzz(func(t *testing.T, data []byte) {
-		cd, err := coredump.Parse(data, "fuzz", &coredump.Options{NoMappedFiles: true})
-		if err != nil {
-			return
-		}
+	t.Fatal("no x86_64/threads core")
+	return nil
+}
+
+// checkRunCore reports the core data (if it parses) from memory and from a
+// file in dir, objects looked for in empty, and checks both reports.
+func checkRunCore(t *testing.T, data []byte, empty, dir string) {
+	report := func(cd *coredump.Core) []byte {
 		c := &Core{Core: cd, ExePath: mainExecutable(cd)}
 		var b bytes.Buffer
 		w := NewJSONWriter(&b, false)
@@ -337,7 +347,21 @@ func FuzzRunCore(f *testing.F) {
 		require.NoError(t, w.Flush())
 		require.Equal(t, len(cd.Threads), sum.Samples)
 		require.Len(t, testprog.JSONLines[coreSample](t, b.Bytes()), sum.Samples)
-	})
+		return b.Bytes()
+	}
+	cd, err := coredump.Parse(data, "fuzz", &coredump.Options{NoMappedFiles: true})
+	if err != nil {
+		return
+	}
+	inMemory := report(cd)
+	// The same bytes as a file, mapped read-only (what `ustack report -i
+	// core` reads): the same report, and nothing written to them.
+	path := filepath.Join(dir, "fuzz")
+	require.NoError(t, os.WriteFile(path, data, 0o600))
+	mc, err := coredump.Open(path, &coredump.Options{NoMappedFiles: true})
+	require.NoError(t, err, "Parse read it")
+	defer mc.Close()
+	require.Equal(t, string(bytes.ReplaceAll(inMemory, []byte(`"fuzz"`), []byte(strconv.Quote(path)))), string(report(mc)))
 }
 
 // BenchmarkRunCore reports the six threads of x86_64/threads (objects from
@@ -370,4 +394,23 @@ func BenchmarkRunCore(b *testing.B) {
 		}
 		w.Flush()
 	}
+}
+
+// TestRunCoreWithoutOpenCore reports a Core made from a coredump.Core the
+// caller opened (as FuzzRunCore does) whose NT_FILE lists a mapping the
+// core has no segment for: a Core not made by OpenCore had no way to open
+// mapped files, and RunCore panicked (nil func) asking whether the file was
+// data. It now looks at the recorded path, as OpenCore without --symfs
+// does.
+func TestRunCoreWithoutOpenCore(t *testing.T) {
+	cd, err := coredump.Parse(threadsCore(t), "threads", &coredump.Options{NoMappedFiles: true})
+	require.NoError(t, err)
+	cd.Mappings = append(cd.Mappings, coredump.Mapping{Start: 0x10000, End: 0x11000, Path: filepath.Join(t.TempDir(), "gone.so")})
+	c := &Core{Core: cd, ExePath: mainExecutable(cd)}
+	empty := t.TempDir()
+	n := 0
+	sum, err := RunCore(c, CoreOptions{Options: Options{SymFS: empty, BuildIDDir: empty}}, func(*Sample) error { n++; return nil })
+	require.NoError(t, err)
+	require.Equal(t, len(cd.Threads), sum.Samples)
+	require.Equal(t, len(cd.Threads), n)
 }

@@ -54,7 +54,7 @@ func sampleKey(time uint64, tid, cpu uint32) string {
 }
 
 // scanRecords lists the records of an intact file and the end of its data.
-func scanRecords(t *testing.T, data []byte) ([]damageRecord, int64) {
+func scanRecords(t testing.TB, data []byte) ([]damageRecord, int64) {
 	t.Helper()
 	r, err := perfdata.NewFileReader(bytes.NewReader(data), int64(len(data)))
 	if err != nil {
@@ -106,7 +106,7 @@ func runDamaged(t *testing.T, data []byte, what string) *damageRun {
 		}
 		var buf bytes.Buffer
 		tw := NewTextWriter(&buf, EventWidth(names), false)
-		out.sum, out.runErr = Run(r, Options{Kallsyms: "-", SymFS: symfsForDamage, Jobs: 2, NoInline: true, SectionCache: sections}, func(s *Sample) error {
+		out.sum, out.runErr = Run(r, Options{Kallsyms: "-", SymFS: symfsForDamage, Jobs: 2, NoInline: true, SectionCache: sections, Cache: testCache(t, symfsForDamage)}, func(s *Sample) error {
 			buf.Reset()
 			if err := tw.Write(s); err != nil {
 				return err

@@ -132,7 +132,17 @@ func TestJavaPerfMap(t *testing.T) {
 						t.Errorf("sample %d (%s): JIT frame %d is %q, perf's %q", i, p.time, k, jit[k], p.jit[k])
 					}
 				}
-				perfOnly += len(p.jit) - n
+				if len(p.jit) > n {
+					if perfOnly == 0 {
+						// What the two saw, to tell why (once seen under load).
+						var fs []string
+						for _, f := range s.Frames {
+							fs = append(fs, fmt.Sprintf("%s (%s, %s)", f.Symbol, f.Module, f.How))
+						}
+						t.Logf("sample %d (%s): perf's JIT frames %q; ustack's stack (stop %s %s):\n  %s", i, p.time, p.jit, s.Stop, s.StopErr, strings.Join(fs, "\n  "))
+					}
+					perfOnly += len(p.jit) - n
+				}
 				deeper += len(jit) - n
 				if len(jit) == 0 || jit[0] != "int Hot.fib(int)" {
 					continue

@@ -54,3 +54,11 @@ func (n *LiveNamer) Name(s *Sample, space *resolve.Space, kernel, user []uint64)
 		s.Frames = n.sym.Append(s.Frames, space, &fr, "callchain")
 	}
 }
+
+// Forget lets go of the answers the namer remembers for the last
+// addresses it named (its Symbolizer's memo). Their names are parts of
+// their objects' string tables and keep those alive, also after a budget
+// closed the objects (resolve.Options.CacheBudget): a long-lived namer,
+// such as an agent's, calls Forget now and then (the agent at each
+// interval) so that what it holds stays that of the objects in use.
+func (n *LiveNamer) Forget() { n.sym.Forget() }

@@ -11,6 +11,9 @@ import (
 // TestMain removes what the tests shared (testSections) when they end.
 func TestMain(m *testing.M) {
 	code := m.Run()
+	if cacheObj != nil {
+		cacheObj.Close()
+	}
 	if sectionsDir != "" {
 		os.RemoveAll(sectionsDir)
 	}
@@ -41,4 +44,23 @@ func testSections(t testing.TB) *elfcache.SectionCache {
 		t.Fatal(sectionsErr)
 	}
 	return sectionsSC
+}
+
+var (
+	cacheOnce sync.Once
+	cacheObj  *elfcache.Cache
+)
+
+// testCache returns an object cache that every test of this binary shares
+// (report.Options.Cache), opening files beneath symfs: the damaged-recording
+// tests run some 1,500 reports of the same objects, and built libc's
+// symbol, line and call-site tables in each (four fifths of their time).
+// Every caller must pass the same symfs.
+func testCache(t testing.TB, symfs string) *elfcache.Cache {
+	t.Helper()
+	sc := testSections(t)
+	cacheOnce.Do(func() {
+		cacheObj = elfcache.NewCache(elfcache.Options{SymFS: symfs, SectionCache: sc})
+	})
+	return cacheObj
 }

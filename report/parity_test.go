@@ -330,6 +330,11 @@ func unnamedPLT(x, y string) bool {
 	if len(fx) != 3 || len(fy) != 3 || fx[0] != fy[0] || fx[2] != fy[2] {
 		return false
 	}
+	if n, off, ok := strings.Cut(fx[1], "+0x"); ok && n == "_init" && fy[1] == "[unknown]" {
+		// .plt's header (PLT0, lazy binding's way into ld.so) has no
+		// symbol (gdb: "No symbol matches"); perf extends _init over it.
+		return inPLTHeader(strings.Trim(fx[2], "()"), off)
+	}
 	return strings.Contains(fy[1], "@plt+") && !strings.Contains(fx[1], "@plt+") || strings.HasPrefix(fx[1], "@plt+")
 }
 

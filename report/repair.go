@@ -77,7 +77,13 @@ func (w *worker) repair(j *job, k int) {
 // WriteRepairLine prints, when the kernel's call chain carried stacks on
 // past the end of their snapshot, how many.
 func (s *Summary) WriteRepairLine(w io.Writer) {
-	if n := s.Stops[StopCallchain]; n > 0 {
-		fmt.Fprintf(w, "ustack: %d stacks cut at the end of their stack snapshot went on with the kernel's call chain of the sample (how callchain)\n", n)
+	n := s.Stops[StopCallchain]
+	if n == 0 {
+		return
 	}
+	empty := ""
+	if s.NoStackChained > 0 {
+		empty = fmt.Sprintf(" (%d of them had no stack snapshot at all: the kernel copied none)", s.NoStackChained)
+	}
+	fmt.Fprintf(w, "ustack: %d stacks cut at the end of their stack snapshot went on with the kernel's call chain of the sample (how callchain)%s\n", n, empty)
 }

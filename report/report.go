@@ -41,6 +41,13 @@ type Options struct {
 	// build-id; nil decompresses them on every run. The output is the same
 	// either way. ustack report uses elfcache.DefaultSectionCacheDir.
 	SectionCache *elfcache.SectionCache
+	// Cache, when set, opens the object files and keeps them for the next
+	// Run given it: a tracer that reports every few seconds builds each
+	// object's symbol, line and unwind tables once, not once a report.
+	// Its own elfcache.Options (SymFS, DebugDirs, SectionCache) are used
+	// for the files it opens, not SymFS, DebugDirs and SectionCache here;
+	// Run does not close it. nil: each Run opens and closes its own.
+	Cache *elfcache.Cache
 	// BuildIDDir is perf's build-id cache, used for the vdso and for
 	// objects whose file on disk changed; "" is perf's default,
 	// resolve.DefaultBuildIDDir() ($HOME/.debug). (resolve.Options'
@@ -192,8 +199,15 @@ type Summary struct {
 	Filtered int
 	// NoUserData counts samples of events recorded with user registers
 	// and stack (a DWARF call graph) that carry neither, in a user
-	// context (kernel threads have none and are not counted).
+	// context (kernel threads have none and are not counted), and whose
+	// user frames are therefore missing. Those the kernel's call chain
+	// carried instead (stop StopCallchain) are counted in
+	// NoStackChained.
 	NoUserData int
+	// NoStackChained counts samples with user registers but no stack
+	// bytes (the kernel copied none) whose stack went on with the
+	// kernel's call chain of the sample (stop StopCallchain).
+	NoStackChained int
 	// Attrs are the recording's events and Cmdline the command that
 	// made it (perf's CMDLINE header; "ustack record ..." for ustack).
 	Attrs   []*perfdata.Attr
@@ -303,7 +317,7 @@ type processor struct {
 	// mapped, and whether the recording's clock is CLOCK_MONOTONIC.
 	markers map[string]markerTime
 
-	spaces map[uint64]*resolve.Space // snapshot version -> address space
+	spaces map[uint32]pidSpace // pid -> its latest address space
 	mapBuf []resolve.Mapping
 	traces traceFormats
 }
@@ -334,7 +348,7 @@ func newProcessor(s *perfdata.Session, opts Options) (*processor, error) {
 		comms:   map[uint32]string{},
 		buildID: map[string][]byte{},
 		markers: map[string]markerTime{},
-		spaces:  map[uint64]*resolve.Space{},
+		spaces:  map[uint32]pidSpace{},
 	}
 	p.traces.p = p
 	p.builds, p.replaced = map[string]int{}, map[string]bool{}
@@ -428,7 +442,7 @@ func (p *processor) relocateKernel(t *kallsyms.Table) {
 
 // lookupKernel names a kernel address of the recording from t: kernel
 // text addresses moved by ksymsDelta, others (modules, BPF) as they are.
-func (p *processor) lookupKernel(t *kallsyms.Table, addr uint64) (*kallsyms.Symbol, uint64, bool) {
+func (p *processor) lookupKernel(t *kallsyms.Table, addr uint64) (kallsyms.Symbol, uint64, bool) {
 	if ref := p.kernelRef; p.ksymsDelta != 0 && ref != nil && addr >= ref.Start && addr-ref.Start < ref.Len {
 		addr += p.ksymsDelta
 	}
@@ -524,16 +538,23 @@ type job struct {
 	out    Sample
 	regs   arch.Regs
 	hasReg bool
+	// stack is the sample's user stack: the sorter's copy of it (a
+	// slice of a mapped recording, read-only, or of the sorter's clone),
+	// or own, the job's buffer, holding a copy.
 	stack  []byte
+	own    []byte
 	user   []uint64 // user callchain when there are no registers
 	kernel []uint64
 	ip     uint64 // the sampled user IP, when there is neither
 	userIP bool
 	// fullStack: the kernel copied the whole stack snapshot asked for.
 	fullStack bool
-	space     *resolve.Space
-	done      chan struct{}
-	err       error
+	// noUserData: the sample was recorded for a DWARF unwind but
+	// carries no user registers or no stack (missingUserData).
+	noUserData bool
+	space      *resolve.Space
+	done       chan struct{}
+	err        error
 	// trace is a tracepoint sample's format and raw a copy of its data,
 	// formatted by the worker into traceText.
 	trace     *tracefmt.Format
@@ -589,6 +610,11 @@ func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary,
 				if j.out.Stop == "truncated" && j.fullStack {
 					sum.SnapshotCut++
 				}
+				if j.noUserData && j.out.Stop == StopCallchain {
+					sum.NoStackChained++
+				} else if j.noUserData {
+					sum.NoUserData++
+				}
 				sum.countJITStop(&j.out)
 				sum.addFP(&j.fp)
 				err = emit(&j.out)
@@ -619,10 +645,8 @@ func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary,
 				sum.Filtered++
 				continue
 			}
-			if missingUserData(rec) {
-				sum.NoUserData++
-			}
 			j := p.newJob(rec, index)
+			j.noUserData = missingUserData(rec)
 			index++
 			ordered <- j
 			queue <- j
@@ -677,7 +701,7 @@ func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary,
 
 func (j *job) release() {
 	j.out.Frames = j.out.Frames[:0]
-	j.stack = j.stack[:0]
+	j.stack = nil // never written: it may be a read-only mapping's
 	j.user = j.user[:0]
 	j.kernel = j.kernel[:0]
 	j.space = nil
@@ -726,7 +750,8 @@ func (p *processor) newJob(s *perfdata.Sample, index int) *job {
 			// The sorter handed over its own copy: keep it.
 			j.stack = s.Stack()
 		} else {
-			j.stack = append(j.stack[:0], s.Stack()...)
+			j.own = append(j.own[:0], s.Stack()...)
+			j.stack = j.own
 		}
 		j.out.StackSize = len(j.stack)
 		j.fullStack = len(s.StackData) > 0 && s.StackDynSize >= uint64(len(s.StackData))

@@ -201,9 +201,11 @@ func (t *TextWriter) appendCallchain(b []byte, s *Sample, f Fields) []byte {
 	// perf cannot start an unwind at a PC outside every known mapping,
 	// nor without stack bytes (the kernel could not copy them), and
 	// prints no user frames then; JSON keeps what ustack found. A call
-	// chain or sampled IP (no unwind, no Stop) is printed as recorded.
+	// chain or sampled IP (no unwind, no Stop) is printed as recorded,
+	// and so is a stack the kernel's call chain carried (StopCallchain:
+	// perf prints the chain when it cannot unwind).
 	// A core dump's threads are printed whole, as gdb does.
-	noUser := s.Stop != "" && s.StackSize == 0
+	noUser := s.Stop != "" && s.Stop != StopCallchain && s.StackSize == 0
 	for i := range s.Frames {
 		fr := &s.Frames[i]
 		if !fr.Kernel && s.Stop != "" && s.Event != CoreEvent && (noUser || fr.Module == "" && (i == 0 || s.Frames[i-1].Kernel)) {

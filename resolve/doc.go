@@ -68,6 +68,14 @@
 // caller supplied one), the objects it made from archive or vdso bytes, and
 // its perf maps and jitdumps.
 //
+// A Resolver may serve a tracer's whole run: with Options.CacheBudget, each
+// Space holds a reference to the objects it maps, Space.Close gives them
+// back (a Space pinned for a walk, Space.Pin, gives them back at its last
+// Unpin), and objects no Space holds are closed, least recently used
+// first, while the objects hold more than the budget. Close the Spaces of
+// processes that exited and ForgetPID them; CacheStats counts objects
+// open, bytes held, evictions and re-opens.
+//
 // Where to begin: the package Example; New, Resolver.NewSpace, then a
 // Symbolizer's Append (unwound frames, Reset before each stack) or
 // AppendAddr (bare addresses). Package tracer wraps this for live processes

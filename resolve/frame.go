@@ -170,6 +170,20 @@ func (z *Symbolizer) Append(out []Frame, s *Space, fr *unwinder.Frame, how How) 
 // lookups, kept for speed, are kept.
 func (z *Symbolizer) Reset() { z.last = lastFrame{} }
 
+// Forget empties the memo of the last addresses named: its answers keep
+// their objects' symbol and line tables alive, also after a Cache closed
+// those objects over its budget (Options.CacheBudget). A long-lived
+// Symbolizer calls it after objects were let go (an exited process
+// forgotten). It also ends the stack in progress, as Reset does.
+func (z *Symbolizer) Forget() {
+	if z.memo != nil {
+		clear(z.memo[:])
+	}
+	clear(z.src[:cap(z.src)])
+	z.src = z.src[:0]
+	z.last, z.tail = lastFrame{}, tailSearch{}
+}
+
 // AppendAddr appends the frames of the code at addr in s, a bare address
 // (one a tracer sampled, or a PC it found elsewhere): the functions
 // inlined there, innermost first, then the function itself, with How

@@ -369,7 +369,7 @@ func (j *jitState) build(s *Space, e int) *Space {
 		maps = append(maps, spaceMap{path: j.dump.path, start: f.start, jit: f})
 	}
 	sp := &Space{as: unwinder.NewAddressSpace(ums), pid: s.pid, maps: maps, jit: s.jit, jitd: j, epoch: e,
-		noInline: s.noInline, noTailCall: s.noTailCall, r: s.r}
+		noInline: s.noInline, noTailCall: s.noTailCall, r: s.r, refs: s.refs}
 	return sp
 }
 

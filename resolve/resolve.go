@@ -117,6 +117,14 @@ type Options struct {
 	// has (elfcache.Cache.OpenBuildID) and the debug files that no local
 	// search found (a *debuginfod.Client); nil fetches nothing.
 	Fetcher elfcache.Fetcher
+	// CacheBudget, when positive, is how many bytes the objects of the
+	// caches the Resolver makes may hold (elfcache.Cache.SetBudget;
+	// elfcache.Object.HeldBytes) before the objects no Space holds are
+	// closed, least recently released first; 0 keeps every object open
+	// until Close. A Cache given in Cache keeps its own budget. For a
+	// long-lived Resolver (a tracer's whole run): Close the Spaces of
+	// processes that exited, and ForgetPID them.
+	CacheBudget int64
 	// Origin names where the build-ids come from in warnings ("the core");
 	// "" is "the recording".
 	Origin string
@@ -163,11 +171,16 @@ type Resolver struct {
 	mu      sync.Mutex
 	objects map[objectKey]*elfcache.Object // nil: could not be used
 	owned   []*elfcache.Object             // opened from bytes; closed by Close
+	ownedBy map[*elfcache.Object]bool      // the same, as a set
 	jit     map[uint32]*perfMap
 	dumps   map[string]*jitDump // by marker path; nil: not found
 	missing map[string]string
 	warned  map[string]bool
 	closed  bool
+	// spaces are the Spaces holding references not given back yet,
+	// given back by Close (to a Cache the Resolver does not own, which
+	// outlives it).
+	spaces map[*spaceRefs]struct{}
 	// found says where each object was found, for Objects.
 	found map[*elfcache.Object]foundAt
 	// pyCode holds each python object's trampoline template (nil: none),
@@ -209,24 +222,113 @@ type objectKey struct {
 func New(opts Options) *Resolver {
 	r := &Resolver{opts: opts, cache: opts.Cache, objects: map[objectKey]*elfcache.Object{},
 		jit: map[uint32]*perfMap{}, dumps: map[string]*jitDump{}, missing: map[string]string{}, warned: map[string]bool{},
-		found: map[*elfcache.Object]foundAt{}, pyCode: map[*elfcache.Object][]byte{}}
+		found: map[*elfcache.Object]foundAt{}, pyCode: map[*elfcache.Object][]byte{}, ownedBy: map[*elfcache.Object]bool{},
+		spaces: map[*spaceRefs]struct{}{}}
 	if r.cache == nil {
 		r.cache = elfcache.NewCache(elfcache.Options{DebugDirs: opts.DebugDirs, SymFS: opts.SymFS,
 			SectionCache: opts.SectionCache, Fetcher: opts.Fetcher})
+		r.cache.SetBudget(opts.CacheBudget)
 		r.ownsCache = true
 	}
 	r.local = r.cache
 	if opts.SymFS != "" && (opts.BuildIDDir != "" || len(opts.MoreBuildIDDirs) > 0) {
 		r.local = elfcache.NewCache(elfcache.Options{DebugDirs: opts.DebugDirs,
 			SectionCache: opts.SectionCache, Fetcher: opts.Fetcher})
+		r.local.SetBudget(opts.CacheBudget)
 	}
 	return r
+}
+
+// CacheStats returns the counters of the Resolver's object caches (summed
+// when it has two: its SymFS's and a build-id cache's), for a tracer to
+// export: objects open and in use, bytes held, evictions, misses and
+// re-opens. Objects made from bytes (an archive's, the vdso's) are not
+// among them.
+func (r *Resolver) CacheStats() elfcache.CacheStats {
+	s := r.cache.Stats()
+	if r.local != r.cache {
+		l := r.local.Stats()
+		s.Objects += l.Objects
+		s.InUse += l.InUse
+		s.HeldBytes += l.HeldBytes
+		s.MappedBytes += l.MappedBytes
+		s.Budget += l.Budget
+		s.Misses += l.Misses
+		s.Reopens += l.Reopens
+		s.Evictions += l.Evictions
+	}
+	return s
+}
+
+// acquire takes a reference to obj for a Space: false when its cache
+// evicted it. Objects made from bytes are the Resolver's till Close.
+func (r *Resolver) acquire(obj *elfcache.Object) bool {
+	r.mu.Lock()
+	owned := r.ownedBy[obj]
+	r.mu.Unlock()
+	return owned || r.cache.Acquire(obj) || r.local != r.cache && r.local.Acquire(obj)
+}
+
+// release gives back a reference acquire, or an open through a cache,
+// took.
+func (r *Resolver) release(obj *elfcache.Object) {
+	if obj == nil {
+		return
+	}
+	r.cache.Release(obj)
+	if r.local != r.cache {
+		r.local.Release(obj)
+	}
+}
+
+// ForgetPID drops what the Resolver keeps for process pid (it exited): its
+// JIT perf map and jitdump, the objects found inside its root. The
+// Spaces made for it must be closed (Space.Close) for their objects to be
+// closed when over the budget. It also drops the Resolver's entries of
+// objects their caches closed since.
+func (r *Resolver) ForgetPID(pid uint32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return
+	}
+	delete(r.jit, pid)
+	for path := range r.dumps {
+		if p, ok := jitdump.IsMarkerPath(path); ok && p == pid {
+			delete(r.dumps, path)
+		}
+	}
+	for k, o := range r.objects {
+		if k.pid == pid && pid != 0 || o != nil && o.Closed() {
+			delete(r.objects, k)
+		}
+	}
+	for o := range r.found {
+		if o.Closed() {
+			delete(r.found, o)
+		}
+	}
+	for o := range r.pyCode {
+		if o.Closed() {
+			delete(r.pyCode, o)
+		}
+	}
 }
 
 // Close releases the objects the Resolver opened and its object cache
 // (unless Options.Cache supplied it). Spaces and frames from it must not be
 // used afterwards.
 func (r *Resolver) Close() error {
+	r.mu.Lock()
+	spaces := r.spaces
+	r.spaces = nil
+	r.mu.Unlock()
+	// Spaces never closed give their references back: a Cache given in
+	// Options.Cache outlives the Resolver, and its objects must not stay
+	// in use (the budget could never close them).
+	for sr := range spaces {
+		sr.release()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -330,7 +432,8 @@ func (r *Resolver) Prepare(path string, buildID []byte) {
 // OpenObject returns the object of path with the given build-id (nil: any
 // build), found as NewSpace finds a mapping's (the file at path, the
 // build-id caches, the Fetcher...), or nil when none could be used
-// (Missing says why). The Resolver owns it: it stays open until Close.
+// (Missing says why). The Resolver owns it: it stays open until Close,
+// whatever the budget (Options.CacheBudget).
 func (r *Resolver) OpenObject(path string, buildID []byte) *elfcache.Object {
 	m := Mapping{Map: procmaps.Map{Path: path, BuildID: buildID, Exec: true}}
 	return r.object(0, &m)
@@ -353,6 +456,74 @@ type Space struct {
 	// noTailCall is the Resolver's Options.NoTailCall.
 	noTailCall bool
 	r          *Resolver // for warnings
+	// refs are the references to the objects the Space holds, shared by
+	// the Spaces At derives from it.
+	refs *spaceRefs
+}
+
+// spaceRefs are the object references of a Space and its users.
+type spaceRefs struct {
+	r    *Resolver
+	objs []*elfcache.Object // each with a reference taken for the Space
+	// state is 2 × the Pins in force, plus 1 once the Space is closed;
+	// the references are given back when it becomes 1.
+	state atomic.Int64
+	// released is set when the references were given back (by the
+	// Space's Close or the Resolver's).
+	released atomic.Bool
+}
+
+// Pin marks the Space in use (an unwind, a symbolization) until Unpin, so
+// that Close does not give its objects back under the user: a Space
+// closed while pinned gives them back at the last Unpin. It reports
+// false, and the Space must not be used, when the Space is closed
+// already. Safe for concurrent use; it does not allocate.
+func (s *Space) Pin() bool {
+	for {
+		v := s.refs.state.Load()
+		if v&1 != 0 {
+			return false
+		}
+		if s.refs.state.CompareAndSwap(v, v+2) {
+			return true
+		}
+	}
+}
+
+// Unpin ends a Pin.
+func (s *Space) Unpin() {
+	if s.refs.state.Add(-2) == 1 {
+		s.refs.release()
+	}
+}
+
+// Close gives back the Space's references to its objects (and those of
+// the Spaces At derived from it), now or at the last Unpin of a Pin in
+// force: with a budget (Options.CacheBudget) they may be closed after, so
+// the Space, its frames' Objects and the Spaces At gave must not be used
+// (frames already symbolized stay valid: their strings are copies). A
+// Space that is never closed keeps its objects open until the Resolver's
+// Close. Closing twice is harmless.
+func (s *Space) Close() {
+	v := s.refs.state.Or(1)
+	if v == 0 {
+		s.refs.release()
+	}
+}
+
+func (sr *spaceRefs) release() {
+	if !sr.released.CompareAndSwap(false, true) {
+		return
+	}
+	for _, o := range sr.objs {
+		sr.r.release(o)
+	}
+	sr.objs = nil
+	sr.r.mu.Lock()
+	if sr.r.spaces != nil {
+		delete(sr.r.spaces, sr)
+	}
+	sr.r.mu.Unlock()
 }
 
 type spaceMap struct {
@@ -442,7 +613,8 @@ func (s *Space) mapOf(i int) *spaceMap {
 // opening each executable mapping's object (once per Resolver) by the
 // build-id policy of the package documentation.
 func (r *Resolver) NewSpace(pid uint32, maps []Mapping) *Space {
-	s := &Space{pid: pid, maps: make([]spaceMap, len(maps)), noInline: r.opts.NoInline, noTailCall: r.opts.NoTailCall, r: r}
+	s := &Space{pid: pid, maps: make([]spaceMap, len(maps)), noInline: r.opts.NoInline, noTailCall: r.opts.NoTailCall, r: r,
+		refs: &spaceRefs{r: r}}
 	ums := make([]unwinder.Mapping, len(maps))
 	anon := false
 	marker := ""
@@ -463,6 +635,7 @@ func (r *Resolver) NewSpace(pid uint32, maps []Mapping) *Space {
 			}
 		case m.Exec || m.File != "":
 			if obj := r.object(pid, m); obj != nil {
+				s.refs.objs = append(s.refs.objs, obj)
 				if bias, ok := obj.Bias(m.Start, m.PgOff); ok {
 					um.Object, um.Bias = obj, bias
 					sm.obj = obj
@@ -478,6 +651,13 @@ func (r *Resolver) NewSpace(pid uint32, maps []Mapping) *Space {
 	if anon {
 		s.jit = r.perfMap(pid)
 		r.pyTrampolines(s, ums)
+	}
+	if len(s.refs.objs) > 0 {
+		r.mu.Lock()
+		if r.spaces != nil {
+			r.spaces[s.refs] = struct{}{}
+		}
+		r.mu.Unlock()
 	}
 	s.as = unwinder.NewAddressSpace(ums)
 	if marker != "" {
@@ -501,7 +681,8 @@ func FromProcmaps(dst []Mapping, maps []procmaps.Map) []Mapping {
 }
 
 // object finds the object of an executable mapping, or nil (noted in
-// Missing) when none can be used.
+// Missing) when none can be used. The caller holds a reference to it
+// (Resolver.release).
 func (r *Resolver) object(pid uint32, m *Mapping) *elfcache.Object {
 	path := m.Path
 	if m.File != "" {
@@ -526,19 +707,31 @@ func (r *Resolver) object(pid uint32, m *Mapping) *elfcache.Object {
 		own.pid = pid
 	}
 	r.mu.Lock()
+	k := key
 	obj, seen := r.objects[key]
 	if !seen {
+		k = own
 		obj, seen = r.objects[own]
 	}
 	r.mu.Unlock()
-	if seen {
+	if seen && (obj == nil || r.acquire(obj)) {
 		return obj
+	}
+	if seen {
+		// Its cache closed it (over the budget, unused): find it again.
+		r.mu.Lock()
+		if r.objects[k] == obj {
+			delete(r.objects, k)
+		}
+		delete(r.found, obj)
+		delete(r.pyCode, obj)
+		r.mu.Unlock()
 	}
 	obj, where, why := r.find(pid, m)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
-		return nil
+		return nil // the caches are closed
 	}
 	if _, ok := r.found[obj]; obj != nil && !ok {
 		r.found[obj] = foundAt{path: path, where: where}
@@ -619,6 +812,7 @@ func (r *Resolver) find(pid uint32, m *Mapping) (*elfcache.Object, string, strin
 	if path != "[vdso]" && len(buildID) == 0 {
 		if obj := r.openFile(pid, path, nil, keep); obj != nil {
 			if msg := r.replaced(obj, m); msg != "" {
+				r.release(obj)
 				keep(msg)
 				return nil, "", msg
 			}
@@ -751,6 +945,7 @@ func (r *Resolver) mappedFile(m *Mapping) *elfcache.Object {
 		return nil
 	}
 	if c, _ := checkInode(obj.File(), m); c != inodeSame {
+		r.release(obj)
 		return nil
 	}
 	if mismatch(obj, m.BuildID) {
@@ -805,6 +1000,7 @@ func (r *Resolver) openChecked(c *elfcache.Cache, file string, buildID []byte, k
 	}
 	if mismatch(obj, buildID) {
 		keep(fmt.Sprintf("build-id mismatch: %s has %x, %s has %x", r.origin(), buildID, obj.Path(), obj.BuildID()))
+		c.Release(obj)
 		return nil
 	}
 	return obj
@@ -830,6 +1026,7 @@ func (r *Resolver) fromBytes(name string, data, buildID []byte, src string, keep
 	}
 	r.mu.Lock()
 	r.owned = append(r.owned, obj)
+	r.ownedBy[obj] = true
 	r.mu.Unlock()
 	return obj
 }

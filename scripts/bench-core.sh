@@ -131,7 +131,7 @@ scenario with-debug ""
 scenario no-debug "$work/empty-debug-dir"
 
 echo "== checks"
-threads=$(grep -c ' core: ' with-debug/ustack-warm.txt || true)
+threads=$(awk '/^[^\t ]/ && / core(: |$)/' with-debug/ustack-warm.txt | wc -l)
 chains=$(grep -c 'f8+' with-debug/ustack-warm.txt || true)
 gdb_chains=$(grep -c ' f8 ' with-debug/gdb.txt || true)
 echo "  ustack: $threads threads, $chains worker chains through f8; gdb: $gdb_chains"

@@ -15,8 +15,17 @@
 #   perf            perf script (with inline frames: addr2line)
 #   perf-noinline   perf script --no-inline
 #   perfparser      hotspot-perfparser --input FILE --output /dev/null
-# then the ratios, and checks that ustack's stacks agree with perf's
-# (scripts/compare-stacks.py).
+#   base-warm       with BASE=BINARY: that ustack binary, warm (a build of
+#                   the commit before a change: before and after in one run)
+#   ustack-j1, -j2  on the large recording: ustack warm with one and two
+#                   unwinding workers
+#   floor           the least any reader of the file could take: reading
+#                   the recording (cat FILE > /dev/null) plus writing
+#                   ustack's output once (cat OUTPUT > /dev/null), both from
+#                   the page cache, their medians added
+# then ustack-warm's time per sample, the ratios (the floor's among them),
+# and checks that ustack's stacks
+# agree with perf's (scripts/compare-stacks.py).
 #
 # Needs root (or perf_event_paranoid <= 1), perf, gcc, python3 and GNU time;
 # libc6-dbg for inline frames; Debian's hotspot package for perfparser.
@@ -25,7 +34,9 @@
 #   RUNS=5 runs per measurement (median); SLOW_RUNS=1 for perf script with
 #   inline frames on the large recording (tens of seconds a run);
 #   FREQ=2000 FUNCS=3000 for the large workload; SKIP_PERF_INLINE=1 skips
-#   perf script with inline frames on the large recording.
+#   perf script with inline frames on the large recording; BASE=BINARY
+#   measures another ustack binary too (e.g. one built from main); FUNCS=30000
+#   makes a recording about 10x larger (time per sample should stay flat).
 # Run it on a quiet machine: the figures are wall times. On a shared one the
 # CPU times say more (ustack spreads over every core; perf script's
 # addr2line children are counted in its CPU time).
@@ -54,7 +65,9 @@ __attribute__((noinline)) void mid(int n) { leaf(n); sink++; }
 __attribute__((noinline)) void top(int n) { mid(n); sink++; }
 int main(void) { for (int i = 0; i < 60; i++) top(i); return 0; }
 EOF
-gcc -O2 -g -o chain chain.c
+# Built once: the small and medium recordings name this very file (a new
+# build is refused as another program).
+[ -x chain ] && [ -s small.data ] && [ -s medium.data ] || gcc -O2 -g -o chain chain.c
 
 python3 - "$funcs" <<'PY'
 import sys
@@ -77,33 +90,13 @@ echo "== recording"
 [ -s large.data ] || perf record -q -e cpu-clock -F "$freq" --call-graph dwarf -o large.data -- gcc -O2 -c gen.c -o gen.o
 ls -la small.data medium.data large.data
 
-# once NAME OUTFILE command...: one run; prints "secs kb cpusecs".
-once() {
-	local out=$1; shift
-	/usr/bin/time -f '%e %M %U %S' -o "$out.time" "$@" > "$out" 2> "$out.err" || true
-	tail -n 1 "$out.time" | awk '{ printf "%s %s %.2f\n", $1, $2, $3 + $4 }' > "$out.time2" && mv "$out.time2" "$out.time"
-	cat "$out.time"
-}
-
-# measure LABEL N command...: N runs; prints and records the median time
-# and the peak RSS of the median run in results.txt.
-measure() {
-	local label=$1 n=$2; shift 2
-	local t=()
-	for _ in $(seq "$n"); do
-		t+=("$(once "$label.txt" "$@")")
-	done
-	local med
-	med=$(printf '%s\n' "${t[@]}" | sort -n | awk -v n="$n" 'NR == int((n + 1) / 2)')
-	local rss cpu
-	read -r _ rss cpu <<< "$med"
-	printf '  %-15s %8.3f s %7.2f s cpu %7d MB   (%d runs)\n' "$label" "${med%% *}" "$cpu" "$(( rss / 1024 ))" "$n"
-	echo "$label ${med%% *}" >> results.txt
-}
+# once and measure (wall time in nanoseconds, peak RSS, CPU time; medians).
+. "$here/scripts/benchlib.sh"
 
 fields=comm,tid,time,event,ip,sym,symoff,dso
 for rec in small medium large; do
-	echo "== $rec.data ($(./ustack report -i $rec.data --format folded 2>/dev/null | awk '{s+=$NF} END {print s}') samples)"
+	nsamples=$(./ustack report -i $rec.data --format folded 2>/dev/null | awk '{s+=$NF} END {print s}')
+	echo "== $rec.data ($nsamples samples)"
 	: > results.txt
 	cache=$(mktemp -d "$work/cache.XXXXXX")
 	# Cold: a new, empty cache directory for every run.
@@ -112,6 +105,17 @@ for rec in small medium large; do
 	XDG_CACHE_HOME="$cache" ./ustack report -i "$rec.data" > /dev/null 2>&1 || true
 	measure ustack-warm "$runs" env XDG_CACHE_HOME="$cache" ./ustack report -F "$fields" -i "$rec.data"
 	cp ustack-warm.txt "ustack-$rec.txt"
+	if [ -n "${BASE:-}" ]; then
+		XDG_CACHE_HOME="$cache" "$BASE" report -i "$rec.data" > /dev/null 2>&1 || true
+		measure base-warm "$runs" env XDG_CACHE_HOME="$cache" "$BASE" report -F "$fields" -i "$rec.data"
+		if cmp -s base-warm.txt "ustack-$rec.txt"; then echo "  base-warm's output is ustack-warm's, byte for byte"; else echo "  base-warm's output DIFFERS from ustack-warm's"; fi
+	fi
+	if [ "$rec" = large ]; then
+		measure ustack-j1 "$runs" env XDG_CACHE_HOME="$cache" ./ustack report -j 1 -F "$fields" -i "$rec.data"
+		measure ustack-j2 "$runs" env XDG_CACHE_HOME="$cache" ./ustack report -j 2 -F "$fields" -i "$rec.data"
+	fi
+	measure read-file "$runs" bash -c 'cat "$0" > /dev/null' "$rec.data"
+	measure write-output "$runs" cat "ustack-$rec.txt"
 	n=$runs
 	if [ "$rec" = large ]; then n=$slow_runs; fi
 	if [ "$rec" != large ] || [ -z "${SKIP_PERF_INLINE:-}" ]; then
@@ -125,9 +129,19 @@ for rec in small medium large; do
 	else
 		echo "  perfparser: not installed (Debian package hotspot)"
 	fi
-	python3 - <<'PY'
-r = dict(l.split() for l in open("results.txt"))
+	NSAMPLES=$nsamples python3 - <<'PY'
+import os
+r = {l.split()[0]: l.split()[1] for l in open("results.txt")}
 w, c = float(r["ustack-warm"]), float(r["ustack-cold"])
+n = int(os.environ.get("NSAMPLES") or 0)
+if n:
+    print(f"  {'per sample':15s} {1e6 * w / n:8.1f} us warm ({n} samples; flat from 10k to 300k samples is the aim)")
+floor = float(r["read-file"]) + float(r["write-output"])
+print(f"  {'floor':15s} {floor:8.3f} s   (read the file + write the output); ustack-warm / floor: {w / max(floor, 1e-4):6.1f}x")
+if "base-warm" in r:
+    print(f"  {'base-warm':15s} / ustack: {float(r['base-warm']) / max(w, 1e-3):6.2f}x warm")
+if "ustack-j1" in r:
+    print(f"  {'ustack-j1':15s} / ustack-j2: {float(r['ustack-j1']) / max(float(r['ustack-j2']), 1e-3):6.2f}x")
 for k in ("perf", "perf-noinline", "perfparser"):
     if k in r:
         print(f"  {k:15s} / ustack: {float(r[k]) / max(c, 1e-3):6.1f}x cold, {float(r[k]) / max(w, 1e-3):6.1f}x warm")

@@ -25,6 +25,15 @@
 // build-id cache layout, .build-id/XX/REST), else debuginfod
 // (Options.Fetcher), with inline frames and source lines.
 //
+// A Tracer runs as long as the tracing does. With Options.CacheBudget
+// the objects no process uses any more (their process exited and was
+// forgotten, Tracer.Forget, or its maps were read again without them)
+// are closed, least recently used first, while the objects hold more than
+// the budget; those of the processes the Tracer serves stay open, and a
+// Walker's stack in progress keeps its process's objects open until it
+// ends. Tracer.CacheStats counts objects open, bytes held, evictions and
+// re-opens, for a tracer's own metrics.
+//
 // Frames are resolve.Frame (Frame): one name per frame, with how it was
 // recovered (resolve.How); Stack.Stop says why the walk ended
 // (docs/GLOSSARY.md). For perf.data recordings and core dumps, use package

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
+	"weak"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -77,6 +79,12 @@ func captureThread(t testing.TB, pid int, max int) (*arch.Regs, []byte) {
 // pid, a Tracer (closed at the end of the test) with the process read.
 func liveCapture(t testing.TB) (int, *tracer.Tracer, *tracer.Process, *arch.Regs, []byte) {
 	t.Helper()
+	return liveCaptureWith(t, tracer.Options{Warn: func(msg string) { t.Logf("warning: %s", msg) }})
+}
+
+// liveCaptureWith is liveCapture with a Tracer of opts.
+func liveCaptureWith(t testing.TB, opts tracer.Options) (int, *tracer.Tracer, *tracer.Process, *arch.Regs, []byte) {
+	t.Helper()
 	if runtime.GOARCH != "amd64" {
 		t.Skip("the capture is x86_64's ptrace registers")
 	}
@@ -84,7 +92,7 @@ func liveCapture(t testing.TB) (int, *tracer.Tracer, *tracer.Process, *arch.Regs
 	cmd := testprog.StartPaused(t, "ready", 34, bin)
 	pid := cmd.Process.Pid
 	regs, stack := captureThread(t, pid, 32<<10)
-	tr := tracer.New(tracer.Options{Warn: func(msg string) { t.Logf("warning: %s", msg) }})
+	tr := tracer.New(opts)
 	t.Cleanup(func() { tr.Close() })
 	p, err := tr.Process(pid)
 	require.NoError(t, err)
@@ -274,4 +282,49 @@ func TestLiveProcessInMountNamespace(t *testing.T) {
 	n := p.Normalize(nil, libcFrame.Addr)[0]
 	assert.Equal(t, testprog.BuildID(t, filepath.Join(root, libc)), hex.EncodeToString(n.BuildID), "the namespace's libc")
 	assert.NotEqual(t, testprog.BuildID(t, libc), hex.EncodeToString(n.BuildID), "the host's libc")
+}
+
+// TestForgetReleasesObjects: with a budget, the objects of a process are
+// closed once it is forgotten, its stack having been right before; the
+// forgotten Process gives no frames.
+func TestForgetReleasesObjects(t *testing.T) {
+	pid, tr, p, regs, stack := liveCaptureWith(t, tracer.Options{CacheBudget: 1})
+	w := tr.NewWalker()
+	var got []string
+	for _, f := range w.Unwind(p, regs, stack).Frames {
+		got = append(got, strings.Clone(f.Symbol))
+	}
+	assert.True(t, testprog.HasChain(got, []string{"leaf", "inl", "middle", "outer", "main"}), "%q", got)
+	st := tr.CacheStats()
+	assert.Positive(t, st.Objects)
+	assert.Equal(t, st.Objects, st.InUse, "%+v", st)
+	assert.Greater(t, st.HeldBytes, st.Budget, "the objects in use are kept over the budget")
+	// An inlined frame's name comes from the DWARF the object parsed
+	// (the heap): after the object is closed, the Walker must not keep
+	// it alive (its Symbolizer's memo, its last frames).
+	var inlined weak.Pointer[byte]
+	for _, f := range w.Unwind(p, regs, stack).Frames {
+		if f.Inlined && inlined.Value() == nil {
+			inlined = weak.Make(unsafe.StringData(f.Symbol))
+		}
+	}
+	require.NotNil(t, inlined.Value(), "no inlined frame")
+	tr.Forget(pid)
+	st = tr.CacheStats()
+	assert.Zero(t, st.Objects, "%+v", st)
+	assert.Positive(t, st.Evictions)
+	s := w.Unwind(p, regs, stack)
+	assert.Empty(t, s.Frames)
+	assert.ErrorIs(t, s.Err, tracer.ErrForgotten)
+	runtime.GC()
+	assert.Nil(t, inlined.Value(), "the Walker keeps the names of a closed object alive")
+	// The pid read again: its objects opened again, the same stack.
+	p, err := tr.Process(pid)
+	require.NoError(t, err)
+	var again []string
+	for _, f := range w.Unwind(p, regs, stack).Frames {
+		again = append(again, f.Symbol)
+	}
+	assert.Equal(t, got, again)
+	assert.Positive(t, tr.CacheStats().Reopens)
 }

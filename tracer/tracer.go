@@ -49,6 +49,13 @@ type Options struct {
 	// Warn receives warnings (an object of another build, a process
 	// whose maps cannot be read), once each; nil discards them.
 	Warn func(msg string)
+	// CacheBudget, when positive, bounds the memory the opened objects
+	// hold (their tables, symbols, lines and decompressed sections:
+	// elfcache.Object.HeldBytes): past it, objects no Process uses any
+	// more (its maps read again without them, or Forget) are closed,
+	// least recently used first, and opened again if needed. 0 keeps
+	// every object open until Close. CacheStats counts what it does.
+	CacheBudget int64
 }
 
 // Tracer serves the processes of one tracing run. Its methods are safe
@@ -56,6 +63,10 @@ type Options struct {
 type Tracer struct {
 	opts Options
 	res  *resolve.Resolver
+
+	// forgets counts Forget's calls with a budget: a Walker lets go of
+	// what it remembers of the objects (forgetStale) when it changed.
+	forgets atomic.Uint64
 
 	mu      sync.Mutex
 	procs   map[int]*Process
@@ -72,7 +83,7 @@ func New(opts Options) *Tracer {
 		opts.MaxFrames = 127
 	}
 	ro := resolve.Options{DebugDirs: opts.DebugDirs, MoreBuildIDDirs: opts.BuildIDDirs, Fetcher: opts.Fetcher,
-		SectionCache: opts.SectionCache, NoInline: opts.NoInline, Warn: opts.Warn,
+		SectionCache: opts.SectionCache, NoInline: opts.NoInline, Warn: opts.Warn, CacheBudget: opts.CacheBudget,
 		ProcRoot: true, PerfMapDir: "/tmp", Origin: "the normalized address"}
 	if vdso, err := capture.ReadVDSO(); err == nil {
 		ro.VDSO = vdso
@@ -114,11 +125,63 @@ func (t *Tracer) Process(pid int) (*Process, error) {
 }
 
 // Forget drops process pid (it exited): a later Process(pid) reads the
-// maps of whatever process has that pid then.
+// maps of whatever process has that pid then. The objects it used are
+// given back (closed when over Options.CacheBudget and no other process
+// uses them; a Walker in the middle of a stack of it finishes first);
+// its Process must not be used after: Walker.Unwind and Symbolize of it
+// return no frames (ErrForgotten). With a budget, each Walker lets go of
+// the names it remembers at its next call, so that they keep no closed
+// object's tables alive.
 func (t *Tracer) Forget(pid int) {
 	t.mu.Lock()
+	p := t.procs[pid]
 	delete(t.procs, pid)
 	t.mu.Unlock()
+	if p != nil {
+		p.mu.Lock()
+		p.forgotten = true
+		if s := p.space.Load(); s != nil {
+			s.Close()
+		}
+		p.mu.Unlock()
+	}
+	t.res.ForgetPID(uint32(pid))
+	if t.opts.CacheBudget > 0 {
+		t.forgets.Add(1)
+	}
+}
+
+// CacheStats returns the object cache's counters, for a tracer to
+// export: objects open and in use, bytes held, evictions, misses and
+// re-opens.
+func (t *Tracer) CacheStats() elfcache.CacheStats { return t.res.CacheStats() }
+
+// ErrForgotten is Stack.Err for a Process that Tracer.Forget dropped.
+var ErrForgotten = errors.New("the process was forgotten (Tracer.Forget)")
+
+// pinned returns p's Space pinned for a walk (resolve.Space.Pin), or nil
+// for a forgotten process.
+func (p *Process) pinned() *resolve.Space {
+	for {
+		s := p.space.Load()
+		if s.Pin() {
+			return s
+		}
+		// Replaced by a new read, or forgotten.
+		p.mu.Lock()
+		gone := p.forgotten
+		p.mu.Unlock()
+		if gone {
+			return nil
+		}
+	}
+}
+
+// repin returns p's Space after a read, pinned, and unpins old.
+func (p *Process) repin(old *resolve.Space) *resolve.Space {
+	s := p.pinned()
+	old.Unpin()
+	return s
 }
 
 // Process is a live process: its maps as last read, with their objects.
@@ -131,6 +194,8 @@ type Process struct {
 	maps    []resolve.Mapping
 	outside map[uint64]bool // addresses outside the maps even after a new read
 	warned  bool
+	// forgotten is set by Tracer.Forget: the Space is closed for good.
+	forgotten bool
 }
 
 // Pid returns the process's id.
@@ -164,7 +229,14 @@ func (p *Process) read() error {
 			}
 		}
 	}
-	p.space.Store(p.t.res.NewSpace(uint32(p.pid), p.maps))
+	if p.forgotten {
+		return ErrForgotten
+	}
+	// The Space replaced gives its objects back once the walks that
+	// pinned it end.
+	if old := p.space.Swap(p.t.res.NewSpace(uint32(p.pid), p.maps)); old != nil {
+		old.Close()
+	}
 	return nil
 }
 

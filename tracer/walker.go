@@ -29,6 +29,22 @@ type Walker struct {
 	frames []unwinder.Frame
 	stack  unwinder.Stack
 	out    []Frame
+	// forgets is the Tracer's count of Forget calls when the Walker
+	// last let go of what it remembered (forgetStale).
+	forgets uint64
+}
+
+// forgetStale, when processes were forgotten since it last ran (with a
+// budget), empties the Symbolizer's memo and the last frames returned:
+// their names keep the string tables of objects the budget may have
+// closed alive (resolve.Symbolizer.Forget).
+func (w *Walker) forgetStale() {
+	if n := w.t.forgets.Load(); n != w.forgets {
+		w.sym.Forget()
+		clear(w.out[:cap(w.out)])
+		w.out = w.out[:0]
+		w.forgets = n
+	}
 }
 
 // NewWalker returns a Walker for one goroutine.
@@ -49,14 +65,23 @@ func (w *Walker) Unwind(p *Process, regs *arch.Regs, stack []byte) Stack {
 	if !ok {
 		return Stack{Stop: unwinder.StopBadMemory, Err: errNoStack}
 	}
-	s := p.space.Load()
+	w.forgetStale()
+	s := p.pinned()
+	if s == nil {
+		return Stack{Stop: unwinder.StopBadMemory, Err: ErrForgotten}
+	}
 	if pc, ok := regs.Get(a.PC()); ok && s.AddressSpace().Find(pc) < 0 && p.refresh(pc) {
-		s = p.space.Load()
+		if s = p.repin(s); s == nil {
+			return Stack{Stop: unwinder.StopBadMemory, Err: ErrForgotten}
+		}
 	}
 	w.stack = unwinder.Stack{Addr: sp, Data: stack}
 	res := w.unw.Unwind(&w.cache, s.AddressSpace(), regs, &w.stack, w.frames)
 	if nm, ok := res.Err.(*unwinder.NoMappingError); ok && !nm.Mapped && p.refresh(nm.PC) {
-		s = p.space.Load()
+		if s = p.repin(s); s == nil {
+			w.stack.Data = nil
+			return Stack{Stop: unwinder.StopBadMemory, Err: ErrForgotten}
+		}
 		res = w.unw.Unwind(&w.cache, s.AddressSpace(), regs, &w.stack, w.frames)
 	}
 	w.stack.Data = nil
@@ -65,6 +90,7 @@ func (w *Walker) Unwind(p *Process, regs *arch.Regs, stack []byte) Stack {
 	for i := 0; i < res.Frames; i++ {
 		w.out = w.sym.Append(w.out, s, &w.frames[i], resolve.HowOf(w.frames[i].Method))
 	}
+	s.Unpin()
 	return Stack{Frames: w.out, Stop: res.Stop, Err: res.Err}
 }
 
@@ -73,10 +99,17 @@ func (w *Walker) Unwind(p *Process, regs *arch.Regs, stack []byte) Stack {
 // addr is an instruction's address; for a return address pass the address
 // minus one. The frames are valid until the Walker's next call.
 func (w *Walker) Symbolize(p *Process, addr uint64) []Frame {
-	s := p.space.Load()
+	w.forgetStale()
+	s := p.pinned()
+	if s == nil {
+		return w.out[:0]
+	}
 	if s.AddressSpace().Find(addr) < 0 && p.refresh(addr) {
-		s = p.space.Load()
+		if s = p.repin(s); s == nil {
+			return w.out[:0]
+		}
 	}
 	w.out = w.sym.AppendAddr(w.out[:0], s, addr)
+	s.Unpin()
 	return w.out
 }

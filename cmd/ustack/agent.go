@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -25,8 +27,8 @@ const defaultBacklog = 32
 // backoff, so the ring buffers never wait for the network. What it holds
 // of the profiles is bounded: one interval's profile (its stacks
 // interned) and at most backlog encoded ones. What it holds to name
-// frames is not: every object it symbolized stays open, with its symbols,
-// lines and inline trees, for the rest of the run (measured in
+// frames is bounded by --cache-budget: the objects of processes that
+// exited are closed past it (capture.Options.CacheBudget; measured in
 // README.md).
 type otlpAgent struct {
 	cfg      otlpexport.Config
@@ -97,9 +99,32 @@ func (a *otlpAgent) run() {
 		select {
 		case <-t.C:
 			a.rotate()
+			if f := os.Getenv("USTACK_MEMPROFILE"); f != "" {
+				a.writeHeapProfile(f)
+			}
 		case <-a.done:
 			return
 		}
+	}
+}
+
+// writeHeapProfile replaces file with a Go heap profile of the agent (as
+// of the last collection): USTACK_MEMPROFILE, for the soak
+// (scripts/soak-agent.sh), to see what holds its memory.
+func (a *otlpAgent) writeHeapProfile(file string) {
+	tmp := file + ".tmp"
+	f, err := os.Create(tmp)
+	if err == nil {
+		err = pprof.WriteHeapProfile(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err == nil {
+		err = os.Rename(tmp, file)
+	}
+	if err != nil {
+		fmt.Fprintf(a.stderr, "ustack record: warning: USTACK_MEMPROFILE: %v\n", err)
 	}
 }
 
@@ -113,6 +138,9 @@ func (a *otlpAgent) rotate() {
 		return
 	}
 	a.b, a.samples = a.newBuilder(), 0
+	// The namer's memo would keep the string tables of objects the
+	// budget closed since.
+	a.namer.Forget()
 	a.mu.Unlock()
 	a.qmu.Lock()
 	if a.dropped > 0 {

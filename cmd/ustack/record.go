@@ -62,6 +62,7 @@ func cmdRecord(args []string, stdout, stderr io.Writer) int {
 	fs.Lookup("otlp-endpoint").Usage = "with --unwind: also send the samples as OpenTelemetry profiles to `url`, one profile per --otlp-interval (an agent: http(s)://HOST:PORT for OTLP/HTTP, grpc://HOST:PORT for OTLP/gRPC; headers, timeout and gzip also from OTEL_EXPORTER_OTLP_*); an endpoint that is down is retried with backoff, at most --otlp-backlog intervals kept, what is dropped counted in the next profile (ustack.dropped_intervals) and at exit"
 	otlpInterval := fs.Duration("otlp-interval", 10*time.Second, "with --otlp-endpoint: the `duration` each exported profile covers")
 	otlpBacklog := fs.Int("otlp-backlog", defaultBacklog, "with --otlp-endpoint: how many interval `profiles` wait for an endpoint that is down; past that the oldest are dropped, and counted")
+	cacheBudget := fs.String("cache-budget", "256M", "with --unwind: the memory the opened objects' tables, symbols, lines and decompressed sections may hold (`size`: bytes, or with K, M or G); past it the objects of processes that exited are closed, least recently used first (those of live processes stay open); 0: no bound, every object stays open until the end")
 	noArchive := fs.Bool("no-archive", false, "do not write the OUTPUT.ustack archive of objects, vdso and kallsyms")
 	quiet := fs.Bool("q", false, "print nothing but errors")
 	alias(fs, "quiet", "q")
@@ -106,6 +107,10 @@ func cmdRecord(args []string, stdout, stderr io.Writer) int {
 	if *otlpBacklog < 1 {
 		return usageErr("--otlp-backlog %d: at least one profile waits", *otlpBacklog)
 	}
+	budget, err := parseByteSize(*cacheBudget)
+	if err != nil {
+		return usageErr("--cache-budget %q: %v", *cacheBudget, err)
+	}
 	var cpus []int
 	if *cpuList != "" {
 		if cpus, err = capture.ParseCPUList(*cpuList); err != nil {
@@ -115,7 +120,7 @@ func cmdRecord(args []string, stdout, stderr io.Writer) int {
 	opts := capture.Options{
 		Events: events, Freq: uint64(freq), Period: *period, StackSize: uint32(*stack),
 		Command: fs.Args(), PID: *pid, AllCPUs: *all, Duration: dur, Output: *out,
-		MmapPages: pages, Unwind: *unwind, NoArchive: *noArchive, NoUserCallchain: *noUserCallchain,
+		MmapPages: pages, Unwind: *unwind, CacheBudget: budget, NoArchive: *noArchive, NoUserCallchain: *noUserCallchain,
 		CPUs: cpus, NoInherit: *noInherit, CallGraph: mode,
 		Stdout: stdout, Stderr: stderr,
 		Cmdline: append([]string{"ustack", "record"}, args...),
@@ -161,8 +166,14 @@ func cmdRecord(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	// Ctrl-C, SIGTERM and SIGHUP (the terminal closed) end the recording
-	// with a complete file, and remove the kprobes it defined in tracefs.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	// with a complete file, and remove the kprobes it defined in tracefs;
+	// a SIGHUP ignored from the start (nohup ustack record) stays ignored,
+	// as perf record leaves it.
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if !signal.Ignored(syscall.SIGHUP) {
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), sigs...)
 	defer stop()
 	start := time.Now()
 	st, err := rec.Run(ctx)
@@ -194,6 +205,11 @@ func cmdRecord(args []string, stdout, stderr io.Writer) int {
 		}
 		if *unwind && st.UnwindFailed > 0 {
 			fmt.Fprintf(stderr, "[ ustack record: %d samples could not be unwound past their first frame ]\n", st.UnwindFailed)
+		}
+		if *unwind {
+			c := st.Cache
+			fmt.Fprintf(stderr, "[ ustack record: object cache: %d objects open holding %.1f MB (budget %.1f MB), %d evicted, %d opened again ]\n",
+				c.Objects, float64(c.HeldBytes)/1e6, float64(c.Budget)/1e6, c.Evictions, c.Reopens)
 		}
 	}
 	if err != nil {
@@ -294,4 +310,29 @@ func clockPeriod(freq, period uint64) int64 {
 		freq = capture.DefaultFreq
 	}
 	return int64(1e9 / freq)
+}
+
+// parseByteSize parses a size in bytes, with an optional K, M or G suffix
+// (powers of 1024) and an optional B after it: --cache-budget.
+func parseByteSize(s string) (int64, error) {
+	t := strings.TrimSuffix(strings.ToUpper(strings.TrimSpace(s)), "B")
+	mult := int64(1)
+	if t != "" {
+		switch t[len(t)-1] {
+		case 'K':
+			mult = 1 << 10
+		case 'M':
+			mult = 1 << 20
+		case 'G':
+			mult = 1 << 30
+		}
+		if mult > 1 {
+			t = t[:len(t)-1]
+		}
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, errors.New("want a size in bytes, such as 268435456, 256M or 1G (0: no bound)")
+	}
+	return n * mult, nil
 }

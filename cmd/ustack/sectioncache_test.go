@@ -114,7 +114,7 @@ func TestReportSectionCache(t *testing.T) {
 			b, err := os.ReadFile(e)
 			require.NoError(t, err, "%s entry not rebuilt", how)
 			require.Equal(t, sizes[e], int64(len(b)), "%s entry %s not rebuilt", how, e)
-			require.Equal(t, "USTKSEC1", string(b[:8]), "%s entry %s not rebuilt", how, e)
+			require.Equal(t, "USTKSEC2", string(b[:8]), "%s entry %s not rebuilt", how, e)
 		}
 	}
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,6 +61,7 @@ type collector struct {
 	cmd       *exec.Cmd
 	grpc      string // grpc://127.0.0.1:PORT
 	http      string // http://127.0.0.1:PORT
+	metrics   string // http://127.0.0.1:PORT/metrics, its own metrics
 	out       string
 	log       *bytes.Buffer
 	exited    chan error
@@ -73,11 +75,13 @@ func startCollector(t *testing.T, bin, dir, symfs string) *collector {
 }
 
 // startCollectorOn starts one on the ports given, writing to the file out
-// in dir.
+// in dir; its own metrics are served on a free port.
 func startCollectorOn(t *testing.T, bin, dir, symfs string, gp, hp int, out string) *collector {
 	t.Helper()
+	mp := freePort(t)
 	c := &collector{grpc: fmt.Sprintf("grpc://127.0.0.1:%d", gp), http: fmt.Sprintf("http://127.0.0.1:%d", hp),
-		out: filepath.Join(dir, out), log: &bytes.Buffer{}, exited: make(chan error, 1)}
+		metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", mp),
+		out:     filepath.Join(dir, out), log: &bytes.Buffer{}, exited: make(chan error, 1)}
 	cfg := filepath.Join(dir, out+".yaml")
 	processors, pipeline := "", ""
 	if symfs != "" {
@@ -98,12 +102,14 @@ exporters:
     flush_interval: 100ms
 %s
 service:
+  telemetry:
+    metrics_address: 127.0.0.1:%d
   pipelines:
     profiles:
       receivers: [otlp]
 %s
       exporters: [file]
-`, gp, hp, c.out, processors, pipeline)), 0o644))
+`, gp, hp, c.out, processors, mp, pipeline)), 0o644))
 	c.cmd = exec.Command(bin, "--config", cfg, "--feature-gates", "service.profilesSupport")
 	c.cmd.Stdout, c.cmd.Stderr = c.log, c.log
 	require.NoError(t, c.cmd.Start())
@@ -275,7 +281,48 @@ func TestCollectorSymbolizes(t *testing.T) {
 		k := at{loc.Address(), pd.MappingTable().At(int(loc.MappingIndex())).MemoryStart()}
 		assert.Equal(t, names, byAddr[k], "location at %#x", loc.Address())
 	}
+	// Its counts in the Collector's own metrics: the 24 locations of
+	// the threads core named (13 in the program, 11 in libc: gdb's
+	// frames in threads.json), none unnamed, the two mappings' address
+	// spaces made once.
+	assert.Equal(t, map[string]float64{
+		"ustack_symbolizer_locations_named_total":      24,
+		"ustack_symbolizer_mapping_cache_misses_total": 2,
+		"ustack_symbolizer_mapping_cache_hits_total":   22,
+		"ustack_symbolizer_objects_open":               2,
+	}, col.scrape(t, "ustack_symbolizer_"))
 	col.stop(t)
+}
+
+var reasonLabel = regexp.MustCompile(`[{,]reason="([^"]*)"`)
+
+// scrape reads the Collector's own metrics once (Prometheus's text
+// format) and returns the values of those whose name begins with
+// prefix, by name, with {reason=...} when they have that label.
+func (c *collector) scrape(t *testing.T, prefix string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(c.metrics)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	got := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, prefix) {
+			continue
+		}
+		sp := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[sp+1:], 64)
+		require.NoError(t, err, line)
+		name := line[:strings.IndexAny(line, "{ ")]
+		if m := reasonLabel.FindStringSubmatch(line[:sp]); m != nil {
+			name += "{reason=" + m[1] + "}"
+		}
+		got[name] += v
+	}
+	require.NoError(t, sc.Err())
+	return got
 }
 
 // busySrc spins for six seconds in main -> leaf (no frame pointers: the

@@ -9,8 +9,10 @@
 // debug directories, and debuginfod (DEBUGINFOD_URLS) when enabled.
 // Locations that already have lines are left alone. Objects stay open
 // between requests; the address spaces made for mappings are kept in a
-// cache bounded in entries. What it named and could not name is counted
-// (Stats) and logged when the Collector stops.
+// cache bounded in entries. What it named and could not name, and why, is
+// counted (Stats) in the Collector's own metrics (Instrument: the
+// ustack_symbolizer_* counters, through the component's MeterProvider) and
+// logged when the Collector stops.
 //
 // Its type in a Collector's configuration is ustack_symbolizer.
 package ustacksymbolizer
@@ -27,6 +29,8 @@ import (
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processorhelper/xprocessorhelper"
 	"go.opentelemetry.io/collector/processor/xprocessor"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
 	"github.com/ustack/ustack/debuginfod"
@@ -68,20 +72,110 @@ func NewFactory() xprocessor.Factory {
 func createProfiles(ctx context.Context, set processor.Settings, cfg component.Config, next xconsumer.Profiles) (xprocessor.Profiles, error) {
 	s := New(cfg.(*Config))
 	s.log = set.Logger
+	if err := s.Instrument(set.MeterProvider); err != nil {
+		s.Close()
+		return nil, err
+	}
 	return xprocessorhelper.NewProfiles(ctx, set, cfg, next, s.Process,
 		xprocessorhelper.WithShutdown(func(context.Context) error {
 			st := s.Stats()
-			s.log.Info("ustack symbolizer", zap.Uint64("named_locations", st.Named), zap.Uint64("unnamed_locations", st.Unnamed))
+			s.log.Info("ustack symbolizer", zap.Uint64("named_locations", st.Named), zap.Uint64("unnamed_locations", st.Unnamed),
+				zap.Uint64("unnamed_no_object", st.NoObject), zap.Uint64("unnamed_no_symbol", st.NoSymbol),
+				zap.Uint64("unnamed_bad_mapping", st.BadMapping))
 			return s.Close()
 		}))
 }
 
+// The reasons a location stays unnamed: the reason attribute of
+// ustack_symbolizer_locations_unnamed.
+const (
+	// ReasonNoObject: no object with the mapping's build-id was found
+	// (not at its path under symfs, not in the build-id cache, not from
+	// debuginfod).
+	ReasonNoObject = "no_object"
+	// ReasonNoSymbol: the object was found but no symbol, of its symbol
+	// tables or of its debug files, holds the address.
+	ReasonNoSymbol = "no_symbol"
+	// ReasonBadMapping: the mapping's build-id is not hexadecimal, its
+	// address range is empty, or the location's address is outside it.
+	ReasonBadMapping = "bad_mapping"
+)
+
 // Stats counts what the processor did.
 type Stats struct {
 	// Named counts locations it gave lines; Unnamed those with a build-id
-	// and no lines that it could not name (no object found, or no symbol
-	// at the address).
-	Named, Unnamed uint64
+	// and no lines that it could not name, NoObject + NoSymbol +
+	// BadMapping, by the reason (ReasonNoObject, ...).
+	Named, Unnamed                 uint64
+	NoObject, NoSymbol, BadMapping uint64
+	// MappingHits counts the locations whose mapping's address space was
+	// cached, MappingMisses those for which it was made.
+	MappingHits, MappingMisses uint64
+}
+
+// Instrument registers the Symbolizer's counters with mp (a Collector
+// component's TelemetrySettings.MeterProvider): what Stats counts, as
+// ustack_symbolizer_locations_named, ustack_symbolizer_locations_unnamed
+// (attribute reason), ustack_symbolizer_mapping_cache_hits and
+// ustack_symbolizer_mapping_cache_misses, and the objects the resolver
+// holds open now, ustack_symbolizer_objects_open. Call it once, before
+// Process; Close unregisters the last.
+func (s *Symbolizer) Instrument(mp metric.MeterProvider) error {
+	m := mp.Meter("github.com/ustack/ustack/examples/otelcol/ustacksymbolizer")
+	var t telemetry
+	for _, c := range []struct {
+		c          *metric.Int64Counter
+		name, help string
+	}{
+		{&t.named, "ustack_symbolizer_locations_named", "Locations with a build-id and no lines that the symbolizer named."},
+		{&t.unnamed, "ustack_symbolizer_locations_unnamed", "Locations with a build-id and no lines that the symbolizer could not name, by reason: no_object, no_symbol, bad_mapping."},
+		{&t.hits, "ustack_symbolizer_mapping_cache_hits", "Locations whose mapping's address space was in the symbolizer's cache."},
+		{&t.misses, "ustack_symbolizer_mapping_cache_misses", "Locations whose mapping's address space the symbolizer made (and opened its object)."},
+	} {
+		var err error
+		if *c.c, err = m.Int64Counter(c.name, metric.WithUnit("{location}"), metric.WithDescription(c.help)); err != nil {
+			return err
+		}
+	}
+	open, err := m.Int64ObservableGauge("ustack_symbolizer_objects_open", metric.WithUnit("{object}"),
+		metric.WithDescription("Objects the symbolizer holds open (with their debug files)."))
+	if err != nil {
+		return err
+	}
+	if t.reg, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveInt64(open, int64(s.res.CacheStats().Objects))
+		return nil
+	}, open); err != nil {
+		return err
+	}
+	for _, r := range []string{ReasonNoObject, ReasonNoSymbol, ReasonBadMapping} {
+		t.reasons = append(t.reasons, metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r))))
+	}
+	s.mu.Lock()
+	s.tel = &t
+	s.mu.Unlock()
+	return nil
+}
+
+// telemetry is what Instrument registered.
+type telemetry struct {
+	named, unnamed, hits, misses metric.Int64Counter
+	reasons                      []metric.AddOption // by ReasonNoObject, ReasonNoSymbol, ReasonBadMapping
+	reg                          metric.Registration
+}
+
+// add adds what one Process counted.
+func (t *telemetry) add(ctx context.Context, d Stats) {
+	for _, c := range []struct {
+		c metric.Int64Counter
+		n uint64
+		o []metric.AddOption
+	}{{t.named, d.Named, nil}, {t.unnamed, d.NoObject, t.reasons[:1]}, {t.unnamed, d.NoSymbol, t.reasons[1:2]},
+		{t.unnamed, d.BadMapping, t.reasons[2:3]}, {t.hits, d.MappingHits, nil}, {t.misses, d.MappingMisses, nil}} {
+		if c.n > 0 {
+			c.c.Add(ctx, int64(c.n), c.o...)
+		}
+	}
 }
 
 // Symbolizer is the processor's work, usable on its own.
@@ -96,6 +190,7 @@ type Symbolizer struct {
 	sym    *resolve.Symbolizer
 	frames []resolve.Frame
 	stats  Stats
+	tel    *telemetry
 }
 
 type mappingKey struct {
@@ -121,6 +216,9 @@ func New(cfg *Config) *Symbolizer {
 
 // Close closes the objects the Symbolizer opened.
 func (s *Symbolizer) Close() error {
+	if s.tel != nil && s.tel.reg != nil {
+		s.tel.reg.Unregister()
+	}
 	if s.fetch != nil {
 		s.fetch.Close()
 	}
@@ -135,9 +233,22 @@ func (s *Symbolizer) Stats() Stats {
 }
 
 // Process names the unnamed locations of pd in place.
-func (s *Symbolizer) Process(_ context.Context, pd pprofile.Profiles) (pprofile.Profiles, error) {
+func (s *Symbolizer) Process(ctx context.Context, pd pprofile.Profiles) (pprofile.Profiles, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var delta Stats
+	defer func() {
+		s.stats.Named += delta.Named
+		s.stats.Unnamed += delta.Unnamed
+		s.stats.NoObject += delta.NoObject
+		s.stats.NoSymbol += delta.NoSymbol
+		s.stats.BadMapping += delta.BadMapping
+		s.stats.MappingHits += delta.MappingHits
+		s.stats.MappingMisses += delta.MappingMisses
+		if s.tel != nil {
+			s.tel.add(ctx, delta)
+		}
+	}()
 	d := pd.Dictionary()
 	strs := d.StringTable()
 	index := make(map[string]int32, strs.Len())
@@ -177,12 +288,23 @@ func (s *Symbolizer) Process(_ context.Context, pd pprofile.Profiles) (pprofile.
 		if id == "" {
 			continue
 		}
-		frames := s.symbolize(d, m, id, loc.Address())
-		if len(frames) == 0 || frames[len(frames)-1].Symbol == "" {
-			s.stats.Unnamed++
+		frames, why := s.symbolize(d, m, id, loc.Address(), &delta)
+		if why == "" && (len(frames) == 0 || frames[len(frames)-1].Symbol == "") {
+			why = ReasonNoSymbol
+		}
+		if why != "" {
+			delta.Unnamed++
+			switch why {
+			case ReasonNoObject:
+				delta.NoObject++
+			case ReasonNoSymbol:
+				delta.NoSymbol++
+			default:
+				delta.BadMapping++
+			}
 			continue
 		}
-		s.stats.Named++
+		delta.Named++
 		for _, f := range frames {
 			if f.Symbol == "" {
 				continue
@@ -210,19 +332,27 @@ func buildID(d pprofile.ProfilesDictionary, m pprofile.Mapping) string {
 }
 
 // symbolize returns the frames at addr in the mapping: the inlined
-// functions innermost first, then the physical one.
-func (s *Symbolizer) symbolize(d pprofile.ProfilesDictionary, m pprofile.Mapping, id string, addr uint64) []resolve.Frame {
+// functions innermost first, then the physical one; or, when it cannot
+// look, why (ReasonBadMapping, ReasonNoObject). It counts the mapping
+// cache's hits and misses in st.
+func (s *Symbolizer) symbolize(d pprofile.ProfilesDictionary, m pprofile.Mapping, id string, addr uint64, st *Stats) ([]resolve.Frame, string) {
 	path := ""
 	if i := m.FilenameStrindex(); int(i) < d.StringTable().Len() {
 		path = d.StringTable().At(int(i))
 	}
 	k := mappingKey{path, m.MemoryStart(), m.MemoryLimit(), m.FileOffset(), id}
+	if addr < k.start || addr >= k.limit {
+		return nil, ReasonBadMapping
+	}
 	sp := s.spaces[k]
-	if sp == nil {
+	if sp != nil {
+		st.MappingHits++
+	} else {
 		raw, err := hex.DecodeString(id)
-		if err != nil || k.limit <= k.start {
-			return nil
+		if err != nil {
+			return nil, ReasonBadMapping
 		}
+		st.MappingMisses++
 		if len(s.spaces) >= s.cfg.MaxMappings {
 			clear(s.spaces) // the objects stay open in the resolver
 		}
@@ -231,12 +361,12 @@ func (s *Symbolizer) symbolize(d pprofile.ProfilesDictionary, m pprofile.Mapping
 		s.spaces[k] = sp
 	}
 	mi := sp.AddressSpace().Find(addr)
-	if mi < 0 {
-		return nil
+	if mi < 0 || sp.Object(mi) == nil {
+		return nil, ReasonNoObject
 	}
 	fr := unwinder.Frame{PC: addr, Mapping: int32(mi)}
 	s.frames = s.sym.Append(s.frames[:0], sp, &fr, "")
-	return s.frames
+	return s.frames, ""
 }
 
 // demangle returns the name ustack report gives a function: C++ and Rust
