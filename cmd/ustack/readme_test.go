@@ -60,9 +60,13 @@ func newJourney(t *testing.T) *journey {
 	require.NoError(t, err)
 	tmp := t.TempDir()
 	j := &journey{t: t, root: root, bin: filepath.Join(tmp, "bin"), blocks: readmeBlocks(t)}
-	// Go's own settings and caches stay where they are (a fresh home must
-	// not mean a fresh module download); everything of ustack's starts
-	// empty.
+	// Go's own settings, caches and module proxy stay what they are (a
+	// fresh home must not mean a fresh module download); everything of
+	// ustack's starts empty. The proxy is not turned off: the library
+	// journey's go mod tidy in a new module may need a go.mod ustack's
+	// own build never read (json-iterator's go-spew on a fresh machine),
+	// and checks sums through the proxy (sum.golang.org itself is not
+	// reachable everywhere the proxy is).
 	goVars := []string{"GOENV", "GOCACHE", "GOMODCACHE", "GOPATH"}
 	goenv := map[string]string{}
 	// TestMain points XDG_CACHE_HOME at a temporary directory, and with it
@@ -82,7 +86,7 @@ func newJourney(t *testing.T) *journey {
 	require.NoError(t, os.MkdirAll(home, 0o755))
 	for _, kv := range os.Environ() {
 		switch strings.SplitN(kv, "=", 2)[0] {
-		case "HOME", "XDG_CACHE_HOME", "DEBUGINFOD_URLS", "GOPROXY", "GOBIN", "PATH", "GOENV", "GOCACHE", "GOMODCACHE", "GOPATH", "TMPDIR":
+		case "HOME", "XDG_CACHE_HOME", "DEBUGINFOD_URLS", "GOBIN", "PATH", "GOENV", "GOCACHE", "GOMODCACHE", "GOPATH", "TMPDIR":
 			continue
 		}
 		j.env = append(j.env, kv)
@@ -91,7 +95,7 @@ func newJourney(t *testing.T) *journey {
 	tmpdir := filepath.Join(tmp, "tmp")
 	require.NoError(t, os.MkdirAll(tmpdir, 0o755))
 	j.env = append(j.env, "TMPDIR="+tmpdir, "HOME="+home, "XDG_CACHE_HOME="+filepath.Join(home, ".cache"), "DEBUGINFOD_URLS=",
-		"GOPROXY=off", "GOBIN="+j.bin, "PATH="+j.bin+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"GOBIN="+j.bin, "PATH="+j.bin+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"GOENV="+goenv["GOENV"], "GOCACHE="+goenv["GOCACHE"], "GOMODCACHE="+goenv["GOMODCACHE"], "GOPATH="+goenv["GOPATH"])
 	return j
 }
