@@ -286,12 +286,20 @@ func guestScript(jobs []job) string {
 		if j.post != "" {
 			b.WriteString(j.post + "\n")
 		}
-		fmt.Fprintf(&b, "$U report /tmp/%[1]s.data > /share/out/%[1]s.guest.txt 2> /share/out/%[1]s.guest.err\n", j.name)
+		report := fmt.Sprintf("$U report /tmp/%[1]s.data > /share/out/%[1]s.guest.txt 2> /share/out/%[1]s.guest.err", j.name)
+		b.WriteString(report + "\n")
 		if j.workload == "" {
-			// A recording without a sample (report's exit 4) is made once
-			// more, and the test says so: one 6.12 arm64 guest in CI
-			// came back with an empty signal recording, once in five runs.
-			fmt.Fprintf(&b, "if [ $? -eq 4 ]; then cp /share/out/%[1]s.record.log /share/out/%[1]s.retried; %[2]s; $U report /tmp/%[1]s.data > /share/out/%[1]s.guest.txt 2> /share/out/%[1]s.guest.err; fi\n", j.name, rec)
+			// A recording without a sample (report's exit 4) is made
+			// again, up to twice, a second apart, and the test says so.
+			// The 6.12 arm64 guest sometimes records a command's
+			// syscalls:sys_enter_openat without one sample although the
+			// events were enabled (the exec's COMM and every MMAP2 are
+			// there; not even ld.so's opens fired): 2 runs in a row of
+			// 24 in one boot, 0 of 40 in the next, and in CI a first
+			// run and its retry. The attributes are those of the runs
+			// that work: the guest kernel or the emulation, not the
+			// recorder (docs/KERNELLAB.md).
+			fmt.Fprintf(&b, "rc=$?; try=1; while [ $rc -eq 4 ] && [ $try -lt 3 ]; do cat /share/out/%[1]s.record.log >> /share/out/%[1]s.retried; sleep 1; %[2]s; %[3]s; rc=$?; try=$((try+1)); done\n", j.name, rec, report)
 		}
 		fmt.Fprintf(&b, "cp /tmp/%[1]s.data /share/out/ && cp /tmp/%[1]s.data.ustack /share/out/ 2>/dev/null; rm -f /tmp/%[1]s.data*\n", j.name)
 	}
@@ -472,7 +480,7 @@ func (lr *labRun) report(t *testing.T, host, name string, extra ...string) ([]by
 		t.Fatalf("the guest made no %s recording: %v\nustack record said:\n%s", name, err, log)
 	}
 	if b, err := os.ReadFile(filepath.Join(lr.out, name+".retried")); err == nil {
-		t.Logf("%s: the guest's first recording had no sample and was made again; ustack record had said: %q", name, b)
+		t.Logf("%s: the guest's recording had no sample and was made again (up to twice); ustack record had said: %q", name, b)
 	}
 	if b, err := os.ReadFile(filepath.Join(lr.out, name+".record.log")); err == nil && len(b) > 0 {
 		t.Logf("%s: ustack record said:\n%s", name, b)
