@@ -20,6 +20,10 @@ type Parts struct {
 	Process  Process
 	Auxv     []AuxvEntry
 	Mappings []Mapping
+	// MappingsComplete says that Mappings lists every file-backed mapping
+	// of the process (a minidump's /proc/PID/maps), so that executable
+	// memory outside them is anonymous (Core.MappingsComplete).
+	MappingsComplete bool
 	// Memory is the dump's memory. Only these bytes are ever read: no
 	// mapped file stands in for memory a minidump left out.
 	Memory []MemoryRange
@@ -46,7 +50,7 @@ type MemoryRange struct {
 // as it is for Parse.
 func Assemble(p Parts) (*Core, error) {
 	c := &Core{File: p.File, Arch: p.Arch, Threads: p.Threads, Signal: p.Signal, Process: p.Process,
-		Auxv: p.Auxv, Mappings: p.Mappings, PageSize: 4096, Warnings: p.Warnings}
+		Auxv: p.Auxv, Mappings: p.Mappings, MappingsComplete: p.MappingsComplete, PageSize: 4096, Warnings: p.Warnings}
 	if len(c.Threads) == 0 {
 		return nil, fmt.Errorf("%s: no thread could be read", c.File)
 	}

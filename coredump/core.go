@@ -31,6 +31,12 @@ type Core struct {
 	// Mappings are the file-backed mappings listed by NT_FILE, in the order
 	// the core lists them (ascending addresses for the kernel and gdb).
 	Mappings []Mapping
+	// MappingsComplete reports whether Mappings holds every entry of the
+	// core's NT_FILE note: false when the core has no NT_FILE (gdb's gcore
+	// of old, cores of other tools, a note cut off by truncation) or its
+	// note is damaged. Memory outside Mappings is anonymous only when it
+	// is true.
+	MappingsComplete bool
 	// PageSize is NT_FILE's page size (the unit of its file offsets), or
 	// 4096 when the core has no NT_FILE.
 	PageSize uint64

@@ -244,9 +244,11 @@ func (c *Core) parseFile(desc []byte, off int64) {
 		page = 4096
 	}
 	c.PageSize = page
+	damaged := false
 	if max := uint64(len(desc)-16) / 24; count > max {
 		c.warnf(off, "NT_FILE claims %d mappings but has room for %d; reading those", count, max)
 		count = max
+		damaged = true
 	}
 	names := desc[16+count*24:]
 	c.Mappings = make([]Mapping, 0, count)
@@ -262,8 +264,10 @@ func (c *Core) parseFile(desc []byte, off int64) {
 		names = names[j+1:]
 		if m.End < m.Start {
 			c.warnf(off+16+int64(i)*24, "NT_FILE mapping of %s ends (%#x) before it starts (%#x); ignored", m.Path, m.End, m.Start)
+			damaged = true
 			continue
 		}
 		c.Mappings = append(c.Mappings, m)
 	}
+	c.MappingsComplete = !damaged
 }

@@ -85,6 +85,7 @@ func (d *Dump) Core() (*coredump.Core, error) {
 		p.Threads = append(p.Threads, ct)
 	}
 	p.Mappings = d.mappings()
+	p.MappingsComplete = len(d.Maps) > 0 // /proc/PID/maps, not only the module list
 	p.Memory = d.memory()
 	p.Objects = d.objects()
 	return coredump.Assemble(p)

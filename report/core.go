@@ -377,7 +377,7 @@ func coreMappings(cc *Core) []resolve.Mapping {
 				BuildID: o.BuildID, Prot: 5, Exec: true}})
 		}
 	}
-	out = append(out, anonCode(segs, out)...)
+	out = append(out, anonCode(segs, out, c.MappingsComplete)...)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Start < out[j].Start })
 	return out
 }
@@ -390,8 +390,14 @@ const anonPath = "//anon"
 // mappings, "//anon" as perf names them: the code a JIT (V8, the JVM,
 // LuaJIT) wrote, which the unwinder walks by frame pointers and a perf
 // map (/tmp/perf-PID.map) names. Without them a thread stopped in JIT code
-// ended at its first frame with no_mapping.
-func anonCode(segs []coredump.Segment, have []resolve.Mapping) []resolve.Mapping {
+// ended at its first frame with no_mapping. Where the core's NT_FILE is
+// missing or damaged (complete false), memory outside it need not be
+// anonymous: those segments get no path (an unknown mapping), not "//anon".
+func anonCode(segs []coredump.Segment, have []resolve.Mapping, complete bool) []resolve.Mapping {
+	path := anonPath
+	if !complete {
+		path = ""
+	}
 	var out []resolve.Mapping
 	for _, sg := range segs {
 		// The upper half is the kernel's ([vsyscall] on x86_64).
@@ -416,7 +422,7 @@ func anonCode(segs []coredump.Segment, have []resolve.Mapping) []resolve.Mapping
 			prot |= 2
 		}
 		out = append(out, resolve.Mapping{Map: procmaps.Map{Start: sg.Addr, End: sg.Addr + sg.Size,
-			Path: anonPath, Prot: prot, Exec: true}})
+			Path: path, Prot: prot, Exec: true}})
 	}
 	return out
 }

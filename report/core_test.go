@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
@@ -413,4 +414,49 @@ func TestRunCoreWithoutOpenCore(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, len(cd.Threads), sum.Samples)
 	require.Equal(t, len(cd.Threads), n)
+}
+
+// TestCoreWithoutFileNote: memory outside NT_FILE is called anonymous
+// ("//anon", where JITs put code) only when the core's NT_FILE is whole.
+// The x86_64 threads core with its NT_FILE note's type changed (a core
+// without one, as old gcores and other tools write): the first page of
+// each object's text the kernel dumps becomes an executable segment no
+// mapping covers, and before, coreMappings named it //anon.
+func TestCoreWithoutFileNote(t *testing.T) {
+	raw := threadsCore(t)
+	whole, err := coredump.Parse(raw, "threads", &coredump.Options{NoMappedFiles: true})
+	require.NoError(t, err)
+	require.True(t, whole.MappingsComplete, "the intact core's NT_FILE")
+	require.NotEmpty(t, whole.Mappings)
+
+	// The note header of NT_FILE: namesz 5, descsz, type "FILE", "CORE\0".
+	broken := append([]byte(nil), raw...)
+	hdr := []byte{5, 0, 0, 0}
+	n := 0
+	for i := 0; i+20 <= len(broken); i += 4 {
+		if bytes.Equal(broken[i:i+4], hdr) && binary.LittleEndian.Uint32(broken[i+8:]) == 0x46494c45 && string(broken[i+12:i+17]) == "CORE\x00" {
+			binary.LittleEndian.PutUint32(broken[i+8:], 0x7fff0001) // an unknown note
+			n++
+		}
+	}
+	require.Equal(t, 1, n, "NT_FILE notes found in the core")
+	cd, err := coredump.Parse(broken, "threads", &coredump.Options{NoMappedFiles: true})
+	require.NoError(t, err)
+	require.False(t, cd.MappingsComplete)
+	require.Empty(t, cd.Mappings)
+
+	uncovered := 0
+	for _, m := range coreMappings(&Core{Core: cd}) {
+		if m.Exec && m.Path != "[vdso]" {
+			uncovered++
+			assert.NotEqual(t, "//anon", m.Path, "segment %#x-%#x is not known to be anonymous", m.Start, m.End)
+		}
+	}
+	require.NotZero(t, uncovered, "executable segments outside any mapping")
+	// With NT_FILE whole, an executable segment outside it is anonymous.
+	for _, m := range coreMappings(&Core{Core: whole}) {
+		if m.Path == "" {
+			t.Errorf("mapping %#x-%#x of the intact core has no path", m.Start, m.End)
+		}
+	}
 }
