@@ -134,7 +134,7 @@ func (s *Sample) Clone() Record { return s.Detach() }
 // Detach returns a deep copy of the sample that stays valid after the next
 // Reader.Next.
 func (s *Sample) Detach() *Sample {
-	c := s.detachInPlace()
+	c := s.detachInPlace(nil)
 	c.Raw = cloneBytes(s.Raw)
 	c.StackData = cloneBytes(s.StackData)
 	c.AuxData = cloneBytes(s.AuxData)
@@ -143,15 +143,59 @@ func (s *Sample) Detach() *Sample {
 
 // detachInPlace is Detach for a sample whose body stays in memory (a
 // mapped file): Raw, StackData and AuxData, which alias the body, are
-// shared, not copied.
-func (s *Sample) detachInPlace() *Sample {
-	c := *s
+// shared, not copied. The copy and its word slices come from a (a new
+// allocation each where a is nil).
+func (s *Sample) detachInPlace(a *sampleArena) *Sample {
+	c := a.sample()
+	*c = *s
 	c.Read = s.Read.clone()
-	c.Callchain = cloneU64(s.Callchain)
+	c.Callchain = a.u64s(s.Callchain)
 	c.Branches = append([]BranchEntry(nil), s.Branches...)
-	c.Regs = cloneU64(s.Regs)
-	c.IntrRegs = cloneU64(s.IntrRegs)
-	return &c
+	c.Regs = a.u64s(s.Regs)
+	c.IntrRegs = a.u64s(s.IntrRegs)
+	return c
+}
+
+// sampleArena hands out the Samples a Sorter queues and their word slices
+// from blocks, so that queuing a sample costs no allocation of its own (a
+// block of 64 samples, 8K words, is allocated at once). A block stays
+// alive while any sample or slice of it is referenced; each slice is
+// capped at its length, so appending to one never writes into another.
+type sampleArena struct {
+	samples []Sample
+	words   []uint64
+}
+
+func (a *sampleArena) sample() *Sample {
+	if a == nil {
+		return new(Sample)
+	}
+	if len(a.samples) == 0 {
+		a.samples = make([]Sample, 64)
+	}
+	s := &a.samples[0]
+	a.samples = a.samples[1:]
+	return s
+}
+
+// u64s copies v as cloneU64 does (nil for an empty v).
+func (a *sampleArena) u64s(v []uint64) []uint64 {
+	n := len(v)
+	if n == 0 {
+		return nil
+	}
+	if a == nil {
+		return cloneU64(v)
+	}
+	if n > cap(a.words)-len(a.words) {
+		if n > 1<<11 {
+			return cloneU64(v)
+		}
+		a.words = make([]uint64, 0, 1<<13)
+	}
+	i := len(a.words)
+	a.words = append(a.words, v...)
+	return a.words[i : i+n : i+n]
 }
 
 // Mmap is a PERF_RECORD_MMAP or PERF_RECORD_MMAP2 (Type says which). MMAP

@@ -36,6 +36,7 @@ type Sorter struct {
 	outPos    int
 	err       error
 	done      bool
+	arena     sampleArena // the queued samples' memory
 }
 
 // NewSorter returns a Sorter over r that queues at most limit bytes of
@@ -166,7 +167,7 @@ func (s *Sorter) Next() (Record, error) {
 // what the Reader decodes into its own buffers is copied.
 func (s *Sorter) keep(rec Record) Record {
 	if smp, ok := rec.(*Sample); ok && s.r.inMap {
-		return smp.detachInPlace()
+		return smp.detachInPlace(&s.arena)
 	}
 	return rec.Clone()
 }
