@@ -274,8 +274,13 @@ func guestScript(jobs []job) string {
 	b.WriteString("U=/lab/ustack\nmkdir -p /share/out\n")
 	for _, j := range jobs {
 		fmt.Fprintf(&b, "echo '== %s'\n", j.name)
+		// The set-up's output is kept (a kprobe tracefs refused once, on a
+		// loaded host: the recording then found no such event), in the
+		// script's own shell (its exports stay).
+		pre := ""
 		if j.pre != "" {
-			b.WriteString(j.pre + "\n")
+			pre = fmt.Sprintf("{ %s; } >> /share/out/%s.pre.log 2>&1", j.pre, j.name)
+			b.WriteString(pre + "\n")
 		}
 		rec := fmt.Sprintf("$U record -q -o /tmp/%s.data %s > /share/out/%s.record.log 2>&1", j.name, j.args, j.name)
 		if j.workload != "" {
@@ -299,7 +304,15 @@ func guestScript(jobs []job) string {
 			// run and its retry. The attributes are those of the runs
 			// that work: the guest kernel or the emulation, not the
 			// recorder (docs/KERNELLAB.md).
-			fmt.Fprintf(&b, "rc=$?; try=1; while [ $rc -eq 4 ] && [ $try -lt 3 ]; do cat /share/out/%[1]s.record.log >> /share/out/%[1]s.retried; sleep 1; %[2]s; %[3]s; rc=$?; try=$((try+1)); done\n", j.name, rec, report)
+			// The set-up and the clean-up run again around each retry.
+			again := rec
+			if pre != "" {
+				again = pre + "; " + again
+			}
+			if j.post != "" {
+				again += "; " + j.post
+			}
+			fmt.Fprintf(&b, "rc=$?; try=1; while [ $rc -eq 4 ] && [ $try -lt 3 ]; do cat /share/out/%[1]s.record.log >> /share/out/%[1]s.retried; sleep 1; %[2]s; %[3]s; rc=$?; try=$((try+1)); done\n", j.name, again, report)
 		}
 		fmt.Fprintf(&b, "cp /tmp/%[1]s.data /share/out/ && cp /tmp/%[1]s.data.ustack /share/out/ 2>/dev/null; rm -f /tmp/%[1]s.data*\n", j.name)
 	}
@@ -481,6 +494,9 @@ func (lr *labRun) report(t *testing.T, host, name string, extra ...string) ([]by
 	}
 	if b, err := os.ReadFile(filepath.Join(lr.out, name+".retried")); err == nil {
 		t.Logf("%s: the guest's recording had no sample and was made again (up to twice); ustack record had said: %q", name, b)
+	}
+	if b, err := os.ReadFile(filepath.Join(lr.out, name+".pre.log")); err == nil && len(b) > 0 {
+		t.Logf("%s: its set-up in the guest said:\n%s", name, b)
 	}
 	if b, err := os.ReadFile(filepath.Join(lr.out, name+".record.log")); err == nil && len(b) > 0 {
 		t.Logf("%s: ustack record said:\n%s", name, b)
