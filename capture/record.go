@@ -508,9 +508,12 @@ func (ev *Event) kernelAttr(a *perfdata.Attr) unix.PerfEventAttr {
 	return ua
 }
 
-// startCommand starts the command held at a gate: a shell that waits for
-// a byte on a pipe, then execs the command, so the events (enabled on
-// exec) see it from its first instruction.
+// startCommand starts the command held at a gate: a shell that says it
+// runs, waits for a byte on a pipe, then execs the command, so the events
+// (enabled on exec) see it from its first instruction. The events are
+// opened only once the shell has said so: os/exec's Start returns as soon
+// as the shell's exec has closed its close-on-exec files, before that exec
+// is over, and events opened then would be enabled by the shell's own exec.
 func (r *Recorder) startCommand() error {
 	path, err := exec.LookPath(r.opts.Command[0])
 	if err != nil {
@@ -520,7 +523,14 @@ func (r *Recorder) startCommand() error {
 	if err != nil {
 		return err
 	}
-	script := `IFS= read -r _ <&3 || exit 126; exec 3<&-; exec "$@"`
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		pr.Close()
+		pw.Close()
+		return err
+	}
+	defer readyR.Close()
+	script := `echo >&4; exec 4>&-; IFS= read -r _ <&3 || exit 126; exec 3<&-; exec "$@"`
 	args := append([]string{"-c", script, r.opts.Command[0], path}, r.opts.Command[1:]...)
 	cmd := exec.Command("/bin/sh", args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = r.opts.Stdin, r.opts.Stdout, r.opts.Stderr
@@ -533,13 +543,21 @@ func (r *Recorder) startCommand() error {
 	if cmd.Stderr == nil {
 		cmd.Stderr = os.Stderr
 	}
-	cmd.ExtraFiles = []*os.File{pr}
-	if err := cmd.Start(); err != nil {
-		pr.Close()
+	cmd.ExtraFiles = []*os.File{pr, readyW}
+	err = cmd.Start()
+	pr.Close()
+	readyW.Close()
+	if err != nil {
 		pw.Close()
 		return fmt.Errorf("starting %q: %w", r.opts.Command[0], err)
 	}
-	pr.Close()
+	var b [1]byte
+	if _, err := io.ReadFull(readyR, b[:]); err != nil {
+		pw.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+		return fmt.Errorf("starting %q: the shell that holds it did not start: %v", r.opts.Command[0], err)
+	}
 	r.cmd, r.gateW = cmd, pw
 	r.targetPID = cmd.Process.Pid
 	r.cmdDone = make(chan struct{})
