@@ -1295,19 +1295,21 @@ func (r *Recorder) note(rec []byte) {
 		if misc&perfdata.MiscCommExec != 0 && len(body) >= 8 && r.uw != nil {
 			r.uw.exec(le.Uint32(body))
 		}
+		if len(body) >= 8 && r.uw != nil {
+			r.uw.thread(le.Uint32(body), le.Uint32(body[4:]))
+		}
 		if len(body) > 8 && r.uw != nil && r.opts.OnUnwound != nil {
 			r.uw.comms[le.Uint32(body[4:])] = cString(body[8:])
 		}
 	case perfdata.RecordFork:
 		if len(body) >= 16 && r.uw != nil {
 			r.uw.fork(le.Uint32(body), le.Uint32(body[4:]))
+			r.uw.thread(le.Uint32(body), le.Uint32(body[8:]))
 		}
 	case perfdata.RecordExit:
 		if len(body) >= 16 && r.uw != nil {
 			pid, tid := le.Uint32(body), le.Uint32(body[8:])
-			if pid == tid {
-				r.uw.exit(pid)
-			}
+			r.uw.exit(pid, tid)
 			delete(r.uw.comms, tid)
 		}
 	}

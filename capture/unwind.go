@@ -85,13 +85,20 @@ func (lu *liveUnwinder) mmap(pid uint32, start, ln, pgoff uint64, prot uint32, n
 func (lu *liveUnwinder) exec(pid uint32)       { lu.tr.Exec(pid); lu.drop(pid) }
 func (lu *liveUnwinder) fork(pid, ppid uint32) { lu.tr.Fork(pid, ppid) }
 
-// exit forgets a process that exited: its Space gives its objects back
-// (closed when over the budget and no other process maps them).
-func (lu *liveUnwinder) exit(pid uint32) {
-	lu.tr.Exit(pid)
+// exit records thread tid's EXIT and forgets the process once its leader
+// and every other thread known of it have exited (procmaps'
+// Tracker.ThreadExit): its Space gives its objects back (closed when over
+// the budget and no other process maps them).
+func (lu *liveUnwinder) exit(pid, tid uint32) {
+	if !lu.tr.ThreadExit(pid, tid) {
+		return
+	}
 	lu.drop(pid)
 	lu.res.ForgetPID(pid)
 }
+
+// thread records that thread tid of process pid exists.
+func (lu *liveUnwinder) thread(pid, tid uint32) { lu.tr.Thread(pid, tid) }
 
 // drop closes pid's Space. Samples are unwound and handed on
 // (OnUnwound) in the one goroutine that calls it, so no unwind uses it.
@@ -139,6 +146,7 @@ func (r *Recorder) writeUnwound(misc uint16, body []byte) error {
 		r.st.UnwindFailed++
 		return nil
 	}
+	lu.thread(v.Pid, v.Tid)
 	chain := append(lu.chain[:0], v.Callchain...)
 	var space *resolve.Space
 	if v.RegsABI != perfdata.RegsABINone {

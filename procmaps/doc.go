@@ -3,8 +3,10 @@
 // so that every sample's addresses resolve against the maps in force when it
 // was taken.
 //
-// Feed events in time order with Mmap, Fork, Exec and Exit; ask for a
-// process's maps with Maps. Each change produces a new immutable Snapshot,
+// Feed events in time order with Mmap, Fork, Exec and Exit (or, for a
+// thread's EXIT, ThreadExit, with Thread told of the threads a FORK, COMM
+// or sample shows: the maps then outlive the leader while another thread
+// runs); ask for a process's maps with Maps. Each change produces a new immutable Snapshot,
 // so a snapshot handed to a worker goroutine stays valid while later events
 // are applied; unchanged processes keep their snapshot and its Version,
 // which callers use to cache what they derive from it.

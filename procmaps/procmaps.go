@@ -59,6 +59,7 @@ type Tracker struct {
 	procs   map[uint32]*Snapshot
 	version uint64
 	empty   Snapshot
+	threads threadsAlive
 }
 
 // NewTracker returns a Tracker that knows no process.
@@ -121,17 +122,38 @@ func (t *Tracker) Fork(child, parent uint32) {
 	}
 	maps := append([]Map(nil), t.Maps(parent).Maps...)
 	t.procs[child] = t.next(maps)
+	t.threads.reset(child)
 }
 
 // Exec records that process pid replaced its image: its maps are dropped,
 // and the new image's mmaps follow.
 func (t *Tracker) Exec(pid uint32) {
 	t.procs[pid] = t.next(nil)
+	t.threads.reset(pid)
 }
 
 // Exit records that process pid ended.
 func (t *Tracker) Exit(pid uint32) {
 	delete(t.procs, pid)
+	t.threads.reset(pid)
+}
+
+// Thread records that thread tid of process pid exists (a FORK of a
+// thread, a COMM or a sample of it), so that ThreadExit keeps the
+// process's maps while it runs.
+func (t *Tracker) Thread(pid, tid uint32) { t.threads.note(pid, tid) }
+
+// ThreadExit records thread tid's EXIT. The process's maps go when its
+// leader (tid == pid) and every other thread Thread was told of have
+// exited, in whatever order: in a group exit the threads exit in any order,
+// and a leader may end with pthread_exit while the process runs on. It
+// reports whether the process went.
+func (t *Tracker) ThreadExit(pid, tid uint32) bool {
+	if !t.threads.exit(pid, tid) {
+		return false
+	}
+	delete(t.procs, pid)
+	return true
 }
 
 // Processes returns how many processes the tracker knows.

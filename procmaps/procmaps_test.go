@@ -49,3 +49,38 @@ func TestTracker(t *testing.T) {
 		t.Errorf("exit: %d processes", tr.Processes())
 	}
 }
+
+// TestThreadExit: a process's maps stay while a thread of it known to the
+// tracker runs after its leader's EXIT, and go with the last of them.
+func TestThreadExit(t *testing.T) {
+	tr := NewTracker()
+	m := Map{Start: 0x1000, End: 0x2000, Path: "/bin/x", Exec: true}
+	tr.Mmap(10, m)
+	tr.Thread(10, 11)
+	tr.Thread(10, 12)
+	if tr.ThreadExit(10, 10) || len(tr.Maps(10).Maps) != 1 {
+		t.Fatalf("the leader's exit dropped the maps while threads 11 and 12 run")
+	}
+	if tr.ThreadExit(10, 11) || len(tr.Maps(10).Maps) != 1 {
+		t.Fatalf("thread 11's exit dropped the maps while thread 12 runs")
+	}
+	if !tr.ThreadExit(10, 12) || len(tr.Maps(10).Maps) != 0 {
+		t.Fatalf("the last thread's exit left the maps")
+	}
+	// Threads first, then the leader: the leader's exit ends the process.
+	tr.Mmap(20, m)
+	tr.Thread(20, 21)
+	if tr.ThreadExit(20, 21) || len(tr.Maps(20).Maps) != 1 {
+		t.Fatalf("a thread's exit dropped a live leader's maps")
+	}
+	if !tr.ThreadExit(20, 20) || len(tr.Maps(20).Maps) != 0 {
+		t.Fatalf("the leader's exit, the last thread, left the maps")
+	}
+	// A new process at a pid forgets the threads of the last one.
+	tr.Thread(30, 31)
+	tr.Fork(30, 1)
+	tr.Mmap(30, m)
+	if !tr.ThreadExit(30, 30) {
+		t.Fatalf("pid 30's new process kept its predecessor's thread 31")
+	}
+}

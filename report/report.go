@@ -317,10 +317,9 @@ type processor struct {
 	// mapped, and whether the recording's clock is CLOCK_MONOTONIC.
 	markers map[string]markerTime
 
-	spaces  map[uint32]pidSpace // pid -> its latest address space
-	threads threadsAlive        // when a process's mappings may go
-	mapBuf  []resolve.Mapping
-	traces  traceFormats
+	spaces map[uint32]pidSpace // pid -> its latest address space
+	mapBuf []resolve.Mapping
+	traces traceFormats
 }
 
 func newProcessor(s *perfdata.Session, opts Options) (*processor, error) {
@@ -641,7 +640,7 @@ func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary,
 		}
 		switch rec := rec.(type) {
 		case *perfdata.Sample:
-			p.threads.note(rec.Pid, rec.Tid)
+			p.tracker.Thread(rec.Pid, rec.Tid)
 			if f := p.opts.Filter; f != nil && !f.Keep(rec.Pid, rec.Tid, rec.CPU, rec.Time, p.commOf(rec.Tid)) {
 				index++
 				sum.Filtered++
@@ -657,26 +656,17 @@ func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary,
 		case *perfdata.Comm:
 			if rec.Exec {
 				p.tracker.Exec(rec.Pid)
-				p.threads.reset(rec.Pid)
 			}
-			p.threads.note(rec.Pid, rec.Tid)
+			p.tracker.Thread(rec.Pid, rec.Tid)
 			p.comms[rec.Tid] = rec.Comm
 		case *perfdata.Fork:
 			p.tracker.Fork(rec.Pid, rec.Ppid)
-			if rec.Pid == rec.Tid {
-				p.threads.reset(rec.Pid)
-			} else {
-				p.threads.note(rec.Pid, rec.Tid)
-			}
+			p.tracker.Thread(rec.Pid, rec.Tid)
 			if c, ok := p.comms[rec.Ptid]; ok {
 				p.comms[rec.Tid] = c
 			}
 		case *perfdata.Exit:
-			// The mappings go when the process does: its leader and
-			// every other thread known of it have exited.
-			if p.threads.exit(rec.Pid, rec.Tid) {
-				p.tracker.Exit(rec.Pid)
-			}
+			p.tracker.ThreadExit(rec.Pid, rec.Tid)
 		case *perfdata.Lost:
 			sum.Lost += rec.Lost
 		case *perfdata.LostSamples:

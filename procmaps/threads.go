@@ -1,4 +1,4 @@
-package report
+package procmaps
 
 // threadsAlive keeps, for each process, the threads other than its leader
 // that the recording shows (FORK, COMM and sample records), so that a
