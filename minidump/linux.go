@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/ustack/ustack/coredump"
 )
@@ -83,12 +84,18 @@ func (d *Dump) parseMaps(b []byte, off int64) []MapEntry {
 		if len(f) > 5 {
 			// The path is the rest of the line after the inode's
 			// padding; it may hold spaces (and " (deleted)").
+			// Fields as strings.Fields splits them: at any white space
+			// (a damaged line's \v or \r too).
 			rest := string(line)
-			for k := 0; k < 5; k++ {
-				rest = strings.TrimLeft(rest, " \t")
-				rest = rest[strings.IndexAny(rest, " \t"):]
+			for k := 0; k < 5 && rest != ""; k++ {
+				rest = strings.TrimLeftFunc(rest, unicode.IsSpace)
+				if i := strings.IndexFunc(rest, unicode.IsSpace); i >= 0 {
+					rest = rest[i:]
+				} else {
+					rest = ""
+				}
 			}
-			e.Path = strings.TrimLeft(rest, " \t")
+			e.Path = strings.TrimLeftFunc(rest, unicode.IsSpace)
 		}
 		out = append(out, e)
 	}
