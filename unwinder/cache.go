@@ -158,6 +158,11 @@ func (c *Cache) rowMiss(a arch.Arch, obj Object, addr, set uint64) *cacheEntry {
 		return e
 	}
 	e.compile(a, &r.row, r.explicit)
+	if e.flags&fastSignal != 0 && addr+1 < r.row.End {
+		// A trampoline's row found at a return address's lookup (PC-1)
+		// that is the row at the PC too: the unwind need not look again.
+		e.flags |= fastSignalNext
+	}
 	return e
 }
 

@@ -21,18 +21,19 @@ type fastRule struct {
 
 // Flags of a fastRow, computed when the row is cached.
 const (
-	fastOK        uint16 = 1 << iota // applyFast can apply the row
-	fastRAFromReg                    // the return address comes from a register
-	fastCopyRA                       // the caller's PC is the return address column
-	fastUnsetPC                      // the return address is undefined: outermost
-	fastSetSP                        // the caller's SP is the CFA
-	fastRAOff                        // the caller's PC is saved at base+raOff
-	fastExprCFA                      // the CFA rule is an expression
-	fastCFADeref                     // the CFA is the word at base; see fastRow
-	fastSignal                       // the row is a signal trampoline's ('S')
-	fastSimple                       // walkSimple can apply the row; see compact
-	fastCFASP                        // the CFA register is the SP
-	fastOutermost                    // walkSimple can apply the row: the outermost frame's
+	fastOK         uint16 = 1 << iota // applyFast can apply the row
+	fastRAFromReg                     // the return address comes from a register
+	fastCopyRA                        // the caller's PC is the return address column
+	fastUnsetPC                       // the return address is undefined: outermost
+	fastSetSP                         // the caller's SP is the CFA
+	fastRAOff                         // the caller's PC is saved at base+raOff
+	fastExprCFA                       // the CFA rule is an expression
+	fastCFADeref                      // the CFA is the word at base; see fastRow
+	fastSignal                        // the row is a signal trampoline's ('S')
+	fastSimple                        // walkSimple can apply the row; see compact
+	fastCFASP                         // the CFA register is the SP
+	fastOutermost                     // walkSimple can apply the row: the outermost frame's
+	fastSignalNext                    // a signal row that applies at the next address too (set by Cache.rowMiss)
 )
 
 // maxFastRules bounds the explicit rules of a row in compact form, to keep
@@ -47,9 +48,10 @@ const maxFastRules = 23
 // signal trampolines), compiled into plain rules once when the row is
 // cached.
 //
-// The row's addresses are relative to its base: the CFA, except when the
-// CFA is itself loaded from memory (flags has fastCFADeref), where the base
-// is the value of cfaReg and the CFA is the word at base+cfaOff.
+// The row's addresses are relative to its base, the value of cfaReg plus
+// cfaOff: the CFA, except when the CFA is itself loaded from memory (flags
+// has fastCFADeref), where the base is the address of the word that holds
+// the CFA. applyFast applies both kinds alike.
 type fastRow struct {
 	// cfaOff is the offset from register cfaReg of the CFA (or, with
 	// fastCFADeref, of the word holding the CFA).
@@ -127,12 +129,9 @@ func (f *fastRow) plain(row *cfi.Row, r int, deref bool) (p plainRule, ok bool) 
 		if rule.Kind == cfi.RuleValExpression {
 			kind = cfi.RuleValOffset
 		}
-		if !deref {
-			// base = CFA = reg + cfaOff, so reg + k = base + (k - cfaOff)
-			// (modulo 2^64, as the expression computes it).
-			k -= f.cfaOff
-		}
-		return plainRule{kind: kind, off: k}, true
+		// base = reg + cfaOff, so reg + k = base + (k - cfaOff)
+		// (modulo 2^64, as the expression computes it).
+		return plainRule{kind: kind, off: k - f.cfaOff}, true
 	}
 	return plainRule{}, false
 }
@@ -431,9 +430,9 @@ func applyFast(f *fastRow, r *arch.Regs, w *window, curSP, pacMask uint64) (cfa,
 
 // applyCompact applies the compact row f of any kind, including those whose
 // CFA is loaded from memory (fastCFADeref), which the unwind loop leaves to
-// it: their CFA is read first, then applyFast applies the rules to a copy of
-// f whose base is the register itself, and the caller's SP is set to the CFA
-// afterwards.
+// it: their CFA is read first (the word at the row's base), then applyFast
+// applies the rules, relative to the base as ever, and the caller's SP is set
+// to the CFA afterwards.
 func applyCompact(f *fastRow, r *arch.Regs, w *window, pacMask uint64) (cfa, pc, sp, known uint64, stop StopReason) {
 	curSP, _ := r.Get(int(f.spReg))
 	if f.flags&fastCFADeref == 0 {
@@ -449,10 +448,7 @@ func applyCompact(f *fastRow, r *arch.Regs, w *window, pacMask uint64) (cfa, pc,
 		// and the general step says why it cannot.
 		return 0, 0, 0, r.KnownMask(), stopGeneral
 	}
-	g := *f
-	g.cfaOff = 0
-	g.flags &^= fastSetSP | fastCFADeref
-	_, pc, sp, known, stop = applyFast(&g, r, w, curSP, pacMask)
+	_, pc, sp, known, stop = applyFast(f, r, w, curSP, pacMask)
 	if stop == stopNone && f.flags&fastSetSP != 0 {
 		sp = cfa
 		r.Set(int(f.spReg), cfa)

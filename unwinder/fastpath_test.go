@@ -297,8 +297,10 @@ func TestRestoreRTCompiles(t *testing.T) {
 		offs[r.col] = r.off
 	}
 	require.Len(t, offs, len(amd64SigRegs))
+	// The rules are relative to the row's base, rsp + cfaOff (the saved
+	// rsp's slot).
 	for i, reg := range amd64SigRegs {
-		require.Equal(t, int32(amd64SigcontextOff+8*i), offs[uint8(reg)], "register %s", arch.AMD64.RegName(reg))
+		require.Equal(t, int32(amd64SigcontextOff+8*i)-int32(f.cfaOff), offs[uint8(reg)], "register %s", arch.AMD64.RegName(reg))
 	}
 }
 

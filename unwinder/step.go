@@ -65,7 +65,7 @@ func (u *Unwinder) slowStep(c *Cache, m *Mapping, e *cacheEntry, cur, next *arch
 		// A compact row the loop leaves here: a signal trampoline's,
 		// whose PC is exact (look the row up again at the PC itself),
 		// or one whose CFA is loaded from memory.
-		if e.flags&fastSignal != 0 && lookup != pc {
+		if e.flags&(fastSignal|fastSignalNext) == fastSignal && lookup != pc {
 			e = c.row(a, m.Object, pc-m.Bias)
 		}
 		if e.flags&fastOK != 0 && e.arch == a {

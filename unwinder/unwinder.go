@@ -272,6 +272,20 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 				continue
 			}
 		}
+		if stop == stopGeneral && e.flags&(fastOK|fastSignal) == fastOK|fastSignal && e.arch == a &&
+			(lookup == pc || e.flags&fastSignalNext != 0) {
+			// A signal trampoline's compact row (glibc's __restore_rt),
+			// found at the PC itself or valid there: what slowStep does
+			// for it, without the call.
+			var known uint64
+			cfa, newPC, newSP, known, stop = applyCompact(&e.fastRow, cur, w, pacMask)
+			if stop == stopNone {
+				out, stepMethod, signal = cur, MethodSignal, true
+				newPCOK, newSPOK = known&(1<<uint(pcReg)) != 0, known&(1<<uint(spReg)) != 0
+				raFromRegister = e.flags&fastRAFromReg != 0 || w.restored>>e.raReg&1 != 0
+				restored, w.restored = w.restored != 0, 0
+			}
+		}
 		if stop != stopNone {
 			var st stepResult
 			u.slowStep(c, m, e, cur, next, w, lookup, pc, n == 1, pacMask, stop, &st)
