@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -240,9 +241,14 @@ const (
 	entryMagic   = "USTKKSY2"
 	entryHdrSize = 40
 	maxEntrySyms = 1 << 24
+	// maxEntryBytes bounds an entry's file (a kernel's is a few MB).
+	maxEntryBytes = 1 << 30
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// errEntrySize is readEntry's answer for an empty or oversized entry.
+var errEntrySize = errors.New("kallsyms: cache entry of impossible size")
 
 // core returns the symbols of the kernel image in t (no module) and the
 // range of addresses for which a lookup in them gives what a lookup in all
@@ -347,12 +353,16 @@ func storeEntry(dir, boot string, syms []Symbol, lo, hi uint64, prefix []byte) {
 // first lines of /proc/kallsyms now; nil otherwise (a damaged entry is
 // removed, to be rebuilt).
 func loadEntry(path string) *Table {
-	b, err := os.ReadFile(path)
+	b, release, err := readEntry(path)
 	if err != nil {
+		if err == errEntrySize {
+			os.Remove(path)
+		}
 		return nil
 	}
 	t, prefix := decodeEntry(b)
 	if t == nil {
+		release(false)
 		os.Remove(path)
 		return nil
 	}
@@ -360,8 +370,10 @@ func loadEntry(path string) *Table {
 	// privilege, and other addresses after a reboot that kept the boot id
 	// file (a container's view): compare what it shows now.
 	if !procStartsWith(prefix) {
+		release(false)
 		return nil
 	}
+	release(true)
 	return t
 }
 

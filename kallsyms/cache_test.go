@@ -135,6 +135,14 @@ func TestLoadProcCache(t *testing.T) {
 	assert.False(t, cached.Covers(last+1), "past the image's last symbol")
 	assert.False(t, cached.Covers(0xffffffff81000000-1), "below the image")
 	checkAgainstReference(t, first, text)
+	// The entry is mapped, not read: a third load of the same file reuses
+	// the mapping (its pages leave the resident set after the checks),
+	// and both tables still answer from it.
+	again, _, err := LoadProc(dir, "")
+	require.NoError(t, err)
+	require.True(t, again.partial, "the third load did not use the cache")
+	checkAgainstReference(t, again, text)
+	checkAgainstReference(t, cached, text)
 	var nilTable *Table
 	assert.False(t, nilTable.Covers(0xffffffff81000000))
 }
