@@ -5,7 +5,10 @@ Usage: compare-stacks.py PERF_SCRIPT_OUTPUT USTACK_OUTPUT [--show N]
 
 Samples are blocks separated by blank lines: a header line, then one line per
 frame. Two samples agree when their headers and frame lines are equal. Prints
-the share of samples that agree and the most common kinds of difference.
+the share of samples that agree, the share whose stacks are the same
+addresses frame for frame (the unwinds agree; only the names differ: ustack
+names a function as gdb does, from DWARF, where perf takes a symbol table's
+alias), and the most common kinds of difference.
 """
 import collections
 import sys
@@ -48,6 +51,19 @@ def kind(a, b):
 JUNK = "ffffffffffffffff [unknown] ([unknown])"
 
 
+def address(line):
+    f = line.split()
+    return f[0] if f else line
+
+
+def names_from(a, b):
+    """b with each frame line replaced by a's at the same depth where the two
+    have the same address: b as it would read with perf's names."""
+    return [b[0]] + [
+        a[i] if i < len(a) and address(a[i]) == address(b[i]) else b[i] for i in range(1, len(b))
+    ]
+
+
 def normalize(a, b):
     """Applies the named perf 6.1 defects to perf's sample a so that it can
     be compared with ustack's b. Returns (a', names of the rules applied).
@@ -86,6 +102,7 @@ def main():
     n = min(len(pa), len(ua))
     same = 0
     normsame = 0
+    sameaddr = 0
     kinds = collections.Counter()
     applied = collections.Counter()
     shown = 0
@@ -107,6 +124,9 @@ def main():
             for r in rules:
                 applied[r] += 1
             continue
+        bn = names_from(a, b)
+        if normalize(a, bn)[0] == bn:
+            sameaddr += 1
         k = kind(na, b)
         kinds[k] += 1
         if shown < show:
@@ -116,6 +136,7 @@ def main():
         print("%d ustack samples have tail-call frames (perf has none), set aside before comparing" % tailcalls)
     print("%d of %d samples identical (%.2f%%)" % (same, n, 100.0 * same / max(n, 1)))
     print("%d of %d identical once known perf defects are set aside (%.2f%%)" % (normsame, n, 100.0 * normsame / max(n, 1)))
+    print("%d of %d have the same addresses frame for frame, names aside (%.2f%%)" % (normsame + sameaddr, n, 100.0 * (normsame + sameaddr) / max(n, 1)))
     for k, c in applied.most_common():
         print("  %6d  known: %s" % (c, k))
     print("remaining differences:")
