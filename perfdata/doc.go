@@ -11,8 +11,10 @@
 //	         -> feature sections after the data (bitmap adds_features)
 //	         -> data section, streamed record by record
 //	OpenMapped                the same, the file mapped: records decoded in
-//	                          place, no read or copy; pages behind the reader
-//	                          dropped (MADV_DONTNEED) so the resident set
+//	                          place, no read or copy; pages 2 MB ahead of
+//	                          the reader mapped by a goroutine of its own
+//	                          (MADV_POPULATE_READ, prefetch.go), pages behind
+//	                          it dropped (MADV_DONTNEED) so the resident set
 //	                          stays small; queued samples alias the mapping
 //	NewReader                 pipe mode (perf record -o -, 16-byte header)
 //	  HEADER_ATTR, HEADER_FEATURE, EVENT_UPDATE, HEADER_BUILD_ID ... records

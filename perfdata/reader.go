@@ -61,6 +61,8 @@ type Reader struct {
 	// dropped is the offset up to which the pages of mm were dropped
 	// from memory (dropPages) after they were read.
 	dropped int64
+	// pf maps the pages ahead of the reader.
+	pf prefetcher
 
 	// Resynchronisation after damage (resync.go).
 	size     int64    // the file's size (file mode)
@@ -451,6 +453,7 @@ func (r *Reader) Close() error {
 		r.z.close()
 	}
 	var err error
+	r.pf.stop()
 	if r.unmap != nil {
 		err = r.unmap()
 		r.unmap, r.mm = nil, nil
@@ -635,6 +638,7 @@ func (r *Reader) nextMapped() (Record, error) {
 		return r.damaged(r.off, truncErr(r.off, "record type %v: input ends after %d of its %d bytes", typ, avail, size))
 	}
 	r.inMap = true
+	r.pf.advance(r.mm, r.off)
 	if r.off-r.dropped > dropStep+dropLag {
 		end := (r.off - dropLag) &^ (1<<16 - 1)
 		dropPages(r.mm[r.dropped:end])
