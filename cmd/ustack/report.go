@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ustack/ustack/archive"
@@ -143,7 +144,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	}
 
 	if os.Getenv("GOGC") == "" {
-		lowerGCPercentAbove(6<<20, 50)
+		gcTuneOnce.Do(func() { lowerGCPercentAbove(6<<20, 50) })
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -658,6 +659,10 @@ func parsePACMask(s string) (uint64, error) {
 	}
 	return m, nil
 }
+
+// gcTuneOnce arms lowerGCPercentAbove once a process (tests run many
+// reports in one).
+var gcTuneOnce sync.Once
 
 // lowerGCPercentAbove sets the collector's GOGC to pct once a collection
 // finds more than live bytes of live heap. A large report's heap is mostly
