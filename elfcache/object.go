@@ -470,7 +470,7 @@ func (o *Object) sectionData(s *elf.Section) (data []byte, err error) {
 		if data, ok, err := o.inflateCompressed(s); ok {
 			return data, err
 		}
-		return o.viaCache(s, s.Size, func() ([]byte, error) { return readAllLimit(s.Open(), s.Size, o.path, s.Name) })
+		return o.viaCache(s, s.Size, func() (io.Reader, error) { return s.Open(), nil })
 	case strings.HasPrefix(s.Name, ".zdebug_"):
 		raw, err := o.src.bytes(s.Offset, s.FileSize)
 		if err != nil {
@@ -483,12 +483,12 @@ func (o *Object) sectionData(s *elf.Section) (data []byte, err error) {
 		if size > max {
 			return nil, newErr(o.path, s.Name, 4, fmt.Errorf("decompressed size %#x exceeds the limit %#x", size, max))
 		}
-		return o.viaCache(s, size, func() ([]byte, error) {
+		return o.viaCache(s, size, func() (io.Reader, error) {
 			zr, err := newZlibReader(raw[12:])
 			if err != nil {
 				return nil, newErr(o.path, s.Name, 12, err)
 			}
-			return readAllLimit(zr, size, o.path, s.Name)
+			return zr, nil
 		})
 	}
 	data, err = o.src.bytes(s.Offset, s.Size)
@@ -518,20 +518,31 @@ func (o *Object) inflateCompressed(s *elf.Section) (data []byte, ok bool, err er
 	if elf.CompressionType(o.ef.ByteOrder.Uint32(raw)) != elf.COMPRESS_ZLIB {
 		return nil, false, nil
 	}
-	data, err = o.viaCache(s, s.Size, func() ([]byte, error) {
+	data, err = o.viaCache(s, s.Size, func() (io.Reader, error) {
 		zr, err := newZlibReader(raw[hdr:])
 		if err != nil {
 			return nil, newErr(o.path, s.Name, int64(hdr), err)
 		}
-		return readAllLimit(zr, s.Size, o.path, s.Name)
+		return zr, nil
 	})
 	return data, true, err
 }
 
-// viaCache returns a compressed section's decompressed bytes from the
+// viaCache returns a compressed section's size decompressed bytes from the
 // SectionCache when it has them for these compressed bytes, else
-// decompresses them with inflate and stores the result.
-func (o *Object) viaCache(s *elf.Section, size uint64, inflate func() ([]byte, error)) ([]byte, error) {
+// decompresses them (open returns a reader of them) straight into a new
+// entry and returns that, mapped: the section never lies whole in the
+// heap. Without a cache, or when the entry cannot be written or the
+// bytes are damaged, it decompresses them into memory (which says what
+// is damaged).
+func (o *Object) viaCache(s *elf.Section, size uint64, open func() (io.Reader, error)) ([]byte, error) {
+	inflate := func() ([]byte, error) {
+		r, err := open()
+		if err != nil {
+			return nil, err
+		}
+		return readAllLimit(r, size, o.path, s.Name)
+	}
 	c := o.opts.SectionCache
 	if c == nil || len(o.buildID) == 0 || size == 0 {
 		return o.inflateHeld(inflate)
@@ -540,18 +551,28 @@ func (o *Object) viaCache(s *elf.Section, size uint64, inflate func() ([]byte, e
 	if err != nil {
 		return o.inflateHeld(inflate)
 	}
-	if data, unmap, ok := c.get(o.buildID, s.Name, src, size); ok {
-		o.cachedMu.Lock()
-		o.cached = append(o.cached, unmap)
-		o.cachedMu.Unlock()
+	if data, ok := o.cachedSection(c, s, src, size); ok {
 		return data, nil
 	}
-	data, err := inflate()
-	if err == nil {
-		c.put(o.buildID, s.Name, src, data)
-		o.held.heap.Add(int64(cap(data)))
+	if r, err := open(); err == nil && c.putFrom(o.buildID, s.Name, src, r, size) {
+		if data, ok := o.cachedSection(c, s, src, size); ok {
+			return data, nil
+		}
 	}
-	return data, err
+	return o.inflateHeld(inflate)
+}
+
+// cachedSection returns the SectionCache's entry for section s made from
+// src, mapped, and keeps it mapped until the object is closed.
+func (o *Object) cachedSection(c *SectionCache, s *elf.Section, src []byte, size uint64) ([]byte, bool) {
+	data, unmap, ok := c.get(o.buildID, s.Name, src, size)
+	if !ok {
+		return nil, false
+	}
+	o.cachedMu.Lock()
+	o.cached = append(o.cached, unmap)
+	o.cachedMu.Unlock()
+	return data, true
 }
 
 // readAllLimit reads exactly size bytes from r.

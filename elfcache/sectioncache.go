@@ -1,11 +1,13 @@
 package elfcache
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -150,30 +152,48 @@ func (c *SectionCache) drop(p string, exists bool) {
 	}
 }
 
-// put stores a section's decompressed bytes, made from src. Errors are
-// not fatal to anyone: the cache is an optimization.
-func (c *SectionCache) put(buildID []byte, section string, src, data []byte) {
+// put stores a section's decompressed bytes, made from src, and says
+// whether it did. Errors are not fatal to anyone: the cache is an
+// optimization.
+func (c *SectionCache) put(buildID []byte, section string, src, data []byte) bool {
+	return c.putFrom(buildID, section, src, bytes.NewReader(data), uint64(len(data)))
+}
+
+// putFrom is put with the decompressed bytes read from r, size of them,
+// as they are decompressed: a first report never holds a whole section in
+// its heap. It says false, and stores nothing, when r ends early or fails
+// (the caller decompresses again to say why) or the entry cannot be
+// written.
+func (c *SectionCache) putFrom(buildID []byte, section string, src []byte, r io.Reader, size uint64) bool {
 	p := c.path(buildID, section)
-	if p == "" || uint64(len(data)) >= maxCachedSecLen || int64(len(data)) > c.maxBytes/4 {
-		return
+	if p == "" || size >= maxCachedSecLen || int64(size) > c.maxBytes/4 {
+		return false
 	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-		return
+		return false
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(p), ".tmp-*")
 	if err != nil {
-		return
+		return false
 	}
 	var hdr [sectionHdrSize]byte
-	copy(hdr[:], sectionMagic)
-	le := binary.LittleEndian
-	le.PutUint64(hdr[8:], uint64(len(data)))
-	le.PutUint64(hdr[16:], uint64(len(src)))
-	le.PutUint32(hdr[24:], srcSum(src))
-	le.PutUint32(hdr[28:], crc32.Checksum(data, castagnoli))
-	_, err = tmp.Write(hdr[:])
+	_, err = tmp.Write(hdr[:]) // filled in below, once the checksum is known
+	sum := crc32.New(castagnoli)
 	if err == nil {
-		_, err = tmp.Write(data)
+		var n int64
+		n, err = io.CopyN(io.MultiWriter(tmp, sum), r, int64(size))
+		if err == nil && uint64(n) != size {
+			err = io.ErrUnexpectedEOF
+		}
+	}
+	if err == nil {
+		copy(hdr[:], sectionMagic)
+		le := binary.LittleEndian
+		le.PutUint64(hdr[8:], size)
+		le.PutUint64(hdr[16:], uint64(len(src)))
+		le.PutUint32(hdr[24:], srcSum(src))
+		le.PutUint32(hdr[28:], sum.Sum32())
+		_, err = tmp.WriteAt(hdr[:], 0)
 	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
@@ -183,10 +203,10 @@ func (c *SectionCache) put(buildID []byte, section string, src, data []byte) {
 	}
 	if err != nil {
 		os.Remove(tmp.Name())
-		return
+		return false
 	}
 	c.mu.Lock()
-	c.written += int64(len(data))
+	c.written += int64(size)
 	trim := c.written > c.maxBytes/8
 	if trim {
 		c.written = 0
@@ -195,6 +215,7 @@ func (c *SectionCache) put(buildID []byte, section string, src, data []byte) {
 	if trim {
 		c.Trim()
 	}
+	return true
 }
 
 // Trim removes the oldest entries (by modification time) until the cache

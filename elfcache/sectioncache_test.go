@@ -1,6 +1,7 @@
 package elfcache
 
 import (
+	"debug/elf"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -155,5 +156,49 @@ func BenchmarkSourceFramesIndexCached(b *testing.B) {
 		o, _ := Open(libcAMD64, Options{SectionCache: c})
 		o.SourceFrames(a, nil)
 		o.Close()
+	}
+}
+
+// TestSectionCacheDamagedSource damages a compressed .debug_info in the
+// middle of its zlib stream, where a streamed decompression into a cache
+// entry fails after writing part of it: the object reports the same error
+// with the cache as without, names the file and section, and leaves no
+// entry or temporary file behind.
+func TestSectionCacheDamagedSource(t *testing.T) {
+	dir := t.TempDir()
+	bin := testprog.Compile(t, "gcc", dir, "inl.c", cInline, "-O2", "-g", "-gz=zlib")
+	ef, err := elf.Open(bin)
+	require.NoError(t, err)
+	s := ef.Section(".debug_info")
+	require.NotNil(t, s)
+	require.NotZero(t, s.Flags&elf.SHF_COMPRESSED, "gcc -gz=zlib compressed no .debug_info")
+	off, size := int64(s.Offset), int64(s.FileSize)
+	ef.Close()
+	b, err := os.ReadFile(bin)
+	require.NoError(t, err)
+	for i := off + size/2; i < off+size/2+16; i++ {
+		b[i] ^= 0x5a
+	}
+	require.NoError(t, os.WriteFile(bin, b, 0o700))
+
+	errorOf := func(opts Options) error {
+		o := mustOpen(t, bin, opts)
+		defer o.Close()
+		o.SourceFrames(0x1000, nil)
+		return o.SourceError()
+	}
+	plain := errorOf(Options{NoDebugFile: true})
+	require.Error(t, plain, "a damaged .debug_info read without complaint")
+	cacheDir := filepath.Join(t.TempDir(), "sections")
+	c, err := NewSectionCache(cacheDir, 0)
+	require.NoError(t, err)
+	cached := errorOf(Options{NoDebugFile: true, SectionCache: c})
+	require.Error(t, cached, "with the cache")
+	assert.Equal(t, plain.Error(), cached.Error())
+	assert.Contains(t, cached.Error(), bin)
+	assert.Contains(t, cached.Error(), ".debug_info")
+	for _, e := range testprog.Files(cacheDir) {
+		assert.NotContains(t, filepath.Base(e), "debug_info", "an entry of the damaged section was kept: %s", e)
+		assert.False(t, strings.HasPrefix(filepath.Base(e), ".tmp-"), "temporary file left: %s", e)
 	}
 }
