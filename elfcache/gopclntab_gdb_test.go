@@ -198,29 +198,16 @@ func TestStrippedGoARM64VsGDB(t *testing.T) {
 // backtrace.
 func runUnderGDB(t *testing.T, bin string, addr uint64) (map[int]uint64, []byte, []gdbFrame) {
 	dir := t.TempDir()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	qemu := exec.Command("qemu-aarch64", "-g", strconv.Itoa(port), bin)
-	qemu.Env = []string{}
-	qemu.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	require.NoError(t, qemu.Start())
-	defer func() {
-		qemu.Process.Kill()
-		qemu.Wait()
-	}()
 	stackFile := filepath.Join(dir, "stack")
 	script := filepath.Join(dir, "capture.py")
 	require.NoError(t, os.WriteFile(script, []byte(fmt.Sprintf("STACKFILE = %q\n", stackFile)+gdbCapture), 0o644))
 	var out []byte
-	// qemu may not listen yet: try again for as long as a busy machine may
-	// take to start it.
+	var err error
+	// On a busy machine qemu may not listen yet when gdb connects, or gdb
+	// may give up on a slow reply; qemu's gdbstub serves one connection,
+	// so each try starts a qemu of its own.
 	for deadline := time.Now().Add(2 * time.Minute); ; {
-		cmd := exec.Command("timeout", "60", "gdb-multiarch", "-nx", "-batch",
-			"-ex", "set pagination off", "-ex", "set backtrace past-main on", "-ex", "target remote 127.0.0.1:"+strconv.Itoa(port),
-			"-ex", fmt.Sprintf("break *%#x", addr), "-ex", "continue", "-x", script, bin)
-		out, err = cmd.CombinedOutput()
+		out, err = gdbUnderQEMU(t, bin, addr, script)
 		if err == nil && bytes.Contains(out, []byte("FRAME ")) || time.Now().After(deadline) {
 			break
 		}
@@ -248,4 +235,27 @@ func runUnderGDB(t *testing.T, bin string, addr uint64) (map[int]uint64, []byte,
 	stack, err := os.ReadFile(stackFile)
 	require.NoError(t, err)
 	return regs, stack, frames
+}
+
+// gdbUnderQEMU starts bin under a new qemu-aarch64 gdbstub and runs gdb's
+// capture script at addr through it, once.
+func gdbUnderQEMU(t *testing.T, bin string, addr uint64, script string) ([]byte, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	qemu := exec.Command("qemu-aarch64", "-g", strconv.Itoa(port), bin)
+	qemu.Env = []string{}
+	qemu.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	require.NoError(t, qemu.Start())
+	defer func() {
+		qemu.Process.Kill()
+		qemu.Wait()
+	}()
+	cmd := exec.Command("timeout", "60", "gdb-multiarch", "-nx", "-batch",
+		"-ex", "set pagination off", "-ex", "set backtrace past-main on",
+		"-ex", "set remotetimeout 30", "-ex", "set tcp connect-timeout 30",
+		"-ex", "target remote 127.0.0.1:"+strconv.Itoa(port),
+		"-ex", fmt.Sprintf("break *%#x", addr), "-ex", "continue", "-x", script, bin)
+	return cmd.CombinedOutput()
 }
