@@ -11,6 +11,9 @@
 #   ustack-cold   ustack report -i core with an empty cache directory
 #   ustack-warm   the same again (ustack's section cache is filled)
 #   ustack-json   ustack report --format json (warm)
+#   base-warm     with BASE=BINARY: that ustack binary, warm (a build of
+#                 the commit before a change: before and after in one run),
+#                 and whether its output is ustack-warm's byte for byte
 #   eu-stack      eu-stack -m -i --core core -e PROG (modules, inline frames)
 #   gdb           gdb -batch -ex 'thread apply all bt' PROG core
 # each with glibc's separate debug file (libc6-dbg, when installed) and
@@ -19,7 +22,8 @@
 # output (the 64 workers' chains).
 #
 # Needs root for core_pattern when it is a pipe; gcc, gdb, elfutils
-# (eu-stack), GNU time. Usage: scripts/bench-core.sh [WORKDIR]; RUNS=5.
+# (eu-stack), GNU time. Usage: scripts/bench-core.sh [WORKDIR]; RUNS=5;
+# BASE=BINARY also measures another ustack binary (see base-warm).
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 work="${1:-$(mktemp -d /tmp/ustack-bench-core.XXXXXX)}"
@@ -116,6 +120,15 @@ scenario() {
 	measure "$name/ustack-warm" "$runs" env XDG_CACHE_HOME="$cache" ./ustack report "${uflags[@]}" -i core
 	cp "$name/ustack-warm.txt" "ustack-$name.txt" 2>/dev/null || true
 	measure "$name/ustack-json" "$runs" env XDG_CACHE_HOME="$cache" ./ustack report "${uflags[@]}" --format json -i core
+	if [ -n "${BASE:-}" ]; then
+		XDG_CACHE_HOME="$cache" "$BASE" report "${uflags[@]}" -i core > /dev/null 2>&1 || true
+		measure "$name/base-warm" "$runs" env XDG_CACHE_HOME="$cache" "$BASE" report "${uflags[@]}" -i core
+		if cmp -s "$name/base-warm.txt" "$name/ustack-warm.txt"; then
+			echo "  base-warm's output is ustack-warm's, byte for byte"
+		else
+			echo "  base-warm's output DIFFERS from ustack-warm's"
+		fi
+	fi
 	measure "$name/eu-stack" "$runs" eu-stack -m -i "${eflags[@]}" --core core -e ./threads64
 	measure "$name/gdb" "$runs" gdb -nx -batch "${gflags[@]}" -ex 'thread apply all bt' ./threads64 core
 	awk -v n="$name" 'function r(a, b, x) { x = b > 0 ? a / b : 0; return x } {t[$1]=$2; c[$1]=$3} END {
@@ -124,6 +137,8 @@ scenario() {
 		printf "    gdb / ustack-cold      %6.1fx %6.1fx\n", r(t[n "/gdb"], t[n "/ustack-cold"]), r(c[n "/gdb"], c[n "/ustack-cold"])
 		printf "    eu-stack / ustack-warm %6.1fx %6.1fx\n", r(t[n "/eu-stack"], t[n "/ustack-warm"]), r(c[n "/eu-stack"], c[n "/ustack-warm"])
 		printf "    eu-stack / ustack-cold %6.1fx %6.1fx\n", r(t[n "/eu-stack"], t[n "/ustack-cold"]), r(c[n "/eu-stack"], c[n "/ustack-cold"])
+		if ((n "/base-warm") in t)
+			printf "    base-warm / ustack-warm %5.2fx %6.2fx\n", r(t[n "/base-warm"], t[n "/ustack-warm"]), r(c[n "/base-warm"], c[n "/ustack-warm"])
 	}' results.txt
 }
 mkdir -p with-debug no-debug empty-debug-dir
