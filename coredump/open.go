@@ -10,7 +10,8 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
 	"github.com/ulikunitz/xz"
-	"golang.org/x/sys/unix"
+
+	"github.com/ustack/ustack/internal/mmapfile"
 )
 
 // Compression names a compression format a core may be stored in.
@@ -211,11 +212,11 @@ func mapFile(f *os.File, path string) ([]byte, func() error, error) {
 	if int64(int(size)) != size {
 		return nil, nil, fmt.Errorf("%s: %d bytes is too large to map", path, size)
 	}
-	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_PRIVATE)
+	data, unmap, err := mmapfile.Map(f, size)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: can't map: %w", path, err)
 	}
-	return data, func() error { return unix.Munmap(data) }, nil
+	return data, unmap, nil
 }
 
 // Image is the uncompressed content of a dump file, whatever its format:

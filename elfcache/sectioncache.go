@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ustack/ustack/internal/mmapfile"
 )
 
 // SectionCache keeps decompressed debug sections on disk, so that the
@@ -129,7 +131,7 @@ func (c *SectionCache) get(buildID []byte, section string, src []byte, size uint
 		c.drop(p, err == nil)
 		return nil, nil, false
 	}
-	m, unmap, err := mmapFile(f, st.Size())
+	m, unmap, err := mmapfile.Map(f, st.Size())
 	if err != nil {
 		return nil, nil, false
 	}

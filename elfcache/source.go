@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/ustack/ustack/internal/mmapfile"
 )
 
 // source is the bytes of one file: either all of it in memory (mmap'd or
@@ -99,14 +101,9 @@ func openSource(path string, noMmap bool) (*source, os.FileInfo, error) {
 	if size == 0 {
 		return nil, nil, errors.New("empty file")
 	}
-	if !noMmap {
-		if data, unmap, err := mmapFile(f, size); err == nil {
-			return &source{data: data, size: size, unmap: unmap}, fi, nil
-		}
-	}
-	data := make([]byte, size)
-	if _, err := io.ReadFull(f, data); err != nil {
+	data, unmap, err := mmapfile.MapOrRead(f, size, noMmap)
+	if err != nil {
 		return nil, nil, err
 	}
-	return &source{data: data, size: size}, fi, nil
+	return &source{data: data, size: size, unmap: unmap}, fi, nil
 }

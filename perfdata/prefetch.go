@@ -1,11 +1,13 @@
 package perfdata
 
+import "github.com/ustack/ustack/internal/mmapfile"
+
 // prefetcher maps the pages of a mapped recording a few MB ahead of the
 // reader, on a goroutine of its own (MADV_POPULATE_READ): otherwise the
 // reader takes a page fault at the first touch of every 64 KB, and on the
 // large bench recording (367 MB) those faults were a fifth of its CPU time
 // and the reader, which every unwinding worker waits on, was the slowest
-// stage. The pages behind are dropped as before (dropPages), so the
+// stage. The pages behind are dropped as before (mmapfile.Drop), so the
 // resident set stays bounded.
 type prefetcher struct {
 	reqs  chan []byte
@@ -22,7 +24,7 @@ const (
 
 // advance asks for the pages of mm ahead of off, when few are left.
 func (p *prefetcher) advance(mm []byte, off int64) {
-	if off+prefetchLow <= p.ahead || p.ahead >= int64(len(mm)) || !canPopulate {
+	if off+prefetchLow <= p.ahead || p.ahead >= int64(len(mm)) || !mmapfile.CanPopulate {
 		return
 	}
 	start := max(p.ahead, off&^(1<<12-1))
@@ -38,7 +40,7 @@ func (p *prefetcher) advance(mm []byte, off int64) {
 			ok := true
 			for b := range reqs {
 				if ok {
-					ok = populatePages(b) // an older kernel: stop asking
+					ok = mmapfile.Populate(b) // an older kernel: stop asking
 				}
 			}
 		}(p.reqs, p.done)

@@ -6,6 +6,8 @@ import (
 	"io"
 	"math/bits"
 	"os"
+
+	"github.com/ustack/ustack/internal/mmapfile"
 )
 
 const (
@@ -59,7 +61,7 @@ type Reader struct {
 	// in decompressed data): its byte slices stay valid until Close.
 	inMap bool
 	// dropped is the offset up to which the pages of mm were dropped
-	// from memory (dropPages) after they were read.
+	// from memory (mmapfile.Drop) after they were read.
 	dropped int64
 	// pf maps the pages ahead of the reader.
 	pf prefetcher
@@ -156,7 +158,8 @@ func OpenMapped(path string) (*Reader, error) {
 	if err != nil || !st.Mode().IsRegular() {
 		return r, nil
 	}
-	if m, unmap, err := mmapFile(f, st.Size()); err == nil {
+	if m, unmap, err := mmapfile.Map(f, st.Size()); err == nil {
+		mmapfile.Sequential(m)
 		r.mm, r.unmap = m, unmap
 	}
 	return r, nil
@@ -641,7 +644,7 @@ func (r *Reader) nextMapped() (Record, error) {
 	r.pf.advance(r.mm, r.off)
 	if r.off-r.dropped > dropStep+dropLag {
 		end := (r.off - dropLag) &^ (1<<16 - 1)
-		dropPages(r.mm[r.dropped:end])
+		mmapfile.Drop(r.mm[r.dropped:end])
 		r.dropped = end
 	}
 	return r.record(typ, misc, r.mm[r.off:r.off+int64(size):r.off+int64(size)])
