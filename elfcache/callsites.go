@@ -1,14 +1,11 @@
 package elfcache
 
 import (
-	"bytes"
 	"debug/dwarf"
-	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -61,19 +58,14 @@ const (
 // callSites is an object's index of call sites. Its units are read one at
 // a time, on the first query that needs one (a report touches few of an
 // object's units; glibc's debug file has over a thousand), and kept; the
-// names are the symbol tables', read on the first lookup by name.
+// function symbols by name are the Object's (FunctionNamed).
 type callSites struct {
-	lx  *lineIndex // the DWARF and its address-to-unit index
-	obj *Object
-	// The function symbols by name (see FunctionNamed): .dynsym's
-	// first, which name what other objects call, then on a miss all.
-	dynOnce, allOnce sync.Once
-	dynNames         map[string]uint64
-	allNames         map[string]uint64
-	units            []atomic.Pointer[cuCallSites]
-	mu               sync.Mutex  // serializes parsing; guards err
-	err              error       // the first unit that could not be read
-	failed           atomic.Bool // err is set
+	lx     *lineIndex // the DWARF and its address-to-unit index
+	obj    *Object
+	units  []atomic.Pointer[cuCallSites]
+	mu     sync.Mutex  // serializes parsing; guards err
+	err    error       // the first unit that could not be read
+	failed atomic.Bool // err is set
 }
 
 // cuCallSites is one unit's call sites and functions, immutable once built.
@@ -94,10 +86,9 @@ type callSiteState struct {
 	once sync.Once
 	idx  *callSites
 	err  error
-	// names are the function symbols by name of an object without
-	// DWARF (FunctionNamed).
+	// names are the function symbols by name (FunctionNamed).
 	namesOnce sync.Once
-	names     map[string]uint64
+	names     *funcNames
 }
 
 // CallSiteAt returns the call site whose return address is ret (link-time).
@@ -179,25 +170,20 @@ func (o *Object) FunctionEntry(addr uint64) (uint64, bool) {
 // site's target that DWARF gives only by name (a declaration) among its
 // minimal symbols the same way.
 func (o *Object) FunctionNamed(name string) (uint64, bool) {
-	x := o.callSiteIndex()
-	if x == nil {
+	if o.closed.Load() {
+		return 0, false
+	}
+	st := &o.callSite
+	st.namesOnce.Do(func() { st.names = o.functionNames() })
+	if o.callSiteIndex() == nil {
 		// No DWARF (a system library without its debug file): the
 		// symbol tables still name its functions.
-		if o.closed.Load() {
-			return 0, false
-		}
-		st := &o.callSite
-		st.namesOnce.Do(func() { st.names = o.functionSymbols(true) })
-		e, ok := st.names[name]
-		return e, ok
+		return st.names.lookup(st.names.all, name)
 	}
-	x.dynOnce.Do(func() { x.dynNames = x.symbolNames(false) })
-	if e, ok := x.dynNames[name]; ok {
+	if e, ok := st.names.lookup(st.names.dyn, name); ok {
 		return e, true
 	}
-	x.allOnce.Do(func() { x.allNames = x.symbolNames(true) })
-	e, ok := x.allNames[name]
-	return e, ok
+	return st.names.lookup(st.names.all, name)
 }
 
 // CallSitesError returns the first error met while reading call sites,
@@ -226,73 +212,9 @@ func (o *Object) callSiteIndex() *callSites {
 			o.callSite.err = o.lineErr
 			return
 		}
-		o.callSite.idx = &callSites{lx: lx, obj: o, units: make([]atomic.Pointer[cuCallSites], len(lx.units))}
+		o.callSite.idx = &callSites{lx: lx, units: make([]atomic.Pointer[cuCallSites], len(lx.units))}
 	})
 	return o.callSite.idx
-}
-
-// symbolNames returns the function symbols of .dynsym and, with all, of
-// .symtab (the object's or else its debug file's) by name, the globals
-// before the locals.
-func (x *callSites) symbolNames(all bool) map[string]uint64 {
-	return x.obj.functionSymbols(all)
-}
-
-// functionSymbols is symbolNames for o.
-func (o *Object) functionSymbols(all bool) map[string]uint64 {
-	var cands []candidate
-	cands, _ = o.readSymtab(".dynsym", cands)
-	if all {
-		owner := o
-		if s := o.section(".symtab"); s == nil || s.Type == elf.SHT_NOBITS {
-			if d := o.DebugFile(); d != nil {
-				owner = d
-			}
-		}
-		cands, _ = owner.readSymtab(".symtab", cands)
-	}
-	// The names, without their versions, in one string whose substrings
-	// are the keys: a glibc has 13,000 of them, a string each was 13,000
-	// allocations.
-	type named struct {
-		start, end int32
-		addr       uint64
-	}
-	var text strings.Builder
-	size := 0
-	for i := range cands {
-		size += len(cands[i].name)
-	}
-	text.Grow(size)
-	order := make([]named, 0, len(cands))
-	for _, local := range []bool{false, true} {
-		for i := range cands {
-			c := &cands[i]
-			if (c.bind == uint8(elf.STB_LOCAL)) != local || c.typ == uint8(elf.STT_NOTYPE) {
-				continue
-			}
-			name := c.name
-			if j := bytes.IndexByte(name, '@'); j > 0 {
-				name = name[:j]
-			}
-			start := text.Len()
-			text.Write(name)
-			order = append(order, named{int32(start), int32(text.Len()), c.addr})
-		}
-	}
-	joined := text.String()
-	names := make(map[string]uint64, len(order))
-	for _, n := range order {
-		if name := joined[n.start:n.end]; !hasKey(names, name) {
-			names[name] = n.addr
-		}
-	}
-	return names
-}
-
-func hasKey(m map[string]uint64, k string) bool {
-	_, ok := m[k]
-	return ok
 }
 
 // unit returns unit ci's call sites, reading them on first use.

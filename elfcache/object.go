@@ -50,8 +50,9 @@ type Options struct {
 	// an object with a build-id (one carried by a recording's archive);
 	// the debug file's build-id must match.
 	DebugData func(buildID []byte) (data []byte, ok bool)
-	// SectionCache, when set, keeps decompressed sections on disk between
-	// runs, keyed by build-id (nil: decompress every time).
+	// SectionCache, when set, keeps decompressed sections and the symbol
+	// tables built from an object on disk between runs, keyed by build-id
+	// (nil: decompress and build every time).
 	SectionCache *SectionCache
 	// Fetcher, when set, is asked by build-id for a separate debug file
 	// that no local search found, and by Cache.OpenBuildID for a missing

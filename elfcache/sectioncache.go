@@ -21,7 +21,9 @@ import (
 
 // SectionCache keeps decompressed debug sections on disk, so that the
 // second report that needs glibc's line tables maps them instead of
-// inflating megabytes again. An entry is keyed by the object's build-id and
+// inflating megabytes again, and tables built from an object's sections
+// (its sorted symbol table and function names: symcache.go), so that it
+// maps them instead of sorting thousands of symbols again. An entry is keyed by the object's build-id and
 // the section's name, and records the length and a checksum of the
 // compressed bytes it was made from (their first and last 64 KB: a debug
 // file rewritten by dwz keeps its build-id, not its sections' bytes) and a
@@ -94,7 +96,13 @@ func srcSum(src []byte) uint32 {
 	if len(src) <= 2*srcSumSpan {
 		return crc32.Checksum(src, castagnoli)
 	}
-	return crc32.Update(crc32.Checksum(src[:srcSumSpan], castagnoli), castagnoli, src[len(src)-srcSumSpan:])
+	return srcSumEnds(src[:srcSumSpan], src[len(src)-srcSumSpan:])
+}
+
+// srcSumEnds is srcSum of bytes longer than 2*srcSumSpan given their first
+// and last srcSumSpan bytes.
+func srcSumEnds(head, tail []byte) uint32 {
+	return crc32.Update(crc32.Checksum(head, castagnoli), castagnoli, tail)
 }
 
 // path returns the entry file of a section, or "" when the object has no
@@ -116,6 +124,7 @@ func (c *SectionCache) path(buildID []byte, section string) string {
 // get returns the cached decompressed bytes of a section made from src,
 // mapped read-only, and the function that unmaps them. A missing, stale
 // or damaged entry gives ok false (a damaged one is removed).
+// With size anySize, the entry may have any size (its header says which).
 func (c *SectionCache) get(buildID []byte, section string, src []byte, size uint64) (data []byte, release func() error, ok bool) {
 	p := c.path(buildID, section)
 	if p == "" {
@@ -127,7 +136,10 @@ func (c *SectionCache) get(buildID []byte, section string, src []byte, size uint
 	}
 	defer f.Close()
 	st, err := f.Stat()
-	if err != nil || st.Size() != sectionHdrSize+int64(size) {
+	if err == nil && size == anySize {
+		size = uint64(max(st.Size()-sectionHdrSize, 0))
+	}
+	if err != nil || size >= maxCachedSecLen || st.Size() != sectionHdrSize+int64(size) {
 		c.drop(p, err == nil)
 		return nil, nil, false
 	}
@@ -146,6 +158,10 @@ func (c *SectionCache) get(buildID []byte, section string, src []byte, size uint
 	}
 	return m[sectionHdrSize:], unmap, true
 }
+
+// anySize asks get for an entry whatever its size: one made by ustack from
+// what it read (a symbol table), whose size is not known beforehand.
+const anySize = ^uint64(0)
 
 // drop removes a bad entry.
 func (c *SectionCache) drop(p string, exists bool) {

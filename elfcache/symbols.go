@@ -127,7 +127,19 @@ func (o *Object) buildSymbols() {
 			owner = d
 		}
 	}
-	if owner.section(".symtab") == nil || owner.section(".symtab").Type == elf.SHT_NOBITS {
+	mini := owner.section(".symtab") == nil || owner.section(".symtab").Type == elf.SHT_NOBITS
+	var key []byte
+	c := o.opts.SectionCache
+	if c != nil && len(o.buildID) > 0 {
+		key = o.symtabKey(owner, mini)
+		var from Origin
+		if o.loadDerived(symtabEntry, key, func(b []byte) (ok bool) { o.syms, from, ok = decodeSymtab(b); return ok }) {
+			o.symFrom = from
+			o.held.heap.Add(int64(len(o.syms.names)))
+			return
+		}
+	}
+	if mini {
 		// No full symbol table anywhere: MiniDebugInfo has the local
 		// functions .dynsym lacks.
 		mini, err := o.miniDebugInfo()
@@ -166,6 +178,9 @@ func (o *Object) buildSymbols() {
 	cands = o.pltSymbols(cands)
 	o.syms = buildSymtab(cands)
 	o.held.heap.Add(o.syms.heldBytes())
+	if key != nil && o.symErr == nil {
+		o.storeSymtab(key, o.syms, o.symFrom)
+	}
 }
 
 // readSymtab appends the function symbols of the named symbol table.

@@ -37,8 +37,9 @@ type Options struct {
 	// /usr/lib/debug).
 	DebugDirs []string
 	// SectionCache, when set, keeps decompressed debug sections (glibc's
-	// line tables, for inline frames) on disk between reports, keyed by
-	// build-id; nil decompresses them on every run. The output is the same
+	// line tables, for inline frames) and the objects' sorted symbol
+	// tables on disk between reports, keyed by build-id; nil decompresses
+	// and sorts them on every run. The output is the same
 	// either way. ustack report uses elfcache.DefaultSectionCacheDir.
 	SectionCache *elfcache.SectionCache
 	// Cache, when set, opens the object files and keeps them for the next

@@ -38,8 +38,8 @@ type Options struct {
 	// Fetcher, when set, fetches by build-id the objects and debug files
 	// no local source has (a *debuginfod.Client).
 	Fetcher elfcache.Fetcher
-	// SectionCache, when set, keeps decompressed debug sections on disk
-	// between runs.
+	// SectionCache, when set, keeps decompressed debug sections and the
+	// objects' sorted symbol tables on disk between runs.
 	SectionCache *elfcache.SectionCache
 	// NoInline leaves the frames of inlined functions out.
 	NoInline bool

@@ -1,0 +1,230 @@
+package elfcache
+
+import (
+	"bytes"
+	"debug/elf"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"strings"
+	"unsafe"
+)
+
+// An object's symbol table, once built, is kept in its SectionCache (when
+// it has one and the object a build-id) as an entry of its own, so that the
+// next report maps it instead of reading, sorting and merging thousands of
+// symbols again (glibc's debug file: 6,800 of them, 1.5 MB of heap). The
+// entry is keyed by the build-id and checked against a fingerprint of
+// everything the table is made from: the section headers of the object and
+// of the file whose .symtab it used, and the length and checksum (srcSum) of
+// each section read. A table built with an error is not kept.
+// The entry's name ends in the fingerprint's checksum, so that the tables
+// of one object read with and without its debug file are kept side by side.
+const symtabEntry = "@symtab-1"
+
+// derivedEntry is the name of the entry kind for key.
+func derivedEntry(kind string, key []byte) string {
+	return fmt.Sprintf("%s-%08x", kind, srcSum(key))
+}
+
+// The entry's contents, after the SectionCache's own header; numbers in
+// the machine's byte order, syms and spans as they are in memory.
+//
+//	magic   [8]byte "USTKSYM1"
+//	order   u32     0x01020304 in the writer's byte order
+//	from    u8      the Origin of the symbols; then 3 bytes of padding
+//	nsyms   u64
+//	nspans  u64
+//	nnames  u64     bytes of names
+//	syms    [nsyms]symEntry
+//	spans   [nspans]span
+//	names   [nnames]byte
+const (
+	symtabMagic   = "USTKSYM1"
+	symtabHdrSize = 40
+	byteOrderMark = 0x01020304
+	symEntrySize  = int(unsafe.Sizeof(symEntry{}))
+	spanSize      = int(unsafe.Sizeof(span{}))
+)
+
+// isSymtabInput reports whether buildSymbols may read section s of the
+// object itself: its symbol and string tables and relocations (which name
+// PLT stubs), the stubs, MiniDebugInfo and a Go program's function table
+// (in .rodata when stripped).
+func isSymtabInput(s *elf.Section) bool {
+	switch s.Type {
+	case elf.SHT_SYMTAB, elf.SHT_DYNSYM, elf.SHT_STRTAB, elf.SHT_RELA, elf.SHT_REL:
+		return true
+	}
+	return strings.HasPrefix(s.Name, ".plt") || strings.HasPrefix(s.Name, ".got") ||
+		strings.Contains(s.Name, "gopclntab") || s.Name == ".rodata" || s.Name == ".gnu_debugdata"
+}
+
+// symtabKey returns the fingerprint of what buildSymbols makes o's table
+// from, owner being the object whose .symtab it reads (o or its debug
+// file) and mini whether it would look in MiniDebugInfo.
+func (o *Object) symtabKey(owner *Object, mini bool) []byte {
+	ne := binary.NativeEndian
+	k := make([]byte, 0, 1024)
+	k = append(k, symtabMagic...)
+	k = ne.AppendUint32(k, byteOrderMark)
+	k = append(k, byte(symEntrySize), byte(spanSize), byte(o.origin()), byte(owner.origin()))
+	if mini {
+		k = append(k, 1)
+	}
+	objs := []*Object{o}
+	if owner != o {
+		objs = append(objs, owner)
+	}
+	for _, x := range objs {
+		k = append(k, 0xff)
+		for _, s := range x.ef.Sections {
+			k = append(k, s.Name...)
+			k = append(k, 0)
+			k = ne.AppendUint32(k, uint32(s.Type))
+			k = ne.AppendUint64(k, uint64(s.Flags))
+			k = ne.AppendUint64(k, s.Addr)
+			k = ne.AppendUint64(k, s.Offset)
+			k = ne.AppendUint64(k, s.FileSize)
+			k = ne.AppendUint64(k, s.Size)
+			k = ne.AppendUint32(k, s.Link)
+		}
+	}
+	for _, s := range o.ef.Sections {
+		if isSymtabInput(s) {
+			k = o.appendSectionSum(k, s)
+		}
+	}
+	if s := owner.section(".symtab"); s != nil {
+		k = owner.appendSectionSum(k, s)
+		if int(s.Link) < len(owner.ef.Sections) {
+			k = owner.appendSectionSum(k, owner.ef.Sections[s.Link])
+		}
+	}
+	return k
+}
+
+// appendSectionSum appends the checksum of section s's bytes in the file
+// (its first and last srcSumSpan bytes, as srcSum reads them), or a
+// marker when s is missing or has none.
+func (o *Object) appendSectionSum(k []byte, s *elf.Section) []byte {
+	if s == nil || s.Type == elf.SHT_NOBITS {
+		return append(k, 0)
+	}
+	n := s.FileSize
+	var sum uint32
+	if n <= 2*srcSumSpan {
+		b, err := o.src.bytes(s.Offset, n)
+		if err != nil {
+			return append(k, 1)
+		}
+		sum = srcSum(b)
+	} else {
+		head, err1 := o.src.bytes(s.Offset, srcSumSpan)
+		tail, err2 := o.src.bytes(s.Offset+n-srcSumSpan, srcSumSpan)
+		if err1 != nil || err2 != nil {
+			return append(k, 1)
+		}
+		sum = srcSumEnds(head, tail)
+	}
+	k = append(k, 2)
+	k = binary.NativeEndian.AppendUint64(k, n)
+	return binary.NativeEndian.AppendUint32(k, sum)
+}
+
+// loadDerived maps o's entry of kind for key and gives its contents to
+// decode; when decode takes them they stay mapped until o is closed.
+func (o *Object) loadDerived(kind string, key []byte, decode func([]byte) bool) bool {
+	data, unmap, ok := o.opts.SectionCache.get(o.buildID, derivedEntry(kind, key), key, anySize)
+	if !ok {
+		return false
+	}
+	if !decode(data) {
+		unmap()
+		return false
+	}
+	o.cachedMu.Lock()
+	o.cached = append(o.cached, unmap)
+	o.cachedMu.Unlock()
+	return true
+}
+
+// storeDerived keeps parts, one after the other, as o's entry of kind for
+// key.
+func (o *Object) storeDerived(kind string, key []byte, parts ...[]byte) {
+	rs := make([]io.Reader, len(parts))
+	size := 0
+	for i, p := range parts {
+		rs[i] = bytes.NewReader(p)
+		size += len(p)
+	}
+	o.opts.SectionCache.putFrom(o.buildID, derivedEntry(kind, key), key, io.MultiReader(rs...), uint64(size))
+}
+
+// derivedHeader reports whether b starts as an entry of kind magic made on
+// a machine of this byte order, and is aligned for the tables it holds.
+func derivedHeader(b []byte, magic string, hdrSize int) bool {
+	return len(b) >= hdrSize && string(b[:8]) == magic && binary.NativeEndian.Uint32(b[8:]) == byteOrderMark &&
+		uintptr(unsafe.Pointer(unsafe.SliceData(b)))%8 == 0
+}
+
+// tableAt returns the n entries of type T at b[*off:], in place, and moves
+// *off past them; the caller has checked that they fit.
+func tableAt[T any](b []byte, off *int, n uint64) []T {
+	if n == 0 {
+		return nil
+	}
+	t := unsafe.Slice((*T)(unsafe.Pointer(&b[*off])), n)
+	*off += int(n) * int(unsafe.Sizeof(*new(T)))
+	return t
+}
+
+// asBytes is the memory of a slice of table entries.
+func asBytes[T any](s []T) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(*new(T))))
+}
+
+// decodeSymtab reads an entry's contents. Its syms and spans are the
+// entry's bytes (which must be 8-byte aligned); a table whose counts or
+// indexes do not fit is refused.
+func decodeSymtab(b []byte) (*symtab, Origin, bool) {
+	if !derivedHeader(b, symtabMagic, symtabHdrSize) {
+		return nil, OriginNone, false
+	}
+	ne := binary.NativeEndian
+	from := Origin(b[12])
+	nsyms, nspans, nnames := ne.Uint64(b[16:]), ne.Uint64(b[24:]), ne.Uint64(b[32:])
+	rest := uint64(len(b) - symtabHdrSize)
+	if nsyms > rest/uint64(symEntrySize) || nspans > rest/uint64(spanSize) ||
+		nsyms*uint64(symEntrySize)+nspans*uint64(spanSize)+nnames != rest || nsyms >= 1<<32 {
+		return nil, OriginNone, false
+	}
+	off := symtabHdrSize
+	t := &symtab{syms: tableAt[symEntry](b, &off, nsyms), spans: tableAt[span](b, &off, nspans)}
+	t.names = string(b[off:])
+	for i := range t.syms {
+		s := &t.syms[i]
+		if uint64(s.nameOff)+uint64(s.nameLen) > nnames {
+			return nil, OriginNone, false
+		}
+	}
+	for i := range t.spans {
+		if uint64(t.spans[i].sym) >= nsyms || t.spans[i].start >= t.spans[i].end {
+			return nil, OriginNone, false
+		}
+	}
+	return t, from, true
+}
+
+// storeSymtab keeps t for key.
+func (o *Object) storeSymtab(key []byte, t *symtab, from Origin) {
+	var hdr [symtabHdrSize]byte
+	ne := binary.NativeEndian
+	copy(hdr[:], symtabMagic)
+	ne.PutUint32(hdr[8:], byteOrderMark)
+	hdr[12] = byte(from)
+	ne.PutUint64(hdr[16:], uint64(len(t.syms)))
+	ne.PutUint64(hdr[24:], uint64(len(t.spans)))
+	ne.PutUint64(hdr[32:], uint64(len(t.names)))
+	o.storeDerived(symtabEntry, key, hdr[:], asBytes(t.syms), asBytes(t.spans), []byte(t.names))
+}

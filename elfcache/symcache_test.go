@@ -1,0 +1,204 @@
+package elfcache
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/ustack/ustack/internal/testprog"
+)
+
+// symbolView is everything an object answers from its symbol tables: the
+// symbols, where they came from, what Symbolize says at each symbol's
+// start, middle and end, and FunctionNamed for every name (and one that is
+// not there).
+type symbolView struct {
+	Syms    []Symbol
+	From    Origin
+	At      []string
+	ByName  map[string]uint64
+	Missing bool
+}
+
+func viewSymbols(t *testing.T, path string, opts Options) symbolView {
+	t.Helper()
+	o, err := Open(path, opts)
+	require.NoError(t, err)
+	defer o.Close()
+	require.NoError(t, o.SymbolsError())
+	v := symbolView{Syms: o.Symbols(), From: o.symFrom, ByName: map[string]uint64{}}
+	for _, s := range v.Syms {
+		for _, a := range []uint64{s.Addr, s.Addr + s.Size/2, s.Addr + s.Size - 1, s.Addr + s.Size} {
+			name, off, ok := o.Symbolize(a)
+			v.At = append(v.At, fmt.Sprintf("%#x %s+%#x %v", a, name, off, ok))
+		}
+		name, _, _ := strings.Cut(s.Name, "@")
+		if a, ok := o.FunctionNamed(name); ok {
+			v.ByName[name] = a
+		}
+	}
+	_, v.Missing = o.FunctionNamed("no such function in any table")
+	return v
+}
+
+// cacheEntries returns the SectionCache entries of dir whose names start
+// with prefix.
+func cacheEntries(t *testing.T, dir, prefix string) []string {
+	var out []string
+	for _, e := range testprog.Files(dir) {
+		if strings.HasPrefix(filepath.Base(e), prefix) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// TestSymbolTableCache checks that the symbol table and the function names
+// kept in a SectionCache answer as the tables built without one: cold,
+// warm (used from the entries, not rebuilt), with and without the debug
+// file (other tables, other entries: the fingerprint tells them apart),
+// and after the entries were damaged (rebuilt).
+func TestSymbolTableCache(t *testing.T) {
+	needFile(t, libcAMD64)
+	dir := t.TempDir()
+	c, err := NewSectionCache(dir, 0)
+	require.NoError(t, err)
+
+	variants := map[string]Options{"with debug file": {}, "without": {NoDebugFile: true}}
+	want := map[string]symbolView{}
+	for name, opts := range variants {
+		want[name] = viewSymbols(t, libcAMD64, opts)
+		require.NotEmpty(t, want[name].Syms, name)
+		require.NotEmpty(t, want[name].ByName, name)
+		require.False(t, want[name].Missing)
+	}
+	o, err := Open(libcAMD64, Options{})
+	require.NoError(t, err)
+	withDebug := o.DebugFile() != nil
+	o.Close()
+	if withDebug {
+		require.NotEqual(t, want["with debug file"].Syms, want["without"].Syms,
+			"the debug file's .symtab has more than .dynsym: the test tells the two apart")
+	}
+
+	for _, name := range []string{"with debug file", "without", "with debug file", "without"} {
+		opts := variants[name]
+		opts.SectionCache = c
+		assert.Equal(t, want[name], viewSymbols(t, libcAMD64, opts), name)
+	}
+	syms, names := cacheEntries(t, dir, symtabEntry), cacheEntries(t, dir, funcNamesEntry)
+	n := 1
+	if withDebug {
+		n = 2
+	}
+	require.Len(t, syms, n, "one symbol table entry a variant")
+	require.Len(t, names, n, "one function names entry a variant")
+
+	// Warm: the tables come from the entries, mapped, and nothing is
+	// written again.
+	before := map[string]os.FileInfo{}
+	for _, e := range append(syms, names...) {
+		st, err := os.Stat(e)
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o600), st.Mode().Perm(), e)
+		before[e] = st
+	}
+	o, err = Open(libcAMD64, Options{SectionCache: c})
+	require.NoError(t, err)
+	o.Symbols()
+	assert.Equal(t, int64(len(o.syms.names)), o.held.heap.Load(), "only the names are in the heap")
+	o.FunctionNamed("malloc")
+	o.cachedMu.Lock()
+	mapped := len(o.cached)
+	o.cachedMu.Unlock()
+	assert.GreaterOrEqual(t, mapped, 2, "both tables mapped from the cache")
+	o.Close()
+	for e, st := range before {
+		now, err := os.Stat(e)
+		require.NoError(t, err)
+		assert.Equal(t, st.ModTime(), now.ModTime(), "%s not rewritten", e)
+	}
+
+	damage := map[string]func(b []byte) []byte{
+		"truncated":        func(b []byte) []byte { return b[:len(b)/2] },
+		"data bit flipped": func(b []byte) []byte { b[len(b)-1] ^= 0x10; return b },
+		"count":            func(b []byte) []byte { b[sectionHdrSize+16]++; return b },
+		"other source":     func(b []byte) []byte { b[24] ^= 1; return b },
+		"header only":      func(b []byte) []byte { return b[:sectionHdrSize] },
+	}
+	for what, f := range damage {
+		for _, e := range append(syms, names...) {
+			b, err := os.ReadFile(e)
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(e, f(b), 0o600))
+		}
+		for _, name := range []string{"with debug file", "without"} {
+			opts := variants[name]
+			opts.SectionCache = c
+			assert.Equal(t, want[name], viewSymbols(t, libcAMD64, opts), "%s after damage: %s", name, what)
+		}
+		for _, e := range append(syms, names...) {
+			b, err := os.ReadFile(e)
+			require.NoError(t, err)
+			assert.Equal(t, sectionMagic, string(b[:8]), "%s: %s rebuilt", what, e)
+		}
+	}
+}
+
+// aligned copies b to 8-byte aligned memory, as a mapped entry is.
+func aligned(b []byte) []byte {
+	words := make([]uint64, (len(b)+7)/8)
+	out := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), len(words)*8)[:len(b)]
+	copy(out, b)
+	return out
+}
+
+// FuzzDecodeCachedTables feeds damaged entry contents to the decoders of
+// the kept symbol table and function names (the SectionCache checks its
+// entries' checksums, but a table must never be trusted to index within
+// itself): they refuse it or give tables whose every lookup stays inside.
+func FuzzDecodeCachedTables(f *testing.F) {
+	if _, err := os.Stat(libcAMD64); err == nil {
+		dir := f.TempDir()
+		c, err := NewSectionCache(dir, 0)
+		if err == nil {
+			o, err := Open(libcAMD64, Options{SectionCache: c, NoDebugFile: true})
+			if err == nil {
+				o.Symbols()
+				o.FunctionNamed("malloc")
+				o.Close()
+			}
+			for _, e := range testprog.Files(dir) {
+				if b, err := os.ReadFile(e); err == nil && len(b) > sectionHdrSize && strings.HasPrefix(filepath.Base(e), "@") {
+					b = b[sectionHdrSize:]
+					f.Add(b[:min(len(b), 4096)])
+				}
+			}
+		}
+	}
+	f.Add([]byte(symtabMagic + "\x04\x03\x02\x01"))
+	f.Add([]byte(funcNamesMagic))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		b = aligned(b)
+		if tab, _, ok := decodeSymtab(b); ok {
+			for _, sp := range tab.spans {
+				s := &tab.syms[sp.sym]
+				_ = tab.names[s.nameOff : s.nameOff+s.nameLen]
+			}
+		}
+		if fn, ok := decodeFuncNames(b); ok {
+			for _, ents := range [][]nameEnt{fn.dyn, fn.all} {
+				for _, e := range ents {
+					_ = fn.text[e.off : e.off+e.n]
+				}
+			}
+			fn.lookup(fn.all, "malloc")
+			fn.lookup(fn.dyn, "")
+		}
+	})
+}
