@@ -64,19 +64,36 @@ func isSymtabInput(s *elf.Section) bool {
 // from, owner being the object whose .symtab it reads (o or its debug
 // file) and mini whether it would look in MiniDebugInfo.
 func (o *Object) symtabKey(owner *Object, mini bool) []byte {
-	ne := binary.NativeEndian
-	k := make([]byte, 0, 1024)
-	k = append(k, symtabMagic...)
-	k = ne.AppendUint32(k, byteOrderMark)
-	k = append(k, byte(symEntrySize), byte(spanSize), byte(o.origin()), byte(owner.origin()))
+	k := derivedKey(symtabMagic, byte(symEntrySize), byte(spanSize), byte(o.origin()), byte(owner.origin()))
 	if mini {
 		k = append(k, 1)
 	}
-	objs := []*Object{o}
-	if owner != o {
-		objs = append(objs, owner)
+	var strtab *elf.Section
+	if s := owner.section(".symtab"); s != nil && int(s.Link) < len(owner.ef.Sections) {
+		strtab = owner.ef.Sections[s.Link]
 	}
-	for _, x := range objs {
+	return fingerprint(k, []*Object{o, owner}, func(x *Object, s *elf.Section) bool {
+		return (x == o && isSymtabInput(s)) || (x == owner && (s.Name == ".symtab" || s == strtab))
+	})
+}
+
+// derivedKey starts the fingerprint of an entry of kind magic made on
+// this machine, with the sizes of its tables' entries.
+func derivedKey(magic string, sizes ...byte) []byte {
+	k := make([]byte, 0, 1024)
+	k = append(k, magic...)
+	k = binary.NativeEndian.AppendUint32(k, byteOrderMark)
+	return append(k, sizes...)
+}
+
+// fingerprint appends the section headers of each of objs (once) and the
+// checksum of each of their sections that input accepts.
+func fingerprint(k []byte, objs []*Object, input func(x *Object, s *elf.Section) bool) []byte {
+	ne := binary.NativeEndian
+	for i, x := range objs {
+		if i > 0 && x == objs[i-1] {
+			continue
+		}
 		k = append(k, 0xff)
 		for _, s := range x.ef.Sections {
 			k = append(k, s.Name...)
@@ -89,16 +106,10 @@ func (o *Object) symtabKey(owner *Object, mini bool) []byte {
 			k = ne.AppendUint64(k, s.Size)
 			k = ne.AppendUint32(k, s.Link)
 		}
-	}
-	for _, s := range o.ef.Sections {
-		if isSymtabInput(s) {
-			k = o.appendSectionSum(k, s)
-		}
-	}
-	if s := owner.section(".symtab"); s != nil {
-		k = owner.appendSectionSum(k, s)
-		if int(s.Link) < len(owner.ef.Sections) {
-			k = owner.appendSectionSum(k, owner.ef.Sections[s.Link])
+		for _, s := range x.ef.Sections {
+			if input(x, s) {
+				k = x.appendSectionSum(k, s)
+			}
 		}
 	}
 	return k
