@@ -8,6 +8,8 @@
 # it is a pipe to systemd-coredump, and restored on exit). Then it runs,
 # RUNS times each, and prints the median wall time, its peak RSS and CPU
 # time (user+sys: steadier than wall time on a busy machine) of:
+#   harness       env true, measured the same way: what measuring adds to
+#                 every wall time (the ratios are of times net of it)
 #   ustack-cold   ustack report -i core with an empty cache directory
 #   ustack-warm   the same again (ustack's section cache is filled)
 #   ustack-json   ustack report --format json (warm)
@@ -114,8 +116,8 @@ scenario() {
 	echo "== $name"
 	local cache
 	cache=$(mktemp -d "$work/cache.XXXXXX")
-	cold() { local c; c=$(mktemp -d "$work/cold.XXXXXX"); XDG_CACHE_HOME="$c" ./ustack report "$@" -i core; rm -rf "$c"; }
-	measure "$name/ustack-cold" "$runs" bash -c "$(declare -f cold); work=$work; cold ${uflags[*]}"
+	before_each="rm -rf '$work/cold' && mkdir '$work/cold'" \
+		measure "$name/ustack-cold" "$runs" env XDG_CACHE_HOME="$work/cold" ./ustack report "${uflags[@]}" -i core
 	XDG_CACHE_HOME="$cache" ./ustack report "${uflags[@]}" -i core > /dev/null 2>&1 || true
 	measure "$name/ustack-warm" "$runs" env XDG_CACHE_HOME="$cache" ./ustack report "${uflags[@]}" -i core
 	cp "$name/ustack-warm.txt" "ustack-$name.txt" 2>/dev/null || true
@@ -132,7 +134,12 @@ scenario() {
 	measure "$name/eu-stack" "$runs" eu-stack -m -i "${eflags[@]}" --core core -e ./threads64
 	measure "$name/gdb" "$runs" gdb -nx -batch "${gflags[@]}" -ex 'thread apply all bt' ./threads64 core
 	awk -v n="$name" 'function r(a, b, x) { x = b > 0 ? a / b : 0; return x } {t[$1]=$2; c[$1]=$3} END {
-		print "  ratios (wall, cpu):"
+		# Wall times net of the harness (what the measurement adds to
+		# every run: starting GNU time and env), so that short runs
+		# compare as they would under perf stat.
+		h = t["harness/harness"]
+		for (k in t) if (k != "harness/harness") t[k] -= h
+		printf "  ratios (wall net of the harness, %.4f s; cpu):\n", h
 		printf "    gdb / ustack-warm      %6.1fx %6.1fx\n", r(t[n "/gdb"], t[n "/ustack-warm"]), r(c[n "/gdb"], c[n "/ustack-warm"])
 		printf "    gdb / ustack-cold      %6.1fx %6.1fx\n", r(t[n "/gdb"], t[n "/ustack-cold"]), r(c[n "/gdb"], c[n "/ustack-cold"])
 		printf "    eu-stack / ustack-warm %6.1fx %6.1fx\n", r(t[n "/eu-stack"], t[n "/ustack-warm"]), r(c[n "/eu-stack"], c[n "/ustack-warm"])
@@ -142,6 +149,8 @@ scenario() {
 	}' results.txt
 }
 mkdir -p with-debug no-debug empty-debug-dir
+echo "== harness (env true, measured as every run below is)"
+harness "$runs"
 scenario with-debug ""
 scenario no-debug "$work/empty-debug-dir"
 

@@ -40,14 +40,17 @@ ls -la threads64.dmp
 
 : > results.txt
 cache=$(mktemp -d "$work/cache.XXXXXX")
-cold() { local c; c=$(mktemp -d "$work/cold.XXXXXX"); XDG_CACHE_HOME="$c" ./ustack report -i threads64.dmp; rm -rf "$c"; }
-measure ustack-cold "$runs" bash -c "$(declare -f cold); work=$work; cold"
+harness "$runs"
+before_each="rm -rf '$work/cold' && mkdir '$work/cold'" \
+	measure ustack-cold "$runs" env XDG_CACHE_HOME="$work/cold" ./ustack report -i threads64.dmp
 XDG_CACHE_HOME="$cache" ./ustack report -i threads64.dmp > /dev/null 2>&1 || true
 measure ustack-warm "$runs" env XDG_CACHE_HOME="$cache" ./ustack report -i threads64.dmp
 measure ustack-json "$runs" env XDG_CACHE_HOME="$cache" ./ustack report --format json -i threads64.dmp
 measure lldb "$runs" lldb-15 --batch -o "target create --core threads64.dmp" -o "bt all"
 awk 'function r(a, b) { return b > 0 ? a / b : 0 } {t[$1]=$2; c[$1]=$3} END {
-	print "  ratios (wall, cpu):"
+	h = t["harness/harness"]
+	for (k in t) if (k != "harness/harness") t[k] -= h
+	printf "  ratios (wall net of the harness, %.4f s; cpu):\n", h
 	printf "    lldb / ustack-warm %6.1fx %6.1fx\n", r(t["lldb"], t["ustack-warm"]), r(c["lldb"], c["ustack-warm"])
 	printf "    lldb / ustack-cold %6.1fx %6.1fx\n", r(t["lldb"], t["ustack-cold"]), r(c["lldb"], c["ustack-cold"])
 }' results.txt

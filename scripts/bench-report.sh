@@ -19,8 +19,10 @@
 #                   the commit before a change: before and after in one run)
 #   ustack-j1, -j2  on the large recording: ustack warm with one and two
 #                   unwinding workers
+#   harness         env true, measured the same way: what measuring adds to
+#                   every wall time (subtracted from all of them below)
 #   floor           the least any reader of the file could take: reading
-#                   the recording (cat FILE > /dev/null) plus writing
+#                   the recording (dd FILE to /dev/null) plus writing
 #                   ustack's output once (cat OUTPUT > /dev/null), both from
 #                   the page cache, their medians added
 # then ustack-warm's time per sample, the ratios (the floor's among them),
@@ -98,10 +100,11 @@ for rec in small medium large; do
 	nsamples=$(./ustack report -i $rec.data --format folded 2>/dev/null | awk '{s+=$NF} END {print s}')
 	echo "== $rec.data ($nsamples samples)"
 	: > results.txt
+	harness "$runs"
 	cache=$(mktemp -d "$work/cache.XXXXXX")
 	# Cold: a new, empty cache directory for every run.
-	cold() { local c; c=$(mktemp -d "$work/cold.XXXXXX"); XDG_CACHE_HOME="$c" ./ustack report -F "$fields" -i "$rec.data"; rm -rf "$c"; }
-	measure ustack-cold "$runs" bash -c "$(declare -f cold); rec=$rec work=$work fields=$fields; cold"
+	before_each="rm -rf '$work/cold' && mkdir '$work/cold'" \
+		measure ustack-cold "$runs" env XDG_CACHE_HOME="$work/cold" ./ustack report -F "$fields" -i "$rec.data"
 	XDG_CACHE_HOME="$cache" ./ustack report -i "$rec.data" > /dev/null 2>&1 || true
 	measure ustack-warm "$runs" env XDG_CACHE_HOME="$cache" ./ustack report -F "$fields" -i "$rec.data"
 	cp ustack-warm.txt "ustack-$rec.txt"
@@ -114,7 +117,7 @@ for rec in small medium large; do
 		measure ustack-j1 "$runs" env XDG_CACHE_HOME="$cache" ./ustack report -j 1 -F "$fields" -i "$rec.data"
 		measure ustack-j2 "$runs" env XDG_CACHE_HOME="$cache" ./ustack report -j 2 -F "$fields" -i "$rec.data"
 	fi
-	measure read-file "$runs" bash -c 'cat "$0" > /dev/null' "$rec.data"
+	measure read-file "$runs" dd if="$rec.data" of=/dev/null bs=1M status=none
 	measure write-output "$runs" cat "ustack-$rec.txt"
 	n=$runs
 	if [ "$rec" = large ]; then n=$slow_runs; fi
@@ -131,20 +134,26 @@ for rec in small medium large; do
 	fi
 	NSAMPLES=$nsamples python3 - <<'PY'
 import os
-r = {l.split()[0]: l.split()[1] for l in open("results.txt")}
-w, c = float(r["ustack-warm"]), float(r["ustack-cold"])
+r = {l.split()[0]: float(l.split()[1]) for l in open("results.txt")}
+# Every wall time net of the harness (what measuring adds to any run:
+# starting GNU time and env; harness line above), so that short runs
+# compare as they would under perf stat.
+h = r.pop("harness/harness", 0.0)
+r = {k: max(v - h, 0.0) for k, v in r.items()}
+w, c = r["ustack-warm"], r["ustack-cold"]
+print(f"  net of the harness's {h:.4f} s: ustack-warm {w:.4f} s, ustack-cold {c:.4f} s")
 n = int(os.environ.get("NSAMPLES") or 0)
 if n:
     print(f"  {'per sample':15s} {1e6 * w / n:8.1f} us warm ({n} samples; flat from 10k to 300k samples is the aim)")
-floor = float(r["read-file"]) + float(r["write-output"])
+floor = r["read-file"] + r["write-output"]
 print(f"  {'floor':15s} {floor:8.3f} s   (read the file + write the output); ustack-warm / floor: {w / max(floor, 1e-4):6.1f}x")
 if "base-warm" in r:
-    print(f"  {'base-warm':15s} / ustack: {float(r['base-warm']) / max(w, 1e-3):6.2f}x warm")
+    print(f"  {'base-warm':15s} / ustack: {r['base-warm'] / max(w, 1e-3):6.2f}x warm")
 if "ustack-j1" in r:
-    print(f"  {'ustack-j1':15s} / ustack-j2: {float(r['ustack-j1']) / max(float(r['ustack-j2']), 1e-3):6.2f}x")
+    print(f"  {'ustack-j1':15s} / ustack-j2: {r['ustack-j1'] / max(r['ustack-j2'], 1e-3):6.2f}x")
 for k in ("perf", "perf-noinline", "perfparser"):
     if k in r:
-        print(f"  {k:15s} / ustack: {float(r[k]) / max(c, 1e-3):6.1f}x cold, {float(r[k]) / max(w, 1e-3):6.1f}x warm")
+        print(f"  {k:15s} / ustack: {r[k] / max(c, 1e-3):6.1f}x cold, {r[k] / max(w, 1e-3):6.1f}x warm")
 PY
 	echo "  agreement with perf script --no-inline (ustack --no-inline):"
 	./ustack report -F "$fields" --no-inline -i "$rec.data" > "ustack-noinline-$rec.txt" 2>/dev/null
