@@ -476,3 +476,32 @@ func TestOpenReader(t *testing.T) {
 	_, err = coredump.OpenReader(strings.NewReader("PERFILE2 and more bytes than an ELF header holds, to be sure of it"), "text", nil)
 	require.ErrorIs(t, err, coredump.ErrNotCore)
 }
+
+// TestSegmentAt: the segment SegmentAt finds for an address is the one a
+// walk over Segments finds, at every segment's first, middle and last
+// byte and just outside it.
+func TestSegmentAt(t *testing.T) {
+	for _, tr := range fixtures(t) {
+		t.Run(tr.Arch+"/"+tr.Name, func(t *testing.T) {
+			c := tr.open(t)
+			segs := c.Memory().Segments()
+			require.NotEmpty(t, segs)
+			walk := func(addr uint64) (coredump.Segment, bool) {
+				for _, s := range segs {
+					if addr >= s.Addr && addr < s.Addr+s.Size {
+						return s, true
+					}
+				}
+				return coredump.Segment{}, false
+			}
+			for _, s := range segs {
+				for _, addr := range []uint64{s.Addr - 1, s.Addr, s.Addr + s.Size/2, s.Addr + s.Size - 1, s.Addr + s.Size} {
+					want, wantOK := walk(addr)
+					got, ok := c.Memory().SegmentAt(addr)
+					assert.Equal(t, wantOK, ok, "%#x", addr)
+					assert.Equal(t, want, got, "%#x", addr)
+				}
+			}
+		})
+	}
+}

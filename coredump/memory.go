@@ -75,11 +75,26 @@ func newMemory(c *Core, segs []segment, data []byte, opts *Options) *Memory {
 // Segments returns the core's PT_LOAD segments in address order.
 func (m *Memory) Segments() []Segment {
 	out := make([]Segment, len(m.segs))
-	for i, s := range m.segs {
-		out[i] = Segment{Addr: s.vaddr, Size: s.memsz, Dumped: s.filesz, Present: uint64(len(s.data)),
-			Offset: s.offset, Read: s.flags&pfR != 0, Write: s.flags&pfW != 0, Exec: s.flags&pfX != 0}
+	for i := range m.segs {
+		out[i] = m.segs[i].public()
 	}
 	return out
+}
+
+// SegmentAt returns the PT_LOAD segment whose address range holds addr,
+// without copying the others as Segments does.
+func (m *Memory) SegmentAt(addr uint64) (Segment, bool) {
+	i := m.find(addr)
+	if i < 0 {
+		return Segment{}, false
+	}
+	return m.segs[i].public(), true
+}
+
+// public is the segment as Segments describes it.
+func (s *segment) public() Segment {
+	return Segment{Addr: s.vaddr, Size: s.memsz, Dumped: s.filesz, Present: uint64(len(s.data)),
+		Offset: s.offset, Read: s.flags&pfR != 0, Write: s.flags&pfW != 0, Exec: s.flags&pfX != 0}
 }
 
 // find returns the index of the segment holding addr, or -1.

@@ -605,13 +605,11 @@ func (s *coreSession) finish(sum *Summary) {
 // memory was there to unwind from.
 func stackBytes(c *coredump.Core, th *coredump.Thread) int {
 	sp, _ := th.Regs.Get(c.Arch.SP())
-	for _, sg := range c.Memory().Segments() {
-		if sp >= sg.Addr && sp < sg.Addr+sg.Size {
-			if sp < sg.Addr+sg.Present {
-				return int(min(sg.Addr+sg.Present-sp, 1<<30))
-			}
-			return 1
+	if sg, ok := c.Memory().SegmentAt(sp); ok {
+		if sp < sg.Addr+sg.Present {
+			return int(min(sg.Addr+sg.Present-sp, 1<<30))
 		}
+		return 1
 	}
 	// A stack overflow: the stack pointer is in the guard gap below the
 	// stack. The unwinder reads what it can.
