@@ -72,10 +72,8 @@ func (u *Unwinder) slowStep(c *Cache, m *Mapping, e *cacheEntry, cur, next *arch
 			cfa, newPC, newSP, known, stop := applyCompact(&e.fastRow, cur, w, pacMask)
 			if stop == stopNone {
 				st.stop, st.cfa, st.out = stopNone, cfa, cur
-				st.pc, st.pcOK = newPC, known&(1<<uint(pcReg)) != 0
-				st.sp, st.spOK = newSP, known&(1<<uint(spReg)) != 0
-				st.raFromRegister = e.flags&fastRAFromReg != 0 || w.restored>>e.raReg&1 != 0
-				st.restored, w.restored = w.restored != 0, 0
+				st.pc, st.sp = newPC, newSP
+				st.pcOK, st.spOK, st.raFromRegister, st.restored = compactApplied(e, w, known, pcReg, spReg)
 				st.signal = e.flags&fastSignal != 0
 				st.method = MethodCFI
 				if st.signal {
@@ -104,6 +102,19 @@ func (u *Unwinder) slowStep(c *Cache, m *Mapping, e *cacheEntry, cur, next *arch
 		next.Set(pcReg, st.pc)
 	}
 	st.sp, st.spOK = next.Get(spReg)
+}
+
+// compactApplied is what applying e's compact row in place (applyCompact)
+// tells beyond the registers: whether the caller's PC and SP are known
+// (known, its mask of known registers), whether its return address came
+// from a register (the row's rule, or an arm64 epilogue that restored the
+// link register: w.restored, which it clears) and whether one was
+// restored. The unwind loop's signal-trampoline path and slowStep share it.
+func compactApplied(e *cacheEntry, w *window, known uint64, pcReg, spReg int) (pcOK, spOK, raFromReg, restored bool) {
+	pcOK, spOK = known&(1<<uint(pcReg)) != 0, known&(1<<uint(spReg)) != 0
+	raFromReg = e.flags&fastRAFromReg != 0 || w.restored>>e.raReg&1 != 0
+	restored, w.restored = w.restored != 0, 0
+	return
 }
 
 // step computes the caller's registers from the frame whose registers are

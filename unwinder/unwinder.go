@@ -281,9 +281,7 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 			cfa, newPC, newSP, known, stop = applyCompact(&e.fastRow, cur, w, pacMask)
 			if stop == stopNone {
 				out, stepMethod, signal = cur, MethodSignal, true
-				newPCOK, newSPOK = known&(1<<uint(pcReg)) != 0, known&(1<<uint(spReg)) != 0
-				raFromRegister = e.flags&fastRAFromReg != 0 || w.restored>>e.raReg&1 != 0
-				restored, w.restored = w.restored != 0, 0
+				newPCOK, newSPOK, raFromRegister, restored = compactApplied(e, w, known, pcReg, spReg)
 			}
 		}
 		if stop != stopNone {
