@@ -80,7 +80,11 @@ func FuzzParse(f *testing.F) {
 func referenceParse(text string) []Symbol {
 	var syms []Symbol
 	for _, line := range strings.Split(text, "\n") {
-		f := strings.Fields(line)
+		// Fields are separated by ASCII blanks, as in the kernel's
+		// format: a name may hold any other byte (strings.Fields would
+		// also split at U+0085 or U+00A0, which no parser of the file
+		// takes for a separator).
+		f := strings.FieldsFunc(line, func(r rune) bool { return strings.ContainsRune(" \t\r\v\f", r) })
 		if len(f) < 3 || len(f[1]) != 1 || !strings.ContainsRune("tTwW", rune(f[1][0])) {
 			continue
 		}
