@@ -296,6 +296,19 @@ func (f *fastRow) compact(a arch.Arch, row *cfi.Row, explicit uint64) uint16 {
 // or the word holding the CFA cannot be read in one piece.
 const stopGeneral StopReason = 254
 
+// loadSaved loads the saved registers of f's first n rules (RuleOffset
+// rules, n <= len(f.rules)) from the block at q, the row's base, into vals.
+// The caller has checked that every slot lies inside the block; compact
+// makes only rules whose column is below arch.MaxRegs, so vals needs no
+// check either. walkSimple's loop and applyFast's in-range case share it.
+func loadSaved(vals *[arch.MaxRegs]uint64, q unsafe.Pointer, f *fastRow, n int) {
+	rl := unsafe.Pointer(&f.rules)
+	for end := unsafe.Add(rl, uintptr(n)*unsafe.Sizeof(fastRule{})); rl != end; rl = unsafe.Add(rl, unsafe.Sizeof(fastRule{})) {
+		fr := (*fastRule)(rl)
+		*(*uint64)(unsafe.Add(unsafe.Pointer(vals), uintptr(fr.col)*8)) = binary.LittleEndian.Uint64((*[8]byte)(unsafe.Add(q, fr.off))[:])
+	}
+}
+
 // applyFast computes the caller's registers from a row in compact form,
 // updating r in place, and returns the CFA, the caller's PC (with the bits of
 // pacMask cleared) and SP, and the mask of the registers now known. It
@@ -339,13 +352,7 @@ func applyFast(f *fastRow, r *arch.Regs, w *window, curSP, pacMask uint64) (cfa,
 	if noff > 0 && lo <= hi && hi < uint64(len(data)) && uint64(len(data))-hi >= 8 && base+uint64(int64(f.minOff)) >= w.addr &&
 		base+uint64(int64(f.minOff)) >= curSP {
 		// Checked above: no further bounds checks on data.
-		p := unsafe.Pointer(unsafe.SliceData(data))
-		off0 := base - w.addr
-		for i := 0; i < noff; i++ {
-			fr := &f.rules[i]
-			off := off0 + uint64(int64(fr.off))
-			vals[fr.col] = binary.LittleEndian.Uint64((*[8]byte)(unsafe.Add(p, off))[:])
-		}
+		loadSaved(vals, unsafe.Add(unsafe.Pointer(unsafe.SliceData(data)), base-w.addr), f, noff)
 		known |= f.offMask
 		inRange = true
 	} else {
@@ -442,7 +449,14 @@ func applyCompact(f *fastRow, r *arch.Regs, w *window, pacMask uint64) (cfa, pc,
 	if !ok {
 		return 0, 0, 0, r.KnownMask(), stopGeneral
 	}
-	cfa, ms := w.read8(base + uint64(f.cfaOff))
+	// w.read8, its common case by hand (read8 is too big to inline).
+	addr := base + uint64(f.cfaOff)
+	ms := MemOK
+	if off := addr - w.addr; off < uint64(len(w.data)) && uint64(len(w.data))-off >= 8 {
+		cfa = binary.LittleEndian.Uint64(w.data[off : off+8])
+	} else {
+		cfa, ms = w.readSlow(addr)
+	}
 	if ms != MemOK {
 		// DW_OP_deref may still read the word from its aligned halves,
 		// and the general step says why it cannot.

@@ -129,12 +129,7 @@ func (u *Unwinder) walkSimple(c *Cache, space *AddressSpace, r *arch.Regs, w *wi
 		known |= f.offMask
 		sp = cfa
 		adj = 1
-		rl := unsafe.Pointer(&f.rules)
-		for end := unsafe.Add(rl, uintptr(f.nwalk)*unsafe.Sizeof(fastRule{})); rl != end; rl = unsafe.Add(rl, unsafe.Sizeof(fastRule{})) {
-			fr := (*fastRule)(rl)
-			// fr.col < 32 (fastSimple): in vals, unchecked.
-			*(*uint64)(unsafe.Add(unsafe.Pointer(vals), uintptr(fr.col)*8)) = binary.LittleEndian.Uint64((*[8]byte)(unsafe.Add(q, fr.off))[:])
-		}
+		loadSaved(vals, q, f, int(f.nwalk))
 		if pc == 0 {
 			outermost = true
 			break
