@@ -134,13 +134,8 @@ func (f *funcNames) sortUnique(ents []nameEnt) []nameEnt {
 //	all   [nall]nameEnt
 //	text  the rest
 func (o *Object) storeFuncNames(key []byte, f *funcNames) {
-	var hdr [funcNamesHdrSize]byte
-	ne := binary.NativeEndian
-	copy(hdr[:], funcNamesMagic)
-	ne.PutUint32(hdr[8:], byteOrderMark)
-	ne.PutUint64(hdr[16:], uint64(len(f.dyn)))
-	ne.PutUint64(hdr[24:], uint64(len(f.all)))
-	o.storeDerived(funcNamesEntry, key, hdr[:], asBytes(f.dyn), asBytes(f.all), []byte(f.text))
+	hdr := derivedHeaderBytes(funcNamesMagic, 0, uint64(len(f.dyn)), uint64(len(f.all)))
+	o.storeDerived(funcNamesEntry, key, hdr, asBytes(f.dyn), asBytes(f.all), []byte(f.text))
 }
 
 // decodeFuncNames reads an entry's contents, in place (b must be 8-byte

@@ -295,6 +295,13 @@ func littleEndianDWARF(info []byte) bool {
 
 // scan builds the index with scanUnits.
 func (x *lineIndex) scan() error {
+	var key []byte
+	if x.owner.opts.SectionCache != nil && len(x.owner.buildID) > 0 {
+		key = x.owner.unitsKey()
+		if x.loadUnits(key) {
+			return nil
+		}
+	}
 	units, err := scanUnits(x.secs)
 	// x.units must not grow once built: slots hold atomics.
 	x.units = make([]cuSlot, len(units))
@@ -308,6 +315,9 @@ func (x *lineIndex) scan() error {
 		}
 	}
 	x.sortRanges()
+	if key != nil && err == nil {
+		x.storeUnits(key)
+	}
 	return err
 }
 

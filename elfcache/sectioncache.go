@@ -22,8 +22,9 @@ import (
 // SectionCache keeps decompressed debug sections on disk, so that the
 // second report that needs glibc's line tables maps them instead of
 // inflating megabytes again, and tables built from an object's sections
-// (its sorted symbol table and function names: symcache.go), so that it
-// maps them instead of sorting thousands of symbols again. An entry is keyed by the object's build-id and
+// (its sorted symbol table and function names: symcache.go; the index of
+// its DWARF units: unitcache.go), so that it maps them instead of sorting
+// thousands of symbols or walking a thousand unit headers again. An entry is keyed by the object's build-id and
 // the section's name, and records the length and a checksum of the
 // compressed bytes it was made from (their first and last 64 KB: a debug
 // file rewritten by dwz keeps its build-id, not its sections' bytes) and a
@@ -149,14 +150,41 @@ func (c *SectionCache) get(buildID []byte, section string, src []byte, size uint
 	}
 	le := binary.LittleEndian
 	good := string(m[:8]) == sectionMagic && le.Uint64(m[8:]) == size &&
-		le.Uint64(m[16:]) == uint64(len(src)) && le.Uint32(m[24:]) == srcSum(src) &&
-		le.Uint32(m[28:]) == crc32.Checksum(m[sectionHdrSize:], castagnoli)
+		le.Uint64(m[16:]) == uint64(len(src)) && le.Uint32(m[24:]) == srcSum(src)
+	if good {
+		sum, ok := fileSum(f, sectionHdrSize, int64(size))
+		good = ok && le.Uint32(m[28:]) == sum
+	}
 	if !good {
 		unmap()
 		c.drop(p, true)
 		return nil, nil, false
 	}
 	return m[sectionHdrSize:], unmap, true
+}
+
+// sumBufs are the buffers fileSum reads entries through.
+var sumBufs = sync.Pool{New: func() any { return new([64 << 10]byte) }}
+
+// fileSum returns the CRC-32C of n bytes of f from off, read with pread
+// through a small reused buffer rather than from the entry's mapping: the
+// checksum reads every byte of an entry of which a report uses a part, and
+// reading through the mapping would map every page of it (a page fault
+// each, costly in a VM) for nothing. ok is false when the bytes cannot be
+// read.
+func fileSum(f *os.File, off, n int64) (sum uint32, ok bool) {
+	buf := sumBufs.Get().(*[64 << 10]byte)
+	defer sumBufs.Put(buf)
+	for n > 0 {
+		k := min(n, int64(len(buf)))
+		if _, err := f.ReadAt(buf[:k], off); err != nil {
+			return 0, false
+		}
+		sum = crc32.Update(sum, castagnoli, buf[:k])
+		off += k
+		n -= k
+	}
+	return sum, true
 }
 
 // anySize asks get for an entry whatever its size: one made by ustack from

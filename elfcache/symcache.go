@@ -172,6 +172,20 @@ func (o *Object) storeDerived(kind string, key []byte, parts ...[]byte) {
 	o.opts.SectionCache.putFrom(o.buildID, derivedEntry(kind, key), key, io.MultiReader(rs...), uint64(size))
 }
 
+// derivedHeaderBytes is the header of an entry of kind magic: the magic,
+// byteOrderMark, a byte of the kind's own at offset 12, then the counts as
+// 8-byte numbers from offset 16.
+func derivedHeaderBytes(magic string, b12 byte, counts ...uint64) []byte {
+	h := make([]byte, 16+8*len(counts))
+	copy(h, magic)
+	binary.NativeEndian.PutUint32(h[8:], byteOrderMark)
+	h[12] = b12
+	for i, n := range counts {
+		binary.NativeEndian.PutUint64(h[16+8*i:], n)
+	}
+	return h
+}
+
 // derivedHeader reports whether b starts as an entry of kind magic made on
 // a machine of this byte order, and is aligned for the tables it holds.
 func derivedHeader(b []byte, magic string, hdrSize int) bool {
@@ -229,13 +243,6 @@ func decodeSymtab(b []byte) (*symtab, Origin, bool) {
 
 // storeSymtab keeps t for key.
 func (o *Object) storeSymtab(key []byte, t *symtab, from Origin) {
-	var hdr [symtabHdrSize]byte
-	ne := binary.NativeEndian
-	copy(hdr[:], symtabMagic)
-	ne.PutUint32(hdr[8:], byteOrderMark)
-	hdr[12] = byte(from)
-	ne.PutUint64(hdr[16:], uint64(len(t.syms)))
-	ne.PutUint64(hdr[24:], uint64(len(t.spans)))
-	ne.PutUint64(hdr[32:], uint64(len(t.names)))
-	o.storeDerived(symtabEntry, key, hdr[:], asBytes(t.syms), asBytes(t.spans), []byte(t.names))
+	hdr := derivedHeaderBytes(symtabMagic, byte(from), uint64(len(t.syms)), uint64(len(t.spans)), uint64(len(t.names)))
+	o.storeDerived(symtabEntry, key, hdr, asBytes(t.syms), asBytes(t.spans), []byte(t.names))
 }

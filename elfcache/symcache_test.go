@@ -1,11 +1,13 @@
 package elfcache
 
 import (
+	"debug/dwarf"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/stretchr/testify/assert"
@@ -159,7 +161,7 @@ func aligned(b []byte) []byte {
 }
 
 // FuzzDecodeCachedTables feeds damaged entry contents to the decoders of
-// the kept symbol table and function names (the SectionCache checks its
+// the kept symbol table, function names and unit index (the SectionCache checks its
 // entries' checksums, but a table must never be trusted to index within
 // itself): they refuse it or give tables whose every lookup stays inside.
 func FuzzDecodeCachedTables(f *testing.F) {
@@ -167,10 +169,11 @@ func FuzzDecodeCachedTables(f *testing.F) {
 		dir := f.TempDir()
 		c, err := NewSectionCache(dir, 0)
 		if err == nil {
-			o, err := Open(libcAMD64, Options{SectionCache: c, NoDebugFile: true})
+			o, err := Open(libcAMD64, Options{SectionCache: c})
 			if err == nil {
 				o.Symbols()
 				o.FunctionNamed("malloc")
+				o.SourceFrames(o.Symbols()[len(o.Symbols())/2].Addr, nil)
 				o.Close()
 			}
 			for _, e := range testprog.Files(dir) {
@@ -183,6 +186,7 @@ func FuzzDecodeCachedTables(f *testing.F) {
 	}
 	f.Add([]byte(symtabMagic + "\x04\x03\x02\x01"))
 	f.Add([]byte(funcNamesMagic))
+	f.Add([]byte(unitsMagic + "\x04\x03\x02\x01"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		b = aligned(b)
 		if tab, _, ok := decodeSymtab(b); ok {
@@ -190,6 +194,12 @@ func FuzzDecodeCachedTables(f *testing.F) {
 				s := &tab.syms[sp.sym]
 				_ = tab.names[s.nameOff : s.nameOff+s.nameLen]
 			}
+		}
+		if spans, rs, maxHi, ok := decodeUnits(b, 1<<20, 1<<16); ok {
+			for _, r := range rs {
+				_ = spans[r.cu]
+			}
+			_ = maxHi
 		}
 		if fn, ok := decodeFuncNames(b); ok {
 			for _, ents := range [][]nameEnt{fn.dyn, fn.all} {
@@ -201,4 +211,45 @@ func FuzzDecodeCachedTables(f *testing.F) {
 			fn.lookup(fn.dyn, "")
 		}
 	})
+}
+
+// TestUnitIndexCache checks that the index of DWARF units kept in a
+// SectionCache is the one scanUnits builds: a warm open uses it (a scan
+// would write the entry again) and has the same units, address ranges and running
+// maxima as an open without a cache.
+func TestUnitIndexCache(t *testing.T) {
+	fresh := libcWithDWARF(t, Options{})
+	want := fresh.lineIndex()
+	require.NotNil(t, want)
+	require.NotEmpty(t, want.units)
+	dir := t.TempDir()
+	c, err := NewSectionCache(dir, 0)
+	require.NoError(t, err)
+	spans := func(x *lineIndex) []unitSpan {
+		var out []unitSpan
+		for i := range x.units {
+			out = append(out, x.units[i].span)
+			assert.Equal(t, x.units[i].off, dwarf.Offset(x.units[i].span.die))
+		}
+		return out
+	}
+	var written time.Time // the entry's, after the cold run
+	for _, run := range []string{"cold", "warm"} {
+		o := libcWithDWARF(t, Options{SectionCache: c})
+		got := o.lineIndex()
+		require.NotNil(t, got, run)
+		assert.Equal(t, spans(want), spans(got), run)
+		assert.Equal(t, want.rs, got.rs, run)
+		assert.Equal(t, want.maxHi, got.maxHi, run)
+		o.Close()
+		entries := cacheEntries(t, dir, unitsEntry)
+		require.Len(t, entries, 1, run)
+		st, err := os.Stat(entries[0])
+		require.NoError(t, err)
+		if run == "warm" {
+			assert.Equal(t, written, st.ModTime(), "the warm run used the entry: it did not write it again")
+		}
+		written = st.ModTime()
+	}
+	fresh.Close()
 }
