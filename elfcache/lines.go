@@ -115,6 +115,7 @@ type lineIndex struct {
 	d                  *dwarf.Data
 	dErr               error        // why d could not be made (under mu)
 	perUnit            bool         // units were found by scanUnits
+	mappedRanges       bool         // rs and maxHi are mapped from the SectionCache (unitcache.go)
 	secs               dwarfSecs    // the raw sections
 	alt                *altDWARF    // the supplementary (dwz) file's; nil when none
 	line, lineStr, str []byte       // raw sections, for file names

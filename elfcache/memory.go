@@ -86,8 +86,11 @@ func (t *symtab) heldBytes() int64 {
 
 // skeletonBytes is the size of the index of units, without parsed units.
 func (x *lineIndex) skeletonBytes() int64 {
-	return int64(cap(x.units))*int64(unsafe.Sizeof(cuSlot{})) + int64(cap(x.rs))*int64(unsafe.Sizeof(cuRange{})) +
-		int64(cap(x.maxHi))*8
+	n := int64(cap(x.units)) * int64(unsafe.Sizeof(cuSlot{}))
+	if !x.mappedRanges { // else mapped from the SectionCache, not held
+		n += int64(cap(x.rs))*int64(unsafe.Sizeof(cuRange{})) + int64(cap(x.maxHi))*8
+	}
+	return n
 }
 
 // heldBytes is the size of a parsed unit: its line rows, scopes and the

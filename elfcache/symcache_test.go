@@ -241,6 +241,7 @@ func TestUnitIndexCache(t *testing.T) {
 		assert.Equal(t, spans(want), spans(got), run)
 		assert.Equal(t, want.rs, got.rs, run)
 		assert.Equal(t, want.maxHi, got.maxHi, run)
+		assert.Equal(t, run == "warm", got.mappedRanges, "%s: ranges mapped from the entry (not counted held)", run)
 		o.Close()
 		entries := cacheEntries(t, dir, unitsEntry)
 		require.Len(t, entries, 1, run)

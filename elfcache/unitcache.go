@@ -46,7 +46,7 @@ func (x *lineIndex) loadUnits(key []byte) bool {
 		for i := range spans {
 			x.units[i].off, x.units[i].span = dwarf.Offset(spans[i].die), spans[i]
 		}
-		x.rs, x.maxHi = rs, maxHi
+		x.rs, x.maxHi, x.mappedRanges = rs, maxHi, true
 		return true
 	})
 }
