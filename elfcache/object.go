@@ -552,11 +552,11 @@ func (o *Object) viaCache(s *elf.Section, size uint64, open func() (io.Reader, e
 	if err != nil {
 		return o.inflateHeld(inflate)
 	}
-	if data, ok := o.cachedSection(c, s, src, size); ok {
+	if data, ok := o.cachedSection(c, s, src, size, true); ok {
 		return data, nil
 	}
 	if r, err := open(); err == nil && c.putFrom(o.buildID, s.Name, src, r, size) {
-		if data, ok := o.cachedSection(c, s, src, size); ok {
+		if data, ok := o.cachedSection(c, s, src, size, false); ok {
 			return data, nil
 		}
 	}
@@ -564,9 +564,10 @@ func (o *Object) viaCache(s *elf.Section, size uint64, open func() (io.Reader, e
 }
 
 // cachedSection returns the SectionCache's entry for section s made from
-// src, mapped, and keeps it mapped until the object is closed.
-func (o *Object) cachedSection(c *SectionCache, s *elf.Section, src []byte, size uint64) ([]byte, bool) {
-	data, unmap, ok := c.get(o.buildID, s.Name, src, size)
+// src, mapped, and keeps it mapped until the object is closed; checkData
+// as for getEntry (false just after putFrom wrote it).
+func (o *Object) cachedSection(c *SectionCache, s *elf.Section, src []byte, size uint64, checkData bool) ([]byte, bool) {
+	data, unmap, ok := c.getEntry(o.buildID, s.Name, src, size, checkData)
 	if !ok {
 		return nil, false
 	}
