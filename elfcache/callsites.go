@@ -284,7 +284,7 @@ func (x *callSites) parse(s *cuSlot) (u *cuCallSites, err error) {
 	if !inDWO && ux != x.lx && base == dwarf.Offset(s.span.start) && s.span.end != 0 && !noUnitWalker {
 		// The unit alone, little-endian: walked without debug/dwarf but
 		// for the entries that matter.
-		if b.readUnit(r, x.lx.secs, s.span, base) {
+		if b.readUnit(r, s.span, base) {
 			return nil, nil
 		}
 		// Something the walk does not know: debug/dwarf reads it all
@@ -305,8 +305,8 @@ func (x *callSites) parse(s *cuSlot) (u *cuCallSites, err error) {
 // readUnit does what read does with a unitWalker (unitwalk.go): debug/dwarf
 // reads only the functions and call sites. It returns false, with what it
 // read to be thrown away, when the walker failed.
-func (b *callSiteBuilder) readUnit(r *dwarf.Reader, secs dwarfSecs, u unitSpan, base dwarf.Offset) bool {
-	w, children, ok := newUnitWalker(r, secs, u, base)
+func (b *callSiteBuilder) readUnit(r *dwarf.Reader, u unitSpan, base dwarf.Offset) bool {
+	w, children, ok := newUnitWalker(r, b.x, u, base)
 	if !ok || !children {
 		return false
 	}

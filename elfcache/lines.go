@@ -113,23 +113,26 @@ type lineIndex struct {
 	// others (dwz, LTO); other units are read from their own slice of
 	// .debug_info (unitData). Under mu once the index is built.
 	d                  *dwarf.Data
-	dErr               error        // why d could not be made (under mu)
-	perUnit            bool         // units were found by scanUnits
-	mappedRanges       bool         // rs and maxHi are mapped from the SectionCache (unitcache.go)
-	secs               dwarfSecs    // the raw sections
-	alt                *altDWARF    // the supplementary (dwz) file's; nil when none
-	line, lineStr, str []byte       // raw sections, for file names
-	units              []cuSlot     // one per compilation unit, by offset
-	rs                 []cuRange    // sorted by lo
-	maxHi              []uint64     // maxHi[i] = max(rs[0..i].hi)
-	max                int          // how many units may be parsed at once
-	mu                 sync.Mutex   // serializes parsing and eviction
-	live               []int32      // parsed units, for eviction
-	dwoErr             error        // the first split DWARF unit whose .dwo could not be read (under mu)
-	dwoFailed          atomic.Bool  // dwoErr is set
-	gnu                *gnuRanges   // how a DWARF 4 split unit's (.dwo) range lists are read; nil for others
-	clock              atomic.Int64 // use counter for LRU
-	held               atomic.Int64 // bytes of the index and its parsed units (memory.go)
+	dErr               error         // why d could not be made (under mu)
+	perUnit            bool          // units were found by scanUnits
+	mappedRanges       bool          // rs and maxHi are mapped from the SectionCache (unitcache.go)
+	secs               dwarfSecs     // the raw sections
+	alt                *altDWARF     // the supplementary (dwz) file's; nil when none
+	line, lineStr, str []byte        // raw sections, for file names
+	units              []cuSlot      // one per compilation unit, by offset
+	rs                 []cuRange     // sorted by lo
+	maxHi              []uint64      // maxHi[i] = max(rs[0..i].hi)
+	max                int           // how many units may be parsed at once
+	mu                 sync.Mutex    // serializes parsing and eviction
+	live               []int32       // parsed units, for eviction
+	dwoErr             error         // the first split DWARF unit whose .dwo could not be read (under mu)
+	dwoFailed          atomic.Bool   // dwoErr is set
+	gnu                *gnuRanges    // how a DWARF 4 split unit's (.dwo) range lists are read; nil for others
+	clock              atomic.Int64  // use counter for LRU
+	held               atomic.Int64  // bytes of the index and its parsed units (memory.go)
+	recent             [4]recentUnit // the units unitData read alone last (under mu)
+	recentNext         int           // where in recent the next one goes
+	abbrevs            *unitAbbrevs  // made by unitData for one unit: its abbreviations as unitWalker reads them, once walked
 }
 
 type cuSlot struct {
@@ -407,12 +410,33 @@ func (x *lineIndex) unitData(s *cuSlot) (*lineIndex, *dwarf.Reader, dwarf.Offset
 		r.Seek(s.off)
 		return x, r, 0, nil
 	}
+	for _, ru := range x.recent {
+		if ru.slot == s {
+			return ru.ux, ru.ux.d.Reader(), dwarf.Offset(s.span.start), nil
+		}
+	}
+	unitsDecoded.Add(1)
 	d, err := newDWARF(x.owner.path, x.secs, x.secs.info[s.span.start:s.span.end])
 	if err != nil {
 		return nil, nil, 0, err
 	}
 	ux := &lineIndex{owner: x.owner, d: d, alt: x.alt, line: x.line, lineStr: x.lineStr, str: x.str, secs: x.secs}
+	x.recent[x.recentNext] = recentUnit{slot: s, ux: ux}
+	x.recentNext = (x.recentNext + 1) % len(x.recent)
 	return ux, d.Reader(), dwarf.Offset(s.span.start), nil
+}
+
+// unitsDecoded counts the units unitData read alone (tests check that a
+// unit's lines and call sites share one reading).
+var unitsDecoded atomic.Int64
+
+// recentUnit is a unit unitData read from its own slice of .debug_info
+// lately, kept so that the reading of its lines and scopes and that of its
+// call sites, which follow each other, decode its header and abbreviation
+// table once.
+type recentUnit struct {
+	slot *cuSlot
+	ux   *lineIndex
 }
 
 // cusFor returns the units whose ranges contain addr, at most 4, with -1
@@ -625,7 +649,7 @@ func (x *lineIndex) parse(s *cuSlot) (cu *cuLines) {
 	}
 	if e.Children {
 		if ux != x && base == dwarf.Offset(s.span.start) && !noUnitWalker {
-			if w, _, ok := newUnitWalker(r, x.secs, s.span, base); ok {
+			if w, _, ok := newUnitWalker(r, ux, s.span, base); ok {
 				err := cu.err
 				sw := &scopeWalker{w: w}
 				cu.parseScopes(ux, sw, fileIdx, hasClasses(e))
@@ -740,6 +764,8 @@ func (cu *cuLines) parseLines(x *lineIndex, e *dwarf.Entry) []int32 {
 	var seqs []seq
 	start := 0
 	var le dwarf.LineEntry
+	sp := rowScratch.Get().(*[]lineRow)
+	cu.rows = (*sp)[:0]
 	for {
 		if err := lr.Next(&le); err != nil {
 			break
@@ -756,6 +782,7 @@ func (cu *cuLines) parseLines(x *lineIndex, e *dwarf.Entry) []int32 {
 			start = len(cu.rows)
 		}
 	}
+	scratch := cu.rows
 	cu.rows = cu.rows[:start] // drop an unterminated sequence
 	less := func(i, j int) bool { return cu.rows[seqs[i].start].addr < cu.rows[seqs[j].start].addr }
 	if !sort.SliceIsSorted(seqs, less) {
@@ -771,9 +798,20 @@ func (cu *cuLines) parseLines(x *lineIndex, e *dwarf.Entry) []int32 {
 	if !sort.SliceIsSorted(cu.rows, func(i, j int) bool { return cu.rows[i].addr < cu.rows[j].addr }) {
 		sort.SliceStable(cu.rows, func(i, j int) bool { return cu.rows[i].addr < cu.rows[j].addr })
 	}
-	cu.rows = append([]lineRow(nil), cu.rows...) // drop spare capacity
+	cu.rows = append([]lineRow(nil), cu.rows...) // at their size, out of the scratch
+	if cap(scratch) <= maxScratchRows {
+		*sp = scratch[:0]
+		rowScratch.Put(sp)
+	}
 	return idx
 }
+
+// rowScratch holds the slices parseLines gathers a unit's rows in before
+// it copies them out at their size: the slice's growth is paid once, not
+// for every unit. One longer than maxScratchRows is left to the collector.
+var rowScratch = sync.Pool{New: func() any { s := make([]lineRow, 0, 4096); return &s }}
+
+const maxScratchRows = 1 << 16
 
 const attrMIPSLinkageName dwarf.Attr = 0x2007
 

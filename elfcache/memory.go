@@ -29,8 +29,9 @@ type heldParts struct {
 // compilation units parsed and kept
 // (Options.LineCacheCUs). It is counted from the sizes of what the object
 // keeps (slice capacities, struct sizes; the strings of parsed units by
-// their lengths), not measured from the allocator; the call-site indexes
-// and the debug/dwarf readings of big-endian DWARF are not counted. The
+// their lengths), not measured from the allocator; the call-site indexes,
+// the debug/dwarf readings of big-endian DWARF and of the last four units
+// read alone (lineIndex.recent) are not counted. The
 // file itself is mapped, not held: MappedBytes. Safe for concurrent use;
 // it grows as the object builds what lookups ask for.
 func (o *Object) HeldBytes() int64 {

@@ -15,14 +15,20 @@ import (
 // a damaged entry) fails, and the caller walks the unit with debug/dwarf as
 // before: both walks see the same entries.
 type unitWalker struct {
-	r      *dwarf.Reader
-	base   dwarf.Offset // the unit's offset in .debug_info: r's offsets are from it
-	u      unitSpan
-	p      bufReader
+	r    *dwarf.Reader
+	base dwarf.Offset // the unit's offset in .debug_info: r's offsets are from it
+	u    unitSpan
+	p    bufReader
+	*unitAbbrevs
+	failed bool
+}
+
+// unitAbbrevs is a unit's abbreviation table as the walker reads it;
+// made once for the unit (lineIndex.abbrevs), read-only after.
+type unitAbbrevs struct {
 	dense  []unitAbbrev // by code, while codes are small
 	sparse map[uint64]unitAbbrev
 	forms  []abbrevForm // every declaration's, one after another
-	failed bool
 }
 
 // unitAbbrev is one abbreviation declaration; its attributes' forms,
@@ -45,42 +51,59 @@ var (
 	unitWalkerFailed atomic.Int64
 )
 
-// newUnitWalker returns a walker positioned after the unit's first entry,
+// newUnitWalker returns a walker of the unit that ux (made by unitData
+// for that unit alone) reads, positioned after the unit's first entry,
 // which r has read, and whether that entry has children; ok is false when
 // the unit cannot be walked this way.
-func newUnitWalker(r *dwarf.Reader, secs dwarfSecs, u unitSpan, base dwarf.Offset) (w *unitWalker, children, ok bool) {
+func newUnitWalker(r *dwarf.Reader, ux *lineIndex, u unitSpan, base dwarf.Offset) (w *unitWalker, children, ok bool) {
+	secs := ux.secs
 	if u.end == 0 || u.end > uint64(len(secs.info)) || u.die >= u.end || base != dwarf.Offset(u.start) {
 		return nil, false, false
 	}
-	w = &unitWalker{r: r, base: base, u: u, p: bufReader{b: secs.info[u.die:u.end]}, sparse: map[uint64]unitAbbrev{}}
+	if ux.abbrevs == nil {
+		if ux.abbrevs = readUnitAbbrevs(secs, u); ux.abbrevs == nil {
+			return nil, false, false
+		}
+	}
+	w = &unitWalker{r: r, base: base, u: u, p: bufReader{b: secs.info[u.die:u.end]}, unitAbbrevs: ux.abbrevs}
+	_, a, end := w.next()
+	if end || a == nil || !w.skip(a) {
+		return nil, false, false
+	}
+	return w, a.children, true
+}
+
+// readUnitAbbrevs decodes the abbreviation table of unit u; nil when it
+// cannot be read.
+func readUnitAbbrevs(secs dwarfSecs, u unitSpan) *unitAbbrevs {
+	t := &unitAbbrevs{}
 	if err := walkAbbrevs(secs.abbrev, u.abbrev, func(code, tag uint64, children bool, specs []byte) bool {
-		a := unitAbbrev{tag: tag, children: children, lo: int32(len(w.forms))}
+		a := unitAbbrev{tag: tag, children: children, lo: int32(len(t.forms))}
 		sp := &bufReader{b: specs}
 		for {
 			_, form, implicit, more := sp.spec()
 			if !more {
 				break
 			}
-			w.forms = append(w.forms, abbrevForm{form, implicit})
+			t.forms = append(t.forms, abbrevForm{form, implicit})
 		}
-		a.hi = int32(len(w.forms))
+		a.hi = int32(len(t.forms))
 		if code < 1<<12 {
-			for uint64(len(w.dense)) <= code {
-				w.dense = append(w.dense, unitAbbrev{tag: noAbbrev})
+			for uint64(len(t.dense)) <= code {
+				t.dense = append(t.dense, unitAbbrev{tag: noAbbrev})
 			}
-			w.dense[code] = a
+			t.dense[code] = a
 		} else {
-			w.sparse[code] = a
+			if t.sparse == nil {
+				t.sparse = map[uint64]unitAbbrev{}
+			}
+			t.sparse[code] = a
 		}
 		return true
 	}); err != nil {
-		return nil, false, false
+		return nil
 	}
-	_, a, end := w.next()
-	if end || a == nil || !w.skip(a) {
-		return nil, false, false
-	}
-	return w, a.children, true
+	return t
 }
 
 // next reads the next entry's code: its offset and abbreviation (nil for

@@ -52,10 +52,15 @@ func TestUnitWalkerMatchesDebugDWARF(t *testing.T) {
 			}
 			return lines, sites
 		}
-		failed := unitWalkerFailed.Load()
+		failed, decoded := unitWalkerFailed.Load(), unitsDecoded.Load()
 		lines, sites := read(false)
 		if n := unitWalkerFailed.Load() - failed; n != 0 {
 			t.Errorf("%s: the walker gave %d units back to debug/dwarf", path, n)
+		}
+		// Each unit's lines, then its call sites: one reading of its
+		// header and abbreviations for both (unitData's recent units).
+		if n := unitsDecoded.Load() - decoded; n > int64(len(lines)) {
+			t.Errorf("%s: %d units read alone %d times: the line and call-site readings of a unit do not share it", path, len(lines), n)
 		}
 		wantLines, wantSites := read(true)
 		if len(lines) == 0 {
