@@ -14,7 +14,8 @@
 #   ustack-warm   the same again (ustack's section cache is filled)
 #   ustack-json   ustack report --format json (warm)
 #   base-warm     with BASE=BINARY: that ustack binary, warm (a build of
-#                 the commit before a change: before and after in one run),
+#                 the commit before a change, with CGO_ENABLED=0 as this
+#                 script builds ustack: before and after in one run),
 #                 and whether its output is ustack-warm's byte for byte
 #   eu-stack      eu-stack -m -i --core core -e PROG (modules, inline frames)
 #   gdb           gdb -batch -ex 'thread apply all bt' PROG core
@@ -33,8 +34,8 @@ mkdir -p "$work"
 cd "$work"
 runs="${RUNS:-5}"
 
-echo "== building ustack"
-(cd "$here" && go build -o "$work/ustack" ./cmd/ustack)
+echo "== building ustack (static, as the README installs it)"
+(cd "$here" && CGO_ENABLED=0 go build -o "$work/ustack" ./cmd/ustack)
 
 cat > threads64.c <<'EOF'
 #include <poll.h>

@@ -28,8 +28,8 @@ mkdir -p "$work"
 cd "$work"
 runs="${RUNS:-5}"
 
-echo "== building ustack"
-(cd "$here" && go build -o "$work/ustack" ./cmd/ustack)
+echo "== building ustack (static, as the README installs it)"
+(cd "$here" && CGO_ENABLED=0 go build -o "$work/ustack" ./cmd/ustack)
 
 echo "== minidump (lldb-15)"
 python3 "$here/testdata/gen/minidumps/gen.py" --live "$work/gen" threads64 2> gen.log || { cat gen.log >&2; exit 1; }

@@ -47,7 +47,7 @@ int main(int argc, char **argv) {
 }
 C
 gcc -O2 -g -pthread -o "$W/work" "$W/work.c"
-(cd "$ROOT" && go build -o "$W/ustack" ./cmd/ustack)
+(cd "$ROOT" && CGO_ENABLED=0 go build -o "$W/ustack" ./cmd/ustack)
 
 # samples FILE: SAMPLE records in a perf.data file.
 samples() { perf report --stats -i "$1" 2>/dev/null | awk '/^ *SAMPLE events:/{print $3; exit}'; }

@@ -16,7 +16,8 @@
 #   perf-noinline   perf script --no-inline
 #   perfparser      hotspot-perfparser --input FILE --output /dev/null
 #   base-warm       with BASE=BINARY: that ustack binary, warm (a build of
-#                   the commit before a change: before and after in one run)
+#                   the commit before a change, with CGO_ENABLED=0 as this
+#                   script builds ustack: before and after in one run)
 #   ustack-j1, -j2  on the large recording: ustack warm with one and two
 #                   unwinding workers
 #   harness         env true, measured the same way: what measuring adds to
@@ -57,8 +58,8 @@ for p in hotspot-perfparser /usr/lib/x86_64-linux-gnu/libexec/hotspot-perfparser
 	if command -v "$p" >/dev/null 2>&1 || [ -x "$p" ]; then perfparser=$p; break; fi
 done
 
-echo "== building ustack"
-(cd "$here" && go build -o "$work/ustack" ./cmd/ustack)
+echo "== building ustack (static, as the README installs it)"
+(cd "$here" && CGO_ENABLED=0 go build -o "$work/ustack" ./cmd/ustack)
 
 cat > chain.c <<'EOF'
 #include <unistd.h>

@@ -8,8 +8,8 @@
 # flamegraph, speedscope, otlp, otlp-json) and both of `ustack unwind`.
 #
 # Usage: scripts/check-identical.sh BASE-BINARY NEW-BINARY [BENCHDIR]
-#   e.g. git worktree add /tmp/base main && (cd /tmp/base && go build -o /tmp/ustack-base ./cmd/ustack)
-#        go build -o /tmp/ustack-new ./cmd/ustack
+#   e.g. git worktree add /tmp/base main && (cd /tmp/base && CGO_ENABLED=0 go build -o /tmp/ustack-base ./cmd/ustack)
+#        CGO_ENABLED=0 go build -o /tmp/ustack-new ./cmd/ustack
 #        scripts/check-identical.sh /tmp/ustack-base /tmp/ustack-new /tmp/ustack-bench.XXXX
 # Prints one line per difference and "identical: N inputs x M formats" (exit
 # 0) or "DIFFERENT: K of N outputs" (exit 1). Both binaries run with the same
