@@ -764,8 +764,6 @@ func (cu *cuLines) parseLines(x *lineIndex, e *dwarf.Entry) []int32 {
 	var seqs []seq
 	start := 0
 	var le dwarf.LineEntry
-	sp := rowScratch.Get().(*[]lineRow)
-	cu.rows = (*sp)[:0]
 	for {
 		if err := lr.Next(&le); err != nil {
 			break
@@ -782,7 +780,6 @@ func (cu *cuLines) parseLines(x *lineIndex, e *dwarf.Entry) []int32 {
 			start = len(cu.rows)
 		}
 	}
-	scratch := cu.rows
 	cu.rows = cu.rows[:start] // drop an unterminated sequence
 	less := func(i, j int) bool { return cu.rows[seqs[i].start].addr < cu.rows[seqs[j].start].addr }
 	if !sort.SliceIsSorted(seqs, less) {
@@ -798,20 +795,9 @@ func (cu *cuLines) parseLines(x *lineIndex, e *dwarf.Entry) []int32 {
 	if !sort.SliceIsSorted(cu.rows, func(i, j int) bool { return cu.rows[i].addr < cu.rows[j].addr }) {
 		sort.SliceStable(cu.rows, func(i, j int) bool { return cu.rows[i].addr < cu.rows[j].addr })
 	}
-	cu.rows = append([]lineRow(nil), cu.rows...) // at their size, out of the scratch
-	if cap(scratch) <= maxScratchRows {
-		*sp = scratch[:0]
-		rowScratch.Put(sp)
-	}
+	cu.rows = append([]lineRow(nil), cu.rows...) // drop spare capacity
 	return idx
 }
-
-// rowScratch holds the slices parseLines gathers a unit's rows in before
-// it copies them out at their size: the slice's growth is paid once, not
-// for every unit. One longer than maxScratchRows is left to the collector.
-var rowScratch = sync.Pool{New: func() any { s := make([]lineRow, 0, 4096); return &s }}
-
-const maxScratchRows = 1 << 16
 
 const attrMIPSLinkageName dwarf.Attr = 0x2007
 
