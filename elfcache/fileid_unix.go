@@ -19,3 +19,15 @@ func fileID(fi os.FileInfo) (dev, ino uint64) {
 	}
 	return 0, 0
 }
+
+// fileChanged returns a file's status change time (ctime) in nanoseconds,
+// which no write, rename or chmod leaves as it was and no user can set.
+func fileChanged(fi os.FileInfo) (ns int64, ok bool) {
+	if st, ok := fi.Sys().(*unix.Stat_t); ok {
+		return st.Ctim.Nano(), true
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Ctim.Nano(), true
+	}
+	return 0, false
+}

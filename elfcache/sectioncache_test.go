@@ -1,9 +1,11 @@
 package elfcache
 
 import (
+	"bytes"
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"strings"
@@ -207,4 +209,165 @@ func TestSectionCacheDamagedSource(t *testing.T) {
 		assert.NotContains(t, filepath.Base(e), "debug_info", "an entry of the damaged section was kept: %s", e)
 		assert.False(t, strings.HasPrefix(filepath.Base(e), ".tmp-"), "temporary file left: %s", e)
 	}
+}
+
+// waitChangedBefore waits until entry p last changed at least age ago.
+func waitChangedBefore(t *testing.T, p string, age time.Duration) {
+	t.Helper()
+	for {
+		st, err := os.Stat(p)
+		require.NoError(t, err)
+		ctime, ok := fileChanged(st)
+		require.True(t, ok)
+		if time.Since(time.Unix(0, ctime)) >= age {
+			return
+		}
+		time.Sleep(age / 5)
+	}
+}
+
+// TestSectionCacheStamp: an entry read in full and found good is stamped
+// and then trusted without reading while its file stays as stamped; a
+// fresh entry is not stamped; writing into it (even with its modification
+// time set back), replacing it with the same bytes, or a damaged or
+// foreign stamp makes the next use read it all again, and damage found
+// removes entry and stamp. Trim removes a stamp whose entry is gone.
+func TestSectionCacheStamp(t *testing.T) {
+	defer func(d time.Duration) { stampMinAge = d }(stampMinAge)
+	c, err := NewSectionCache(t.TempDir(), 0)
+	require.NoError(t, err)
+	id, src := []byte{1, 2, 3, 4, 5, 6, 7, 8}, []byte("the compressed bytes")
+	data := []byte(strings.Repeat("section bytes ", 20000))
+	p := c.path(id, ".debug_info")
+	// get reports whether the entry was given and whether it was read in
+	// full to be checked.
+	get := func() (ok, read bool) {
+		t.Helper()
+		n := entriesSummed.Load()
+		d, release, ok := c.get(id, ".debug_info", src, uint64(len(data)))
+		if ok {
+			require.Equal(t, data, d)
+			require.NoError(t, release())
+		}
+		return ok, entriesSummed.Load() != n
+	}
+	put := func() {
+		t.Helper()
+		require.True(t, c.put(id, ".debug_info", src, data))
+	}
+	stamped := func() {
+		t.Helper()
+		waitChangedBefore(t, p, stampMinAge)
+		ok, read := get()
+		require.True(t, ok)
+		require.True(t, read)
+		st, err := os.Stat(stampPath(p))
+		require.NoError(t, err, "stamped")
+		require.Equal(t, os.FileMode(0o600), st.Mode().Perm())
+		ok, read = get()
+		require.True(t, ok)
+		require.False(t, read, "an entry as stamped is not read again")
+	}
+
+	put()
+	stampMinAge = time.Hour
+	ok, read := get()
+	require.True(t, ok)
+	require.True(t, read)
+	require.NoFileExists(t, stampPath(p), "an entry changed less than stampMinAge ago is not stamped")
+
+	stampMinAge = 50 * time.Millisecond
+	stamped()
+
+	// A byte of data changed in place, the modification time set back.
+	st, err := os.Stat(p)
+	require.NoError(t, err)
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt([]byte{'#'}, sectionHdrSize+1000)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	require.NoError(t, os.Chtimes(p, st.ModTime(), st.ModTime()))
+	ok, read = get()
+	require.False(t, ok, "damage is found")
+	require.True(t, read)
+	require.NoFileExists(t, p)
+	require.NoFileExists(t, stampPath(p))
+
+	// The same bytes in another file renamed over the entry.
+	put()
+	stamped()
+	b, err := os.ReadFile(p)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(p+"-copy", b, 0o600))
+	require.NoError(t, os.Rename(p+"-copy", p))
+	ok, read = get()
+	require.True(t, ok)
+	require.True(t, read, "another file is read")
+
+	// Damaged stamps, and the stamp of another entry.
+	stamped()
+	good, err := os.ReadFile(stampPath(p))
+	require.NoError(t, err)
+	for name, bad := range map[string][]byte{
+		"empty": nil, "short": good[:stampSize-1], "long": append(append([]byte(nil), good...), 0),
+		"sum": append(append([]byte(nil), good[:stampSize-1]...), good[stampSize-1]^1),
+	} {
+		require.NoError(t, os.WriteFile(stampPath(p), bad, 0o600))
+		ok, read = get()
+		require.True(t, ok, name)
+		require.True(t, read, "stamp %s", name)
+	}
+	id2 := []byte{9, 9, 9, 9, 9, 9, 9, 9}
+	require.True(t, c.put(id2, ".debug_info", src, data))
+	p2 := c.path(id2, ".debug_info")
+	waitChangedBefore(t, p2, stampMinAge)
+	_, release, ok := c.get(id2, ".debug_info", src, uint64(len(data)))
+	require.True(t, ok)
+	release()
+	other, err := os.ReadFile(stampPath(p2))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(stampPath(p), other, 0o600))
+	ok, read = get()
+	require.True(t, ok)
+	require.True(t, read, "another entry's stamp")
+
+	require.NoError(t, os.Remove(p2))
+	require.NoError(t, c.Trim())
+	require.NoFileExists(t, stampPath(p2), "Trim removes a stamp whose entry is gone")
+	require.FileExists(t, stampPath(p), "and keeps the others")
+}
+
+// FuzzSectionCacheStamp: no stamp file but the entry's own lets its data
+// go unread.
+func FuzzSectionCacheStamp(f *testing.F) {
+	c, err := NewSectionCache(f.TempDir(), 0)
+	if err != nil {
+		f.Fatal(err)
+	}
+	id, src, data := []byte{1, 2, 3, 4, 5, 6, 7, 8}, []byte("src"), []byte(strings.Repeat("data ", 100))
+	if !c.put(id, ".debug_line", src, data) {
+		f.Fatal("put")
+	}
+	p := c.path(id, ".debug_line")
+	st, err := os.Stat(p)
+	if err != nil {
+		f.Fatal(err)
+	}
+	sum := crc32.Checksum(data, castagnoli)
+	want, ok := stampOf(st, sum)
+	if !ok {
+		f.Skip("no change times here")
+	}
+	f.Add(want[:])
+	f.Add(want[:stampSize-1])
+	f.Add([]byte(stampMagic))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if err := os.WriteFile(stampPath(p), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if got := c.checkedBefore(p, st, sum); got != bytes.Equal(b, want[:]) {
+			t.Fatalf("checkedBefore = %v for stamp %x", got, b)
+		}
+	})
 }
