@@ -15,7 +15,8 @@
 #   ustack-json   ustack report --format json (warm)
 #   base-warm     with BASE=BINARY: that ustack binary, warm (a build of
 #                 the commit before a change, with CGO_ENABLED=0 as this
-#                 script builds ustack: before and after in one run),
+#                 script builds ustack: before and after in one run, their
+#                 runs alternated),
 #                 and whether its output is ustack-warm's byte for byte
 #   eu-stack      eu-stack -m -i --core core -e PROG (modules, inline frames)
 #   gdb           gdb -batch -ex 'thread apply all bt' PROG core
@@ -119,13 +120,20 @@ scenario() {
 	cache=$(mktemp -d "$work/cache.XXXXXX")
 	before_each="rm -rf '$work/cold' && mkdir '$work/cold'" \
 		measure "$name/ustack-cold" "$runs" env XDG_CACHE_HOME="$work/cold" ./ustack report "${uflags[@]}" -i core
-	XDG_CACHE_HOME="$cache" ./ustack report "${uflags[@]}" -i core > /dev/null 2>&1 || true
-	measure "$name/ustack-warm" "$runs" env XDG_CACHE_HOME="$cache" ./ustack report "${uflags[@]}" -i core
+	fill_cache env XDG_CACHE_HOME="$cache" ./ustack report "${uflags[@]}" -i core
+	if [ -n "${BASE:-}" ]; then
+		# The base's runs alternate with ustack's (the tables an older
+		# binary keeps are written by its first run, untimed).
+		XDG_CACHE_HOME="$cache" "$BASE" report "${uflags[@]}" -i core > /dev/null 2>&1 || true
+		measure_pair "$name/ustack-warm" "$name/base-warm" "$runs" \
+			env XDG_CACHE_HOME="$cache" ./ustack report "${uflags[@]}" -i core -- \
+			env XDG_CACHE_HOME="$cache" "$BASE" report "${uflags[@]}" -i core
+	else
+		measure "$name/ustack-warm" "$runs" env XDG_CACHE_HOME="$cache" ./ustack report "${uflags[@]}" -i core
+	fi
 	cp "$name/ustack-warm.txt" "ustack-$name.txt" 2>/dev/null || true
 	measure "$name/ustack-json" "$runs" env XDG_CACHE_HOME="$cache" ./ustack report "${uflags[@]}" --format json -i core
 	if [ -n "${BASE:-}" ]; then
-		XDG_CACHE_HOME="$cache" "$BASE" report "${uflags[@]}" -i core > /dev/null 2>&1 || true
-		measure "$name/base-warm" "$runs" env XDG_CACHE_HOME="$cache" "$BASE" report "${uflags[@]}" -i core
 		if cmp -s "$name/base-warm.txt" "$name/ustack-warm.txt"; then
 			echo "  base-warm's output is ustack-warm's, byte for byte"
 		else

@@ -43,7 +43,7 @@ cache=$(mktemp -d "$work/cache.XXXXXX")
 harness "$runs"
 before_each="rm -rf '$work/cold' && mkdir '$work/cold'" \
 	measure ustack-cold "$runs" env XDG_CACHE_HOME="$work/cold" ./ustack report -i threads64.dmp
-XDG_CACHE_HOME="$cache" ./ustack report -i threads64.dmp > /dev/null 2>&1 || true
+fill_cache env XDG_CACHE_HOME="$cache" ./ustack report -i threads64.dmp
 measure ustack-warm "$runs" env XDG_CACHE_HOME="$cache" ./ustack report -i threads64.dmp
 measure ustack-json "$runs" env XDG_CACHE_HOME="$cache" ./ustack report --format json -i threads64.dmp
 measure lldb "$runs" lldb-15 --batch -o "target create --core threads64.dmp" -o "bt all"

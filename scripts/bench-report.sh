@@ -17,7 +17,8 @@
 #   perfparser      hotspot-perfparser --input FILE --output /dev/null
 #   base-warm       with BASE=BINARY: that ustack binary, warm (a build of
 #                   the commit before a change, with CGO_ENABLED=0 as this
-#                   script builds ustack: before and after in one run)
+#                   script builds ustack: before and after in one run,
+#                   their runs alternated)
 #   ustack-j1, -j2  on the large recording: ustack warm with one and two
 #                   unwinding workers
 #   harness         env true, measured the same way: what measuring adds to
@@ -107,12 +108,19 @@ for rec in ${RECS:-small medium large}; do
 	# Cold: a new, empty cache directory for every run.
 	before_each="rm -rf '$work/cold' && mkdir '$work/cold'" \
 		measure ustack-cold "$runs" env XDG_CACHE_HOME="$work/cold" ./ustack report -F "$fields" -i "$rec.data"
-	XDG_CACHE_HOME="$cache" ./ustack report -i "$rec.data" > /dev/null 2>&1 || true
-	measure ustack-warm "$runs" env XDG_CACHE_HOME="$cache" ./ustack report -F "$fields" -i "$rec.data"
+	fill_cache env XDG_CACHE_HOME="$cache" ./ustack report -i "$rec.data"
+	if [ -n "${BASE:-}" ]; then
+		# The base's runs alternate with ustack's (the tables an older
+		# binary keeps are written by its first run, untimed).
+		XDG_CACHE_HOME="$cache" "$BASE" report -i "$rec.data" > /dev/null 2>&1 || true
+		measure_pair ustack-warm base-warm "$runs" \
+			env XDG_CACHE_HOME="$cache" ./ustack report -F "$fields" -i "$rec.data" -- \
+			env XDG_CACHE_HOME="$cache" "$BASE" report -F "$fields" -i "$rec.data"
+	else
+		measure ustack-warm "$runs" env XDG_CACHE_HOME="$cache" ./ustack report -F "$fields" -i "$rec.data"
+	fi
 	cp ustack-warm.txt "ustack-$rec.txt"
 	if [ -n "${BASE:-}" ]; then
-		XDG_CACHE_HOME="$cache" "$BASE" report -i "$rec.data" > /dev/null 2>&1 || true
-		measure base-warm "$runs" env XDG_CACHE_HOME="$cache" "$BASE" report -F "$fields" -i "$rec.data"
 		if cmp -s base-warm.txt "ustack-$rec.txt"; then echo "  base-warm's output is ustack-warm's, byte for byte"; else echo "  base-warm's output DIFFERS from ustack-warm's"; fi
 	fi
 	if [ "$rec" = large ]; then

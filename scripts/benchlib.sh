@@ -4,13 +4,25 @@
 # once OUTFILE command...: one run, its output in OUTFILE; prints
 # "wall-seconds peak-kb user-seconds sys-seconds".
 # measure LABEL N command...: N runs; prints the median run's wall time,
-# peak RSS and CPU time and appends "LABEL wall cpu" to results.txt. With
+# peak RSS and CPU time and appends "LABEL wall cpu" to results.txt
+# (measure_pair: two commands' runs alternated). With
 # before_each set (a shell command), it is run, untimed, before each run:
 # e.g. to empty a cache directory for a cold run.
 # harness N: measures `env true` the same way, 3N times, and keeps the
 # least as "harness": what the measurement itself adds to every wall time (GNU time, env: about 10 ms
 # on a small VM, where starting a program is slow), to subtract from short
 # runs before comparing them.
+# fill_cache command...: runs a ustack command to fill its cache, waits
+# until the entries written are older than the section cache's stamp age
+# (2 s: elfcache's stampMinAge), and runs it again, which stamps them: the
+# warm runs measured next find the cache as a report finds it any time
+# after the one that filled it, not within the same two seconds (when
+# every entry is still read in full for its checksum).
+fill_cache() {
+	"$@" > /dev/null 2>&1 || true
+	sleep 2.2
+	"$@" > /dev/null 2>&1 || true
+}
 once() {
 	local out=$1; shift
 	# Wall time from bash's clock in microseconds, read without starting
@@ -32,6 +44,29 @@ measure() {
 		fi
 		t+=("$(once "$label.txt" "$@")")
 	done
+	median "$label" "$n" "${t[@]}"
+}
+# measure_pair LABEL-A LABEL-B N command-A... -- command-B...: measure for
+# two commands, their runs alternated (A, B, A, B, ...), so that a machine
+# whose speed drifts from minute to minute (a VM beside others) slows both
+# alike: for before and after.
+measure_pair() {
+	local la=$1 lb=$2 n=$3; shift 3
+	local a=() b=() ta=() tb=()
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do a+=("$1"); shift; done
+	shift
+	b=("$@")
+	for _ in $(seq "$n"); do
+		ta+=("$(once "$la.txt" "${a[@]}")")
+		tb+=("$(once "$lb.txt" "${b[@]}")")
+	done
+	median "$la" "$n" "${ta[@]}"
+	median "$lb" "$n" "${tb[@]}"
+}
+# median LABEL N RUN...: prints and records the median of runs of once.
+median() {
+	local label=$1 n=$2; shift 2
+	local t=("$@")
 	local med
 	med=$(printf '%s\n' "${t[@]}" | sort -n | awk -v n="$n" 'NR == int((n + 1) / 2)')
 	# shellcheck disable=SC2086
