@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"runtime/metrics"
 	"runtime/pprof"
 	"sort"
 	"strconv"
@@ -665,7 +664,10 @@ func parsePACMask(s string) (uint64, error) {
 var gcTuneOnce sync.Once
 
 // lowerGCPercentAbove sets the collector's GOGC to pct once a collection
-// finds more than live bytes of live heap. A large report's heap is mostly
+// finds more than live bytes of live heap (MemStats.HeapAlloc read just
+// after it: what it kept and the little allocated since; runtime/metrics'
+// exact figure would cost every run of ustack that package's
+// initialization, half a millisecond). A large report's heap is mostly
 // what it keeps (symbol, line and CFI tables) while its garbage is
 // short-lived: collecting when the heap has grown by half, not by all of
 // it, keeps the peak RSS of a 4 GB recording at 60 MB instead of 68, at no
@@ -673,15 +675,15 @@ var gcTuneOnce sync.Once
 // whose fewer collections save it 10% of its CPU time
 // (docs/BENCHMARKS.md).
 func lowerGCPercentAbove(live uint64, pct int) {
-	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	type sentinel struct{ _ [32]byte } // not a tiny allocation, whose finalizer may never run
 	var arm func()
 	arm = func() {
 		// Its finalizer runs after each collection that finds it
 		// unreachable: once a cycle, as each run arms a new one.
 		runtime.SetFinalizer(new(sentinel), func(*sentinel) {
-			metrics.Read(sample)
-			if sample[0].Value.Kind() == metrics.KindUint64 && sample[0].Value.Uint64() > live {
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			if ms.HeapAlloc > live {
 				debug.SetGCPercent(pct)
 				return
 			}
