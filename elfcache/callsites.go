@@ -237,13 +237,37 @@ func (x *callSites) unit(ci int32) *cuCallSites {
 }
 
 // parse reads the call sites and functions of one unit; what was read
-// before an error is kept.
-func (x *callSites) parse(s *cuSlot) (u *cuCallSites, err error) {
+// before an error is kept. What parsing makes is kept in the SectionCache
+// and read from there when it is (unitparsecache.go).
+func (x *callSites) parse(s *cuSlot) (*cuCallSites, error) {
+	x.lx.mu.Lock()
+	kind, key := x.lx.unitEntry(cuSitesKind, s)
+	x.lx.mu.Unlock()
+	if key != nil {
+		var u *cuCallSites
+		if x.lx.owner.readUnitEntry(kind, key, func(b []byte) (ok bool) {
+			u, ok = decodeCallSites(b, key)
+			return ok
+		}) {
+			return u, nil
+		}
+	}
+	u, keep, err := x.parseDWARF(s)
+	if key != nil && keep && err == nil {
+		x.lx.owner.storeDerived(kind, key, encodeCallSites(key, u))
+	}
+	return u, err
+}
+
+// parseDWARF is parse from the DWARF; keep says whether what it made may
+// be kept: the unit was read alone, not from a split DWARF file.
+func (x *callSites) parseDWARF(s *cuSlot) (u *cuCallSites, keep bool, err error) {
 	path := x.lx.owner.path
 	b := &callSiteBuilder{}
 	defer func() {
 		if r := recover(); r != nil {
 			err = newErr(path, ".debug_info", int64(s.off), fmt.Errorf("malformed DWARF in unit: %v", r))
+			keep = false
 		}
 		u = b.finish()
 	}()
@@ -252,11 +276,11 @@ func (x *callSites) parse(s *cuSlot) (u *cuCallSites, err error) {
 	defer x.lx.mu.Unlock()
 	ux, r, base, err := x.lx.unitData(s)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	e, err := r.Next()
 	if err != nil || e == nil {
-		return nil, newErr(path, ".debug_info", int64(s.off), errors.Join(err, errors.New("no unit")))
+		return nil, false, newErr(path, ".debug_info", int64(s.off), errors.Join(err, errors.New("no unit")))
 	}
 	inDWO := false // the unit's entries are in its .dwo (s.span is the skeleton's)
 	if isSkeleton(e) {
@@ -266,26 +290,26 @@ func (x *callSites) parse(s *cuSlot) (u *cuCallSites, err error) {
 		if err != nil {
 			// Said once, with the source frames' (SplitDWARFError).
 			x.lx.splitFailed(s.off, err)
-			return nil, nil
+			return nil, false, nil
 		}
 		if dwo != nil {
 			defer dwo.Close()
 		}
 		if !split.Children {
-			return nil, nil
+			return nil, false, nil
 		}
 		ux, r, base = dx, dr, 0
 		path = "the split DWARF of " + path
 		inDWO = true
 	} else if !e.Children {
-		return nil, nil
+		return nil, !inDWO && ux != x.lx, nil
 	}
 	b.x = ux
 	if !inDWO && ux != x.lx && base == dwarf.Offset(s.span.start) && s.span.end != 0 && !noUnitWalker {
 		// The unit alone, little-endian: walked without debug/dwarf but
 		// for the entries that matter.
 		if b.readUnit(r, s.span, base) {
-			return nil, nil
+			return nil, !inDWO && ux != x.lx, nil
 		}
 		// Something the walk does not know: debug/dwarf reads it all
 		// again, as before.
@@ -293,13 +317,13 @@ func (x *callSites) parse(s *cuSlot) (u *cuCallSites, err error) {
 		b.cu, b.last = cuCallSites{}, 0
 		r.Seek(dwarf.Offset(s.span.die) - base)
 		if _, err := r.Next(); err != nil {
-			return nil, newErr(path, ".debug_info", int64(s.off), err)
+			return nil, false, newErr(path, ".debug_info", int64(s.off), err)
 		}
 	}
 	if err := b.read(r); err != nil {
-		return nil, newErr(path, ".debug_info", int64(b.last+base), err)
+		return nil, false, newErr(path, ".debug_info", int64(b.last+base), err)
 	}
-	return nil, nil
+	return nil, !inDWO && ux != x.lx, nil
 }
 
 // readUnit does what read does with a unitWalker (unitwalk.go): debug/dwarf

@@ -130,6 +130,7 @@ type lineIndex struct {
 	gnu                *gnuRanges    // how a DWARF 4 split unit's (.dwo) range lists are read; nil for others
 	clock              atomic.Int64  // use counter for LRU
 	held               atomic.Int64  // bytes of the index and its parsed units (memory.go)
+	unitKey            []byte        // the key its units' kept parsings share (unitparsecache.go; under mu)
 	recent             [4]recentUnit // the units unitData read alone last (under mu)
 	recentNext         int           // where in recent the next one goes
 	abbrevs            *unitAbbrevs  // made by unitData for one unit: its abbreviations as unitWalker reads them, once walked
@@ -604,25 +605,47 @@ func (cu *cuLines) lineAt(addr uint64) (string, int, bool) {
 }
 
 // parse reads one unit; a unit that cannot be read comes back empty with
-// its error, so that it is not tried again.
-func (x *lineIndex) parse(s *cuSlot) (cu *cuLines) {
+// its error, so that it is not tried again. What parsing makes is kept in
+// the SectionCache and read from there when it is (unitparsecache.go).
+func (x *lineIndex) parse(s *cuSlot) *cuLines {
+	kind, key := x.unitEntry(cuLinesKind, s)
+	if key != nil {
+		var cu *cuLines
+		if x.owner.readUnitEntry(kind, key, func(b []byte) (ok bool) {
+			cu, ok = decodeCULines(b, key)
+			return ok
+		}) {
+			return cu
+		}
+	}
+	cu, keep := x.parseDWARF(s)
+	if key != nil && keep && cu.err == nil {
+		x.owner.storeDerived(kind, key, encodeCULines(key, cu))
+	}
+	return cu
+}
+
+// parseDWARF is parse from the DWARF; keep says whether what it made may
+// be kept: the unit was read alone, and is not a split DWARF skeleton.
+func (x *lineIndex) parseDWARF(s *cuSlot) (cu *cuLines, keep bool) {
 	off := s.off
 	cu = &cuLines{}
 	defer func() {
 		if r := recover(); r != nil {
-			cu = &cuLines{err: fmt.Errorf("malformed DWARF in unit at %#x: %v", off, r)}
+			cu, keep = &cuLines{err: fmt.Errorf("malformed DWARF in unit at %#x: %v", off, r)}, false
 		}
 	}()
 	ux, r, base, err := x.unitData(s)
 	if err != nil {
 		cu.err = err
-		return cu
+		return cu, false
 	}
 	e, err := r.Next()
 	if err != nil || e == nil {
 		cu.err = errors.Join(err, errors.New("no unit"))
-		return cu
+		return cu, false
 	}
+	keep = ux != x && !isSkeleton(e)
 	fileIdx := cu.parseLines(ux, e)
 	if isSkeleton(e) {
 		// Split DWARF: the scopes are in the unit's .dwo, whose
@@ -640,7 +663,7 @@ func (x *lineIndex) parse(s *cuSlot) (cu *cuLines) {
 			if split.Children {
 				cu.parseScopes(dx, dr, fileIdx, hasClasses(split))
 			}
-			return cu
+			return cu, keep
 		}
 		cu.err = err
 		x.splitFailed(off, err)
@@ -654,7 +677,7 @@ func (x *lineIndex) parse(s *cuSlot) (cu *cuLines) {
 				sw := &scopeWalker{w: w}
 				cu.parseScopes(ux, sw, fileIdx, hasClasses(e))
 				if !w.failed {
-					return cu
+					return cu, keep
 				}
 				// Read again by debug/dwarf, from the unit's first entry.
 				unitWalkerFailed.Add(1)
@@ -662,13 +685,13 @@ func (x *lineIndex) parse(s *cuSlot) (cu *cuLines) {
 				r.Seek(dwarf.Offset(s.span.die) - base)
 				if _, err := r.Next(); err != nil {
 					cu.err = err
-					return cu
+					return cu, keep
 				}
 			}
 		}
 		cu.parseScopes(ux, r, fileIdx, hasClasses(e))
 	}
-	return cu
+	return cu, keep
 }
 
 // splitFailed records that the .dwo of the split unit at off could not be

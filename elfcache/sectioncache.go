@@ -24,8 +24,9 @@ import (
 // second report that needs glibc's line tables maps them instead of
 // inflating megabytes again, and tables built from an object's sections
 // (its sorted symbol table and function names: symcache.go; the index of
-// its DWARF units: unitcache.go), so that it maps them instead of sorting
-// thousands of symbols or walking a thousand unit headers again. An entry is keyed by the object's build-id and
+// its DWARF units: unitcache.go; what parsing each unit made:
+// unitparsecache.go), so that it maps them instead of sorting thousands
+// of symbols, walking a thousand unit headers or parsing units again. An entry is keyed by the object's build-id and
 // the section's name, and records the length and a checksum of the
 // compressed bytes it was made from (their first and last 64 KB: a debug
 // file rewritten by dwz keeps its build-id, not its sections' bytes) and a

@@ -24,33 +24,7 @@ func TestUnitWalkerMatchesDebugDWARF(t *testing.T) {
 		read := func(off bool) ([]*cuLines, []*cuCallSites) {
 			noUnitWalker = off
 			defer func() { noUnitWalker = false }()
-			o, err := Open(path, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer o.Close()
-			owner := o
-			if d := o.DebugFile(); d != nil {
-				owner = d
-			}
-			lx := owner.lineIndex()
-			if lx == nil {
-				t.Fatalf("%s: no DWARF", path)
-			}
-			cs := &callSites{lx: lx, obj: owner}
-			var lines []*cuLines
-			var sites []*cuCallSites
-			for i := range lx.units {
-				lx.mu.Lock()
-				lines = append(lines, lx.parse(&lx.units[i]))
-				lx.mu.Unlock()
-				u, err := cs.parse(&lx.units[i])
-				if err != nil {
-					t.Errorf("%s: unit %d: %v", path, i, err)
-				}
-				sites = append(sites, u)
-			}
-			return lines, sites
+			return parseAll(t, path, Options{})
 		}
 		failed, decoded := unitWalkerFailed.Load(), unitsDecoded.Load()
 		lines, sites := read(false)
