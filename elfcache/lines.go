@@ -130,6 +130,7 @@ type lineIndex struct {
 	gnu                *gnuRanges    // how a DWARF 4 split unit's (.dwo) range lists are read; nil for others
 	clock              atomic.Int64  // use counter for LRU
 	held               atomic.Int64  // bytes of the index and its parsed units (memory.go)
+	unitsFP            []byte        // the fingerprint of the unit index (unitsKey), when it has a SectionCache
 	unitKey            []byte        // the key its units' kept parsings share (unitparsecache.go; under mu)
 	recent             [4]recentUnit // the units unitData read alone last (under mu)
 	recentNext         int           // where in recent the next one goes
@@ -303,6 +304,7 @@ func (x *lineIndex) scan() error {
 	var key []byte
 	if x.owner.opts.SectionCache != nil && len(x.owner.buildID) > 0 {
 		key = x.owner.unitsKey()
+		x.unitsFP = key
 		if x.loadUnits(key) {
 			return nil
 		}

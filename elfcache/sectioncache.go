@@ -160,8 +160,7 @@ func (c *SectionCache) getEntry(buildID []byte, section string, src []byte, size
 		return nil, nil, false
 	}
 	le := binary.LittleEndian
-	good := string(m[:8]) == sectionMagic && le.Uint64(m[8:]) == size &&
-		le.Uint64(m[16:]) == uint64(len(src)) && le.Uint32(m[24:]) == srcSum(src)
+	good := entryHeaderOK(m, size, src)
 	if good && checkData && !c.checkedBefore(p, st, le.Uint32(m[28:])) {
 		sum, ok := fileSum(f, sectionHdrSize, int64(size))
 		good = ok && le.Uint32(m[28:]) == sum
@@ -175,6 +174,64 @@ func (c *SectionCache) getEntry(buildID []byte, section string, src []byte, size
 		return nil, nil, false
 	}
 	return m[sectionHdrSize:], unmap, true
+}
+
+// entryHeaderOK reports whether h begins with the header of an entry of
+// size bytes made from src.
+func entryHeaderOK(h []byte, size uint64, src []byte) bool {
+	le := binary.LittleEndian
+	return len(h) >= sectionHdrSize && string(h[:8]) == sectionMagic && le.Uint64(h[8:]) == size &&
+		le.Uint64(h[16:]) == uint64(len(src)) && le.Uint32(h[24:]) == srcSum(src)
+}
+
+// maxReadEntry bounds the entries getRead reads itself.
+const maxReadEntry = 1 << 20
+
+// getRead is get for a small entry of any size, read into buf (grown when
+// too small) rather than mapped, its checksum computed from what was read:
+// for the many
+// entries of a few kilobytes (a unit's parsing: unitparsecache.go), where
+// mapping, stamps and unmapping would cost more system calls than the
+// reading.
+func (c *SectionCache) getRead(buildID []byte, section string, src []byte, buf []byte) (data []byte, ok bool) {
+	p := c.path(buildID, section)
+	if p == "" {
+		return nil, false
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err == nil && st.Size() > maxReadEntry {
+		// A large one (a unit of a hundred thousand rows) as get reads
+		// it, then copied.
+		data, release, ok := c.getEntry(buildID, section, src, anySize, true)
+		if !ok {
+			return nil, false
+		}
+		defer release()
+		return append(buf[:0], data...), true
+	}
+	if err != nil || st.Size() < sectionHdrSize {
+		c.drop(p, err == nil)
+		return nil, false
+	}
+	b := buf[:0]
+	if cap(b) < int(st.Size()) {
+		b = make([]byte, st.Size())
+	}
+	b = b[:st.Size()]
+	if _, err := io.ReadFull(f, b); err != nil {
+		return nil, false
+	}
+	if !entryHeaderOK(b, uint64(len(b)-sectionHdrSize), src) ||
+		binary.LittleEndian.Uint32(b[28:]) != crc32.Checksum(b[sectionHdrSize:], castagnoli) {
+		c.drop(p, true)
+		return nil, false
+	}
+	return b[sectionHdrSize:], true
 }
 
 // An entry whose data a use read in full and found matching its checksum

@@ -371,3 +371,41 @@ func FuzzSectionCacheStamp(f *testing.F) {
 		}
 	})
 }
+
+// TestSectionCacheGetRead: small entries read into the heap and large
+// ones mapped give the bytes put, and a byte changed anywhere, another
+// source or a truncation is refused and the entry removed.
+func TestSectionCacheGetRead(t *testing.T) {
+	c, err := NewSectionCache(t.TempDir(), 0)
+	require.NoError(t, err)
+	id, src := []byte{1, 2, 3, 4, 5, 6, 7, 8}, []byte("key")
+	for _, size := range []int{0, 100, maxReadEntry + 4096} {
+		data := []byte(strings.Repeat("x", size))
+		name := fmt.Sprintf("@t-%d", size)
+		require.True(t, c.put(id, name, src, data))
+		got, ok := c.getRead(id, name, src, nil)
+		require.True(t, ok, size)
+		require.Equal(t, len(data), len(got))
+		require.True(t, bytes.Equal(data, got))
+		_, ok = c.getRead(id, name, []byte("another key"), make([]byte, 10))
+		require.False(t, ok, "another source")
+		p := c.path(id, name)
+		require.NoFileExists(t, p, "an entry made from another source is stale: removed, as get removes it")
+		for what, damage := range map[string]func([]byte) []byte{
+			"last byte": func(b []byte) []byte { b[len(b)-1] ^= 1; return b },
+			"header":    func(b []byte) []byte { b[9] ^= 1; return b },
+			"truncated": func(b []byte) []byte { return b[:len(b)-1] },
+		} {
+			require.True(t, c.put(id, name, src, data))
+			b, err := os.ReadFile(p)
+			require.NoError(t, err)
+			if what == "last byte" && size == 0 {
+				continue // no data byte
+			}
+			require.NoError(t, os.WriteFile(p, damage(b), 0o600))
+			_, ok := c.getRead(id, name, src, nil)
+			require.False(t, ok, "%d bytes, %s", size, what)
+			require.NoFileExists(t, p, "%d bytes, %s: removed", size, what)
+		}
+	}
+}

@@ -24,9 +24,9 @@ import (
 // unit's offset, and the Go build ID of the running ustack: what parsing
 // makes of the same bytes is the code's own choice, which a later ustack
 // may make differently, so entries are never shared between builds. The
-// entry is read and copied onto the heap (nothing stays mapped), and
-// refused when any index, offset or order in it is not as parsing makes
-// it.
+// entry is read into the heap (nothing is mapped; its checksum is
+// computed on every read: it is a few kilobytes), and refused when any
+// index, offset or order in it is not as parsing makes it.
 const (
 	cuLinesKind  = "@cu-1"
 	cuSitesKind  = "@cs-1"
@@ -66,14 +66,23 @@ func (x *lineIndex) unitKeyBase() []byte {
 		x.unitKey = []byte{}
 		o := x.owner
 		self := selfBuildID()
-		if o.opts.SectionCache == nil || len(o.buildID) == 0 || x.alt != nil || !x.perUnit || self == nil {
+		if o.opts.SectionCache == nil || len(o.buildID) == 0 || x.alt != nil || !x.perUnit || self == nil || x.unitsFP == nil {
 			return nil
 		}
+		// The unit index's fingerprint (the object's section headers,
+		// the checksums of .debug_info, _abbrev, _ranges, _rnglists,
+		// _addr and _str_offsets), and those of the other sections
+		// parsing reads.
 		k := derivedKey("USTKCU01", byte(lineRowSize), byte(cuScopeSize), byte(cuSiteSize))
 		k = append(k, self...)
-		x.unitKey = fingerprint(k, []*Object{o}, func(_ *Object, s *elf.Section) bool {
-			return strings.HasPrefix(s.Name, ".debug_") || strings.HasPrefix(s.Name, ".zdebug_")
-		})
+		k = append(k, x.unitsFP...)
+		for _, s := range o.ef.Sections {
+			switch strings.TrimPrefix(strings.TrimPrefix(s.Name, ".z"), ".") {
+			case "debug_line", "debug_line_str", "debug_str":
+				k = o.appendSectionSum(append(k, s.Name...), s)
+			}
+		}
+		x.unitKey = k
 	}
 	if len(x.unitKey) == 0 {
 		return nil
@@ -92,16 +101,23 @@ func (x *lineIndex) unitEntry(kind string, s *cuSlot) (string, []byte) {
 	return fmt.Sprintf("%s-%x", kind, uint64(s.off)), key
 }
 
-// readUnitEntry gives the contents of o's entry of kind for key to decode,
-// then unmaps it.
+// readUnitEntry gives the contents of o's entry of kind for key, read
+// into a reused buffer (decode copies what it keeps), to decode.
 func (o *Object) readUnitEntry(kind string, key []byte, decode func([]byte) bool) bool {
-	data, unmap, ok := o.opts.SectionCache.get(o.buildID, derivedEntry(kind, key), key, anySize)
-	if !ok {
-		return false
+	bp := unitEntryBufs.Get().(*[]byte)
+	data, ok := o.opts.SectionCache.getRead(o.buildID, derivedEntry(kind, key), key, *bp)
+	ok = ok && decode(data)
+	if cap(data) <= maxReadEntry {
+		*bp = data[:0]
 	}
-	defer unmap()
-	return decode(data)
+	unitEntryBufs.Put(bp)
+	return ok
 }
+
+// unitEntryBufs are the buffers readUnitEntry reads entries into: on a VM
+// where the first touch of a page of memory costs microseconds, a buffer
+// reused is cheaper than one allocated for each entry.
+var unitEntryBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // Sizes of the records below.
 const (
