@@ -91,10 +91,13 @@ func (x *lineIndex) unitKeyBase() []byte {
 }
 
 // unitEntry returns the entry kind and key of unit s's parsing of kind,
-// or "" when it is not kept.
+// or "" when it is not kept. Whether the unit refers to others, which
+// makes parsing read it with all units and not keep it, is not asked
+// here: an entry for the key was kept by a parsing that read the same
+// bytes alone, and parsing says itself whether to keep what it made.
 func (x *lineIndex) unitEntry(kind string, s *cuSlot) (string, []byte) {
 	base := x.unitKeyBase()
-	if base == nil || s.span.end == 0 || refersAcrossUnits(x.secs.abbrev, s.span.abbrev) {
+	if base == nil || s.span.end == 0 {
 		return "", nil
 	}
 	key := binary.NativeEndian.AppendUint64(append([]byte(nil), base...), uint64(s.off))
