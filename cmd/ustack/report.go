@@ -50,7 +50,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	noInline := fs.Bool("no-inline", false, "do not show inlined functions")
 	noTailCall := fs.Bool("no-tailcall", false, "do not show the functions that tail-called (found from DWARF call sites, as gdb shows them)")
 	noDemangle := fs.Bool("no-demangle", false, "do not demangle C++ and Rust names")
-	noCache := fs.Bool("no-cache", false, "do not keep decompressed debug sections, sorted symbol tables and the running kernel's symbols in ~/.cache/ustack ($XDG_CACHE_HOME; also USTACK_NO_CACHE=1)")
+	noCache := fs.Bool("no-cache", false, "do not keep decompressed debug sections, what is built from them (sorted symbol tables, DWARF unit indexes, parsed units) and the running kernel's symbols in ~/.cache/ustack ($XDG_CACHE_HOME; also USTACK_NO_CACHE=1)")
 	srcline := fs.Bool("srcline", false, "text format: print each frame's source file and line, like perf script -F +srcline")
 	jobs := fs.Int("j", 0, "unwinding `workers` (default: one per CPU)")
 	maxStack := fs.Int("max-stack", 1024, "unwind at most `N` user frames of each stack, like perf script's --max-stack: a stack overflow's core needs more to reach main")
