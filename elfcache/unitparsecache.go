@@ -19,14 +19,16 @@ import (
 // file and which are not split DWARF skeletons are kept, and only what
 // was parsed without an error.
 //
-// The key is the fingerprint of the DWARF sections parsing reads (their
-// headers and checksums, as for the other tables: symcache.go), the
-// unit's offset, and the Go build ID of the running ustack: what parsing
-// makes of the same bytes is the code's own choice, which a later ustack
-// may make differently, so entries are never shared between builds. The
-// entry is read into the heap (nothing is mapped; its checksum is
-// computed on every read: it is a few kilobytes), and refused when any
-// index, offset or order in it is not as parsing makes it.
+// The key is the fingerprint of the DWARF sections parsing reads (the
+// object's section headers and those sections' checksums, as for the
+// other tables: symcache.go, unitcache.go), the unit's offset, and the Go
+// build ID of the running ustack: what parsing makes of the same bytes is
+// the code's own choice, which a later ustack may make differently, so
+// entries are never shared between builds. The
+// entry is read into a reused buffer (nothing stays mapped; its checksum
+// is computed on every read: it is a few kilobytes) and decoded onto the
+// heap, and refused when any index, offset or order in it is not as
+// parsing makes it.
 const (
 	cuLinesKind  = "@cu-1"
 	cuSitesKind  = "@cs-1"
@@ -110,8 +112,8 @@ func (o *Object) readUnitEntry(kind string, key []byte, decode func([]byte) bool
 	bp := unitEntryBufs.Get().(*[]byte)
 	data, ok := o.opts.SectionCache.getRead(o.buildID, derivedEntry(kind, key), key, *bp)
 	ok = ok && decode(data)
-	if cap(data) <= maxReadEntry {
-		*bp = data[:0]
+	if data != nil && cap(data) <= maxReadEntry {
+		*bp = data[:0] // grown for this entry: the next reads it
 	}
 	unitEntryBufs.Put(bp)
 	return ok
