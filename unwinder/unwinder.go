@@ -72,7 +72,7 @@ var (
 // case), *Segments for a core dump, or the caller's own Memory. It allocates
 // nothing once c is warm, except to build the error of a Result that
 // carries one.
-func (u *Unwinder) Unwind(c *Cache, space *AddressSpace, regs *arch.Regs, mem Memory, frames []Frame) Result {
+func (u *Unwinder) Unwind(c *Cache, space *AddressSpace, regs *arch.Regs, mem Memory, frames []Frame) (res Result) {
 	a := u.arch
 	if u.opts.MaxFrames > 0 && u.opts.MaxFrames < len(frames) {
 		frames = frames[:u.opts.MaxFrames]
@@ -103,21 +103,28 @@ func (u *Unwinder) Unwind(c *Cache, space *AddressSpace, regs *arch.Regs, mem Me
 	if pcOK && spOK {
 		// Most stacks are walked to their end here, without the
 		// general loop.
-		if res, done := u.walkSimple(c, space, cur, &w, frames, pacMask, &st); done {
+		if n, done := u.walkSimple(c, space, cur, &w, frames, pacMask, &st); done {
+			res.Frames, res.Stop = n, StopOutermost
 			return res
 		}
 		if st.n > 0 {
-			return u.unwind(c, space, &w, frames, pacMask, &st, true, true)
+			res.Frames, res.Stop, res.Err, res.Beyond = u.unwind(c, space, &w, frames, pacMask, &st, true, true)
+			return res
 		}
 	}
-	return u.unwind(c, space, &w, frames, pacMask, &st, pcOK, spOK)
+	res.Frames, res.Stop, res.Err, res.Beyond = u.unwind(c, space, &w, frames, pacMask, &st, pcOK, spOK)
+	return res
 }
 
 // unwind is Unwind's general loop, reading memory through w. It goes on from
 // st, with the registers of the frame st.n in c.regs[0]; pcOK and spOK say
 // whether its PC and SP are known. walkSimple has just stopped at that
-// frame (or was not called for it).
-func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Frame, pacMask uint64, st *walkState, pcOK, spOK bool) Result {
+// frame (or was not called for it). It returns the Result's fields (Frames,
+// Stop, Err, Beyond), which Unwind stores into its named result: a Result
+// is 40 bytes, more than the compiler keeps in registers, and one returned
+// from a variable was copied through memory with a store-forwarding stall
+// (4-6 ns an Unwind on the benchmarks).
+func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Frame, pacMask uint64, st *walkState, pcOK, spOK bool) (int, StopReason, error, uint64) {
 	a := u.arch
 	limit := len(frames)
 	pcReg, spReg := a.PC(), a.SP()
@@ -134,8 +141,8 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 		if pcOK && spOK && !walked {
 			// The common frames, in a loop of their own.
 			st := walkState{pc: pc, sp: sp, n: n, method: method, flags: flags}
-			if res, done := u.walkSimple(c, space, cur, w, frames, pacMask, &st); done {
-				return res
+			if n, done := u.walkSimple(c, space, cur, w, frames, pacMask, &st); done {
+				return n, StopOutermost, nil, 0
 			}
 			if st.n != n {
 				pc, sp, n, method, flags = st.pc, st.sp, st.n, st.method, st.flags
@@ -144,7 +151,7 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 		}
 		walked = false
 		if !pcOK {
-			return Result{Frames: n, Stop: StopUnknownRegister, Err: errPCUnknown}
+			return n, StopUnknownRegister, errPCUnknown, 0
 		}
 		// The mapping of pc: the one found last, or the one before (stacks
 		// often alternate between two objects, a program and libc), or
@@ -169,7 +176,7 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 			// return into a sigreturn trampoline the maps do not show
 			// (qemu-user's page), known by the signal frame's markers.
 			if !spOK || n == 0 || !u.signalMarker(w, sp) {
-				return Result{Frames: n, Stop: StopNoMapping, Err: &NoMappingError{PC: pc, Mapped: mi >= 0}}
+				return n, StopNoMapping, &NoMappingError{PC: pc, Mapped: mi >= 0}, 0
 			}
 			marked = true
 		}
@@ -188,13 +195,13 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 			// An exact PC (the first frame's, or one a signal
 			// interrupted) is where the thread was, even in no mapping,
 			// but nothing says how to unwind from it.
-			return Result{Frames: n, Stop: StopNoMapping, Err: &NoMappingError{PC: pc}}
+			return n, StopNoMapping, &NoMappingError{PC: pc}, 0
 		}
 		if n >= limit {
-			return Result{Frames: n, Stop: StopDepth}
+			return n, StopDepth, nil, 0
 		}
 		if !spOK {
-			return Result{Frames: n, Stop: StopUnknownRegister, Err: errSPUnknown}
+			return n, StopUnknownRegister, errSPUnknown, 0
 		}
 		m := &noMapping
 		if mi >= 0 {
@@ -247,10 +254,10 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 				// What the general tail below does, for this case.
 				fr.CFA = cfa
 				if known&(1<<uint(pcReg)) == 0 || newPC == 0 {
-					return Result{Frames: n, Stop: StopOutermost}
+					return n, StopOutermost, nil, 0
 				}
 				if known&(1<<uint(spReg)) == 0 {
-					return Result{Frames: n, Stop: StopUnknownRegister, Err: errCallerSP}
+					return n, StopUnknownRegister, errCallerSP, 0
 				}
 				raFromReg := e.flags&fastRAFromReg != 0
 				restored := w.restored
@@ -261,7 +268,7 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 					w.restored = 0
 				}
 				if !callerSane(newSP, sp, newPC, pc, raFromReg, prevSameSP) {
-					return Result{Frames: n, Stop: StopLoop}
+					return n, StopLoop, nil, 0
 				}
 				prevSameSP = newSP == sp
 				pc, sp, spOK = newPC, newSP, true
@@ -288,11 +295,10 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 			var st stepResult
 			u.slowStep(c, m, e, cur, next, w, lookup, pc, n == 1, pacMask, stop, &st)
 			if st.stop != stopNone {
-				res := Result{Frames: n, Stop: st.stop, Err: st.err}
 				if st.stop == StopTruncated {
-					res.Beyond = w.beyond
+					return n, st.stop, st.err, w.beyond
 				}
-				return res
+				return n, st.stop, st.err, 0
 			}
 			out, cfa, stepMethod, signal, raFromRegister, restored = st.out, st.cfa, st.method, st.signal, st.raFromRegister, st.restored
 			newPC, newSP, newPCOK, newSPOK = st.pc, st.sp, st.pcOK, st.spOK
@@ -304,7 +310,7 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 			// the return address where it was, outside code.
 			n--
 			*fr = Frame{}
-			return Result{Frames: n, Stop: StopNoMapping, Err: &NoMappingError{PC: pc, Mapped: mi >= 0}}
+			return n, StopNoMapping, &NoMappingError{PC: pc, Mapped: mi >= 0}, 0
 		}
 		if signal {
 			// The handler "returned" to the trampoline's first byte; no
@@ -319,12 +325,12 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 				// begins a stack.
 				var st stepResult
 				chainEnd(m, lookup, &st, errZeroReturnAddress)
-				return Result{Frames: n, Stop: st.stop, Err: st.err}
+				return n, st.stop, st.err, 0
 			}
-			return Result{Frames: n, Stop: StopOutermost}
+			return n, StopOutermost, nil, 0
 		}
 		if !newSPOK {
-			return Result{Frames: n, Stop: StopUnknownRegister, Err: errCallerSP}
+			return n, StopUnknownRegister, errCallerSP, 0
 		}
 
 		// Sanity (callerSane), except that a signal frame may jump from
@@ -332,15 +338,15 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 		switch {
 		case signal:
 			if signalFrames > 0 && newSP == lastSignalSP {
-				return Result{Frames: n, Stop: StopLoop}
+				return n, StopLoop, nil, 0
 			}
 			signalFrames++
 			lastSignalSP = newSP
 			if signalFrames > 64 {
-				return Result{Frames: n, Stop: StopLoop}
+				return n, StopLoop, nil, 0
 			}
 		case !callerSane(newSP, sp, newPC, pc, raFromRegister, prevSameSP):
-			return Result{Frames: n, Stop: StopLoop}
+			return n, StopLoop, nil, 0
 		}
 
 		// The return address must point into executable code (the
@@ -349,7 +355,7 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 		// failure, not the stack's end.
 		if stepMethod == MethodFramePointer || stepMethod == MethodLinkRegister {
 			if j := space.Find(newPC); (j < 0 || !space.Mapping(j).Exec) && !u.signalMarker(w, newSP) {
-				return Result{Frames: n, Stop: StopNoUnwindInfo, Err: errFPLeftCode}
+				return n, StopNoUnwindInfo, errFPLeftCode, 0
 			}
 		}
 

@@ -23,9 +23,10 @@ type walkState struct {
 // or the outermost frame's (fastOutermost) in the hot cache, compiled for
 // u's architecture, and keeps every save slot inside w's block at or above
 // its SP, updating r in place; then it leaves st at the first frame it did
-// not write, for the general loop to take. done is true when the walk ended
-// (the outermost frame: the caller's PC is undefined or zero), with res its
-// Result.
+// not write, for the general loop to take. It returns true and the number
+// of frames when the walk ended at the outermost frame (the caller's PC is
+// undefined or zero): scalars, not a Result, which at 40 bytes the compiler
+// passes through memory, with a store-forwarding stall at every return.
 //
 // For those frames it does exactly what the general loop and applyFast do,
 // and nothing else, in a function of its own so that its few variables stay
@@ -33,7 +34,7 @@ type walkState struct {
 // locals and reach r when the walk leaves, and every frame but the first
 // is a return address recovered by CFI. It leaves the frame at the depth
 // limit to the general loop, which reports StopDepth.
-func (u *Unwinder) walkSimple(c *Cache, space *AddressSpace, r *arch.Regs, w *window, frames []Frame, pacMask uint64, st *walkState) (res Result, done bool) {
+func (u *Unwinder) walkSimple(c *Cache, space *AddressSpace, r *arch.Regs, w *window, frames []Frame, pacMask uint64, st *walkState) (int, bool) {
 	a := u.arch
 	mi := c.last[0]
 	data := w.data
@@ -41,7 +42,7 @@ func (u *Unwinder) walkSimple(c *Cache, space *AddressSpace, r *arch.Regs, w *wi
 	n0 := st.n
 	waddr := w.addr
 	if uint(mi) >= uint(len(space.maps)) || len(data) < 8 || uint(n0)+1 >= uint(len(frames)) || sp < waddr || c.arch != a {
-		return Result{}, false
+		return 0, false
 	}
 	m := &space.maps[mi]
 	vals := r.Values()
@@ -137,15 +138,15 @@ func (u *Unwinder) walkSimple(c *Cache, space *AddressSpace, r *arch.Regs, w *wi
 	}
 	n := n0 + int((uintptr(unsafe.Pointer(fp))-uintptr(unsafe.Pointer(&frames[n0])))/unsafe.Sizeof(Frame{}))
 	if n == n0 {
-		return Result{}, false
+		return 0, false
 	}
 	frames[n0].Method, frames[n0].Flags = st.method, st.flags
 	if outermost {
-		return Result{Frames: n, Stop: StopOutermost}, true
+		return n, true
 	}
 	pcReg, spReg := a.PC(), a.SP()
 	vals[pcReg], vals[spReg] = pc, sp
 	r.SetKnownMask(known | 1<<uint(pcReg) | 1<<uint(spReg))
 	st.pc, st.sp, st.n, st.method, st.flags = pc, sp, n, MethodCFI, FrameReturnAddress
-	return Result{}, false
+	return 0, false
 }
