@@ -212,8 +212,11 @@ func (t *Table) lookupIn(s *frameSection, pc uint64, row *Row) (found bool, err 
 func (t *Table) run(s *frameSection, f *fde, c *cie, pc uint64, row *Row) error {
 	sc := t.pool.Get().(*scratch)
 	*row = Row{}
-	it := interp{s: s, c: c, f: f, row: row, sc: sc, pc: pc, loc: f.start,
-		budget: t.maxInsns, arch: t.arch, maxStack: t.maxStack, inCIE: true}
+	// Field by field: a composite literal was built aside and copied into
+	// it, a store-forwarding stall on every row looked up.
+	var it interp
+	it.s, it.c, it.f, it.row, it.sc, it.pc, it.loc = s, c, f, row, sc, pc, f.start
+	it.budget, it.arch, it.maxStack, it.inCIE = t.maxInsns, t.arch, t.maxStack, true
 	err := it.exec(c.insnStart, c.insnEnd)
 	if err == nil && !it.done {
 		sc.init = row.Regs

@@ -110,10 +110,15 @@ func (a *fpSample) audit(u *unwinder.Unwinder, regs *arch.Regs, mem unwinder.Mem
 	a.done, a.fpFrames, a.stop = true, res.Frames, res.Stop
 	a.mods, a.lost = a.mods[:0], a.lost[:0]
 	a.found = matchFP(cfi, fp[:res.Frames], &a.lost)
+	// Neighbouring frames are mostly in one mapping: its file is looked
+	// up once for the run (Space.Mapping builds a whole MappingInfo).
+	prev, mod := -2, ""
 	for i := range cfi {
-		mod := ""
-		if mi, ok := space.Mapping(int(cfi[i].Mapping)); ok {
-			mod = mi.File
+		if mi := int(cfi[i].Mapping); mi != prev {
+			prev, mod = mi, ""
+			if m, ok := space.Mapping(mi); ok {
+				mod = m.File
+			}
 		}
 		a.mods = append(a.mods, mod)
 	}
@@ -238,11 +243,14 @@ func (s *Summary) addFP(a *fpSample) {
 	if n := len(a.lost); n > 0 && a.lost[n-1] {
 		f.CutShort++
 	}
+	var o *FPObject
 	for i, mod := range a.mods {
-		o := f.Objects[mod]
-		if o == nil {
-			o = &FPObject{Path: mod}
-			f.Objects[mod] = o
+		if o == nil || o.Path != mod { // a run of frames in one object: one map lookup
+			o = f.Objects[mod]
+			if o == nil {
+				o = &FPObject{Path: mod}
+				f.Objects[mod] = o
+			}
 		}
 		o.Frames++
 		if i > 0 && a.lost[i] && !a.lost[i-1] {

@@ -575,13 +575,16 @@ type MappingInfo struct {
 
 // Mapping describes the AddressSpace's mapping i (a Frame's Mapping, or
 // what AddressSpace().Find returned); false for an index out of range.
-func (s *Space) Mapping(i int) (MappingInfo, bool) {
+func (s *Space) Mapping(i int) (out MappingInfo, ok bool) {
 	sm := s.mapOf(i)
 	if sm == nil {
-		return MappingInfo{}, false
+		return out, false
 	}
+	// Field by field into the named result: a MappingInfo built in a
+	// variable and returned was copied through memory, a store-forwarding
+	// stall on every call (the frame-pointer audit makes one a frame).
 	m := s.as.Mapping(i)
-	out := MappingInfo{Start: m.Start, Limit: m.End, Offset: sm.pgoff, File: sm.path}
+	out.Start, out.Limit, out.Offset, out.File = m.Start, m.End, sm.pgoff, sm.path
 	if sm.obj != nil {
 		out.BuildID = sm.obj.BuildID()
 	}
