@@ -86,6 +86,22 @@ func (z *Symbolizer) remember(s *Space, fr *unwinder.Frame, link uint64) {
 	z.last = lastFrame{space: s, cfa: fr.CFA, mapping: fr.Mapping, link: link}
 }
 
+// callSite returns the target of the call site at obj's return address
+// ret, its entry or its name, and whether the call site is known
+// (CallSiteAt and Known), from z.sites or else from obj.
+func (z *Symbolizer) callSite(obj *elfcache.Object, ret uint64) (target uint64, name string, known bool) {
+	if z.sites == nil {
+		z.sites = new([siteSize]siteEntry)
+	}
+	e := &z.sites[(ret*0x9e3779b97f4a7c15)>>(64-siteBits)]
+	if e.obj != obj || e.ret != ret {
+		site, ok := obj.CallSiteAt(ret)
+		e.obj, e.ret, e.known = obj, ret, ok && site.Known()
+		e.target, e.name = site.Target, site.TargetName
+	}
+	return e.target, e.name, e.known
+}
+
 // appendTailCalls appends the frames of the functions that tail calls left
 // no frame of between the frame remembered last and fr, its caller.
 func (z *Symbolizer) appendTailCalls(out []Frame, s *Space, fr *unwinder.Frame) []Frame {
@@ -98,26 +114,26 @@ func (z *Symbolizer) appendTailCalls(out []Frame, s *Space, fr *unwinder.Frame) 
 	if cm == nil || lm == nil || cm.obj == nil || lm.obj == nil {
 		return out
 	}
-	site, ok := cm.obj.CallSiteAt(fr.PC - cm.bias)
+	siteTarget, siteName, known := z.callSite(cm.obj, fr.PC-cm.bias)
 	s.checkCallSites(cm.obj)
-	if !ok || !site.Known() {
+	if !known {
 		return out
 	}
-	if site.TargetName != "" {
+	if siteName != "" {
 		// A direct call of the callee's function by its name needs no
 		// name lookup.
-		if name, off, ok := lm.obj.Symbolize(last.link); ok && Unversioned(name) == site.TargetName {
+		if name, off, ok := lm.obj.Symbolize(last.link); ok && Unversioned(name) == siteName {
 			if e, ok := lm.obj.FunctionEntry(last.link); !ok || e == last.link-off {
 				return out
 			}
 		}
 	}
 	// The object to search: where the target is.
-	target, obj, mi := site.Target, cm.obj, fr.Mapping
+	target, obj, mi := siteTarget, cm.obj, fr.Mapping
 	if target == 0 {
-		if e, ok := lm.obj.FunctionNamed(site.TargetName); ok {
+		if e, ok := lm.obj.FunctionNamed(siteName); ok {
 			target, obj, mi = e, lm.obj, last.mapping
-		} else if e, ok := cm.obj.FunctionNamed(site.TargetName); ok {
+		} else if e, ok := cm.obj.FunctionNamed(siteName); ok {
 			target = e
 		} else {
 			return out

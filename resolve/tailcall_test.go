@@ -256,3 +256,40 @@ func TestTailCallUnreadableCallSites(t *testing.T) {
 	assert.Contains(t, warnings[0], "offset 0x")
 	assert.Contains(t, warnings[0], "tail calls")
 }
+
+// TestCallSiteMemo: the Symbolizer's memo of call sites answers as
+// CallSiteAt and Known do, for every address of the program's text, three
+// rounds over: addresses hashing alike evict each other's entries, which
+// are then filled again.
+func TestCallSiteMemo(t *testing.T) {
+	p := buildTailChain(t, t.TempDir())
+	r := New(Options{})
+	defer r.Close()
+	s := p.space(r, p.bin)
+	m := s.mapOf(s.AddressSpace().Find(p.addr["main"]))
+	require.NotNil(t, m)
+	require.NotNil(t, m.obj)
+	lo, hi := p.text.Vaddr, p.text.Vaddr+p.text.Memsz // -no-pie: link-time addresses
+	slots := map[uint64]int{}
+	for ret := lo; ret < hi; ret++ {
+		slots[(ret*0x9e3779b97f4a7c15)>>(64-siteBits)]++
+	}
+	require.Less(t, len(slots), int(hi-lo), "addresses share memo entries")
+	z := NewSymbolizer()
+	known := 0
+	for round := range 3 {
+		for ret := lo; ret < hi; ret++ {
+			site, ok := m.obj.CallSiteAt(ret)
+			target, name, k := z.callSite(m.obj, ret)
+			require.Equal(t, ok && site.Known(), k, "round %d, %#x", round, ret)
+			if k {
+				require.Equal(t, site.Target, target, "round %d, %#x", round, ret)
+				require.Equal(t, site.TargetName, name, "round %d, %#x", round, ret)
+				if round == 0 {
+					known++
+				}
+			}
+		}
+	}
+	require.GreaterOrEqual(t, known, 3, "the calls of a and the jumps to b and boom are known call sites")
+}
