@@ -49,7 +49,12 @@ func TestReportChroot(t *testing.T) {
 	hostID, rootID := testprog.BuildID(t, libc), testprog.BuildID(t, filepath.Join(root, libc))
 	require.NotEqual(t, hostID, rootID)
 	home := t.TempDir()
-	cmd := testprog.PerfCommand(t, "record", "-q", "-o", filepath.Join(dir, "chroot.data"), "-e", "syscalls:sys_enter_close",
+	// --buildid-all: perf lists the build-id of every object mapped, not
+	// only of those a sample's IP fell in. Without it the chroot's libc
+	// was listed only when a cpu-clock tick caught the program in libc
+	// (its time is mostly in close's system call): the full package's
+	// tests on a busy machine once got none, and the check below failed.
+	cmd := testprog.PerfCommand(t, "record", "-q", "--buildid-all", "-o", filepath.Join(dir, "chroot.data"), "-e", "syscalls:sys_enter_close",
 		"-e", "cpu-clock", "-c", "100000", "--call-graph", "dwarf", "--", "chroot", root, "/prog")
 	cmd.Env = append(os.Environ(), "HOME="+home)
 	if out, err := cmd.CombinedOutput(); err != nil {
