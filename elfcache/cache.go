@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"sync"
+
+	"github.com/ustack/ustack/internal/filestamp"
 )
 
 // Cache shares opened objects between the users of many profiles: a file is
@@ -98,7 +100,7 @@ func (c *Cache) Open(path string) (*Object, error) {
 		return nil, newErr(path, "", -1, err)
 	}
 	key := fileKey{path: path, size: fi.Size(), mtime: fi.ModTime().UnixNano()}
-	key.dev, key.ino = fileID(fi)
+	key.dev, key.ino = filestamp.FileID(fi)
 	for {
 		c.mu.Lock()
 		if c.closed {

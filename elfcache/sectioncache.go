@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ustack/ustack/internal/filestamp"
 	"github.com/ustack/ustack/internal/mmapfile"
 )
 
@@ -31,7 +32,7 @@ import (
 // compressed bytes it was made from (their first and last 64 KB: a debug
 // file rewritten by dwz keeps its build-id, not its sections' bytes) and a
 // checksum of its own contents, read in full on use unless the entry's file
-// is exactly as when a use last did (a stamp beside it: stampMinAge): an
+// is exactly as when a use last did (a stamp beside it: internal/filestamp): an
 // entry made from other bytes or damaged on disk is ignored and rebuilt,
 // never trusted. Entries are written to a temporary
 // file and renamed into place, so concurrent reports never see a partial
@@ -161,11 +162,11 @@ func (c *SectionCache) getEntry(buildID []byte, section string, src []byte, size
 	}
 	le := binary.LittleEndian
 	good := entryHeaderOK(m, size, src)
-	if good && checkData && !c.checkedBefore(p, st, le.Uint32(m[28:])) {
+	if good && checkData && !filestamp.Checked(p, st, le.Uint32(m[28:])) {
 		sum, ok := fileSum(f, sectionHdrSize, int64(size))
 		good = ok && le.Uint32(m[28:]) == sum
 		if good {
-			c.stampChecked(p, st, sum)
+			filestamp.Stamp(p, st, sum)
 		}
 	}
 	if !good {
@@ -235,93 +236,14 @@ func (c *SectionCache) getRead(buildID []byte, section string, src []byte, buf [
 }
 
 // An entry whose data a use read in full and found matching its checksum
-// gets a stamp file beside it (".ok-" and its name: no entry's name starts
-// with a dot) recording the entry file's identity and status as they were
-// then: device, inode, size, modification and change times, and the
-// checksum. A later use whose entry file is exactly as stamped skips
-// reading it again, as git trusts a file whose stat data its index holds:
-// writing an entry in place, renaming another over it or changing its
-// times all change its change time (ctime), which no user can set back.
-// An entry changed less than stampMinAge ago is not stamped, so that a
-// change within the filesystem's timestamp granularity after the stamp
-// cannot go unseen (git's "racy" case). Where files have no change time
-// (not unix), every use checks the data.
-//
-//	magic   [8]byte "USTKOK01"
-//	dev, ino, size, mtime, ctime  u64 each (times in ns)
-//	dataCRC u32
-const (
-	stampMagic = "USTKOK01"
-	stampSize  = 52
-)
-
-// stampMinAge: see above; tests shorten it.
-var stampMinAge = 2 * time.Second
+// is stamped (internal/filestamp: its file's identity and status beside
+// it), and a later use whose entry file is exactly as stamped skips
+// reading it again; an entry changed less than filestamp.MinAge ago is not
+// stamped. Where files have no change time (not unix), every use checks
+// the data.
 
 // entriesSummed counts the entries fileSum read in full (tests).
 var entriesSummed atomic.Int64
-
-func stampPath(p string) string { return filepath.Join(filepath.Dir(p), ".ok-"+filepath.Base(p)) }
-
-// stampOf is the stamp of entry file st with data checksum sum; ok is
-// false when the file's change time is not known.
-func stampOf(st os.FileInfo, sum uint32) (b [stampSize]byte, ok bool) {
-	ctime, ok := fileChanged(st)
-	if !ok {
-		return b, false
-	}
-	dev, ino := fileID(st)
-	le := binary.LittleEndian
-	copy(b[:], stampMagic)
-	le.PutUint64(b[8:], dev)
-	le.PutUint64(b[16:], ino)
-	le.PutUint64(b[24:], uint64(st.Size()))
-	le.PutUint64(b[32:], uint64(st.ModTime().UnixNano()))
-	le.PutUint64(b[40:], uint64(ctime))
-	le.PutUint32(b[48:], sum)
-	return b, true
-}
-
-// checkedBefore reports whether entry p, whose file is st and whose header
-// gives checksum sum, has a stamp that matches it exactly.
-func (c *SectionCache) checkedBefore(p string, st os.FileInfo, sum uint32) bool {
-	want, ok := stampOf(st, sum)
-	if !ok {
-		return false
-	}
-	f, err := os.Open(stampPath(p))
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	var got [stampSize + 1]byte
-	n, _ := io.ReadFull(f, got[:])
-	return n == stampSize && [stampSize]byte(got[:stampSize]) == want
-}
-
-// stampChecked writes the stamp of entry p, whose data was just read in
-// full and matched sum, unless it changed less than stampMinAge ago.
-// Failing to write it costs only the next use's reading.
-func (c *SectionCache) stampChecked(p string, st os.FileInfo, sum uint32) {
-	b, ok := stampOf(st, sum)
-	if ctime, _ := fileChanged(st); !ok || time.Since(time.Unix(0, ctime)) < stampMinAge {
-		return
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(p), ".tmp-*")
-	if err != nil {
-		return
-	}
-	_, err = tmp.Write(b[:])
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), stampPath(p))
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
-}
 
 // sumBufs are the buffers fileSum reads entries through.
 var sumBufs = sync.Pool{New: func() any { return new([64 << 10]byte) }}
@@ -356,7 +278,7 @@ const anySize = ^uint64(0)
 func (c *SectionCache) drop(p string, exists bool) {
 	if exists {
 		os.Remove(p)
-		os.Remove(stampPath(p))
+		os.Remove(filestamp.Path(p))
 	}
 }
 
@@ -474,7 +396,7 @@ func (c *SectionCache) Trim() error {
 			errs = append(errs, err)
 			continue
 		}
-		os.Remove(stampPath(e.path))
+		os.Remove(filestamp.Path(e.path))
 		total -= e.size
 	}
 	return errors.Join(append(errs, err)...)

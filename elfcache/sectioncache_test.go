@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/ustack/ustack/internal/filestamp"
 	"github.com/ustack/ustack/internal/testprog"
 )
 
@@ -217,7 +218,7 @@ func waitChangedBefore(t *testing.T, p string, age time.Duration) {
 	for {
 		st, err := os.Stat(p)
 		require.NoError(t, err)
-		ctime, ok := fileChanged(st)
+		ctime, ok := filestamp.Changed(st)
 		require.True(t, ok)
 		if time.Since(time.Unix(0, ctime)) >= age {
 			return
@@ -233,7 +234,7 @@ func waitChangedBefore(t *testing.T, p string, age time.Duration) {
 // foreign stamp makes the next use read it all again, and damage found
 // removes entry and stamp. Trim removes a stamp whose entry is gone.
 func TestSectionCacheStamp(t *testing.T) {
-	defer func(d time.Duration) { stampMinAge = d }(stampMinAge)
+	defer func(d time.Duration) { filestamp.MinAge = d }(filestamp.MinAge)
 	c, err := NewSectionCache(t.TempDir(), 0)
 	require.NoError(t, err)
 	id, src := []byte{1, 2, 3, 4, 5, 6, 7, 8}, []byte("the compressed bytes")
@@ -257,11 +258,11 @@ func TestSectionCacheStamp(t *testing.T) {
 	}
 	stamped := func() {
 		t.Helper()
-		waitChangedBefore(t, p, stampMinAge)
+		waitChangedBefore(t, p, filestamp.MinAge)
 		ok, read := get()
 		require.True(t, ok)
 		require.True(t, read)
-		st, err := os.Stat(stampPath(p))
+		st, err := os.Stat(filestamp.Path(p))
 		require.NoError(t, err, "stamped")
 		require.Equal(t, os.FileMode(0o600), st.Mode().Perm())
 		ok, read = get()
@@ -270,13 +271,13 @@ func TestSectionCacheStamp(t *testing.T) {
 	}
 
 	put()
-	stampMinAge = time.Hour
+	filestamp.MinAge = time.Hour
 	ok, read := get()
 	require.True(t, ok)
 	require.True(t, read)
-	require.NoFileExists(t, stampPath(p), "an entry changed less than stampMinAge ago is not stamped")
+	require.NoFileExists(t, filestamp.Path(p), "an entry changed less than filestamp.MinAge ago is not stamped")
 
-	stampMinAge = 50 * time.Millisecond
+	filestamp.MinAge = 50 * time.Millisecond
 	stamped()
 
 	// A byte of data changed in place, the modification time set back.
@@ -292,7 +293,7 @@ func TestSectionCacheStamp(t *testing.T) {
 	require.False(t, ok, "damage is found")
 	require.True(t, read)
 	require.NoFileExists(t, p)
-	require.NoFileExists(t, stampPath(p))
+	require.NoFileExists(t, filestamp.Path(p))
 
 	// The same bytes in another file renamed over the entry.
 	put()
@@ -307,13 +308,13 @@ func TestSectionCacheStamp(t *testing.T) {
 
 	// Damaged stamps, and the stamp of another entry.
 	stamped()
-	good, err := os.ReadFile(stampPath(p))
+	good, err := os.ReadFile(filestamp.Path(p))
 	require.NoError(t, err)
 	for name, bad := range map[string][]byte{
-		"empty": nil, "short": good[:stampSize-1], "long": append(append([]byte(nil), good...), 0),
-		"sum": append(append([]byte(nil), good[:stampSize-1]...), good[stampSize-1]^1),
+		"empty": nil, "short": good[:filestamp.Size-1], "long": append(append([]byte(nil), good...), 0),
+		"sum": append(append([]byte(nil), good[:filestamp.Size-1]...), good[filestamp.Size-1]^1),
 	} {
-		require.NoError(t, os.WriteFile(stampPath(p), bad, 0o600))
+		require.NoError(t, os.WriteFile(filestamp.Path(p), bad, 0o600))
 		ok, read = get()
 		require.True(t, ok, name)
 		require.True(t, read, "stamp %s", name)
@@ -321,21 +322,21 @@ func TestSectionCacheStamp(t *testing.T) {
 	id2 := []byte{9, 9, 9, 9, 9, 9, 9, 9}
 	require.True(t, c.put(id2, ".debug_info", src, data))
 	p2 := c.path(id2, ".debug_info")
-	waitChangedBefore(t, p2, stampMinAge)
+	waitChangedBefore(t, p2, filestamp.MinAge)
 	_, release, ok := c.get(id2, ".debug_info", src, uint64(len(data)))
 	require.True(t, ok)
 	release()
-	other, err := os.ReadFile(stampPath(p2))
+	other, err := os.ReadFile(filestamp.Path(p2))
 	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(stampPath(p), other, 0o600))
+	require.NoError(t, os.WriteFile(filestamp.Path(p), other, 0o600))
 	ok, read = get()
 	require.True(t, ok)
 	require.True(t, read, "another entry's stamp")
 
 	require.NoError(t, os.Remove(p2))
 	require.NoError(t, c.Trim())
-	require.NoFileExists(t, stampPath(p2), "Trim removes a stamp whose entry is gone")
-	require.FileExists(t, stampPath(p), "and keeps the others")
+	require.NoFileExists(t, filestamp.Path(p2), "Trim removes a stamp whose entry is gone")
+	require.FileExists(t, filestamp.Path(p), "and keeps the others")
 }
 
 // FuzzSectionCacheStamp: no stamp file but the entry's own lets its data
@@ -355,19 +356,19 @@ func FuzzSectionCacheStamp(f *testing.F) {
 		f.Fatal(err)
 	}
 	sum := crc32.Checksum(data, castagnoli)
-	want, ok := stampOf(st, sum)
+	want, ok := filestamp.Of(st, sum)
 	if !ok {
 		f.Skip("no change times here")
 	}
 	f.Add(want[:])
-	f.Add(want[:stampSize-1])
-	f.Add([]byte(stampMagic))
+	f.Add(want[:filestamp.Size-1])
+	f.Add([]byte(filestamp.Magic))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if err := os.WriteFile(stampPath(p), b, 0o600); err != nil {
+		if err := os.WriteFile(filestamp.Path(p), b, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if got := c.checkedBefore(p, st, sum); got != bytes.Equal(b, want[:]) {
-			t.Fatalf("checkedBefore = %v for stamp %x", got, b)
+		if got := filestamp.Checked(p, st, sum); got != bytes.Equal(b, want[:]) {
+			t.Fatalf("Checked = %v for stamp %x", got, b)
 		}
 	})
 }

@@ -1,6 +1,6 @@
 //go:build unix
 
-package elfcache
+package filestamp
 
 import (
 	"os"
@@ -9,8 +9,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// fileID returns the device and inode numbers of a file.
-func fileID(fi os.FileInfo) (dev, ino uint64) {
+// FileID returns the device and inode numbers of a file.
+func FileID(fi os.FileInfo) (dev, ino uint64) {
 	if st, ok := fi.Sys().(*unix.Stat_t); ok {
 		return uint64(st.Dev), uint64(st.Ino)
 	}
@@ -20,9 +20,9 @@ func fileID(fi os.FileInfo) (dev, ino uint64) {
 	return 0, 0
 }
 
-// fileChanged returns a file's status change time (ctime) in nanoseconds,
+// Changed returns a file's status change time (ctime) in nanoseconds,
 // which no write, rename or chmod leaves as it was and no user can set.
-func fileChanged(fi os.FileInfo) (ns int64, ok bool) {
+func Changed(fi os.FileInfo) (ns int64, ok bool) {
 	if st, ok := fi.Sys().(*unix.Stat_t); ok {
 		return st.Ctim.Nano(), true
 	}
