@@ -1,6 +1,7 @@
 package kallsyms
 
 import (
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"os"
@@ -9,9 +10,12 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ustack/ustack/internal/filestamp"
 )
 
 // loadProc is LoadProc with its entry written at once, as report does
@@ -285,7 +289,18 @@ func FuzzDecodeEntry(f *testing.F) {
 	f.Add(good[:entryHdrSize])
 	f.Add([]byte(entryMagic))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		tab, prefix := decodeEntry(b)
+		// Unchecked (a stamped entry's), only the header's sizes hold: it
+		// must not fail on anything, and lookups must stay in bounds.
+		if tab, _ := decodeEntry(b, false); tab != nil {
+			for _, a := range []uint64{0, tab.lo, tab.hi, tab.hi + 1, ^uint64(0)} {
+				tab.Lookup(a)
+			}
+			for i := range tab.Len() {
+				tab.Lookup(tab.packedAddr(i))
+			}
+			tab.Address("_text")
+		}
+		tab, prefix := decodeEntry(b, true)
 		if tab == nil {
 			return
 		}
@@ -449,4 +464,85 @@ func TestReferenceSymbolAddress(t *testing.T) {
 	var nilTable *Table
 	_, ok := nilTable.Address("_text")
 	assert.False(t, ok)
+}
+
+// TestLoadProcCacheStamp: an entry read in full and found good is stamped
+// (internal/filestamp) once it is older than filestamp.MinAge, and the
+// next load trusts it unread, answering as the checked one did; an entry
+// written over afterwards (its change time moves) is checked again, and
+// found damaged, rebuilt.
+func TestLoadProcCacheStamp(t *testing.T) {
+	const boot = "0b1d2c3e-aaaa-4bbb-8ccc-123456789abc"
+	text := fakeTable(0xffffffff81000000, 2000)
+	fakeKernel(t, text, boot)
+	dir := t.TempDir()
+	defer func(d time.Duration) { filestamp.MinAge = d }(filestamp.MinAge)
+	filestamp.MinAge = 50 * time.Millisecond
+	_, err := loadProc(dir)
+	require.NoError(t, err)
+	entry := filepath.Join(dir, boot)
+	waitUnchanged := func() {
+		for {
+			st, err := os.Stat(entry)
+			require.NoError(t, err)
+			ctime, ok := filestamp.Changed(st)
+			if !ok {
+				t.Skip("no change times here")
+			}
+			if time.Since(time.Unix(0, ctime)) > filestamp.MinAge {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitUnchanged()
+
+	n := entriesChecked.Load()
+	tab, err := loadProc(dir)
+	require.NoError(t, err)
+	require.True(t, tab.partial)
+	require.Equal(t, n+1, entriesChecked.Load(), "the first use reads the entry in full")
+	require.FileExists(t, filestamp.Path(entry), "and stamps it")
+	checkAgainstReference(t, tab, text)
+
+	for range 2 {
+		tab, err = loadProc(dir)
+		require.NoError(t, err)
+		require.True(t, tab.partial)
+		require.Equal(t, n+1, entriesChecked.Load(), "a stamped entry is not read in full again")
+		checkAgainstReference(t, tab, text)
+	}
+
+	// Damage written over the entry in place: same size, same
+	// modification time, but a new change time.
+	good, err := os.ReadFile(entry)
+	require.NoError(t, err)
+	st, err := os.Stat(entry)
+	require.NoError(t, err)
+	bad := append([]byte(nil), good...)
+	bad[len(bad)-3] ^= 0x20
+	require.NoError(t, os.WriteFile(entry, bad, 0o600))
+	require.NoError(t, os.Chtimes(entry, st.ModTime(), st.ModTime()))
+	tab, err = loadProc(dir)
+	require.NoError(t, err)
+	assert.False(t, tab.partial, "the damaged entry was trusted by its stamp")
+	assert.Equal(t, n+2, entriesChecked.Load())
+	checkAgainstReference(t, tab, text)
+
+	// A trusted entry is not checked: names whose offsets are out of order
+	// (damage below the filesystem) must still not crash a lookup.
+	le := binary.LittleEndian
+	count, plen := int(le.Uint32(good[24:])), int(le.Uint32(good[32:]))
+	ends := good[entryHdrSize+plen+8*count:]
+	le.PutUint32(ends[4*(count/2):], ^uint32(0))
+	unchecked, _ := decodeEntry(good, false)
+	require.NotNil(t, unchecked)
+	for i := range unchecked.Len() {
+		unchecked.Lookup(unchecked.packedAddr(i))
+	}
+	s, _, ok := unchecked.Lookup(unchecked.packedAddr(count / 2))
+	assert.True(t, ok)
+	assert.Empty(t, s.Name, "a name out of bounds")
+	checked, _ := decodeEntry(good, true)
+	assert.Nil(t, checked, "the checksum catches it")
 }

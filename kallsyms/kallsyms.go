@@ -248,14 +248,20 @@ func (t *Table) Len() int {
 // packedAddr returns the address of the packed table's symbol i.
 func (t *Table) packedAddr(i int) uint64 { return binary.LittleEndian.Uint64(t.packed[8*i:]) }
 
-// packedName returns the name of the packed table's symbol i.
+// packedName returns the name of the packed table's symbol i ("" where
+// the name offsets are out of order: a cache entry trusted by its stamp is
+// not checked again, and damage below the filesystem must not crash).
 func (t *Table) packedName(i int) string {
 	ends := t.packed[8*t.n:]
 	start := uint32(0)
 	if i > 0 {
 		start = binary.LittleEndian.Uint32(ends[4*(i-1):])
 	}
-	return t.pnames[start:binary.LittleEndian.Uint32(ends[4*i:])]
+	end := binary.LittleEndian.Uint32(ends[4*i:])
+	if start > end || uint64(end) > uint64(len(t.pnames)) {
+		return ""
+	}
+	return t.pnames[start:end]
 }
 
 // Covers reports whether Lookup answers addr as the whole kernel symbol
