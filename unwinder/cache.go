@@ -1,6 +1,7 @@
 package unwinder
 
 import (
+	"math/bits"
 	"unsafe"
 
 	"github.com/ustack/ustack/arch"
@@ -9,14 +10,24 @@ import (
 
 // The row cache has two levels. The hot level, read on every frame, holds
 // only the compact form of each row (fastRow, 256 bytes an entry with its
-// key): 2 ways of 256 sets, 128 KiB. The full cfi.Row (some 600 bytes) is
-// needed only by the general step, for the rare rows that have no compact
-// form and for addresses without CFI; a small direct-mapped side cache holds
-// those, refilled from the Object on a miss.
+// key): 2 ways of 256 sets, 128 KiB. Programs whose stacks pass through more
+// return addresses than that (a compiler: tens of thousands) would ask the
+// Object again and again, at a microsecond a row; once the hot level has
+// missed spillAfter times, a second level of compact rows (direct-mapped,
+// 2 MiB, allocated then, so small unwinds never touch it, and free of
+// pointers, so the garbage collector never scans it) keeps the rows the hot
+// level evicts. The full cfi.Row (some 600 bytes) is needed only by
+// the general step, for the rare rows that have no compact form and for
+// addresses without CFI; a small direct-mapped side cache holds those,
+// refilled from the Object on a miss.
 const (
 	cacheWays = 2
 	cacheSets = 256 // a power of two
 	cacheBits = 8   // log2(cacheSets)
+
+	spillEntries = 8192 // the second level; a power of two
+	spillBits    = 13   // log2(spillEntries)
+	spillAfter   = 4096 // hot-level misses before the second level is allocated
 
 	rowSets = 32 // the side cache of full rows; a power of two
 	rowBits = 5  // log2(rowSets)
@@ -70,11 +81,16 @@ type Cache struct {
 	entries [cacheSets * cacheWays]cacheEntry
 	victim  [cacheSets]uint8 // the way of each set to replace: the one not used last (way 0 first)
 	rows    [rowSets]rowEntry
-	none    cacheEntry   // the entry of mappings without an Object: no row
-	win     window       // the memory of the unwind in progress
-	mem     exprMemory   // win as cfi.Memory
-	regs    [2]arch.Regs // the current frame's and the caller's registers
-	last    [2]int       // indexes of the mappings found last
+	// spill is the second level (nil until the hot level has missed
+	// spillAfter times, counted by misses); kept holds its objects.
+	spill  *[spillEntries]spillEntry
+	kept   map[Object]struct{}
+	misses int
+	none   cacheEntry   // the entry of mappings without an Object: no row
+	win    window       // the memory of the unwind in progress
+	mem    exprMemory   // win as cfi.Memory
+	regs   [2]arch.Regs // the current frame's and the caller's registers
+	last   [2]int       // indexes of the mappings found last
 	// arch is the architecture every entry's compact form was compiled
 	// for (arch.Unknown while there is none, archMixed once there were
 	// two): walkSimple uses the entries only when it is its own, and
@@ -94,6 +110,7 @@ func (c *Cache) Reset() {
 	for i := range c.rows {
 		c.rows[i] = rowEntry{}
 	}
+	c.resetSpill()
 	c.arch = arch.Unknown
 }
 
@@ -136,7 +153,8 @@ func (c *Cache) row(a arch.Arch, obj Object, addr uint64) *cacheEntry {
 	return c.rowMiss(a, obj, addr, set)
 }
 
-// rowMiss fills the way of set not used last with the row at addr.
+// rowMiss fills the way of set not used last with the row at addr, from the
+// second level or by asking the object.
 //
 //go:noinline
 func (c *Cache) rowMiss(a arch.Arch, obj Object, addr, set uint64) *cacheEntry {
@@ -152,10 +170,70 @@ func (c *Cache) rowMiss(a arch.Arch, obj Object, addr, set uint64) *cacheEntry {
 	e := &c.entries[set*cacheWays+uint64(w)]
 	e.obj = obj
 	e.addr = addr
+	var sp *spillEntry
+	if c.spill != nil {
+		o := (*iface)(unsafe.Pointer(&obj))
+		sp = &c.spill[spillSlot(addr)]
+		if sp.addr == addr && sp.tab == uintptr(o.tab) && sp.data == uintptr(o.data) {
+			e.fastRow = sp.fastRow
+			return e
+		}
+	} else if c.misses++; c.misses >= spillAfter {
+		c.spill = new([spillEntries]spillEntry)
+	}
+	c.compileRow(e, a, obj, addr)
+	if sp != nil {
+		c.spillRow(sp, e)
+	}
+	return e
+}
+
+// spillEntry is an entry of the second level: a cacheEntry whose Object is
+// kept as the words of its interface value, so that the level holds no
+// pointers. Cache.kept keeps each such Object alive (the collector does not
+// move objects), so that no other can come to have its words while the
+// entry exists.
+type spillEntry struct {
+	tab, data uintptr
+	addr      uint64
+	fastRow
+}
+
+// maxKept bounds the objects the second level keeps alive: a long-lived
+// Cache that has seen more (processes come and gone) starts it afresh.
+const maxKept = 1024
+
+// spillRow copies e, just compiled, into sp, its place in the second level.
+func (c *Cache) spillRow(sp *spillEntry, e *cacheEntry) {
+	if _, ok := c.kept[e.obj]; !ok {
+		if len(c.kept) >= maxKept {
+			c.resetSpill()
+		}
+		if c.kept == nil {
+			c.kept = make(map[Object]struct{})
+		}
+		c.kept[e.obj] = struct{}{}
+	}
+	o := (*iface)(unsafe.Pointer(&e.obj))
+	sp.tab, sp.data, sp.addr = uintptr(o.tab), uintptr(o.data), e.addr
+	sp.fastRow = e.fastRow
+}
+
+// resetSpill empties the second level and lets its objects go.
+func (c *Cache) resetSpill() {
+	if c.spill != nil {
+		clear(c.spill[:])
+	}
+	clear(c.kept)
+}
+
+// compileRow fills e's compact form with the row at addr in obj, compiled for
+// a: no form (flags 0) when obj has no row there or the row has none.
+func (c *Cache) compileRow(e *cacheEntry, a arch.Arch, obj Object, addr uint64) {
 	r := c.fullRow(obj, addr)
 	if r.err != nil || r.pltEntered {
 		e.fastRow = fastRow{}
-		return e
+		return
 	}
 	e.compile(a, &r.row, r.explicit)
 	if e.flags&fastSignal != 0 && addr+1 < r.row.End {
@@ -163,7 +241,6 @@ func (c *Cache) rowMiss(a arch.Arch, obj Object, addr, set uint64) *cacheEntry {
 		// that is the row at the PC too: the unwind need not look again.
 		e.flags |= fastSignalNext
 	}
-	return e
 }
 
 // fullRow returns the full row at link-time address addr in obj, from the
@@ -215,4 +292,12 @@ func (c *Cache) findMiss(space *AddressSpace, addr uint64) int {
 		c.last[0], c.last[1] = i, c.last[0]
 	}
 	return i
+}
+
+// spillSlot returns the place in the second level of link-time address addr.
+// The address is rotated before the multiplication, so that addresses a
+// multiple of 16 apart (functions' starts) spread over all of it as
+// consecutive numbers do.
+func spillSlot(addr uint64) uint64 {
+	return (bits.RotateLeft64(addr, -4) * 0x9E3779B97F4A7C15) >> (64 - spillBits)
 }

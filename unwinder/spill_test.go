@@ -1,0 +1,98 @@
+package unwinder
+
+import (
+	"testing"
+
+	"github.com/ustack/ustack/arch"
+	"github.com/ustack/ustack/cfi"
+)
+
+// rowsObject serves a row for every 16 bytes of text, whose CFA offset
+// depends on the address and on the object's salt, and counts the rows it
+// was asked for.
+type rowsObject struct {
+	salt  int64
+	asked int
+}
+
+func (o *rowsObject) FindRow(addr uint64, row *cfi.Row) error {
+	o.asked++
+	start := addr &^ 15
+	*row = x86Row(start, start+16, o.cfaOff(addr))
+	return nil
+}
+
+func (o *rowsObject) ReadCode(uint64, []byte) int { return 0 }
+
+func (o *rowsObject) cfaOff(addr uint64) int64 { return 8 + 8*((int64(addr>>4)+o.salt)%7) }
+
+// TestSpillLevel checks the second level of the row cache: it is allocated
+// only after many misses of the hot level, answers for the rows the hot
+// level evicted (the objects are asked again only for the few rows that
+// share a place in it), and never gives one object's row for another's.
+func TestSpillLevel(t *testing.T) {
+	const n = 5000 // distinct addresses: far more than the hot level holds
+	a, b := &rowsObject{salt: 0}, &rowsObject{salt: 3}
+	var c Cache
+	check := func(pass string, obj *rowsObject, addr uint64) {
+		t.Helper()
+		e := c.row(arch.AMD64, obj, addr)
+		if e.flags&fastOK == 0 || e.cfaOff != obj.cfaOff(addr) {
+			t.Fatalf("%s: row at %#x of object %d: flags %#x, CFA offset %d; want %d",
+				pass, addr, obj.salt, e.flags, e.cfaOff, obj.cfaOff(addr))
+		}
+	}
+	addr := func(i int) uint64 { return 0x400000 + uint64(i)*16 }
+	for i := range 200 {
+		check("few", a, addr(i))
+	}
+	if c.spill != nil {
+		t.Fatalf("second level allocated after %d misses", c.misses)
+	}
+	for pass := range 2 {
+		for i := range n {
+			check("first", a, addr(i))
+		}
+		if pass == 0 && c.spill == nil {
+			t.Fatalf("no second level after %d misses", c.misses)
+		}
+	}
+	a.asked = 0
+	for i := range n {
+		check("again", a, addr(i))
+	}
+	if a.asked > n/4 {
+		t.Errorf("the object was asked for %d of %d rows the second level held", a.asked, n)
+	}
+	// The same addresses in another object: its own rows, every one asked
+	// for; then the first object's again, from the cache.
+	b.asked = 0
+	for i := range n {
+		check("other object", b, addr(i))
+	}
+	if b.asked != n {
+		t.Errorf("the other object was asked for %d rows; want %d (none cached)", b.asked, n)
+	}
+	for i := range n {
+		check("interleaved", a, addr(i))
+		check("interleaved", b, addr(i))
+	}
+
+	// Reset empties both levels.
+	c.Reset()
+	a.asked = 0
+	check("after Reset", a, addr(5))
+	if a.asked != 1 {
+		t.Errorf("after Reset: the object was asked %d times; want 1", a.asked)
+	}
+
+	// More objects than maxKept: the second level starts afresh rather
+	// than keep them all alive, and still answers right.
+	for i := range maxKept + 10 {
+		o := &rowsObject{salt: int64(i)}
+		check("many objects", o, addr(i))
+		if len(c.kept) > maxKept {
+			t.Fatalf("%d objects kept; at most %d", len(c.kept), maxKept)
+		}
+	}
+}
