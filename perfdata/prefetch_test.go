@@ -5,14 +5,17 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
+	"unsafe"
 )
 
 // TestLargeMappedRecording reads a recording many times the prefetcher's
 // window (and the reader's drop step), mapped, and checks every record
 // against what was written: the pages mapped ahead and dropped behind are
-// the file's, in order, and Close stops the prefetching goroutine before
-// the mapping goes.
+// the file's, in order, the pages behind are dropped (by the prefetching
+// goroutine), and Close stops the goroutine before the mapping goes.
 func TestLargeMappedRecording(t *testing.T) {
 	attr := &Attr{Type: TypeSoftware, SamplePeriod: 1, SampleType: SampleIdentifier | SampleTID | SampleTime,
 		Flags: AttrSampleIDAll, Name: "cpu-clock"}
@@ -70,6 +73,9 @@ func TestLargeMappedRecording(t *testing.T) {
 			t.Fatalf("record %d: pid %d comm %q time %d", i, c.Pid, c.Comm, c.Time)
 		}
 		i++
+		if i == n*3/4 {
+			checkMappedRSS(t, r, st.Size())
+		}
 	}
 	if i != n {
 		t.Fatalf("%d COMM records read, %d written", i, n)
@@ -80,4 +86,56 @@ func TestLargeMappedRecording(t *testing.T) {
 	if r.pf.reqs != nil {
 		t.Fatal("the prefetching goroutine outlived Close")
 	}
+}
+
+// checkMappedRSS checks, three quarters into the recording, that what of r's
+// mapping is resident is about the prefetcher's window and the reader's
+// drop lag, not everything read so far: the goroutine dropped the pages
+// behind. It waits for the goroutine, which may be behind on a busy machine.
+func checkMappedRSS(t *testing.T, r *Reader, size int64) {
+	t.Helper()
+	want := int64(prefetchAhead + dropLag + 2*dropStep)
+	if size*3/4 < 2*want {
+		t.Fatalf("the recording (%d bytes) is too small to tell dropped pages", size)
+	}
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(r.mm)))
+	var rss int64
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var ok bool
+		rss, ok = mappingRSS(start)
+		if !ok {
+			t.Skip("no /proc/self/smaps entry for the mapping here")
+		}
+		if rss <= want || time.Now().After(deadline) {
+			break
+		}
+	}
+	if rss > want {
+		t.Errorf("%d KB of the mapping resident after reading %d KB; want at most %d KB", rss>>10, size*3/4>>10, want>>10)
+	}
+}
+
+// mappingRSS returns the resident bytes of this process's mapping that starts
+// at start, from /proc/self/smaps.
+func mappingRSS(start uintptr) (int64, bool) {
+	b, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		return 0, false
+	}
+	prefix := fmt.Sprintf("%x-", start)
+	in := false
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":") {
+			in = strings.HasPrefix(line, prefix)
+			continue
+		}
+		if in && strings.HasPrefix(line, "Rss:") {
+			var kb int64
+			if _, err := fmt.Sscanf(line, "Rss: %d kB", &kb); err != nil {
+				return 0, false
+			}
+			return kb << 10, true
+		}
+	}
+	return 0, false
 }

@@ -644,7 +644,7 @@ func (r *Reader) nextMapped() (Record, error) {
 	r.pf.advance(r.mm, r.off)
 	if r.off-r.dropped > dropStep+dropLag {
 		end := (r.off - dropLag) &^ (1<<16 - 1)
-		mmapfile.Drop(r.mm[r.dropped:end])
+		r.pf.drop(r.mm[r.dropped:end])
 		r.dropped = end
 	}
 	return r.record(typ, misc, r.mm[r.off:r.off+int64(size):r.off+int64(size)])
