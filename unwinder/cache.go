@@ -82,9 +82,11 @@ type Cache struct {
 	victim  [cacheSets]uint8 // the way of each set to replace: the one not used last (way 0 first)
 	rows    [rowSets]rowEntry
 	// spill is the second level (nil until the hot level has missed
-	// spillAfter times, counted by misses); kept holds its objects.
+	// spillAfter times, counted by misses); kept holds its objects, by
+	// their interface words (an Object of a type that cannot be hashed
+	// must not panic).
 	spill  *[spillEntries]spillEntry
-	kept   map[Object]struct{}
+	kept   map[iface]Object
 	misses int
 	none   cacheEntry   // the entry of mappings without an Object: no row
 	win    window       // the memory of the unwind in progress
@@ -205,16 +207,16 @@ const maxKept = 1024
 
 // spillRow copies e, just compiled, into sp, its place in the second level.
 func (c *Cache) spillRow(sp *spillEntry, e *cacheEntry) {
-	if _, ok := c.kept[e.obj]; !ok {
+	o := *(*iface)(unsafe.Pointer(&e.obj))
+	if _, ok := c.kept[o]; !ok {
 		if len(c.kept) >= maxKept {
 			c.resetSpill()
 		}
 		if c.kept == nil {
-			c.kept = make(map[Object]struct{})
+			c.kept = make(map[iface]Object)
 		}
-		c.kept[e.obj] = struct{}{}
+		c.kept[o] = e.obj
 	}
-	o := (*iface)(unsafe.Pointer(&e.obj))
 	sp.tab, sp.data, sp.addr = uintptr(o.tab), uintptr(o.data), e.addr
 	sp.fastRow = e.fastRow
 }

@@ -26,6 +26,19 @@ func (o *rowsObject) ReadCode(uint64, []byte) int { return 0 }
 
 func (o *rowsObject) cfaOff(addr uint64) int64 { return 8 + 8*((int64(addr>>4)+o.salt)%7) }
 
+// valueObject is an Object of a type that cannot be compared or hashed (the
+// documentation asks for pointer types; a tracer may still pass such a
+// value).
+type valueObject struct{ off []int64 }
+
+func (o valueObject) FindRow(addr uint64, row *cfi.Row) error {
+	start := addr &^ 15
+	*row = x86Row(start, start+16, o.off[0])
+	return nil
+}
+
+func (o valueObject) ReadCode(uint64, []byte) int { return 0 }
+
 // TestSpillLevel checks the second level of the row cache: it is allocated
 // only after many misses of the hot level, answers for the rows the hot
 // level evicted (the objects are asked again only for the few rows that
@@ -84,6 +97,14 @@ func TestSpillLevel(t *testing.T) {
 	check("after Reset", a, addr(5))
 	if a.asked != 1 {
 		t.Errorf("after Reset: the object was asked %d times; want 1", a.asked)
+	}
+
+	// An Object that cannot be hashed: every row right, no panic.
+	v := valueObject{off: []int64{24}}
+	for i := range 2 * spillAfter {
+		if e := c.row(arch.AMD64, v, addr(i)); e.flags&fastOK == 0 || e.cfaOff != 24 {
+			t.Fatalf("value object: row at %#x: flags %#x, CFA offset %d; want 24", addr(i), e.flags, e.cfaOff)
+		}
 	}
 
 	// More objects than maxKept: the second level starts afresh rather
