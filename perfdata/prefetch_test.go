@@ -104,7 +104,10 @@ func checkMappedRSS(t *testing.T, r *Reader, size int64) {
 		var ok bool
 		rss, ok = mappingRSS(start)
 		if !ok {
-			t.Skip("no /proc/self/smaps entry for the mapping here")
+			// Only this check needs smaps: the records are still
+			// checked to the end.
+			t.Log("no /proc/self/smaps entry for the mapping here: resident set not checked")
+			return
 		}
 		if rss <= want || time.Now().After(deadline) {
 			break
