@@ -297,15 +297,18 @@ func (f *fastRow) compact(a arch.Arch, row *cfi.Row, explicit uint64) uint16 {
 const stopGeneral StopReason = 254
 
 // loadSaved loads the saved registers of f's first n rules (RuleOffset
-// rules, n <= len(f.rules)) from the block at q, the row's base, into vals.
-// The caller has checked that every slot lies inside the block; compact
+// rules, n <= len(f.rules)) from the block at p, whose row base lies off
+// bytes in, into vals. The caller has checked that every slot lies inside
+// the block; the base itself may not (a CFA just past the captured stack),
+// so a pointer is formed only to each slot: Go forbids one past the end of
+// its allocation (checkptr, under -race, caught the base's). compact
 // makes only rules whose column is below arch.MaxRegs, so vals needs no
 // check either. walkSimple's loop and applyFast's in-range case share it.
-func loadSaved(vals *[arch.MaxRegs]uint64, q unsafe.Pointer, f *fastRow, n int) {
+func loadSaved(vals *[arch.MaxRegs]uint64, p unsafe.Pointer, off uintptr, f *fastRow, n int) {
 	rl := unsafe.Pointer(&f.rules)
 	for end := unsafe.Add(rl, uintptr(n)*unsafe.Sizeof(fastRule{})); rl != end; rl = unsafe.Add(rl, unsafe.Sizeof(fastRule{})) {
 		fr := (*fastRule)(rl)
-		*(*uint64)(unsafe.Add(unsafe.Pointer(vals), uintptr(fr.col)*8)) = binary.LittleEndian.Uint64((*[8]byte)(unsafe.Add(q, fr.off))[:])
+		*(*uint64)(unsafe.Add(unsafe.Pointer(vals), uintptr(fr.col)*8)) = binary.LittleEndian.Uint64((*[8]byte)(unsafe.Add(p, off+uintptr(fr.off)))[:])
 	}
 }
 
@@ -352,7 +355,7 @@ func applyFast(f *fastRow, r *arch.Regs, w *window, curSP, pacMask uint64) (cfa,
 	if noff > 0 && lo <= hi && hi < uint64(len(data)) && uint64(len(data))-hi >= 8 && base+uint64(int64(f.minOff)) >= w.addr &&
 		base+uint64(int64(f.minOff)) >= curSP {
 		// Checked above: no further bounds checks on data.
-		loadSaved(vals, unsafe.Add(unsafe.Pointer(unsafe.SliceData(data)), base-w.addr), f, noff)
+		loadSaved(vals, unsafe.Pointer(unsafe.SliceData(data)), uintptr(base-w.addr), f, noff)
 		known |= f.offMask
 		inRange = true
 	} else {

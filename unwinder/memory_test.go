@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"path/filepath"
 	"sort"
 	"testing"
 
@@ -197,4 +199,56 @@ func TestUnwindMemoryAllocs(t *testing.T) {
 		n := testing.AllocsPerRun(100, func() { u.Unwind(&c, p.Space, &p.Regs, mem, frames) })
 		assert.Zero(t, n, "%T: allocations per unwind", mem)
 	}
+}
+
+// TestStackEndingAtCFA unwinds every committed capture from a snapshot that
+// ends exactly at one frame's CFA, in an allocation of its own of exactly
+// that size (8192 bytes, a size the heap rounds nothing onto): the frame's
+// save slots lie below its CFA, inside the snapshot, and the unwind must
+// go on through it as from the whole stack, then stop truncated. The fast
+// path once formed a pointer to the CFA itself, one past the end of the
+// allocation, which Go forbids: under -race (checkptr) that was a fatal
+// error, met on real recordings by report's tests.
+func TestStackEndingAtCFA(t *testing.T) {
+	const size = 8192
+	eachPrepared(t, func(path string, p *fixture.Prepared) {
+		u := unwinder.New(p.Arch, unwinder.Options{})
+		var c unwinder.Cache
+		want := make([]unwinder.Frame, 512)
+		wantRes := u.Unwind(&c, p.Space, &p.Regs, &p.Stack, want)
+		want = want[:wantRes.Frames]
+		sp0 := want[0].SP
+		checked := 0
+		for k := 0; k+1 < len(want); k++ {
+			cfa := want[k].CFA
+			if cfa == 0 || cfa < size || cfa-size > sp0 || cfa <= p.Stack.Addr || cfa > p.Stack.Addr+uint64(len(p.Stack.Data)) {
+				continue
+			}
+			st := unwinder.Stack{Addr: cfa - size, Data: make([]byte, size)}
+			from := max(st.Addr, p.Stack.Addr)
+			copy(st.Data[from-st.Addr:], p.Stack.Data[from-p.Stack.Addr:cfa-p.Stack.Addr])
+			got := make([]unwinder.Frame, 512)
+			var c2 unwinder.Cache
+			res := u.Unwind(&c2, p.Space, &p.Regs, &st, got)
+			name := fmt.Sprintf("%s: snapshot ending at frame %d's CFA %#x", filepath.Base(path), k, cfa)
+			require.GreaterOrEqual(t, res.Frames, k+1, "%s: %v (%v)", name, res.Stop, res.Err)
+			for i := 0; i <= k && i < res.Frames; i++ {
+				require.Equal(t, want[i].PC, got[i].PC, "%s: frame %d", name, i)
+				require.Equal(t, want[i].SP, got[i].SP, "%s: frame %d", name, i)
+			}
+			if res.Frames > k+1 {
+				require.Equal(t, want[k+1].PC, got[k+1].PC, "%s: frame %d, the one the snapshot's last slots give", name, k+1)
+			}
+			if res.Stop == unwinder.StopOutermost {
+				// Only where the CFI proves it without the memory
+				// beyond (_start's undefined return address).
+				require.Equal(t, unwinder.StopOutermost, wantRes.Stop, "%s: a cut stack called complete", name)
+				require.Equal(t, len(want), res.Frames, "%s: a cut stack called complete", name)
+			}
+			checked++
+		}
+		if checked == 0 {
+			t.Logf("%s: no frame's CFA within %d bytes of the first SP", filepath.Base(path), size)
+		}
+	})
 }

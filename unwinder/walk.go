@@ -125,12 +125,11 @@ func (u *Unwinder) walkSimple(c *Cache, space *AddressSpace, r *arch.Regs, w *wi
 		fp.PC, fp.SP, fp.CFA, fp.Mapping = pc, sp, cfa, int32(c.last[0])
 		fp.Method, fp.Flags = MethodCFI, FrameReturnAddress // the first frame's are set below
 		fp = (*Frame)(unsafe.Add(unsafe.Pointer(fp), unsafe.Sizeof(Frame{})))
-		q := unsafe.Add(p, off)
-		pc = binary.LittleEndian.Uint64((*[8]byte)(unsafe.Add(q, f.raOff))[:]) &^ pacMask
+		pc = binary.LittleEndian.Uint64((*[8]byte)(unsafe.Add(p, uintptr(off)+uintptr(f.raOff)))[:]) &^ pacMask
 		known |= f.offMask
 		sp = cfa
 		adj = 1
-		loadSaved(vals, q, f, int(f.nwalk))
+		loadSaved(vals, p, uintptr(off), f, int(f.nwalk))
 		if pc == 0 {
 			outermost = true
 			break
