@@ -576,8 +576,14 @@ func (r *Recorder) waitCommand() {
 	}
 	r.waiting = true
 	go func() {
+		// Wait also waits for the goroutines copying the command's
+		// output into Options.Stdout and Stderr: without it they could
+		// write there after Record returned. When releaseWatched
+		// reaped the command, Wait's own wait fails (its status is
+		// taken), and only that.
+		err := r.cmd.Wait()
 		if !r.reaped {
-			r.cmdErr = r.cmd.Wait()
+			r.cmdErr = err
 		}
 		close(r.cmdDone)
 	}()

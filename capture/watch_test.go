@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -171,19 +172,23 @@ func gdbAddresses(t *testing.T, pid int, syms ...string) []uint64 {
 func TestWatchpointByNameLive(t *testing.T) {
 	prog, lib, other := buildWatchProg(t)
 	cmd := exec.Command(prog, "1000000")
-	var out bytes.Buffer
-	cmd.Stdout = &out
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	for out.Len() == 0 {
-		time.Sleep(10 * time.Millisecond)
+	// The program prints its two addresses once, then counts.
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading the program's addresses: %v", err)
 	}
 	pid := cmd.Process.Pid
 	truth := gdbAddresses(t, pid, "progcounter", "libcounter", "libsmall")
 	var self [2]uint64
-	fmt.Sscanf(out.String(), "%v %v", &self[0], &self[1])
+	fmt.Sscanf(line, "%v %v", &self[0], &self[1])
 	if self[0] != truth[1] || self[1] != truth[0] {
 		t.Fatalf("gdb (%#x %#x) and the program (%#x %#x) disagree", truth[1], truth[0], self[0], self[1])
 	}
