@@ -1,8 +1,10 @@
 package report
 
 import (
+	"encoding/hex"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 
@@ -135,7 +137,62 @@ func (p *processor) spaceFor(pid uint32, snap *procmaps.Snapshot) *resolve.Space
 	p.mapBuf = resolve.FromProcmaps(p.mapBuf[:0], snap.Maps)
 	sp := p.resolver.NewSpace(pid, p.mapBuf)
 	p.spaces[pid] = pidSpace{version: snap.Version, space: sp}
+	p.warmSpace(sp)
 	return sp
+}
+
+// warmState is what warmSpace keeps.
+type warmState struct {
+	hit     map[string]bool // build-ids (hex) of the recording's hit objects
+	started map[*elfcache.Object]bool
+	sem     chan struct{} // bounds the goroutines building at once
+	wg      sync.WaitGroup
+}
+
+// warmMax bounds the objects whose tables warmSpace builds ahead in one
+// report: a system-wide recording names hundreds of objects.
+const warmMax = 32
+
+// warmSpace starts building, on goroutines of their own, the symbol table
+// and the line index (what naming a frame's first address needs) of the
+// objects of a new address space that the recording's build-id list names
+// as hit by samples: the workers would otherwise build them when a frame
+// first needs them, one object after the other, each waiting on its own
+// (inflating glibc's compressed DWARF, reading the tables from the section
+// cache). A worker that needs one before it is built waits for the same
+// build (the object builds each table once). It runs on the reader
+// goroutine; Run waits for the goroutines before it closes the objects.
+// Only objects of the spaces of kept samples are warmed, and only those the
+// workers would open anyway: nothing more is opened, looked for or warned
+// about than without it.
+func (p *processor) warmSpace(sp *resolve.Space) {
+	w := &p.warm
+	if w.hit == nil {
+		w.hit, w.started = map[string]bool{}, map[*elfcache.Object]bool{}
+		w.sem = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
+		for _, b := range p.session.Features.BuildIDs {
+			if mode := b.Misc & perfdata.MiscCPUModeMask; len(b.BuildID) > 0 && mode != perfdata.MiscKernel && mode != perfdata.MiscGuestKernel {
+				w.hit[hex.EncodeToString(b.BuildID)] = true
+			}
+		}
+	}
+	as := sp.AddressSpace()
+	for i := 0; i < as.Len() && len(w.started) < warmMax; i++ {
+		obj := sp.Object(i)
+		if obj == nil || w.started[obj] || !w.hit[obj.BuildIDHex()] || !sp.Pin() {
+			continue
+		}
+		w.started[obj] = true
+		w.wg.Go(func() {
+			defer sp.Unpin()
+			w.sem <- struct{}{}
+			defer func() { <-w.sem }()
+			// Each builds its table once; their errors are the
+			// workers' to report.
+			obj.SymbolsError()
+			obj.SourceError()
+		})
+	}
 }
 
 // pidSpace is a process's latest address space and the version of the
