@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"sync"
 )
 
 // glossaryURL is where the frame tags and stop reasons are explained
@@ -42,6 +43,7 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	stdout, stderr = serialized(stdout), serialized(stderr)
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
@@ -238,4 +240,31 @@ func version() string {
 		v += " " + rev + dirty
 	}
 	return "ustack " + v + " " + goVersion
+}
+
+// serialized returns w, or, when it is not a file, w behind a lock: ustack
+// writes its warnings from several goroutines (the recorder's, the OTLP
+// agent's), and exec copies a recorded command's output into the same
+// writers on goroutines of its own. A file takes concurrent writes; a
+// buffer (the tests') does not (go test -race ./cmd/ustack:
+// TestAgentBacklogDrops).
+func serialized(w io.Writer) io.Writer {
+	if _, ok := w.(*os.File); ok || w == nil {
+		return w
+	}
+	if _, ok := w.(*lockedWriter); ok {
+		return w
+	}
+	return &lockedWriter{w: w}
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
