@@ -187,6 +187,7 @@ type coreSession struct {
 	maps     []resolve.Mapping
 	warnings []string
 	vdsoWhy  string // why the core's own vdso image could not be used
+	warm     warmer // the tables of the objects needed first, built ahead
 }
 
 // missing is the resolver's objects that could not be used, the vdso with
@@ -256,6 +257,7 @@ func newCoreSession(c *Core, opts CoreOptions) *coreSession {
 }
 
 func (s *coreSession) close() {
+	s.warm.wait()
 	s.resolver.Close()
 	s.cache.Close()
 }
@@ -528,6 +530,7 @@ func RunCore(c *Core, opts CoreOptions, emit func(*Sample) error) (*Summary, err
 	var fp fpSample
 	var fpFrames []unwinder.FPFrame
 	as := s.space.AddressSpace()
+	s.warmThreads(opts.Filter)
 	// Each thread stands for one stack: period 1 (pprof's and the flame
 	// graph's weights).
 	if opts.Goroutines {
@@ -588,6 +591,31 @@ func RunCore(c *Core, opts CoreOptions, emit func(*Sample) error) (*Summary, err
 	}
 	s.finish(sum)
 	return sum, nil
+}
+
+// warmThreads builds ahead (warmer) the tables of the objects the report
+// needs first: the main executable's and those holding the kept threads'
+// pcs (glibc's, for threads blocked in system calls), while the first
+// threads are unwound.
+func (s *coreSession) warmThreads(f *SampleFilter) {
+	as := s.space.AddressSpace()
+	if m, ok := s.space.MainMapping(); ok {
+		s.warm.start(s.space, s.space.Object(as.Find(m.Start)))
+	}
+	c := s.core
+	for i := range c.Threads {
+		th := &c.Threads[i]
+		comm := th.Name
+		if comm == "" {
+			comm = c.Process.Comm
+		}
+		if f != nil && !f.Keep(uint32(th.PID), uint32(th.TID), 0, 0, comm) {
+			continue
+		}
+		if pc, ok := th.Regs.Get(c.Arch.PC()); ok {
+			s.warm.start(s.space, s.space.Object(as.Find(pc)))
+		}
+	}
 }
 
 // finish fills in what the summary says of the whole core.

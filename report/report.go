@@ -265,7 +265,7 @@ func Run(r *perfdata.Reader, opts Options, emit func(*Sample) error) (*Summary, 
 	// What Run opens it closes: the objects and the cache holding them.
 	p.resolver = newResolver(&p.opts, p.session, func(msg string) { p.warn("%s", msg) }, p.jitClock)
 	defer func() {
-		p.warm.wg.Wait()      // the objects' tables being built ahead
+		p.warm.wait()         // the objects' tables being built ahead
 		p.ksymsLoading.Wait() // the loading goroutine, and its cache write
 		p.storeKernelSyms()   // when a worker or a tracepoint loaded them
 		p.resolver.Close()
@@ -284,10 +284,10 @@ func Run(r *perfdata.Reader, opts Options, emit func(*Sample) error) (*Summary, 
 
 type processor struct {
 	opts Options
-	// warm is what warmSpace has started: the objects whose tables are
-	// being built ahead of the workers, the build-ids it may start them
-	// for, and the goroutines building them.
-	warm       warmState
+	// warm builds objects' tables ahead (warmSpace) of the build-ids
+	// in hit, the recording's list of objects hit by samples.
+	warm       warmer
+	hit        map[string]bool
 	arch       arch.Arch
 	session    *perfdata.Session
 	resolver   *resolve.Resolver

@@ -141,57 +141,72 @@ func (p *processor) spaceFor(pid uint32, snap *procmaps.Snapshot) *resolve.Space
 	return sp
 }
 
-// warmState is what warmSpace keeps.
-type warmState struct {
-	hit     map[string]bool // build-ids (hex) of the recording's hit objects
+// warmer builds objects' symbol tables and line indexes (what naming a
+// frame's first address needs) ahead of the code that will need them, on
+// goroutines of its own: that code would otherwise build them when a frame
+// first needs them, one object after the other, each waiting on its own
+// (inflating glibc's compressed DWARF, or reading the tables from the
+// section cache). Code that needs a table before it is built waits for the
+// same build (an object builds each table once). Wait for the goroutines
+// before closing the objects.
+type warmer struct {
 	started map[*elfcache.Object]bool
 	sem     chan struct{} // bounds the goroutines building at once
 	wg      sync.WaitGroup
 }
 
-// warmMax bounds the objects whose tables warmSpace builds ahead in one
-// report: a system-wide recording names hundreds of objects.
+// warmMax bounds the objects a warmer builds ahead: a system-wide recording
+// names hundreds.
 const warmMax = 32
 
-// warmSpace starts building, on goroutines of their own, the symbol table
-// and the line index (what naming a frame's first address needs) of the
-// objects of a new address space that the recording's build-id list names
-// as hit by samples: the workers would otherwise build them when a frame
-// first needs them, one object after the other, each waiting on its own
-// (inflating glibc's compressed DWARF, reading the tables from the section
-// cache). A worker that needs one before it is built waits for the same
-// build (the object builds each table once). It runs on the reader
-// goroutine; Run waits for the goroutines before it closes the objects.
-// Only objects of the spaces of kept samples are warmed, and only those the
-// workers would open anyway: nothing more is opened, looked for or warned
-// about than without it.
-func (p *processor) warmSpace(sp *resolve.Space) {
-	w := &p.warm
-	if w.hit == nil {
-		w.hit, w.started = map[string]bool{}, map[*elfcache.Object]bool{}
-		w.sem = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
-		for _, b := range p.session.Features.BuildIDs {
-			if mode := b.Misc & perfdata.MiscCPUModeMask; len(b.BuildID) > 0 && mode != perfdata.MiscKernel && mode != perfdata.MiscGuestKernel {
-				w.hit[hex.EncodeToString(b.BuildID)] = true
-			}
-		}
+// start begins building obj's two tables, each on a goroutine, once per
+// object and for at most warmMax objects; sp, which holds obj, stays
+// pinned meanwhile. Their errors are for the code that uses the tables to
+// report.
+func (w *warmer) start(sp *resolve.Space, obj *elfcache.Object) {
+	if obj == nil || w.started[obj] || len(w.started) >= warmMax {
+		return
 	}
-	as := sp.AddressSpace()
-	for i := 0; i < as.Len() && len(w.started) < warmMax; i++ {
-		obj := sp.Object(i)
-		if obj == nil || w.started[obj] || !w.hit[obj.BuildIDHex()] || !sp.Pin() {
-			continue
+	if w.started == nil {
+		w.started = map[*elfcache.Object]bool{}
+		w.sem = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
+	}
+	w.started[obj] = true
+	for _, build := range []func() error{obj.SymbolsError, obj.SourceError} {
+		if !sp.Pin() {
+			return
 		}
-		w.started[obj] = true
 		w.wg.Go(func() {
 			defer sp.Unpin()
 			w.sem <- struct{}{}
 			defer func() { <-w.sem }()
-			// Each builds its table once; their errors are the
-			// workers' to report.
-			obj.SymbolsError()
-			obj.SourceError()
+			build()
 		})
+	}
+}
+
+// wait waits for the builds started.
+func (w *warmer) wait() { w.wg.Wait() }
+
+// warmSpace warms (warmer) the objects of a new address space that the
+// recording's build-id list names as hit by samples. It runs on the reader
+// goroutine. Only objects of the spaces of kept samples are warmed, and
+// only those the workers would open anyway: nothing more is opened, looked
+// for or warned about than without it.
+func (p *processor) warmSpace(sp *resolve.Space) {
+	if p.hit == nil {
+		p.hit = map[string]bool{}
+		for _, b := range p.session.Features.BuildIDs {
+			if mode := b.Misc & perfdata.MiscCPUModeMask; len(b.BuildID) > 0 && mode != perfdata.MiscKernel && mode != perfdata.MiscGuestKernel {
+				p.hit[hex.EncodeToString(b.BuildID)] = true
+			}
+		}
+	}
+	as := sp.AddressSpace()
+	for i := 0; i < as.Len(); i++ {
+		if obj := sp.Object(i); obj != nil && p.hit[obj.BuildIDHex()] {
+			p.warm.start(sp, obj)
+		}
 	}
 }
 
