@@ -599,6 +599,7 @@ func RunCore(c *Core, opts CoreOptions, emit func(*Sample) error) (*Summary, err
 // threads are unwound.
 func (s *coreSession) warmThreads(f *SampleFilter) {
 	as := s.space.AddressSpace()
+	s.warm.tailCalls = !s.opts.NoTailCall
 	if m, ok := s.space.MainMapping(); ok {
 		s.warm.start(s.space, s.space.Object(as.Find(m.Start)))
 	}

@@ -150,16 +150,19 @@ func (p *processor) spaceFor(pid uint32, snap *procmaps.Snapshot) *resolve.Space
 // same build (an object builds each table once). Wait for the goroutines
 // before closing the objects.
 type warmer struct {
-	started map[*elfcache.Object]bool
-	sem     chan struct{} // bounds the goroutines building at once
-	wg      sync.WaitGroup
+	// tailCalls: tail call frames are looked for, which needs each
+	// object's index of function names (FunctionNamed) too.
+	tailCalls bool
+	started   map[*elfcache.Object]bool
+	sem       chan struct{} // bounds the goroutines building at once
+	wg        sync.WaitGroup
 }
 
 // warmMax bounds the objects a warmer builds ahead: a system-wide recording
 // names hundreds.
 const warmMax = 32
 
-// start begins building obj's two tables, each on a goroutine, once per
+// start begins building obj's tables, each on a goroutine, once per
 // object and for at most warmMax objects; sp, which holds obj, stays
 // pinned meanwhile. Their errors are for the code that uses the tables to
 // report.
@@ -172,7 +175,12 @@ func (w *warmer) start(sp *resolve.Space, obj *elfcache.Object) {
 		w.sem = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
 	}
 	w.started[obj] = true
-	for _, build := range []func() error{obj.SymbolsError, obj.SourceError} {
+	builds := []func(){func() { obj.SymbolsError() }, func() { obj.SourceError() }}
+	if w.tailCalls {
+		// Built by the first lookup of any name.
+		builds = append(builds, func() { obj.FunctionNamed("") })
+	}
+	for _, build := range builds {
 		if !sp.Pin() {
 			return
 		}
@@ -195,6 +203,7 @@ func (w *warmer) wait() { w.wg.Wait() }
 // for or warned about than without it.
 func (p *processor) warmSpace(sp *resolve.Space) {
 	if p.hit == nil {
+		p.warm.tailCalls = !p.opts.NoTailCall
 		p.hit = map[string]bool{}
 		for _, b := range p.session.Features.BuildIDs {
 			if mode := b.Misc & perfdata.MiscCPUModeMask; len(b.BuildID) > 0 && mode != perfdata.MiscKernel && mode != perfdata.MiscGuestKernel {
