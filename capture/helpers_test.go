@@ -31,7 +31,9 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	testprog.RemoveShared()
+	os.Exit(code)
 }
 
 // helperOptions encodes o for a recorder run by TestMain in a child

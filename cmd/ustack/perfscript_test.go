@@ -108,6 +108,7 @@ func TestMain(m *testing.M) {
 		os.Setenv("XDG_CACHE_HOME", cache)
 	}
 	code := m.Run()
+	testprog.RemoveShared()
 	if recDir != "" {
 		os.RemoveAll(recDir)
 	}

@@ -46,10 +46,19 @@ func needLive(t *testing.T) {
 // liveTools builds the fixture (gcc -O2 -g), the tracer and ustack, once
 // per test binary run.
 type liveTools struct {
-	fixture, tracer, ustack string
+	dir, fixture, tracer, ustack string
 }
 
 var tools *liveTools
+
+// TestMain removes the builds buildLive made once the tests are done.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if tools != nil {
+		os.RemoveAll(tools.dir)
+	}
+	os.Exit(code)
+}
 
 func buildLive(t *testing.T) *liveTools {
 	t.Helper()
@@ -61,10 +70,10 @@ func buildLive(t *testing.T) *liveTools {
 	// Others may run what is in it (TestNotRoot).
 	require.NoError(t, os.Chmod(dir, 0o755))
 	// The directory outlives the test: the test binary's other tests
-	// reuse the builds. It is small.
+	// reuse the builds; TestMain removes it.
 	src, err := os.ReadFile("testdata/chain.c")
 	require.NoError(t, err)
-	lt := &liveTools{fixture: testprog.Build(t, dir, "chain.c", string(src), "-O2", "-g")}
+	lt := &liveTools{dir: dir, fixture: testprog.Build(t, dir, "chain.c", string(src), "-O2", "-g")}
 	lt.tracer = goBuild(t, ".", filepath.Join(dir, "tracer"), ".")
 	lt.ustack = goBuild(t, "../..", filepath.Join(dir, "ustack"), "./cmd/ustack")
 	tools = lt

@@ -14,14 +14,27 @@ var shared sync.Map // key string -> *sharedBuild
 
 type sharedBuild struct {
 	once sync.Once
+	dir  string
 	path string
 	err  error
 }
 
+// RemoveShared deletes the directories of every program Shared built in
+// this test binary run. A package whose tests call Shared calls it from
+// TestMain after m.Run, so that runs leave nothing behind in os.TempDir.
+func RemoveShared() {
+	shared.Range(func(_, v any) bool {
+		if b := v.(*sharedBuild); b.dir != "" {
+			os.RemoveAll(b.dir)
+		}
+		return true
+	})
+}
+
 // Shared is Build done once per test binary run for each file, source and
 // flags: every test asking for the same program gets the same path, in a
-// directory of its own under os.TempDir that outlives the tests (no test
-// may modify or delete the program; copy it first). A missing compiler
+// directory of its own under os.TempDir that outlives each test until
+// RemoveShared (no test may modify or delete the program; copy it first). A missing compiler
 // skips every caller; a compiler error fails every caller.
 func Shared(t testing.TB, file, src string, flags ...string) string {
 	t.Helper()
@@ -36,6 +49,7 @@ func Shared(t testing.TB, file, src string, flags ...string) string {
 			b.err = err
 			return
 		}
+		b.dir = dir
 		b.path, b.err = compile(cc, filepath.Join(dir, file), src, flags)
 	})
 	if b.err != nil {
