@@ -407,11 +407,15 @@ func (o *Object) LoadSegments() []elf.ProgHeader {
 }
 
 // stackBases names the functions that begin a stack and may have no CFI:
-// a program's entry (musl's and hand-written _start) and the child side of
-// clone, where the kernel starts a thread (musl's __clone, bionic's
-// __bionic_clone; glibc's have CFI that ends the stack).
+// a program's entry (musl's and hand-written _start), glibc ld.so's
+// _dl_start_user (its _start's code after _dl_start returns, which calls
+// _dl_init, the shared libraries' constructors, with %rbp cleared "to mark
+// outermost frame obviously even for constructors": named only by the
+// debug file, which must not make ustack claim less than without it) and
+// the child side of clone, where the kernel starts a thread (musl's
+// __clone, bionic's __bionic_clone; glibc's have CFI that ends the stack).
 var stackBases = map[string]bool{
-	"_start": true, "__start": true,
+	"_start": true, "__start": true, "_dl_start_user": true,
 	"clone": true, "__clone": true, "clone3": true, "__clone3": true, "__bionic_clone": true,
 }
 

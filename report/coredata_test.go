@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ustack/ustack/internal/coretruth"
 	"github.com/ustack/ustack/internal/testprog"
 	"github.com/ustack/ustack/resolve"
 )
@@ -286,4 +287,83 @@ func TestCoreDeepStack(t *testing.T) {
 			t.Fatalf("frame %d: gdb %s@%#x, ustack %s@%#x", i, g.name, g.pc, got[i].Symbol, got[i].PC)
 		}
 	}
+}
+
+// ctorLibSrc is a shared library whose constructor waits in pause(): the
+// program stops before main, in ld.so's _dl_init.
+const ctorLibSrc = `#include <unistd.h>
+__attribute__((noinline)) void lib_wait(void) { for (;;) pause(); }
+__attribute__((constructor)) static void lib_init(void) { lib_wait(); }
+int lib_value(void) { return 1; }
+`
+
+// TestCoreInLibraryConstructor: a process stopped in a shared library's
+// constructor, which ld.so's entry code (_dl_start_user, no CFI, %rbp
+// cleared to mark the outermost frame) called through _dl_init. Its stack
+// is gdb's frame for frame down to _dl_start_user and ends there,
+// outermost, with glibc's debug file (which names _dl_start_user) as
+// without it. gdb walks on past _dl_start_user into the words of the
+// process's initial stack (argc, argv[0], the NULL after argv): those are
+// checked to be no code.
+func TestCoreInLibraryConstructor(t *testing.T) {
+	if _, err := exec.LookPath("gcore"); err != nil {
+		t.Skip("gcore is not installed (Debian package gdb)")
+	}
+	dir := t.TempDir()
+	testprog.Build(t, dir, "libctor.c", ctorLibSrc, "-O2", "-g", "-fPIC", "-shared")
+	require.NoError(t, os.Rename(filepath.Join(dir, "libctor"), filepath.Join(dir, "libctor.so")))
+	bin := testprog.Build(t, dir, "prog.c", "int lib_value(void);\nint main(void) { return lib_value(); }\n",
+		"-O2", "-g", "-L"+dir, "-Wl,-rpath,"+dir, "-Wl,--no-as-needed", "-lctor")
+	cmd := exec.Command(bin)
+	require.NoError(t, cmd.Start())
+	defer cmd.Process.Kill()
+	waitSleeping(t, cmd.Process.Pid)
+	core := filepath.Join(dir, "core")
+	testprog.Tool(t, dir, "gcore", "-o", core, strconv.Itoa(cmd.Process.Pid))
+	core = fmt.Sprintf("%s.%d", core, cmd.Process.Pid)
+	cmd.Process.Kill()
+	cmd.Wait()
+
+	var want []gdbFrame
+	var beyond []uint64
+	for _, f := range gdbCoreFrames(t, dir, bin, core) {
+		switch {
+		case len(beyond) > 0 || (len(want) > 0 && want[len(want)-1].name == "_dl_start_user"):
+			beyond = append(beyond, f.pc)
+		case f.kind != "inline":
+			want = append(want, f)
+		}
+	}
+	require.NotEmpty(t, want)
+	require.Equal(t, "lib_wait", want[1].name, "gdb: the thread waits in the constructor's callee")
+
+	opts := CoreOptions{Options: Options{Kallsyms: "-", BuildIDDir: t.TempDir()}}
+	c, err := OpenCore(core, opts)
+	require.NoError(t, err)
+	defer c.Close()
+	for _, pc := range beyond {
+		assert.False(t, coretruth.InCode(c.Core, pc), "gdb's frame past _dl_start_user at %#x is no code", pc)
+	}
+	var got []Frame
+	var stop, stopErr string
+	_, err = RunCore(c, opts, func(s *Sample) error {
+		for _, f := range s.Frames {
+			if !f.Inlined && !f.Kernel {
+				got = append(got, f)
+			}
+		}
+		stop, stopErr = s.Stop, s.StopErr
+		return nil
+	})
+	require.NoError(t, err)
+	t.Logf("gdb:    %s (then %d words of the initial stack)", describeGDB(want), len(beyond))
+	t.Logf("ustack: %s, %s %s", describeFrames(got), stop, stopErr)
+	require.Len(t, got, len(want), "frames against gdb's")
+	for i, g := range want {
+		assert.Equal(t, fmt.Sprintf("%#x", g.pc), fmt.Sprintf("%#x", got[i].PC), "frame %d (%s) pc", i, g.name)
+		if g.name != "" && got[i].Symbol != "" {
+			assert.Equal(t, strings.TrimLeft(g.name, "_"), strings.TrimLeft(plainName(got[i].Symbol), "_"), "frame %d", i)
+		}
+	}
+	assert.Equal(t, "outermost", stop, "the stack ends at ld.so's entry code: %s", stopErr)
 }
