@@ -334,8 +334,8 @@ func pidOf(c *coredump.Core) uint32 {
 // resolver's mappings: a mapping is executable when its PT_LOAD segment
 // is, or, where the core has no segment for it (gdb's gcore leaves out
 // what it did not dump), when it is file-backed memory the core did not
-// write and its file is not known to be data (see isData); each carries
-// the build-id read from the core's memory.
+// write and its file is not known to be data there (mappedFile.dataAt);
+// each carries the build-id read from the core's memory.
 func coreMappings(cc *Core) []resolve.Mapping {
 	c := cc.Core
 	segs := c.Memory().Segments()
@@ -346,17 +346,17 @@ func coreMappings(cc *Core) []resolve.Mapping {
 		}
 	}
 	var out []resolve.Mapping
-	data := map[string]bool{}
+	files := map[string]*mappedFile{}
 	for _, m := range c.Mappings {
 		prot, exec := uint32(0), true
 		i := sort.Search(len(segs), func(i int) bool { return segs[i].Addr+segs[i].Size > m.Start })
 		if i >= len(segs) || segs[i].Addr > m.Start {
-			d, ok := data[m.Path]
-			if !ok {
-				d = cc.isData(m.Path)
-				data[m.Path] = d
+			f := files[m.Path]
+			if f == nil {
+				f = cc.readMappedFile(m.Path)
+				files[m.Path] = f
 			}
-			exec = !d
+			exec = !f.dataAt(m.FileOffset)
 		} else {
 			sg := segs[i]
 			exec = sg.Exec
@@ -491,6 +491,67 @@ func (c *Core) isData(path string) bool {
 	}
 	return !bytes.Equal(magic[:n], []byte(elf.ELFMAG))
 }
+
+// mappedFile is what the file at a mapping's path, where it is found now,
+// says of the mappings of it the core has no segment for.
+type mappedFile struct {
+	known bool             // the file was read
+	elf   bool             // it is an ELF object
+	code  []elf.ProgHeader // its executable loadable segments
+}
+
+// readMappedFile reads the file mapped at path: whether it is an ELF
+// object, and its executable segments. A file that cannot be read is
+// known as nothing.
+func (c *Core) readMappedFile(path string) *mappedFile {
+	mf := &mappedFile{}
+	f, err := c.openFile(path)
+	if err != nil {
+		return mf
+	}
+	defer f.Close()
+	if c.isData(path) {
+		mf.known = true
+		return mf
+	}
+	ef, err := elf.NewFile(f)
+	if err != nil {
+		return mf
+	}
+	mf.known, mf.elf = true, true
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 {
+			mf.code = append(mf.code, p.ProgHeader)
+		}
+	}
+	return mf
+}
+
+// dataAt reports whether a mapping of the file at file offset off is data:
+// the file is no ELF object (a locale archive, gconv's module cache), or
+// one none of whose executable segments holds off (a debugger's or a
+// linker's mapping of its sections: gdb maps those of the programs it
+// debugs). Not known to be data, it is taken for code, whose object is
+// then looked for.
+func (mf *mappedFile) dataAt(off uint64) bool {
+	if !mf.known {
+		return false
+	}
+	if !mf.elf {
+		return true
+	}
+	for _, p := range mf.code {
+		// A mapping of the segment begins at most a page (64 KiB on
+		// some arm64 kernels) before its file offset.
+		if off < p.Off+p.Filesz && off+maxPageSize > p.Off {
+			return false
+		}
+	}
+	return true
+}
+
+// maxPageSize is the largest page size of the architectures read.
+const maxPageSize = 64 << 10
 
 // RunCore reports every thread of a core dump as one sample of event
 // CoreEvent, the signalled thread first: it unwinds each thread's registers

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"os"
@@ -366,4 +367,92 @@ func TestCoreInLibraryConstructor(t *testing.T) {
 		}
 	}
 	assert.Equal(t, "outermost", stop, "the stack ends at ld.so's entry code: %s", stopErr)
+}
+
+// selfMapSrc maps a page of its own file past its loadable segments (a
+// section the test adds) read-only, as a debugger maps the sections of the
+// programs it debugs, then waits in pause().
+const selfMapSrc = `#include <elf.h>
+#include <fcntl.h>
+#include <link.h>
+#include <stdio.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <unistd.h>
+volatile char sink;
+__attribute__((noinline)) void wait_here(void) { for (;;) pause(); }
+int main(void) {
+	const ElfW(Phdr) *ph = (const ElfW(Phdr) *)getauxval(AT_PHDR);
+	unsigned long n = getauxval(AT_PHNUM), end = 0;
+	for (unsigned long i = 0; i < n; i++)
+		if (ph[i].p_type == PT_LOAD && ph[i].p_offset + ph[i].p_filesz > end)
+			end = ph[i].p_offset + ph[i].p_filesz;
+	unsigned long off = (end + 0xffff) & ~0xfffful;
+	int fd = open("/proc/self/exe", O_RDONLY);
+	char *p = mmap(0, 4096, PROT_READ, MAP_PRIVATE, fd, off);
+	if (p == MAP_FAILED) return 2;
+	sink = p[0];
+	printf("%#lx\n", off);
+	fflush(stdout);
+	wait_here();
+}
+`
+
+// TestCoreDataMappingOfProgramFile: gcore writes no segment for an
+// unmodified file mapping, so its permissions are unknown and a mapping of
+// an object file is taken for code. One at a file offset no executable
+// segment of the file holds (here the program's own section headers,
+// mapped read-only; gdb maps the programs it debugs so) is data: nothing
+// is missing (it was reported as an object "without unwind or symbol
+// information": no loadable segment maps that offset), and the stack is
+// complete.
+func TestCoreDataMappingOfProgramFile(t *testing.T) {
+	if _, err := exec.LookPath("gcore"); err != nil {
+		t.Skip("gcore is not installed (Debian package gdb)")
+	}
+	dir := t.TempDir()
+	bin := testprog.Build(t, dir, "selfmap.c", selfMapSrc, "-O2", "-g")
+	// 256 KiB the loader does not map, after the loadable segments.
+	pad := filepath.Join(dir, "pad")
+	require.NoError(t, os.WriteFile(pad, bytes.Repeat([]byte{0xaa}, 256<<10), 0o644))
+	testprog.Tool(t, dir, "objcopy", "--add-section", ".pad="+pad, "--set-section-flags", ".pad=readonly", bin)
+	cmd := exec.Command(bin)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	defer cmd.Process.Kill()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err)
+	off, err := strconv.ParseUint(strings.TrimSpace(strings.TrimPrefix(line, "0x")), 16, 64)
+	require.NoError(t, err, "the program's output %q", line)
+	waitSleeping(t, cmd.Process.Pid)
+	core := filepath.Join(dir, "core")
+	testprog.Tool(t, dir, "gcore", "-o", core, strconv.Itoa(cmd.Process.Pid))
+	core = fmt.Sprintf("%s.%d", core, cmd.Process.Pid)
+	cmd.Process.Kill()
+	cmd.Wait()
+
+	opts := CoreOptions{Options: Options{Kallsyms: "-", BuildIDDir: t.TempDir()}}
+	c, err := OpenCore(core, opts)
+	require.NoError(t, err)
+	defer c.Close()
+	mapped := false
+	for _, m := range c.Mappings {
+		mapped = mapped || (m.Path == bin && m.FileOffset == off)
+	}
+	require.True(t, mapped, "the core maps %s at file offset %#x", bin, off)
+	var stop string
+	var names []string
+	sum, err := RunCore(c, opts, func(s *Sample) error {
+		stop = s.Stop
+		for _, f := range s.Frames {
+			names = append(names, f.Symbol)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	assert.Empty(t, sum.Missing, "the data mapping is no object missing")
+	assert.Equal(t, "outermost", stop)
+	assert.Contains(t, names, "wait_here")
+	assert.Contains(t, names, "main")
 }

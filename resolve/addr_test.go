@@ -108,3 +108,45 @@ func TestSymbolizerReset(t *testing.T) {
 	require.Len(t, out, 1)
 	assert.Equal(t, "main", out[0].Symbol)
 }
+
+// TestDataMappingOfObjectFileIsNotMissing: a program may map an object
+// file's bytes outside its loadable segments as data (gdb maps the
+// sections of the programs it debugs). Such a mapping is no code and
+// nothing is missing for it, even beside the same file's code mapping; an
+// executable mapping at such an offset is the object's missing segment.
+func TestDataMappingOfObjectFileIsNotMissing(t *testing.T) {
+	bin := testprog.Build(t, t.TempDir(), "inl.c", cInlined, "-O2", "-g", "-no-pie")
+	f, err := elf.Open(bin)
+	require.NoError(t, err)
+	var text *elf.Prog
+	end := uint64(0)
+	for _, ph := range f.Progs {
+		if ph.Type == elf.PT_LOAD {
+			end = max(end, ph.Off+ph.Filesz)
+			if ph.Flags&elf.PF_X != 0 {
+				text = ph
+			}
+		}
+	}
+	f.Close()
+	require.NotNil(t, text)
+	// A page of the file past every loadable segment (its DWARF).
+	dataOff := (end + 0xfff) &^ 0xfff
+	code := Mapping{Map: procmaps.Map{Start: text.Vaddr &^ 0xfff, End: text.Vaddr + text.Memsz, PgOff: text.Off &^ 0xfff, Path: bin, Exec: true}}
+	data := Mapping{Map: procmaps.Map{Start: 0x7f0000000000, End: 0x7f0000001000, PgOff: dataOff, Path: bin}, File: bin}
+
+	r := New(Options{})
+	defer r.Close()
+	s := r.NewSpace(1, []Mapping{code, data})
+	assert.Empty(t, r.Missing(), "a data mapping outside the segments is nothing missing")
+	_, ok := s.Mapping(0)
+	assert.True(t, ok)
+	assert.NotNil(t, s.Object(0), "the code mapping has its object")
+	assert.Nil(t, s.Object(1), "the data mapping has none")
+
+	r2 := New(Options{})
+	defer r2.Close()
+	data.Exec = true
+	r2.NewSpace(1, []Mapping{data})
+	assert.Contains(t, r2.Missing()[bin], "no loadable segment maps file offset", "code at such an offset is missing")
+}

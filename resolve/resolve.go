@@ -642,9 +642,12 @@ func (r *Resolver) NewSpace(pid uint32, maps []Mapping) *Space {
 				if bias, ok := obj.Bias(m.Start, m.PgOff); ok {
 					um.Object, um.Bias = obj, bias
 					sm.obj = obj
-				} else {
+				} else if m.Exec {
 					r.note(m.Path, fmt.Sprintf("%s: no loadable segment maps file offset %#x", obj.Path(), m.PgOff))
 				}
+				// Else data mapped from the file outside its segments
+				// (a debugger's or a linker's view of its sections):
+				// no code lies there, and nothing is missing.
 			}
 		}
 		sm.bias = um.Bias
