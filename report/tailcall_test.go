@@ -139,6 +139,17 @@ type gdbFrame struct {
 // frames (newest first, to main) and a core gdb wrote of that moment.
 func crashUnderGDB(t *testing.T, dir, bin string, env ...string) ([]gdbFrame, string) {
 	t.Helper()
+	return crashUnderGDBWith(t, dir, bin, env, []string{"1"})
+}
+
+// crashUnderGDBArgs is crashUnderGDB with the program's arguments.
+func crashUnderGDBArgs(t *testing.T, dir, bin string, args ...string) ([]gdbFrame, string) {
+	t.Helper()
+	return crashUnderGDBWith(t, dir, bin, nil, args)
+}
+
+func crashUnderGDBWith(t *testing.T, dir, bin string, env, args []string) ([]gdbFrame, string) {
+	t.Helper()
 	if _, err := exec.LookPath("gdb"); err != nil {
 		t.Skip("gdb is not installed (Debian package gdb)")
 	}
@@ -148,7 +159,8 @@ func crashUnderGDB(t *testing.T, dir, bin string, env ...string) ([]gdbFrame, st
 	ctx, cancel := context.WithTimeout(context.Background(), testprog.Timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "gdb", "-nx", "-batch", "-ex", "run", "-ex", "bt", "-x", py,
-		"-ex", "generate-core-file "+core, "--args", bin, "1")
+		"-ex", "generate-core-file "+core, "--args", bin)
+	cmd.Args = append(cmd.Args, args...)
 	cmd.Env = append(append(os.Environ(), "LC_ALL=C"), env...)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "gdb: %s", out)

@@ -75,6 +75,7 @@ const (
 	HowLinkRegister How = "lr"            // unwinder.MethodLinkRegister
 	HowSignal       How = "signal"        // unwinder.MethodSignal
 	HowSignalMarker How = "signal_marker" // unwinder.MethodSignalMarker
+	HowBadCall      How = "bad_call"      // unwinder.MethodBadCall
 	// HowCallchain: a user address of the kernel's call chain, in a
 	// recording without a stack copy.
 	HowCallchain How = "callchain"

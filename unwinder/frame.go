@@ -25,12 +25,19 @@ const (
 	// xstate magic) because the sigreturn trampoline's code was not in the
 	// capture.
 	MethodSignalMarker
+	// MethodBadCall: the frame below's exact PC lay in no code (a call
+	// through a bad function pointer, such as NULL), and this frame's
+	// return address is the one that call left (x86_64: at the SP;
+	// arm64: in x30), taken only where the instruction before it is a
+	// call that may have gone there. Every other register is the frame
+	// below's (arm64's x30 is unknown).
+	MethodBadCall
 )
 
-var methodNames = [...]string{"context", "cfi", "fp", "lr", "signal", "signal_marker"}
+var methodNames = [...]string{"context", "cfi", "fp", "lr", "signal", "signal_marker", "bad_call"}
 
 // String returns the short name used in reports: context, cfi, fp, lr,
-// signal, signal_marker.
+// signal, signal_marker, bad_call.
 func (m Method) String() string {
 	if int(m) < len(methodNames) {
 		return methodNames[m]

@@ -195,11 +195,30 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 			fr.Flags = fr.Flags&^FrameReturnAddress | FrameSignalTrampoline
 		}
 		n++
-		if mi < 0 && !marked {
+		if flags&FrameReturnAddress == 0 && !marked && (mi < 0 || !space.maps[mi].Exec && space.maps[mi].Object == nil) {
 			// An exact PC (the first frame's, or one a signal
-			// interrupted) is where the thread was, even in no mapping,
-			// but nothing says how to unwind from it.
-			return n, StopNoMapping, &NoMappingError{PC: pc}, 0
+			// interrupted) is where the thread was, even in no code,
+			// but nothing says how to unwind from it: unless a call
+			// to it just happened (badCall).
+			if n >= limit {
+				return n, StopDepth, nil, 0
+			}
+			if spOK {
+				if ra, callerSP, ok := u.badCall(space, cur, w, pc, sp, pacMask); ok {
+					if u.arch == arch.ARM64 {
+						cur.Unset(arch.ARM64_X30) // the call overwrote it
+					}
+					cur.Set(pcReg, ra)
+					cur.Set(spReg, callerSP)
+					prevSameSP = callerSP == sp
+					pc, sp = ra, callerSP
+					method, flags = MethodBadCall, FrameReturnAddress
+					continue
+				}
+			}
+			if mi < 0 {
+				return n, StopNoMapping, &NoMappingError{PC: pc}, 0
+			}
 		}
 		if n >= limit {
 			return n, StopDepth, nil, 0

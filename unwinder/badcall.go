@@ -1,0 +1,154 @@
+package unwinder
+
+import (
+	"encoding/binary"
+
+	"github.com/ustack/ustack/arch"
+)
+
+// A call through a bad function pointer (NULL, freed memory, a corrupted
+// vtable) faults on fetching its first instruction: the thread's exact PC
+// lies in no code, and no CFI says how to unwind from there. The call has
+// only just happened, so every register still holds the caller's value at
+// the call but the two the call changed: x86_64's pushed the return
+// address (at the SP), arm64's put it in x30. gdb takes that return
+// address without looking; badCall takes it only where the instruction
+// before it is a call, to the very address the thread stopped at wherever
+// the call names it (a direct call's displacement, or the register of an
+// indirect call through a register that still holds its target).
+
+// badCall recovers the caller of a frame whose exact PC (the first frame's,
+// or one a signal interrupted) lies in no code, or fails. It returns the
+// return address and the caller's SP.
+func (u *Unwinder) badCall(space *AddressSpace, cur *arch.Regs, w *window, pc, sp, pacMask uint64) (ra, callerSP uint64, ok bool) {
+	switch u.arch {
+	case arch.AMD64:
+		v, ms := w.read8(sp)
+		if ms != MemOK {
+			return 0, 0, false
+		}
+		ra, callerSP = v, sp+8
+	case arch.ARM64:
+		lr, known := cur.Get(arch.ARM64_X30)
+		if !known {
+			return 0, 0, false
+		}
+		ra, callerSP = lr&^pacMask, sp
+	default:
+		return 0, 0, false
+	}
+	j := space.Find(ra)
+	if j < 0 {
+		return 0, 0, false
+	}
+	m := space.Mapping(j)
+	if m.Object == nil || ra-m.Bias < 8 {
+		return 0, 0, false
+	}
+	var code [8]byte
+	if m.Object.ReadCode(ra-m.Bias-8, code[:]) != len(code) {
+		return 0, 0, false
+	}
+	if u.arch == arch.AMD64 && !amd64CallsTo(code, ra, pc, cur) || u.arch == arch.ARM64 && !arm64CallsTo(code, ra, pc, cur, pacMask) {
+		return 0, 0, false
+	}
+	return ra, callerSP, true
+}
+
+// amd64CallsTo reports whether the 8 bytes before return address ra end
+// with a call that may have gone to pc: call rel32 (e8) to pc itself, or an
+// indirect call (ff /2) whose ModRM, SIB and displacement end exactly at
+// ra; through a register, that register must hold pc (with or without a
+// REX.B prefix before the opcode: either reading will do).
+func amd64CallsTo(code [8]byte, ra, pc uint64, regs *arch.Regs) bool {
+	if code[3] == 0xe8 && ra+uint64(int64(int32(binary.LittleEndian.Uint32(code[4:])))) == pc {
+		return true
+	}
+	// The opcode's offset k in code for each length 8-k of ModRM and
+	// what follows it: 1 (register or [reg]) to 6 ([reg+disp32] with
+	// a SIB byte).
+	for k := 1; k <= 6; k++ {
+		if code[k] != 0xff {
+			continue
+		}
+		modrm := code[k+1]
+		if modrm>>3&7 != 2 || modrmLen(modrm, code[min(k+2, 7)]) != 7-k {
+			continue
+		}
+		if modrm>>6 != 3 {
+			return true // through memory: its target is not in the registers
+		}
+		hw := int(modrm & 7)
+		if regHolds(regs, amd64HWReg[hw], pc) || code[k-1]&0xf1 == 0x41 && regHolds(regs, amd64HWReg[hw+8], pc) {
+			return true
+		}
+	}
+	return false
+}
+
+// modrmLen returns how many bytes a ModRM byte and what follows it (SIB,
+// displacement) take in 64-bit mode, given the byte after it (the SIB byte
+// when there is one).
+func modrmLen(modrm, sib byte) int {
+	mod, rm := modrm>>6, modrm&7
+	switch {
+	case mod == 3:
+		return 1
+	case mod == 0 && rm == 5:
+		return 5 // [rip+disp32]
+	case mod == 0 && rm == 4 && sib&7 == 5:
+		return 6 // SIB, no base: disp32
+	}
+	n := 1
+	if rm == 4 {
+		n++ // SIB
+	}
+	switch mod {
+	case 1:
+		n++
+	case 2:
+		n += 4
+	}
+	return n
+}
+
+// amd64HWReg maps the instruction encoding's register numbers (rax, rcx,
+// rdx, rbx, rsp, rbp, rsi, rdi, r8..r15) to the DWARF numbers arch.Regs
+// uses.
+// r8..r15 are DWARF's 8..15 too.
+var amd64HWReg = [16]int{
+	arch.AMD64_RAX, arch.AMD64_RCX, arch.AMD64_RDX, arch.AMD64_RBX,
+	arch.AMD64_RSP, arch.AMD64_RBP, arch.AMD64_RSI, arch.AMD64_RDI,
+	arch.AMD64_R8, arch.AMD64_R8 + 1, arch.AMD64_R8 + 2, arch.AMD64_R8 + 3,
+	arch.AMD64_R8 + 4, arch.AMD64_R8 + 5, arch.AMD64_R8 + 6, arch.AMD64_R15,
+}
+
+// regHolds reports whether register n is known to hold v.
+func regHolds(regs *arch.Regs, n int, v uint64) bool {
+	x, ok := regs.Get(n)
+	return ok && x == v
+}
+
+// arm64CallsTo reports whether the instruction before return address ra
+// (the last 4 of code) is a call that may have gone to pc: bl to pc
+// itself, or blr (blraa, blrab, blraaz, blrabz) through a register that
+// holds pc, PAC bits aside (x30 itself, which the call overwrote, vouches
+// for nothing).
+func arm64CallsTo(code [8]byte, ra, pc uint64, regs *arch.Regs, pacMask uint64) bool {
+	insn := binary.LittleEndian.Uint32(code[4:])
+	if insn&0xfc000000 == 0x94000000 { // bl imm26
+		off := int64(int32(insn<<6)) >> 4 // imm26 * 4, sign-extended
+		return ra-4+uint64(off) == pc
+	}
+	if insn&0xfffffc1f == 0xd63f0000 || // blr xn
+		insn&0xfffff800 == 0xd73f0800 || // blraa, blrab xn, xm
+		insn&0xfffff81f == 0xd63f081f { // blraaz, blrabz xn
+		rn := int(insn >> 5 & 31)
+		if rn == 30 {
+			return false
+		}
+		x, ok := regs.Get(arch.ARM64_X0 + rn)
+		return ok && x&^pacMask == pc
+	}
+	return false
+}

@@ -1,0 +1,172 @@
+package unwinder
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/ustack/ustack/arch"
+	"github.com/ustack/ustack/cfi"
+)
+
+// TestBadCallX86: a thread stopped at an address that is no code (0, or
+// the heap) right after a call: its caller is found from the return
+// address the call pushed, where the instruction before it is a call that
+// may have gone there, and the walk goes on by CFI to the outermost frame.
+// Anything else stops with no_mapping, as before.
+func TestBadCallX86(t *testing.T) {
+	const (
+		text  = 0x400000
+		stack = 0x7ff000
+		heap  = 0x900000
+	)
+	// caller at 0x401000 (CFA = rsp+16), outermost: RA undefined.
+	caller := x86Row(0x401000, 0x401100, 16)
+	caller.Regs[arch.AMD64_RIP] = cfi.Rule{Kind: cfi.RuleUndefined}
+	code := map[uint64][]byte{}
+	obj := &fakeObject{rows: []cfi.Row{caller}, code: code}
+	space := NewAddressSpace([]Mapping{
+		{Start: text, End: text + 0x10000, Exec: true, Object: obj, Name: "a.out"},
+		{Start: stack, End: stack + 0x1000, Name: "[stack]"},
+		{Start: heap, End: heap + 0x1000, Name: "[heap]"},
+	})
+	const ra = 0x401040
+	sb := &stackBuilder{base: stack, data: make([]byte, 0x100)}
+	sb.put(stack, ra)
+	rel := func(target uint64) []byte {
+		b := []byte{0xe8, 0, 0, 0, 0}
+		binary.LittleEndian.PutUint32(b[1:], uint32(int32(int64(target)-ra)))
+		return b
+	}
+	for _, tc := range []struct {
+		name  string
+		pc    uint64
+		insn  []byte         // the instruction ending at ra
+		regs  map[int]uint64 // besides rip and rsp
+		found bool           // the caller is recovered
+	}{
+		{"call *%rax, rax 0", 0, []byte{0xff, 0xd0}, map[int]uint64{arch.AMD64_RAX: 0}, true},
+		{"call *%r11, r11 0", 0, []byte{0x41, 0xff, 0xd3}, map[int]uint64{arch.AMD64_R8 + 3: 0, arch.AMD64_RBX: 7}, true},
+		{"call *%rbx into the heap", heap + 0x10, []byte{0xff, 0xd3}, map[int]uint64{arch.AMD64_RBX: heap + 0x10}, true},
+		{"call *0x18(%rdi)", 0, []byte{0xff, 0x57, 0x18}, nil, true},
+		{"call *0x8(%rax,%rbx,8)", 0, []byte{0xff, 0x54, 0xd8, 0x08}, nil, true},
+		{"call *0x12345(%rip)", 0, []byte{0xff, 0x15, 0x45, 0x23, 0x01, 0x00}, nil, true},
+		{"call rel32 to the pc", 0x1000, rel(0x1000), nil, true},
+		// Not a call to where the thread is: the return address is
+		// not the one a call to it left.
+		{"call *%rax, rax elsewhere", 0, []byte{0xff, 0xd0}, map[int]uint64{arch.AMD64_RAX: 0x401000}, false},
+		{"call *%rax, rax unknown", 0, []byte{0xff, 0xd0}, nil, false},
+		{"call rel32 elsewhere", 0, rel(0x401000), nil, false},
+		{"jmp *%rax (ff /4)", 0, []byte{0xff, 0xe0}, map[int]uint64{arch.AMD64_RAX: 0}, false},
+		{"no call", 0, []byte{0x90, 0x90}, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Fill what precedes the instruction with nops.
+			before := make([]byte, 16)
+			for i := range before {
+				before[i] = 0x90
+			}
+			copy(before[16-len(tc.insn):], tc.insn)
+			clear(code)
+			code[ra-16] = append(before, 0xc3)
+			var regs arch.Regs
+			regs.Set(arch.AMD64_RIP, tc.pc)
+			regs.Set(arch.AMD64_RSP, stack)
+			for r, v := range tc.regs {
+				regs.Set(r, v)
+			}
+			frames := make([]Frame, 8)
+			res := New(arch.AMD64, Options{}).Unwind(&Cache{}, space, &regs, &Stack{Addr: stack, Data: sb.data}, frames)
+			if !badCallStop(t, res, tc.found) {
+				return
+			}
+			if f := frames[0]; f.PC != tc.pc || f.Method != MethodContext {
+				t.Errorf("frame 0 = %+v", f)
+			}
+			if f := frames[1]; f.PC != ra || f.SP != stack+8 || f.CFA != stack+24 || f.Method != MethodBadCall || f.Flags&FrameReturnAddress == 0 {
+				t.Errorf("frame 1 = %+v; want pc %#x sp %#x cfa %#x by bad_call, a return address", f, ra, stack+8, stack+24)
+			}
+		})
+	}
+}
+
+// TestBadCallARM64: on arm64 the call left the return address in x30
+// (blr, blraa..., or bl to the PC itself); the SP is the caller's, and
+// x30 is unknown in the caller.
+func TestBadCallARM64(t *testing.T) {
+	const (
+		text  = 0x400000
+		stack = 0x7ff000
+		ra    = 0x401040
+	)
+	// caller at 0x401000: CFA = sp+16, x29 at CFA-16, x30 at CFA-8.
+	caller := cfi.Row{Start: 0x401000, End: 0x401100, RA: arch.ARM64_X30}
+	caller.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.ARM64_SP, Offset: 16}
+	caller.Regs[arch.ARM64_X29] = cfi.Rule{Kind: cfi.RuleOffset, Offset: -16}
+	caller.Regs[arch.ARM64_X30] = cfi.Rule{Kind: cfi.RuleOffset, Offset: -8}
+	code := map[uint64][]byte{}
+	obj := &fakeObject{rows: []cfi.Row{caller}, code: code}
+	space := NewAddressSpace([]Mapping{
+		{Start: text, End: text + 0x10000, Exec: true, Object: obj, Name: "a.out"},
+		{Start: stack, End: stack + 0x1000, Name: "[stack]"},
+	})
+	sb := &stackBuilder{base: stack, data: make([]byte, 0x100)}
+	sb.put(stack, 0)   // the caller's x29
+	sb.put(stack+8, 0) // its return address: 0, the outermost frame
+	bl := func(target uint64) uint32 { return 0x94000000 | uint32((int64(target)-(ra-4))/4)&0x3ffffff }
+	for _, tc := range []struct {
+		name  string
+		pc    uint64
+		insn  uint32
+		x8    uint64
+		found bool
+	}{
+		{"blr x8, x8 0", 0, 0xd63f0000 | 8<<5, 0, true},
+		{"blraaz x8, x8 0", 0, 0xd63f081f | 8<<5, 0, true},
+		{"blrab x8, x9", 0, 0xd73f0c00 | 8<<5 | 9, 0, true},
+		{"bl to the pc", 0x10000, bl(0x10000), 1, true},
+		{"blr x8, x8 elsewhere", 0, 0xd63f0000 | 8<<5, 0x401000, false},
+		{"blr x30", 0, 0xd63f0000 | 30<<5, 0, false},
+		{"bl elsewhere", 0, bl(0x401000), 0, false},
+		{"br x8 (no call)", 0, 0xd61f0000 | 8<<5, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			insns := make([]byte, 16)
+			for i := 0; i < 16; i += 4 {
+				binary.LittleEndian.PutUint32(insns[i:], 0xd503201f) // nop
+			}
+			binary.LittleEndian.PutUint32(insns[12:], tc.insn)
+			clear(code)
+			code[ra-16] = insns
+			var regs arch.Regs
+			regs.Set(arch.ARM64_PC, tc.pc)
+			regs.Set(arch.ARM64_SP, stack)
+			regs.Set(arch.ARM64_X30, ra)
+			regs.Set(arch.ARM64_X0+8, tc.x8)
+			frames := make([]Frame, 8)
+			res := New(arch.ARM64, Options{}).Unwind(&Cache{}, space, &regs, &Stack{Addr: stack, Data: sb.data}, frames)
+			if !badCallStop(t, res, tc.found) {
+				return
+			}
+			if f := frames[1]; f.PC != ra || f.SP != stack || f.CFA != stack+16 || f.Method != MethodBadCall {
+				t.Errorf("frame 1 = %+v; want pc %#x sp %#x cfa %#x by bad_call", f, ra, stack, stack+16)
+			}
+		})
+	}
+}
+
+// badCallStop checks how an unwind of the tests' two frames ended: at the
+// outermost frame where the caller was found, else at the first frame with
+// no_mapping. It reports whether the caller was found.
+func badCallStop(t *testing.T, res Result, found bool) bool {
+	t.Helper()
+	if !found {
+		if res.Stop != StopNoMapping || res.Frames != 1 {
+			t.Fatalf("got %d frames, stop %v (%v); want 1, no_mapping", res.Frames, res.Stop, res.Err)
+		}
+		return false
+	}
+	if res.Stop != StopOutermost || res.Frames != 2 {
+		t.Fatalf("got %d frames, stop %v (%v); want 2, outermost", res.Frames, res.Stop, res.Err)
+	}
+	return true
+}
