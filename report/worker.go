@@ -40,7 +40,7 @@ func (w *worker) process(j *job) {
 	}
 	as := j.space.AddressSpace()
 	switch {
-	case j.hasReg && inExec:
+	case j.hasReg && inExec && !w.execStackIntact(j):
 		// Taken inside execve: once the kernel has replaced the address
 		// space, the user registers are still the old program's, its
 		// stack and code gone. Nothing of it is unwound or named (perf
@@ -75,11 +75,13 @@ func (w *worker) process(j *job) {
 const StopExec = "exec"
 
 // execFunctions are the kernel's ELF loaders: a sample with one among its
-// kernel frames was taken while the kernel loaded a new program, between
-// replacing the address space and setting the new registers (start_thread,
-// at the loader's end), so its user registers may be the replaced
-// program's. Later in execve (bprm_execve's tail, the sched_process_exec
-// tracepoint) they are the new program's entry state, and are unwound.
+// kernel frames was taken while the kernel loaded a new program, before or
+// after replacing the address space (begin_new_exec) and before setting the
+// new registers (start_thread, at the loader's end), so its user registers
+// are the replaced program's, and its memory may be gone
+// (execStackIntact). Later in execve (bprm_execve's tail, the
+// sched_process_exec tracepoint) they are the new program's entry state,
+// and are unwound.
 var execFunctions = map[string]bool{
 	"load_elf_binary": true, "compat_load_elf_binary": true, "load_elf_fdpic_binary": true,
 }
@@ -98,6 +100,31 @@ func (w *worker) kernelFrame(ip uint64) Frame {
 		}
 	}
 	return f
+}
+
+// execStackIntact reports whether a sample taken inside execve's loader
+// (execFunctions) was taken before the kernel replaced the address space,
+// so that its registers and stack copy are the old program's, as are the
+// maps it is read with (the exec's COMM and the new program's MMAPs come
+// later): the kernel copied the stack from the process's memory at the
+// event, which it could not do once the old stack was unmapped (its copy
+// is then empty). The stack must also unwind to the outermost frame: a
+// copy made after the replacement (only where the new stack happens to
+// lie at the old stack pointer, without address space randomization)
+// holds the new program's arguments, which form no such chain.
+func (w *worker) execStackIntact(j *job) bool {
+	if len(j.stack) == 0 {
+		return false
+	}
+	sp, ok := j.regs.Get(w.p.arch.SP())
+	if !ok {
+		return false
+	}
+	st := &w.stack
+	*st = unwinder.Stack{Addr: sp, Data: j.stack}
+	res := w.p.unw.Unwind(&w.cache, j.space.AddressSpace(), &j.regs, st, w.frames)
+	st.Data = nil
+	return res.Stop == unwinder.StopOutermost
 }
 
 func (w *worker) unwind(j *job) {
