@@ -413,10 +413,13 @@ func (o *Object) LoadSegments() []elf.ProgHeader {
 // outermost frame obviously even for constructors": named only by the
 // debug file, which must not make ustack claim less than without it) and
 // the child side of clone, where the kernel starts a thread (musl's
-// __clone, bionic's __bionic_clone; glibc's have CFI that ends the stack).
+// __clone, bionic's __bionic_clone, Go's runtime.clone; glibc's have CFI
+// that ends the stack). Each calls only where its stack begins: a frame
+// returning into one is the stack's first (unwinder.OutermostObject).
 var stackBases = map[string]bool{
 	"_start": true, "__start": true, "_dl_start_user": true,
 	"clone": true, "__clone": true, "clone3": true, "__clone3": true, "__bionic_clone": true,
+	"runtime.clone": true, "runtime.clone.abi0": true, // Go's symbol table names assembly functions with their ABI
 }
 
 // Outermost reports whether the link-time address addr lies in a function

@@ -19,6 +19,7 @@ import (
 	"github.com/go-delve/delve/pkg/proc"
 	"github.com/go-delve/delve/pkg/proc/core"
 	"github.com/google/pprof/profile"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/ustack/ustack/internal/testprog"
 )
@@ -519,4 +520,34 @@ func BenchmarkGoroutines10k(b *testing.B) {
 		b.ReportMetric(float64(n), "goroutines/op")
 		b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "goroutines/s")
 	})
+}
+
+// TestGoCoreThreadsComplete: every thread of a Go program's crash core is
+// unwound to its first frame, outermost: the main thread to
+// runtime.goexit or runtime.rt0_go's, the threads the runtime started to
+// runtime.clone, whose child side calls only the thread's function. (The
+// word above a new thread's stack, where runtime.clone's CFI finds a
+// return address, is left to chance: a Go heap address there stopped the
+// sysmon thread with no_mapping.) gdb, given the same core, ends each
+// thread at the same frame or walks on into that word.
+func TestGoCoreThreadsComplete(t *testing.T) {
+	c := crashGoProgram(t, goBuild{}, "3")
+	opts := CoreOptions{Options: Options{Kallsyms: "-", BuildIDDir: t.TempDir()}, Exe: c.exe}
+	core, err := OpenCore(c.core, opts)
+	require.NoError(t, err)
+	defer core.Close()
+	threads := 0
+	_, err = RunCore(core, opts, func(s *Sample) error {
+		threads++
+		var last string
+		for _, f := range s.Frames {
+			if !f.Kernel && !f.Inlined {
+				last = f.Symbol
+			}
+		}
+		assert.Equal(t, "outermost", s.Stop, "thread %d ends at %s: %s", s.Tid, last, s.StopErr)
+		return nil
+	})
+	require.NoError(t, err)
+	require.Greater(t, threads, 1, "the runtime's threads are in the core")
 }

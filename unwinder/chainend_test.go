@@ -105,3 +105,47 @@ func TestChainEndProvesOutermost(t *testing.T) {
 		})
 	}
 }
+
+// TestReturnIntoStackBaseEndsStack: a frame returning into a function that
+// begins a stack (Go's runtime.clone, whose child side calls the thread's
+// function) is the stack's first, whatever word its CFI finds above it: a
+// return address in no code there ends the stack outermost, not with
+// no_mapping. Returning into any other function, it is no_mapping as
+// before.
+func TestReturnIntoStackBaseEndsStack(t *testing.T) {
+	const (
+		text  = 0x400000
+		stack = 0x7ff000
+	)
+	// mstart at 0x402000 (CFA = rsp+8) returns into clone at
+	// [0x401000, 0x401100) (CFA = rsp+8), whose return address slot
+	// holds a heap address.
+	rows := []cfi.Row{x86Row(0x402000, 0x402100, 8), x86Row(0x401000, 0x401100, 8)}
+	for _, tc := range []struct {
+		name   string
+		lo, hi uint64 // the functions that begin a stack
+		stop   StopReason
+	}{
+		{"into runtime.clone", 0x401000, 0x401100, StopOutermost},
+		{"into another function", 0x405000, 0x405100, StopNoMapping},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := &entryObject{fakeObject: fakeObject{rows: rows}, lo: tc.lo, hi: tc.hi}
+			space := NewAddressSpace([]Mapping{
+				{Start: text, End: text + 0x10000, Exec: true, Object: obj, Name: "goprog"},
+				{Start: stack, End: stack + 0x1000, Name: "[stack]"},
+			})
+			sb := &stackBuilder{base: stack, data: make([]byte, 0x100)}
+			sb.put(stack, 0x401050)       // mstart's return address, into clone
+			sb.put(stack+8, 0xc000123000) // above clone's frame: a heap word
+			var regs arch.Regs
+			regs.Set(arch.AMD64_RIP, 0x402010)
+			regs.Set(arch.AMD64_RSP, stack)
+			frames := make([]Frame, 8)
+			res := New(arch.AMD64, Options{}).Unwind(&Cache{}, space, &regs, &Stack{Addr: stack, Data: sb.data}, frames)
+			if res.Frames != 2 || res.Stop != tc.stop {
+				t.Fatalf("got %d frames, stop %v (%v); want 2, %v", res.Frames, res.Stop, res.Err, tc.stop)
+			}
+		})
+	}
+}

@@ -214,6 +214,22 @@ type OutermostObject interface {
 	Outermost(addr uint64) bool
 }
 
+// baseFrame reports whether f, a frame whose caller's return address lies
+// in no code, is a return into a function that begins a stack
+// (OutermostObject): such a function calls only where the stack begins
+// (clone's child calls the thread's function, _start calls
+// __libc_start_main), so a frame returning into it is the stack's first,
+// whatever its CFI finds above it (Go's runtime.clone leaves the word
+// above the new thread's stack to chance).
+func baseFrame(space *AddressSpace, f *Frame) bool {
+	if f.Flags&FrameReturnAddress == 0 || f.Mapping < 0 || int(f.Mapping) >= len(space.maps) {
+		return false
+	}
+	m := &space.maps[f.Mapping]
+	o, ok := m.Object.(OutermostObject)
+	return ok && o.Outermost(f.PC-1-m.Bias)
+}
+
 // chainEnd ends the walk at a frame without CFI whose fallback found the end
 // of a chain (a zero frame pointer or return address) in mapping m: the
 // outermost frame when m's object says the function at lookup begins a

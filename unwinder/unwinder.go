@@ -180,6 +180,9 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 			// return into a sigreturn trampoline the maps do not show
 			// (qemu-user's page), known by the signal frame's markers.
 			if !spOK || n == 0 || !u.signalMarker(w, sp) {
+				if n > 0 && baseFrame(space, &frames[n-1]) {
+					return n, StopOutermost, nil, 0
+				}
 				return n, StopNoMapping, &NoMappingError{PC: pc, Mapped: mi >= 0}, 0
 			}
 			marked = true
