@@ -149,3 +149,80 @@ func TestReturnIntoStackBaseEndsStack(t *testing.T) {
 		})
 	}
 }
+
+// TestARM64FrameRecordAtFrameBottom: an arm64 function without CFI whose
+// frame record lies at the bottom of its 64-byte frame (stp x29, x30,
+// [sp, #-64]!; mov x29, sp) is stepped out of by its frame record, which
+// gives its caller's x29 and return address but only a lower bound of the
+// caller's SP (x29+16, 48 bytes short). Where the caller's CFI keeps a
+// frame record (x29 at CFA-32, x30 at CFA-24), its CFA is x29+32 exactly
+// and the walk goes on right; where it keeps none, a zero word found at
+// the guessed CFA is no proof of the stack's end (no_unwind_info, not
+// outermost).
+func TestARM64FrameRecordAtFrameBottom(t *testing.T) {
+	const (
+		text  = 0x400000
+		stack = 0x7ff000
+	)
+	// The caller at [0x402000, 0x402100): CFA = sp+32.
+	caller := cfi.Row{Start: 0x402000, End: 0x402100, RA: arch.ARM64_X30}
+	caller.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.ARM64_SP, Offset: 32}
+	withRecord := caller
+	withRecord.Regs[arch.ARM64_X29] = cfi.Rule{Kind: cfi.RuleOffset, Offset: -32}
+	withRecord.Regs[arch.ARM64_X30] = cfi.Rule{Kind: cfi.RuleOffset, Offset: -24}
+	noRecord := caller
+	noRecord.Regs[arch.ARM64_X30] = cfi.Rule{Kind: cfi.RuleOffset, Offset: -8}
+	// The outermost function at [0x403000, 0x403100): RA undefined.
+	top := cfi.Row{Start: 0x403000, End: 0x403100, RA: arch.ARM64_X30}
+	top.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.ARM64_SP, Offset: 16}
+	top.Regs[arch.ARM64_X30] = cfi.Rule{Kind: cfi.RuleUndefined}
+	// The crashing leaf at [0x404000, 0x404100): CFA = sp, the return
+	// address still in x30.
+	leaf := cfi.Row{Start: 0x404000, End: 0x404100, RA: arch.ARM64_X30}
+	leaf.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.ARM64_SP, Offset: 0}
+
+	// The stack: the leaf called by the callee (no CFI, at 0x401000),
+	// which has SP = stack, its record at stack (x29 = stack), 64 bytes
+	// of frame with zeroed locals; the caller's frame is [stack+64, stack+96), its record at
+	// stack+64 (x29 = stack+64), return address into top at stack+72.
+	sb := &stackBuilder{base: stack, data: make([]byte, 0x100)}
+	sb.put(stack, stack+64)    // the callee's record: the caller's x29
+	sb.put(stack+8, 0x402040)  // and the return address into the caller
+	sb.put(stack+64, 0)        // the caller's record: top's x29
+	sb.put(stack+72, 0x403020) // return address into top
+	for _, tc := range []struct {
+		name   string
+		row    cfi.Row
+		frames int
+		stop   StopReason
+	}{
+		{"caller keeps a frame record", withRecord, 4, StopOutermost},
+		{"caller keeps none", noRecord, 3, StopNoUnwindInfo},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := &fakeObject{rows: []cfi.Row{tc.row, top, leaf}}
+			space := NewAddressSpace([]Mapping{
+				{Start: text, End: text + 0x10000, Exec: true, Object: obj, Name: "a.out"},
+				{Start: stack, End: stack + 0x1000, Name: "[stack]"},
+			})
+			var regs arch.Regs
+			regs.Set(arch.ARM64_PC, 0x404010)
+			regs.Set(arch.ARM64_SP, stack)
+			regs.Set(arch.ARM64_X29, stack)
+			regs.Set(arch.ARM64_X30, 0x401014) // into the callee
+			frames := make([]Frame, 8)
+			res := New(arch.ARM64, Options{}).Unwind(&Cache{}, space, &regs, &Stack{Addr: stack, Data: sb.data}, frames)
+			if res.Frames != tc.frames || res.Stop != tc.stop {
+				t.Fatalf("got %d frames, stop %v (%v); want %d, %v", res.Frames, res.Stop, res.Err, tc.frames, tc.stop)
+			}
+			if f := frames[2]; f.PC != 0x402040 || f.Method != MethodFramePointer {
+				t.Errorf("frame 2 = %+v; want the caller by frame pointer", f)
+			}
+			if tc.frames == 4 {
+				if f := frames[3]; f.PC != 0x403020 || f.SP != stack+96 || frames[2].CFA != stack+96 {
+					t.Errorf("frame 3 = %+v, frame 2's CFA %#x; want top at sp %#x", f, frames[2].CFA, stack+96)
+				}
+			}
+		})
+	}
+}

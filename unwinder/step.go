@@ -31,6 +31,12 @@ type stepResult struct {
 	signal         bool   // the frame was a signal trampoline
 	raFromRegister bool   // the return address came from a register, not memory
 	restored       bool   // a register kept its value: its save slot was below SP
+	// spGuess: the frame's SP came from an arm64 frame record (its
+	// callee had no CFI), a lower bound only; set by the unwind loop.
+	// cfaGuess: so did the CFA the row found, for want of a frame
+	// record of its own (applyRow): a zero return address read there
+	// proves nothing.
+	spGuess, cfaGuess bool
 
 	// Set by slowStep: where the caller's registers are, and its PC and SP.
 	out        *arch.Regs
@@ -61,7 +67,7 @@ func (u *Unwinder) slowStep(c *Cache, m *Mapping, e *cacheEntry, cur, next *arch
 		st.setStop(fastStop)
 		return
 	}
-	if e.flags&fastOK != 0 && e.arch == a {
+	if e.flags&fastOK != 0 && e.arch == a && !st.spGuess {
 		// A compact row the loop leaves here: a signal trampoline's,
 		// whose PC is exact (look the row up again at the PC itself),
 		// or one whose CFA is loaded from memory.
@@ -194,6 +200,9 @@ func (u *Unwinder) applyRow(c *Cache, e *rowEntry, cur, next *arch.Regs, st *ste
 			return
 		}
 		cfa = v + uint64(row.CFA.Offset)
+		if st.spGuess && int(row.CFA.Reg) == a.SP() {
+			cfa, st.cfaGuess = recordCFA(row, cur, cfa)
+		}
 	case cfi.RuleCFAExpression:
 		v, ok := u.eval(c, row.Expr(row.CFA), cur, 0, false, st)
 		if !ok {
@@ -347,4 +356,26 @@ func (u *Unwinder) eval(c *Cache, expr []byte, cur *arch.Regs, cfa uint64, pushC
 		return 0, false
 	}
 	return v, true
+}
+
+// recordCFA returns the CFA of an arm64 frame whose SP is only a lower
+// bound: its callee had no CFI, and the callee's frame record, which gave
+// the SP, lies at the bottom of the callee's frame (stp x29, x30, [sp,
+// #-N]!; mov x29, sp), N-16 bytes below the SP at the call. Where the row
+// saves x29 and x30 as a frame record at CFA+k (x29 at CFA+k, x30 at
+// CFA+k+8), x29, which the callee's record restored, points at that
+// record (AAPCS64), so the CFA is x29-k exactly. Otherwise it keeps the
+// SP-based CFA, guess, and says so (gdb reads the callee's prologue
+// instead).
+func recordCFA(row *cfi.Row, cur *arch.Regs, guess uint64) (cfa uint64, guessed bool) {
+	r29, r30 := row.Regs[arch.ARM64_X29], row.Regs[arch.ARM64_X30]
+	x29, ok := cur.Get(arch.ARM64_X29)
+	if !ok || r29.Kind != cfi.RuleOffset || r30.Kind != cfi.RuleOffset || r30.Offset != r29.Offset+8 {
+		return guess, true
+	}
+	cfa = x29 - uint64(r29.Offset)
+	if cfa < guess {
+		return guess, true // below the lower bound: x29 is not this frame's record
+	}
+	return cfa, false
 }

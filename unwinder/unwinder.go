@@ -62,6 +62,7 @@ var (
 	errNoObject          = errors.New("unwinder: the mapping has no object file (not found, or anonymous memory) to say how to unwind it")
 	errZeroFramePointer  = errors.New("unwinder: no CFI, and a zero frame pointer in a function not known to begin a stack")
 	errZeroReturnAddress = errors.New("unwinder: no CFI, and a zero return address in a function not known to begin a stack")
+	errCFAGuess          = errors.New("unwinder: the caller of a frame without CFI (arm64) keeps no frame record in its CFI, so its frame's position is unknown: a zero return address read there proves nothing")
 )
 
 // Unwind walks the stack described by regs and mem in the process space,
@@ -137,12 +138,15 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 	// rather than through cur.
 	pc, sp := st.pc, st.sp
 	walked := true
+	// spGuess: the frame's SP came from an arm64 frame record, a lower
+	// bound (recordCFA); such a frame takes the general step.
+	spGuess := false
 	// walkSimple's state, set field by field: a composite literal was
 	// built aside and copied whole, a store-forwarding stall at every
 	// return to the fast path (6% of the X86Signal benchmark).
 	var ws walkState
 	for {
-		if pcOK && spOK && !walked {
+		if pcOK && spOK && !walked && !spGuess {
 			// The common frames, in a loop of their own.
 			ws.pc, ws.sp, ws.n, ws.method, ws.flags = pc, sp, n, method, flags
 			if n, done := u.walkSimple(c, space, cur, w, frames, pacMask, &ws); done {
@@ -270,7 +274,7 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 			}
 		}
 		stop := stopGeneral
-		if e.flags&(fastOK|fastSignal|fastCFADeref) == fastOK && e.arch == a {
+		if e.flags&(fastOK|fastSignal|fastCFADeref) == fastOK && e.arch == a && !spGuess {
 			// The common case: the row has a compact form (CFA =
 			// register + offset and plain rules, or compiled
 			// expressions) and is no signal frame's.
@@ -305,7 +309,7 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 				continue
 			}
 		}
-		if stop == stopGeneral && e.flags&(fastOK|fastSignal) == fastOK|fastSignal && e.arch == a &&
+		if stop == stopGeneral && e.flags&(fastOK|fastSignal) == fastOK|fastSignal && e.arch == a && !spGuess &&
 			(lookup == pc || e.flags&fastSignalNext != 0) {
 			// A signal trampoline's compact row (glibc's __restore_rt),
 			// found at the PC itself or valid there: what slowStep does
@@ -317,8 +321,10 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 				newPCOK, newSPOK, raFromRegister, restored = compactApplied(e, w, known, pcReg, spReg)
 			}
 		}
+		cfaGuess := false
 		if stop != stopNone {
 			var st stepResult
+			st.spGuess = spGuess
 			u.slowStep(c, m, e, cur, next, w, lookup, pc, n == 1, pacMask, stop, &st)
 			if st.stop != stopNone {
 				if st.stop == StopTruncated {
@@ -328,7 +334,9 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 			}
 			out, cfa, stepMethod, signal, raFromRegister, restored = st.out, st.cfa, st.method, st.signal, st.raFromRegister, st.restored
 			newPC, newSP, newPCOK, newSPOK = st.pc, st.sp, st.pcOK, st.spOK
+			cfaGuess = st.cfaGuess
 		}
+		spGuess = false
 		fr.CFA = cfa
 		if marked && !signal {
 			// Let in only as a trampoline the signal frame's markers
@@ -352,6 +360,11 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 				var st stepResult
 				chainEnd(m, lookup, &st, errZeroReturnAddress)
 				return n, st.stop, st.err, 0
+			}
+			if newPCOK && cfaGuess {
+				// Read at a CFA that is only a guess: zero is
+				// whatever lay there, not the end.
+				return n, StopNoUnwindInfo, errCFAGuess, 0
 			}
 			return n, StopOutermost, nil, 0
 		}
@@ -391,6 +404,7 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 		}
 		pc, sp, spOK = newPC, newSP, true
 		method = stepMethod
+		spGuess = stepMethod == MethodFramePointer && a == arch.ARM64
 		if signal {
 			flags = 0 // the interrupted PC is exact
 		} else {
