@@ -2,6 +2,7 @@ package unwinder
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/ustack/ustack/arch"
 	"github.com/ustack/ustack/cfi"
@@ -298,7 +299,7 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 					w.restored = 0
 				}
 				if !callerSane(newSP, sp, newPC, pc, raFromReg, prevSameSP) {
-					return n, StopLoop, nil, 0
+					return n, StopLoop, loopError(pc, sp, newPC, newSP), 0
 				}
 				prevSameSP = newSP == sp
 				pc, sp, spOK = newPC, newSP, true
@@ -377,15 +378,15 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 		switch {
 		case signal:
 			if signalFrames > 0 && newSP == lastSignalSP {
-				return n, StopLoop, nil, 0
+				return n, StopLoop, fmt.Errorf("unwinder: a signal frame at pc %#x restores the SP %#x of the signal frame before it", pc, newSP), 0
 			}
 			signalFrames++
 			lastSignalSP = newSP
 			if signalFrames > 64 {
-				return n, StopLoop, nil, 0
+				return n, StopLoop, fmt.Errorf("unwinder: more than 64 signal frames (the last at pc %#x)", pc), 0
 			}
 		case !callerSane(newSP, sp, newPC, pc, raFromRegister, prevSameSP):
-			return n, StopLoop, nil, 0
+			return n, StopLoop, loopError(pc, sp, newPC, newSP), 0
 		}
 
 		// The return address must point into executable code (the
@@ -414,6 +415,15 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 			flags |= FrameRestoredRegister
 		}
 	}
+}
+
+// loopError says where the stack did not move: the frame at pc with SP
+// sp, whose caller (at newPC) would have SP newSP.
+func loopError(pc, sp, newPC, newSP uint64) error {
+	if newSP == sp {
+		return fmt.Errorf("unwinder: the frame at pc %#x and its caller at %#x have the same SP %#x", pc, newPC, sp)
+	}
+	return fmt.Errorf("unwinder: the caller (pc %#x) of the frame at pc %#x has SP %#x, below the frame's %#x: the stack grows down", newPC, pc, newSP, sp)
 }
 
 // callerSane reports whether a caller's SP and PC, recovered from a frame

@@ -2,6 +2,7 @@ package unwinder
 
 import (
 	"encoding/binary"
+	"strings"
 	"testing"
 
 	"github.com/ustack/ustack/arch"
@@ -142,8 +143,8 @@ func TestUnwindLoopIsStopped(t *testing.T) {
 	regs.Set(arch.AMD64_RSP, stack)
 	frames := make([]Frame, 64)
 	res := New(arch.AMD64, Options{}).Unwind(&Cache{}, space, &regs, &Stack{Addr: stack, Data: sb.data}, frames)
-	if res.Stop != StopLoop || res.Frames != 1 {
-		t.Fatalf("got %d frames, stop %v; want 1, loop", res.Frames, res.Stop)
+	if res.Stop != StopLoop || res.Frames != 1 || res.Err == nil || !strings.Contains(res.Err.Error(), "same SP") {
+		t.Fatalf("got %d frames, stop %v (%v); want 1, loop, saying where", res.Frames, res.Stop, res.Err)
 	}
 }
 
