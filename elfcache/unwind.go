@@ -449,6 +449,14 @@ func (o *Object) Outermost(addr uint64) bool {
 	return ok && entry-eoff == addr-off
 }
 
+// FunctionStart returns the link-time address of the first instruction of
+// the function holding link-time address addr, by the symbol table. It
+// implements unwinder.FunctionObject.
+func (o *Object) FunctionStart(addr uint64) (uint64, bool) {
+	_, off, ok := o.Symbolize(addr)
+	return addr - off, ok
+}
+
 // entryCodeWindow bounds how far past an unnamed entry point a return
 // address may lie and still be the entry code's: its first call comes
 // within a few instructions (7 bytes into ld.so's _start on x86_64, 8 on

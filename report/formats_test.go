@@ -74,7 +74,7 @@ func TestOutputFormats(t *testing.T) {
 	var jsamples []jsample
 	sc := bufio.NewScanner(bytes.NewReader(js))
 	sc.Buffer(nil, 1<<24)
-	hows := map[string]bool{"kernel": true, "context": true, "cfi": true, "fp": true, "lr": true, "signal": true, "signal_marker": true, "bad_call": true, "tailcall": true}
+	hows := map[string]bool{"kernel": true, "context": true, "cfi": true, "fp": true, "lr": true, "signal": true, "signal_marker": true, "bad_call": true, "frameless": true, "tailcall": true}
 	for sc.Scan() {
 		var s jsample
 		if err := json.Unmarshal(sc.Bytes(), &s); err != nil {

@@ -76,6 +76,7 @@ const (
 	HowSignal       How = "signal"        // unwinder.MethodSignal
 	HowSignalMarker How = "signal_marker" // unwinder.MethodSignalMarker
 	HowBadCall      How = "bad_call"      // unwinder.MethodBadCall
+	HowFrameless    How = "frameless"     // unwinder.MethodFrameless
 	// HowCallchain: a user address of the kernel's call chain, in a
 	// recording without a stack copy.
 	HowCallchain How = "callchain"

@@ -49,7 +49,7 @@ func (u *Unwinder) badCall(space *AddressSpace, cur *arch.Regs, w *window, pc, s
 	if m.Object.ReadCode(ra-m.Bias-8, code[:]) != len(code) {
 		return 0, 0, false
 	}
-	if u.arch == arch.AMD64 && !amd64CallsTo(code, ra, pc, cur) || u.arch == arch.ARM64 && !arm64CallsTo(code, ra, pc, cur, pacMask) {
+	if u.arch == arch.AMD64 && !amd64CallsTo(code, ra, pc, cur, true) || u.arch == arch.ARM64 && !arm64CallsTo(code, ra, pc, cur, pacMask) {
 		return 0, 0, false
 	}
 	return ra, callerSP, true
@@ -59,8 +59,9 @@ func (u *Unwinder) badCall(space *AddressSpace, cur *arch.Regs, w *window, pc, s
 // with a call that may have gone to pc: call rel32 (e8) to pc itself, or an
 // indirect call (ff /2) whose ModRM, SIB and displacement end exactly at
 // ra; through a register, that register must hold pc (with or without a
-// REX.B prefix before the opcode: either reading will do).
-func amd64CallsTo(code [8]byte, ra, pc uint64, regs *arch.Regs) bool {
+// REX.B prefix before the opcode: either reading will do); through memory
+// (whose target it cannot check) only where viaMemory.
+func amd64CallsTo(code [8]byte, ra, pc uint64, regs *arch.Regs, viaMemory bool) bool {
 	if code[3] == 0xe8 && ra+uint64(int64(int32(binary.LittleEndian.Uint32(code[4:])))) == pc {
 		return true
 	}
@@ -76,7 +77,10 @@ func amd64CallsTo(code [8]byte, ra, pc uint64, regs *arch.Regs) bool {
 			continue
 		}
 		if modrm>>6 != 3 {
-			return true // through memory: its target is not in the registers
+			if viaMemory {
+				return true // its target is not in the registers
+			}
+			continue
 		}
 		hw := int(modrm & 7)
 		if regHolds(regs, amd64HWReg[hw], pc) || code[k-1]&0xf1 == 0x41 && regHolds(regs, amd64HWReg[hw+8], pc) {
@@ -151,4 +155,50 @@ func arm64CallsTo(code [8]byte, ra, pc uint64, regs *arch.Regs, pacMask uint64) 
 		return ok && x&^pacMask == pc
 	}
 	return false
+}
+
+// FunctionObject is implemented by an Object that knows where the function
+// holding an address begins (by its symbol table).
+type FunctionObject interface {
+	Object
+	// FunctionStart returns the link-time address of the first
+	// instruction of the function holding link-time address addr.
+	FunctionStart(addr uint64) (uint64, bool)
+}
+
+// framelessReturn steps out of an x86_64 frame without CFI that has pushed
+// nothing (a leaf, or glibc's clone3 and clone from their system call on,
+// whose CFI ends before it on purpose): its return address is still the
+// word at its SP. It takes that word only where it returns into the same
+// mapping and the instruction before it is a call to the first instruction
+// of the function holding the frame (a direct call, or one through a
+// register that still holds that address), as gdb finds a frameless
+// function's return address by its prologue.
+func (u *Unwinder) framelessReturn(c *Cache, m *Mapping, lookup uint64, cur, next *arch.Regs, st *stepResult) bool {
+	fo, ok := m.Object.(FunctionObject)
+	if !ok {
+		return false
+	}
+	start, ok := fo.FunctionStart(lookup - m.Bias)
+	if !ok {
+		return false
+	}
+	sp, ok := cur.Get(arch.AMD64_RSP)
+	if !ok {
+		return false
+	}
+	ra, ms := c.win.read8(sp)
+	if ms != MemOK || ra < m.Start+8 || ra >= m.End {
+		return false
+	}
+	var code [8]byte
+	if m.Object.ReadCode(ra-m.Bias-8, code[:]) != len(code) || !amd64CallsTo(code, ra, start+m.Bias, cur, false) {
+		return false
+	}
+	*next = *cur
+	next.Set(arch.AMD64_RIP, ra)
+	next.Set(arch.AMD64_RSP, sp+8)
+	st.cfa = sp + 8
+	st.method = MethodFrameless
+	return true
 }

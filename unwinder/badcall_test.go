@@ -170,3 +170,89 @@ func badCallStop(t *testing.T, res Result, found bool) bool {
 	}
 	return true
 }
+
+// funcObject is a fakeObject whose functions begin at the given addresses.
+type funcObject struct {
+	fakeObject
+	starts []uint64 // sorted
+}
+
+func (o *funcObject) FunctionStart(addr uint64) (uint64, bool) {
+	for i := len(o.starts) - 1; i >= 0; i-- {
+		if o.starts[i] <= addr {
+			return o.starts[i], true
+		}
+	}
+	return 0, false
+}
+
+// TestFramelessReturn: an x86_64 frame without CFI that pushed nothing
+// (glibc's clone3 after its system call, a leaf of hand-written
+// assembly) still has its return address at its SP; it is taken (how
+// frameless) where the instruction before it calls that function's first
+// instruction, directly or through a register still holding it. A word
+// there after any other instruction, or a call to elsewhere, leaves the
+// frame to the frame-pointer fallback as before.
+func TestFramelessReturn(t *testing.T) {
+	const (
+		text  = 0x400000
+		stack = 0x7ff000
+		fn    = 0x401000 // the frameless function, no CFI
+		ra    = 0x402040 // in the caller, whose CFI is outermost
+	)
+	caller := x86Row(0x402000, 0x402100, 16)
+	caller.Regs[arch.AMD64_RIP] = cfi.Rule{Kind: cfi.RuleUndefined}
+	rel := func(target uint64) []byte {
+		b := []byte{0xe8, 0, 0, 0, 0}
+		binary.LittleEndian.PutUint32(b[1:], uint32(int32(int64(target)-ra)))
+		return b
+	}
+	for _, tc := range []struct {
+		name  string
+		insn  []byte
+		rax   uint64
+		found bool
+	}{
+		{"call fn", rel(fn), 0, true},
+		{"call *%rax, rax fn", []byte{0xff, 0xd0}, fn, true},
+		{"call elsewhere", rel(0x401800), 0, false},
+		{"call *%rax, rax elsewhere", []byte{0xff, 0xd0}, 0x401800, false},
+		{"call *0x10(%rbx), unverifiable", []byte{0xff, 0x53, 0x10}, 0, false},
+		{"no call", []byte{0x90, 0x90}, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := make([]byte, 16)
+			for i := range before {
+				before[i] = 0x90
+			}
+			copy(before[16-len(tc.insn):], tc.insn)
+			obj := &funcObject{fakeObject: fakeObject{rows: []cfi.Row{caller}, code: map[uint64][]byte{ra - 16: before}},
+				starts: []uint64{fn, 0x401800, 0x402000}}
+			space := NewAddressSpace([]Mapping{
+				{Start: text, End: text + 0x10000, Exec: true, Object: obj, Name: "a.out"},
+				{Start: stack, End: stack + 0x1000, Name: "[stack]"},
+			})
+			sb := &stackBuilder{base: stack, data: make([]byte, 0x100)}
+			sb.put(stack, ra)
+			var regs arch.Regs
+			regs.Set(arch.AMD64_RIP, fn+0x19)
+			regs.Set(arch.AMD64_RSP, stack)
+			regs.Set(arch.AMD64_RBP, 0x1234) // no frame pointer
+			regs.Set(arch.AMD64_RAX, tc.rax)
+			frames := make([]Frame, 8)
+			res := New(arch.AMD64, Options{}).Unwind(&Cache{}, space, &regs, &Stack{Addr: stack, Data: sb.data}, frames)
+			if !tc.found {
+				if res.Stop != StopNoUnwindInfo || res.Frames != 1 {
+					t.Fatalf("got %d frames, stop %v (%v); want 1, no_unwind_info", res.Frames, res.Stop, res.Err)
+				}
+				return
+			}
+			if res.Stop != StopOutermost || res.Frames != 2 {
+				t.Fatalf("got %d frames, stop %v (%v); want 2, outermost", res.Frames, res.Stop, res.Err)
+			}
+			if f := frames[1]; f.PC != ra || f.SP != stack+8 || f.Method != MethodFrameless {
+				t.Errorf("frame 1 = %+v; want pc %#x sp %#x by frameless", f, ra, stack+8)
+			}
+		})
+	}
+}

@@ -32,12 +32,18 @@ const (
 	// call that may have gone there. Every other register is the frame
 	// below's (arm64's x30 is unknown).
 	MethodBadCall
+	// MethodFrameless: the frame below had no CFI and had pushed nothing
+	// (x86_64): its return address was the word at its SP, where the call
+	// into its function left it, taken only where the instruction before
+	// it is a call to that function's first instruction (a direct call,
+	// or one through a register that still holds it).
+	MethodFrameless
 )
 
-var methodNames = [...]string{"context", "cfi", "fp", "lr", "signal", "signal_marker", "bad_call"}
+var methodNames = [...]string{"context", "cfi", "fp", "lr", "signal", "signal_marker", "bad_call", "frameless"}
 
 // String returns the short name used in reports: context, cfi, fp, lr,
-// signal, signal_marker, bad_call.
+// signal, signal_marker, bad_call, frameless.
 func (m Method) String() string {
 	if int(m) < len(methodNames) {
 		return methodNames[m]

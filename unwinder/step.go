@@ -182,6 +182,9 @@ func (u *Unwinder) step(c *Cache, m *Mapping, cur, next *arch.Regs, lookup, pc u
 		u.linkRegister(cur, next, st)
 		return
 	}
+	if u.arch == arch.AMD64 && u.framelessReturn(c, m, lookup, cur, next, st) {
+		return
+	}
 	u.framePointer(c, m, lookup, cur, next, st)
 }
 

@@ -96,8 +96,8 @@ func TestReportNoSamples(t *testing.T) {
 }
 
 // TestReportSamplesWithoutUserData checks the warning for samples of an
-// event recorded for a DWARF unwind that carry no user registers or stack
-// although taken in user mode.
+// event recorded for a DWARF unwind that carry no user registers or no
+// stack copy although taken in user mode.
 func TestReportSamplesWithoutUserData(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "noregs.data")
 	var samples []*perfdata.Sample
@@ -110,11 +110,12 @@ func TestReportSamplesWithoutUserData(t *testing.T) {
 	writeRecording(t, path, samples)
 	rc, _, errs := runReport(path)
 	require.Equal(t, exitOK, rc, errs)
-	require.Contains(t, errs, path+": 3 of 3 samples were recorded for a DWARF unwind but carry no user registers or stack")
+	require.Contains(t, errs, path+": 3 of 3 samples were recorded for a DWARF unwind but carry no user registers or no stack copy")
 
 	// dwarf.data's samples all carry theirs: no such warning.
 	_, _, errs = runReport(dwarfData)
 	require.NotContains(t, errs, "carry no user registers")
+	require.NotContains(t, errs, "no stack copy")
 }
 
 // TestReportUnknownFormat checks that inputs that are not perf.data files

@@ -449,7 +449,7 @@ func checkInput(input string, sum *report.Summary, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ustack report: warning: %s: no sample matched the filters (%d samples dropped)\n", input, sum.Filtered)
 	}
 	if sum.NoUserData > 0 {
-		fmt.Fprintf(stderr, "ustack report: warning: %s: %d of %d samples were recorded for a DWARF unwind but carry no user registers or stack; their user frames are missing\n",
+		fmt.Fprintf(stderr, "ustack report: warning: %s: %d of %d samples were recorded for a DWARF unwind but carry no user registers or no stack copy (the kernel could copy none); their user frames past the sampled instruction are missing\n",
 			input, sum.NoUserData, sum.Samples)
 	}
 	dwarf := false
