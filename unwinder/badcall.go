@@ -11,11 +11,11 @@ import (
 // lies in no code, and no CFI says how to unwind from there. The call has
 // only just happened, so every register still holds the caller's value at
 // the call but the two the call changed: x86_64's pushed the return
-// address (at the SP), arm64's put it in x30. gdb takes that return
-// address without looking; badCall takes it only where the instruction
-// before it is a call, to the very address the thread stopped at wherever
-// the call names it (a direct call's displacement, or the register of an
-// indirect call through a register that still holds its target).
+// address (at the SP), arm64's put it in x30. A tail call's jump to a bad
+// address leaves there the return address of the function that jumped
+// (whose frame is gone, as a tail call's). gdb takes that return address
+// without looking; badCall takes it only where the instruction before it
+// is a call.
 
 // badCall recovers the caller of a frame whose exact PC (the first frame's,
 // or one a signal interrupted) lies in no code, or fails. It returns the
@@ -49,20 +49,20 @@ func (u *Unwinder) badCall(space *AddressSpace, cur *arch.Regs, w *window, pc, s
 	if m.Object.ReadCode(ra-m.Bias-8, code[:]) != len(code) {
 		return 0, 0, false
 	}
-	if u.arch == arch.AMD64 && !amd64CallsTo(code, ra, pc, cur, true) || u.arch == arch.ARM64 && !arm64CallsTo(code, ra, pc, cur, pacMask) {
+	if u.arch == arch.AMD64 && !amd64CallsTo(code, ra, 0, nil) || u.arch == arch.ARM64 && !arm64Call(binary.LittleEndian.Uint32(code[4:])) {
 		return 0, 0, false
 	}
 	return ra, callerSP, true
 }
 
 // amd64CallsTo reports whether the 8 bytes before return address ra end
-// with a call that may have gone to pc: call rel32 (e8) to pc itself, or an
-// indirect call (ff /2) whose ModRM, SIB and displacement end exactly at
-// ra; through a register, that register must hold pc (with or without a
-// REX.B prefix before the opcode: either reading will do); through memory
-// (whose target it cannot check) only where viaMemory.
-func amd64CallsTo(code [8]byte, ra, pc uint64, regs *arch.Regs, viaMemory bool) bool {
-	if code[3] == 0xe8 && ra+uint64(int64(int32(binary.LittleEndian.Uint32(code[4:])))) == pc {
+// with a call: call rel32 (e8), or an indirect call (ff /2) whose ModRM,
+// SIB and displacement end exactly at ra. With regs, only a call that went
+// to target: call rel32 to it, or through a register that holds it (with
+// or without a REX.B prefix before the opcode: either reading will do);
+// through memory its target cannot be checked, and it does not count.
+func amd64CallsTo(code [8]byte, ra, target uint64, regs *arch.Regs) bool {
+	if code[3] == 0xe8 && (regs == nil || ra+uint64(int64(int32(binary.LittleEndian.Uint32(code[4:])))) == target) {
 		return true
 	}
 	// The opcode's offset k in code for each length 8-k of ModRM and
@@ -76,14 +76,14 @@ func amd64CallsTo(code [8]byte, ra, pc uint64, regs *arch.Regs, viaMemory bool) 
 		if modrm>>3&7 != 2 || modrmLen(modrm, code[min(k+2, 7)]) != 7-k {
 			continue
 		}
+		if regs == nil {
+			return true
+		}
 		if modrm>>6 != 3 {
-			if viaMemory {
-				return true // its target is not in the registers
-			}
-			continue
+			continue // through memory
 		}
 		hw := int(modrm & 7)
-		if regHolds(regs, amd64HWReg[hw], pc) || code[k-1]&0xf1 == 0x41 && regHolds(regs, amd64HWReg[hw+8], pc) {
+		if regHolds(regs, amd64HWReg[hw], target) || code[k-1]&0xf1 == 0x41 && regHolds(regs, amd64HWReg[hw+8], target) {
 			return true
 		}
 	}
@@ -133,28 +133,13 @@ func regHolds(regs *arch.Regs, n int, v uint64) bool {
 	return ok && x == v
 }
 
-// arm64CallsTo reports whether the instruction before return address ra
-// (the last 4 of code) is a call that may have gone to pc: bl to pc
-// itself, or blr (blraa, blrab, blraaz, blrabz) through a register that
-// holds pc, PAC bits aside (x30 itself, which the call overwrote, vouches
-// for nothing).
-func arm64CallsTo(code [8]byte, ra, pc uint64, regs *arch.Regs, pacMask uint64) bool {
-	insn := binary.LittleEndian.Uint32(code[4:])
-	if insn&0xfc000000 == 0x94000000 { // bl imm26
-		off := int64(int32(insn<<6)) >> 4 // imm26 * 4, sign-extended
-		return ra-4+uint64(off) == pc
-	}
-	if insn&0xfffffc1f == 0xd63f0000 || // blr xn
+// arm64Call reports whether insn is a call: bl, blr, blraa, blrab,
+// blraaz or blrabz.
+func arm64Call(insn uint32) bool {
+	return insn&0xfc000000 == 0x94000000 || // bl imm26
+		insn&0xfffffc1f == 0xd63f0000 || // blr xn
 		insn&0xfffff800 == 0xd73f0800 || // blraa, blrab xn, xm
-		insn&0xfffff81f == 0xd63f081f { // blraaz, blrabz xn
-		rn := int(insn >> 5 & 31)
-		if rn == 30 {
-			return false
-		}
-		x, ok := regs.Get(arch.ARM64_X0 + rn)
-		return ok && x&^pacMask == pc
-	}
-	return false
+		insn&0xfffff81f == 0xd63f081f // blraaz, blrabz xn
 }
 
 // FunctionObject is implemented by an Object that knows where the function
@@ -192,7 +177,7 @@ func (u *Unwinder) framelessReturn(c *Cache, m *Mapping, lookup uint64, cur, nex
 		return false
 	}
 	var code [8]byte
-	if m.Object.ReadCode(ra-m.Bias-8, code[:]) != len(code) || !amd64CallsTo(code, ra, start+m.Bias, cur, false) {
+	if m.Object.ReadCode(ra-m.Bias-8, code[:]) != len(code) || !amd64CallsTo(code, ra, start+m.Bias, cur) {
 		return false
 	}
 	*next = *cur

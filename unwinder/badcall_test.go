@@ -9,10 +9,11 @@ import (
 )
 
 // TestBadCallX86: a thread stopped at an address that is no code (0, or
-// the heap) right after a call: its caller is found from the return
-// address the call pushed, where the instruction before it is a call that
-// may have gone there, and the walk goes on by CFI to the outermost frame.
-// Anything else stops with no_mapping, as before.
+// the heap) right after a call, or a tail call's jump: its caller is found
+// from the return address the call pushed, where the instruction before
+// it is a call, and the walk goes on by CFI to the outermost frame. A word
+// at the SP after any other instruction stops it with no_mapping, as
+// before.
 func TestBadCallX86(t *testing.T) {
 	const (
 		text  = 0x400000
@@ -51,12 +52,14 @@ func TestBadCallX86(t *testing.T) {
 		{"call *0x8(%rax,%rbx,8)", 0, []byte{0xff, 0x54, 0xd8, 0x08}, nil, true},
 		{"call *0x12345(%rip)", 0, []byte{0xff, 0x15, 0x45, 0x23, 0x01, 0x00}, nil, true},
 		{"call rel32 to the pc", 0x1000, rel(0x1000), nil, true},
-		// Not a call to where the thread is: the return address is
-		// not the one a call to it left.
-		{"call *%rax, rax elsewhere", 0, []byte{0xff, 0xd0}, map[int]uint64{arch.AMD64_RAX: 0x401000}, false},
-		{"call *%rax, rax unknown", 0, []byte{0xff, 0xd0}, nil, false},
-		{"call rel32 elsewhere", 0, rel(0x401000), nil, false},
+		// A call elsewhere whose callee then jumped to the PC (a tail
+		// call through a bad pointer): the return address is the
+		// callee's, whose frame is gone.
+		{"call rel32 elsewhere, then a jump", 0, rel(0x401000), nil, true},
+		{"call *%rax, rax elsewhere", 0, []byte{0xff, 0xd0}, map[int]uint64{arch.AMD64_RAX: 0x401000}, true},
+		// No call before the word at the SP: no return address.
 		{"jmp *%rax (ff /4)", 0, []byte{0xff, 0xe0}, map[int]uint64{arch.AMD64_RAX: 0}, false},
+		{"push *%rax (ff /6)", 0, []byte{0xff, 0xf0}, nil, false},
 		{"no call", 0, []byte{0x90, 0x90}, nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -90,8 +93,8 @@ func TestBadCallX86(t *testing.T) {
 }
 
 // TestBadCallARM64: on arm64 the call left the return address in x30
-// (blr, blraa..., or bl to the PC itself); the SP is the caller's, and
-// x30 is unknown in the caller.
+// (bl, blr, blraa...: to the PC, or to a function that branched there);
+// the SP is the caller's, and x30 is unknown in the caller.
 func TestBadCallARM64(t *testing.T) {
 	const (
 		text  = 0x400000
@@ -124,10 +127,12 @@ func TestBadCallARM64(t *testing.T) {
 		{"blraaz x8, x8 0", 0, 0xd63f081f | 8<<5, 0, true},
 		{"blrab x8, x9", 0, 0xd73f0c00 | 8<<5 | 9, 0, true},
 		{"bl to the pc", 0x10000, bl(0x10000), 1, true},
-		{"blr x8, x8 elsewhere", 0, 0xd63f0000 | 8<<5, 0x401000, false},
-		{"blr x30", 0, 0xd63f0000 | 30<<5, 0, false},
-		{"bl elsewhere", 0, bl(0x401000), 0, false},
+		// A call elsewhere whose callee then branched to the PC (br
+		// x1 to NULL: a tail call).
+		{"bl elsewhere, then br", 0, bl(0x401000), 0, true},
+		{"blr x8, x8 elsewhere", 0, 0xd63f0000 | 8<<5, 0x401000, true},
 		{"br x8 (no call)", 0, 0xd61f0000 | 8<<5, 0, false},
+		{"ret (no call)", 0, 0xd65f03c0, 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			insns := make([]byte, 16)

@@ -26,10 +26,10 @@ const (
 	// capture.
 	MethodSignalMarker
 	// MethodBadCall: the frame below's exact PC lay in no code (a call
-	// through a bad function pointer, such as NULL), and this frame's
-	// return address is the one that call left (x86_64: at the SP;
-	// arm64: in x30), taken only where the instruction before it is a
-	// call that may have gone there. Every other register is the frame
+	// or a tail call's jump through a bad function pointer, such as
+	// NULL), and this frame's return address is the one the call left
+	// (x86_64: at the SP; arm64: in x30), taken only where the
+	// instruction before it is a call. Every other register is the frame
 	// below's (arm64's x30 is unknown).
 	MethodBadCall
 	// MethodFrameless: the frame below had no CFI and had pushed nothing
