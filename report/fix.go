@@ -77,9 +77,16 @@ func (s *Summary) MissingFix() string {
 		if !s.core {
 			root = "a copy of the recording machine's root"
 		}
-		if f.symFS != "" {
+		switch under := underSymFS(others, f.symFS); {
+		case under != "":
+			// The recorded paths are the root's, and one already
+			// lies in the symfs: qemu-user records the files of its
+			// -L sysroot by their host paths.
+			ways = append(ways, "their recorded paths ("+under+") are already under --symfs "+f.symFS+
+				", which looks for them at "+filepath.Join(f.symFS, under)+": without --symfs they are read at their recorded paths")
+		case f.symFS != "":
 			ways = append(ways, "--symfs "+f.symFS+" finds them when copied there at their recorded paths")
-		} else {
+		default:
 			ways = append(ways, "--symfs DIR finds them under DIR, "+root+", holding DIR"+others[0])
 		}
 	}
@@ -98,6 +105,20 @@ func (s *Summary) MissingFix() string {
 		return ""
 	}
 	return "to use them: " + strings.Join(ways, "; ")
+}
+
+// underSymFS returns the first of paths that lies under symFS, or "".
+func underSymFS(paths []string, symFS string) string {
+	dir := strings.TrimSuffix(symFS, "/")
+	if dir == "" {
+		return ""
+	}
+	for _, p := range paths {
+		if strings.HasPrefix(p, dir+"/") {
+			return p
+		}
+	}
+	return ""
 }
 
 // recordedByUstack reports whether ustack record made the recording (its

@@ -76,6 +76,24 @@ func TestMissingFix(t *testing.T) {
 	}
 }
 
+// TestMissingFixPathsUnderSymFS: a qemu-user core records its sysroot's
+// libraries by their host paths (/usr/aarch64-linux-gnu/lib/libc.so.6);
+// given that sysroot as --symfs, ustack looks for them under it twice
+// over. The fix says so, rather than to copy them there.
+func TestMissingFixPathsUnderSymFS(t *testing.T) {
+	s := &Summary{core: true, Missing: map[string]string{"/usr/aarch64-linux-gnu/lib/libc.so.6": "not found under /usr/aarch64-linux-gnu"},
+		fix: missingFix{symFS: "/usr/aarch64-linux-gnu"}}
+	want := "to use them: their recorded paths (/usr/aarch64-linux-gnu/lib/libc.so.6) are already under --symfs /usr/aarch64-linux-gnu, " +
+		"which looks for them at /usr/aarch64-linux-gnu/usr/aarch64-linux-gnu/lib/libc.so.6: without --symfs they are read at their recorded paths"
+	if got := s.MissingFix(); got != want {
+		t.Errorf("\n got %q\nwant %q", got, want)
+	}
+	s.fix.symFS = "/srv/root"
+	if got, want := s.MissingFix(), "to use them: --symfs /srv/root finds them when copied there at their recorded paths"; got != want {
+		t.Errorf("\n got %q\nwant %q", got, want)
+	}
+}
+
 // TestMissingFixCore: a core's program and libraries gone, no --symfs:
 // --exe for the program, --symfs for the others, naming where one of them
 // goes; none of the recordings' build-id ways.
