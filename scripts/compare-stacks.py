@@ -64,11 +64,37 @@ def names_from(a, b):
     ]
 
 
+# The sigreturn trampolines a signal handler returns into.
+TRAMPOLINES = ("__restore_rt", "__kernel_rt_sigreturn", "__sigreturn", "__restore")
+
+
+def trampoline_at_its_address(a, b):
+    """a with each frame line where perf printed a sigreturn trampoline at its
+    address minus one (a return address' call site, in the function before
+    it) replaced by ustack's, at the trampoline itself, as gdb's <signal
+    handler called>."""
+    out = list(a)
+    for i in range(1, min(len(a), len(b))):
+        fb = b[i].split()
+        try:
+            pa, pb = int(address(a[i]), 16), int(address(b[i]), 16)
+        except ValueError:
+            continue
+        if pb == pa + 1 and len(fb) > 1 and fb[1].split("+")[0] in TRAMPOLINES:
+            out[i] = b[i]
+    return out
+
+
 def normalize(a, b):
     """Applies the named perf 6.1 defects to perf's sample a so that it can
     be compared with ustack's b. Returns (a', names of the rules applied).
     Each rule is a known perf defect that a ustack test shows against gdb."""
     rules = []
+    t = trampoline_at_its_address(a, b)
+    if t != a:
+        # perf prints the trampoline's return address minus one.
+        a = t
+        rules.append("perf signal trampoline at its address minus one")
     if len(a) > 1 and a[-1].strip() == JUNK:
         # perf ends a failed unwind with a junk all-ones frame.
         a = a[:-1]
