@@ -451,7 +451,7 @@ func (l *flameLayout) legend(w *bufio.Writer) {
 		{"inlined", flameColour(kindInlined, "legend"), ""},
 		{"JIT", flameColour(kindJIT, "legend"), ""},
 		{"tail call", flameColour(kindTailCall, "legend"), ""},
-		{"fallback (fp, lr, callchain)", "rgb(245,245,238)", ` stroke="rgb(0,0,0)" stroke-width="1.5" stroke-dasharray="4 2"`},
+		{"fallback (fp, lr, bad_call, frameless, callchain)", "rgb(245,245,238)", ` stroke="rgb(0,0,0)" stroke-width="1.5" stroke-dasharray="4 2"`},
 	}
 	if l.o.FPAudit {
 		entries = append(entries, entry{"lost by frame pointers", flameColour(kindUser, "legend"), ` fill-opacity="0.3"`})

@@ -383,6 +383,29 @@ func TestFlameGraphTailCallBoxes(t *testing.T) {
 	assert.Contains(t, string(svg), ">tail call</text>")
 }
 
+// TestFlameGraphFallbackKinds: every how the glossary says is dashed (not
+// recovered by CFI: fp, lr, bad_call, frameless, callchain) draws its box
+// dashed, and the legend names them; cfi, context and tailcall do not.
+func TestFlameGraphFallbackKinds(t *testing.T) {
+	var ss []*Sample
+	for i, how := range []string{"fp", "lr", "bad_call", "frameless", "callchain", "cfi", "context", "signal"} {
+		fr := frames("leaf@context", "f_"+how+"@"+how, "main", "_start")
+		ss = append(ss, &Sample{Index: i, Pid: 1, Tid: 1, Comm: "prog", Event: "cpu-clock", Period: 1, Frames: fr})
+	}
+	svg := writeFlame(t, ss, WriterOptions{})
+	boxes, root := parseFlameSVG(t, svg)
+	checkFlameGeometry(t, boxes, root, len(ss))
+	dashed := map[string]bool{}
+	for _, b := range boxes {
+		if strings.HasPrefix(b.Name, "f_") {
+			dashed[strings.TrimPrefix(b.Name, "f_")] = b.Fallback
+		}
+	}
+	assert.Equal(t, map[string]bool{"fp": true, "lr": true, "bad_call": true, "frameless": true, "callchain": true,
+		"cfi": false, "context": false, "signal": false}, dashed)
+	assert.Contains(t, string(svg), ">fallback (fp, lr, bad_call, frameless, callchain)</text>")
+}
+
 func TestFlameGraphOptions(t *testing.T) {
 	ss := flameSamples()
 	t.Run("inverted", func(t *testing.T) {
