@@ -129,9 +129,12 @@ func FuzzUnwind(f *testing.F) {
 			switch {
 			case fr.Mapping == -1:
 				// Only a sigreturn trampoline outside every mapping,
-				// known by the signal frame's marker, lets the walk go
-				// on past an unmapped frame.
-				marked := i+1 < len(got) && got[i+1].Method == unwinder.MethodSignalMarker
+				// known by the signal frame's marker, or an exact PC
+				// a call just went to (bad_call: the caller found by
+				// the call before its return address) lets the walk
+				// go on past an unmapped frame.
+				marked := i+1 < len(got) && (got[i+1].Method == unwinder.MethodSignalMarker ||
+					got[i+1].Method == unwinder.MethodBadCall && fr.Flags&unwinder.FrameReturnAddress == 0)
 				// The last frame may also be a marked one where the
 				// frame buffer ended (depth).
 				last := i == len(got)-1
