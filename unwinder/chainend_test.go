@@ -226,3 +226,60 @@ func TestARM64FrameRecordAtFrameBottom(t *testing.T) {
 		})
 	}
 }
+
+// TestARM64SignalHandlerEndingStack: a signal handler whose CFI ends the
+// stack (Go's runtime.sigtramp: TOPFRAME functions get an undefined link
+// register in the CFI Go writes) while the kernel's signal frame lies at
+// its CFA (the fpsimd_context marker at rt_sigframe+592): the walk goes on
+// through that signal frame into the interrupted code (how
+// signal_marker), cold (the general loop) and warm (the fast path).
+// Without the marker, the stack ends there, outermost, as before.
+func TestARM64SignalHandlerEndingStack(t *testing.T) {
+	const (
+		text  = 0x400000
+		stack = 0x7ff000
+		frame = stack + 0x40 // the handler's CFA: the rt_sigframe
+	)
+	// The handler at [0x401000, 0x401100): CFA = sp+0x40, x30 undefined.
+	handler := cfi.Row{Start: 0x401000, End: 0x401100, RA: arch.ARM64_X30}
+	handler.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.ARM64_SP, Offset: 0x40}
+	handler.Regs[arch.ARM64_X30] = cfi.Rule{Kind: cfi.RuleUndefined}
+	// The interrupted function at [0x402000, 0x402100), outermost.
+	top := cfi.Row{Start: 0x402000, End: 0x402100, RA: arch.ARM64_X30}
+	top.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.ARM64_SP, Offset: 16}
+	top.Regs[arch.ARM64_X30] = cfi.Rule{Kind: cfi.RuleUndefined}
+	obj := &fakeObject{rows: []cfi.Row{handler, top}}
+	space := NewAddressSpace([]Mapping{
+		{Start: text, End: text + 0x10000, Exec: true, Object: obj, Name: "goprog"},
+		{Start: stack, End: stack + 0x2000, Name: "[stack]"},
+	})
+	for _, marked := range []bool{true, false} {
+		sb := &stackBuilder{base: stack, data: make([]byte, 0x1000)}
+		if marked {
+			sb.put(frame+arm64ReservedOff, arm64FPSIMDHeader)
+		}
+		// The interrupted context: pc in top, sp above the signal frame.
+		sb.put(frame+arm64SigcontextOff+8*arch.ARM64_PC, 0x402010)
+		sb.put(frame+arm64SigcontextOff+8*arch.ARM64_SP, stack+0x800)
+		var regs arch.Regs
+		regs.Set(arch.ARM64_PC, 0x401010)
+		regs.Set(arch.ARM64_SP, stack)
+		var c Cache
+		for _, pass := range []string{"cold", "warm"} {
+			frames := make([]Frame, 8)
+			res := New(arch.ARM64, Options{}).Unwind(&c, space, &regs, &Stack{Addr: stack, Data: sb.data}, frames)
+			if !marked {
+				if res.Frames != 1 || res.Stop != StopOutermost {
+					t.Errorf("unmarked, %s: %d frames, %v (%v); want 1, outermost", pass, res.Frames, res.Stop, res.Err)
+				}
+				continue
+			}
+			if res.Frames != 2 || res.Stop != StopOutermost {
+				t.Fatalf("%s: %d frames, %v (%v); want 2, outermost", pass, res.Frames, res.Stop, res.Err)
+			}
+			if f := frames[1]; f.PC != 0x402010 || f.SP != stack+0x800 || f.Method != MethodSignalMarker || f.Flags&FrameReturnAddress != 0 {
+				t.Errorf("%s: frame 1 = %+v; want the interrupted pc 0x402010, exact, by signal_marker", pass, f)
+			}
+		}
+	}
+}

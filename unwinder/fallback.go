@@ -86,6 +86,31 @@ func (u *Unwinder) signalMarker(w *window, sp uint64) bool {
 	return ms == MemOK && uint32(v) == amd64XStateMagic1
 }
 
+// sigFrameAbove reports whether the arm64 frame whose CFI ends the stack
+// (its return address undefined), with canonical frame address cfa, is a
+// signal handler's with the kernel's signal frame at its CFA, the SP the
+// kernel gave the handler: Go's runtime.sigtramp marks itself so (its
+// functions flagged TOPFRAME get an undefined link register in the CFI Go
+// writes) though the interrupted code lies behind that signal frame. It
+// is known by the kernel's own marker there (signalMarker); if so, regs
+// becomes the interrupted context (restoreSignal's), whose PC is exact.
+func (u *Unwinder) sigFrameAbove(w *window, cfa uint64, regs *arch.Regs) bool {
+	if u.arch != arch.ARM64 || !u.signalMarker(w, cfa) {
+		return false
+	}
+	var next arch.Regs
+	base := cfa + arm64SigcontextOff
+	for r := 0; r <= arch.ARM64_PC; r++ {
+		v, ms := w.read8(base + uint64(8*r))
+		if ms != MemOK {
+			return false
+		}
+		next.Set(r, v)
+	}
+	*regs = next
+	return true
+}
+
 // Offsets in the signal frame at the trampoline's stack pointer.
 //
 // x86_64: the handler's return popped pretcode, so SP points at the

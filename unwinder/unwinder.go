@@ -284,6 +284,13 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 			if stop == stopNone {
 				// What the general tail below does, for this case.
 				fr.CFA = cfa
+				if known&(1<<uint(pcReg)) == 0 && u.sigFrameAbove(w, cfa, cur) {
+					pc, sp, spOK = cur.Values()[pcReg], cur.Values()[spReg], true
+					method, flags = MethodSignalMarker, 0
+					prevSameSP = false
+					w.restored = 0 // of the handler's row, not the interrupted frame's
+					continue
+				}
 				if known&(1<<uint(pcReg)) == 0 || newPC == 0 {
 					return n, StopOutermost, nil, 0
 				}
@@ -366,6 +373,12 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 				// Read at a CFA that is only a guess: zero is
 				// whatever lay there, not the end.
 				return n, StopNoUnwindInfo, errCFAGuess, 0
+			}
+			if !newPCOK && stepMethod == MethodCFI && u.sigFrameAbove(w, cfa, cur) {
+				pc, sp, spOK = cur.Values()[pcReg], cur.Values()[spReg], true
+				method, flags = MethodSignalMarker, 0
+				prevSameSP = false
+				continue
 			}
 			return n, StopOutermost, nil, 0
 		}

@@ -105,6 +105,16 @@ func (u *Unwinder) walkSimple(c *Cache, space *AddressSpace, r *arch.Regs, w *wi
 		}
 		cfa += uint64(f.cfaOff)
 		if f.flags&fastOutermost != 0 {
+			if a == arch.ARM64 {
+				// A signal handler whose CFI ends the stack (Go's
+				// runtime.sigtramp) with the kernel's signal frame
+				// at its CFA: the general loop goes on through it
+				// (sigFrameAbove).
+				if off := cfa + arm64ReservedOff - waddr; off < uint64(len(data)) && off+8 <= uint64(len(data)) &&
+					binary.LittleEndian.Uint64(data[off:]) == arm64FPSIMDHeader {
+					break
+				}
+			}
 			fp.PC, fp.SP, fp.CFA, fp.Mapping = pc, sp, cfa, int32(c.last[0])
 			fp.Method, fp.Flags = MethodCFI, FrameReturnAddress
 			fp = (*Frame)(unsafe.Add(unsafe.Pointer(fp), unsafe.Sizeof(Frame{})))
