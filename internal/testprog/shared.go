@@ -20,13 +20,15 @@ type sharedBuild struct {
 }
 
 // RemoveShared deletes the directories of every program Shared built in
-// this test binary run. A package whose tests call Shared calls it from
-// TestMain after m.Run, so that runs leave nothing behind in os.TempDir.
+// this test binary run, and forgets them (a later Shared builds again). A
+// package whose tests call Shared calls it from TestMain after m.Run, or
+// a test's Cleanup, so that runs leave nothing behind in os.TempDir.
 func RemoveShared() {
-	shared.Range(func(_, v any) bool {
+	shared.Range(func(k, v any) bool {
 		if b := v.(*sharedBuild); b.dir != "" {
 			os.RemoveAll(b.dir)
 		}
+		shared.Delete(k)
 		return true
 	})
 }

@@ -1,6 +1,7 @@
 package testprog
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -48,9 +49,15 @@ func TestBuild(t *testing.T) {
 	const src = "int main(void) { return 7; }\n"
 	bin := Build(t, t.TempDir(), "seven.c", src, "-O1")
 	assert.Equal(t, "seven", filepath.Base(bin))
+	t.Cleanup(RemoveShared)
 	a, b := Shared(t, "seven.c", src), Shared(t, "seven.c", src)
 	assert.Equal(t, a, b, "Shared builds once")
 	assert.NotEqual(t, a, Shared(t, "seven.c", src, "-O2"), "other flags, another build")
+	defer func() {
+		RemoveShared()
+		_, err := os.Stat(filepath.Dir(a))
+		assert.True(t, os.IsNotExist(err), "RemoveShared deletes %s", filepath.Dir(a))
+	}()
 	for _, p := range []string{bin, a} {
 		err := exec.Command(p).Run()
 		var ee *exec.ExitError
