@@ -170,11 +170,7 @@ func TestCoreDeletedMappedFile(t *testing.T) {
 	// Deleted and put back: a new file at the path, the same build.
 	require.NoError(t, os.Remove(bin))
 	require.NoError(t, os.WriteFile(bin, data, 0o755))
-	core := filepath.Join(dir, "core")
-	testprog.Tool(t, dir, "gcore", "-o", core, strconv.Itoa(cmd.Process.Pid))
-	core = fmt.Sprintf("%s.%d", core, cmd.Process.Pid)
-	cmd.Process.Kill()
-	cmd.Wait()
+	core := gcoreOf(t, dir, cmd)
 
 	opts := CoreOptions{Options: Options{Kallsyms: "-", BuildIDDir: t.TempDir()}}
 	c, err := OpenCore(core, opts)
@@ -198,6 +194,17 @@ func TestCoreDeletedMappedFile(t *testing.T) {
 	_, sum = coreReport(t, core, "text", opts)
 	assert.Contains(t, sum.Missing[bin+" (deleted)"], "build-id mismatch")
 	assert.NotEmpty(t, warnings, "a mismatch is warned about")
+}
+
+// gcoreOf writes a core of the running cmd with gdb's gcore into dir,
+// then kills cmd, and returns the core's path.
+func gcoreOf(t *testing.T, dir string, cmd *exec.Cmd) string {
+	t.Helper()
+	core := filepath.Join(dir, "core")
+	testprog.Tool(t, dir, "gcore", "-o", core, strconv.Itoa(cmd.Process.Pid))
+	cmd.Process.Kill()
+	cmd.Wait()
+	return fmt.Sprintf("%s.%d", core, cmd.Process.Pid)
 }
 
 // waitSleeping waits until process pid sleeps (state S in /proc/PID/stat),
@@ -319,11 +326,7 @@ func TestCoreInLibraryConstructor(t *testing.T) {
 	require.NoError(t, cmd.Start())
 	defer cmd.Process.Kill()
 	waitSleeping(t, cmd.Process.Pid)
-	core := filepath.Join(dir, "core")
-	testprog.Tool(t, dir, "gcore", "-o", core, strconv.Itoa(cmd.Process.Pid))
-	core = fmt.Sprintf("%s.%d", core, cmd.Process.Pid)
-	cmd.Process.Kill()
-	cmd.Wait()
+	core := gcoreOf(t, dir, cmd)
 
 	var want []gdbFrame
 	var beyond []uint64
@@ -426,11 +429,7 @@ func TestCoreDataMappingOfProgramFile(t *testing.T) {
 	off, err := strconv.ParseUint(strings.TrimSpace(strings.TrimPrefix(line, "0x")), 16, 64)
 	require.NoError(t, err, "the program's output %q", line)
 	waitSleeping(t, cmd.Process.Pid)
-	core := filepath.Join(dir, "core")
-	testprog.Tool(t, dir, "gcore", "-o", core, strconv.Itoa(cmd.Process.Pid))
-	core = fmt.Sprintf("%s.%d", core, cmd.Process.Pid)
-	cmd.Process.Kill()
-	cmd.Wait()
+	core := gcoreOf(t, dir, cmd)
 
 	opts := CoreOptions{Options: Options{Kallsyms: "-", BuildIDDir: t.TempDir()}}
 	c, err := OpenCore(core, opts)
