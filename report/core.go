@@ -510,8 +510,11 @@ func (c *Core) readMappedFile(path string) *mappedFile {
 		return mf
 	}
 	defer f.Close()
-	if c.isData(path) {
-		mf.known = true
+	var magic [4]byte
+	if n, err := f.ReadAt(magic[:], 0); n < len(magic) && err != io.EOF {
+		return mf
+	} else if !bytes.Equal(magic[:n], []byte(elf.ELFMAG)) {
+		mf.known = true // no ELF object: data
 		return mf
 	}
 	ef, err := elf.NewFile(f)
