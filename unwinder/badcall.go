@@ -20,7 +20,7 @@ import (
 // badCall recovers the caller of a frame whose exact PC (the first frame's,
 // or one a signal interrupted) lies in no code, or fails. It returns the
 // return address and the caller's SP.
-func (u *Unwinder) badCall(space *AddressSpace, cur *arch.Regs, w *window, pc, sp, pacMask uint64) (ra, callerSP uint64, ok bool) {
+func (u *Unwinder) badCall(space *AddressSpace, cur *arch.Regs, w *window, sp, pacMask uint64) (ra, callerSP uint64, ok bool) {
 	switch u.arch {
 	case arch.AMD64:
 		v, ms := w.read8(sp)

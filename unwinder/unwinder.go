@@ -212,7 +212,7 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 				return n, StopDepth, nil, 0
 			}
 			if spOK {
-				if ra, callerSP, ok := u.badCall(space, cur, w, pc, sp, pacMask); ok {
+				if ra, callerSP, ok := u.badCall(space, cur, w, sp, pacMask); ok {
 					if u.arch == arch.ARM64 {
 						cur.Unset(arch.ARM64_X30) // the call overwrote it
 					}
