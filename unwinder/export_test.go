@@ -4,7 +4,7 @@ package unwinder
 // the hot level would.
 func SpillNow(c *Cache) {
 	if c.spill == nil {
-		c.spill = new([spillEntries]spillEntry)
+		c.spill = new(spillLevel)
 	}
 }
 

@@ -93,6 +93,18 @@ func (f *fastRow) compile(a arch.Arch, row *cfi.Row, explicit uint64) {
 	f.flags = f.compact(a, row, explicit)
 }
 
+// setFrom makes f the compact row g, copying only the rules g uses: every
+// reader of rules stops at nrules, and most rows have a few of the 23 (a
+// second-level row is then one or two cache lines to read, not four).
+// TestSetFromCopiesEveryField keeps it in step with fastRow's fields.
+func (f *fastRow) setFrom(g *fastRow) {
+	f.cfaOff, f.offMask, f.minOff, f.maxOff, f.raOff = g.cfaOff, g.offMask, g.minOff, g.maxOff, g.raOff
+	f.flags, f.arch, f.cfaReg, f.raReg, f.pcReg, f.spReg = g.flags, g.arch, g.cfaReg, g.raReg, g.pcReg, g.spReg
+	f.nrules, f.noff, f.nwalk = g.nrules, g.noff, g.nwalk
+	n := min(int(g.nrules), len(g.rules))
+	copy(f.rules[:n], g.rules[:n])
+}
+
 // plainRule is a rule with its expression, if any, compiled: kind is
 // RuleUndefined, RuleOffset, RuleValOffset or RuleRegister, and off is
 // relative to the row's base.

@@ -2,6 +2,7 @@ package unwinder
 
 import (
 	"testing"
+	"unsafe"
 
 	"github.com/ustack/ustack/arch"
 	"github.com/ustack/ustack/cfi"
@@ -114,6 +115,32 @@ func TestSpillLevel(t *testing.T) {
 		check("many objects", o, addr(i))
 		if len(c.kept) > maxKept {
 			t.Fatalf("%d objects kept; at most %d", len(c.kept), maxKept)
+		}
+	}
+}
+
+// TestSetFromCopiesEveryField fills every byte of two fastRows with
+// different values and checks that setFrom copies each field, and the rules
+// in use, of one into the other: a field added to fastRow and not to setFrom
+// fails here (the second level would hand back rows without it).
+func TestSetFromCopiesEveryField(t *testing.T) {
+	fill := func(f *fastRow, seed byte) {
+		b := unsafe.Slice((*byte)(unsafe.Pointer(f)), unsafe.Sizeof(*f))
+		for i := range b {
+			b[i] = seed + byte(i)*7
+		}
+	}
+	for _, n := range []uint8{0, 3, maxFastRules} {
+		var src, dst fastRow
+		fill(&src, 1)
+		fill(&dst, 100)
+		src.nrules = n
+		dst.setFrom(&src)
+		want := src
+		// The rules past nrules are never read: dst keeps its own.
+		copy(want.rules[n:], dst.rules[n:])
+		if dst != want {
+			t.Errorf("nrules %d: setFrom gave\n%+v\nwant\n%+v", n, dst, want)
 		}
 	}
 }
