@@ -139,7 +139,17 @@ const (
 
 // NewSymbolizer returns a Symbolizer.
 func NewSymbolizer() *Symbolizer {
-	return &Symbolizer{src: make([]elfcache.SourceFrame, 0, 16), memo: new([memoSize]memoEntry)}
+	return &Symbolizer{src: make([]elfcache.SourceFrame, 0, 16), memo: newTable[[memoSize]memoEntry]()}
+}
+
+// newTable returns a new T (a memo array) with every page written: read
+// first, a page of fresh memory is the kernel's zero page, which the first
+// entry written there must then copy (a second fault and, on a VM, a TLB
+// shootdown across CPUs).
+func newTable[T any]() *T {
+	t := new(T)
+	*t = *new(T)
+	return t
 }
 
 // lookup returns the symbol and the source frames of obj's link-time
@@ -147,7 +157,7 @@ func NewSymbolizer() *Symbolizer {
 // remembers them). The source frames are in z.src.
 func (z *Symbolizer) lookup(obj *elfcache.Object, link, addr uint64) (name string, off uint64, ok bool) {
 	if z.memo == nil {
-		z.memo = new([memoSize]memoEntry)
+		z.memo = newTable[[memoSize]memoEntry]()
 	}
 	e := &z.memo[(addr*0x9e3779b97f4a7c15)>>(64-memoBits)]
 	if e.filled && e.obj == obj && e.link == link {

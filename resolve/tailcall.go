@@ -91,7 +91,7 @@ func (z *Symbolizer) remember(s *Space, fr *unwinder.Frame, link uint64) {
 // (CallSiteAt and Known), from z.sites or else from obj.
 func (z *Symbolizer) callSite(obj *elfcache.Object, ret uint64) (target uint64, name string, known bool) {
 	if z.sites == nil {
-		z.sites = new([siteSize]siteEntry)
+		z.sites = newTable[[siteSize]siteEntry]()
 	}
 	e := &z.sites[(ret*0x9e3779b97f4a7c15)>>(64-siteBits)]
 	if e.obj != obj || e.ret != ret {

@@ -93,6 +93,8 @@ type Cache struct {
 	mem    exprMemory   // win as cfi.Memory
 	regs   [2]arch.Regs // the current frame's and the caller's registers
 	last   [2]int       // indexes of the mappings found last
+	// ready is false in a Cache never Reset (see Reset).
+	ready bool
 	// arch is the architecture every entry's compact form was compiled
 	// for (arch.Unknown while there is none, archMixed once there were
 	// two): walkSimple uses the entries only when it is its own, and
@@ -104,7 +106,14 @@ type Cache struct {
 const archMixed arch.Arch = 255
 
 // Reset empties the cache; call it when an Object may have changed.
+//
+// A new Cache resets itself at its first miss, before it holds anything:
+// writing every page of it first costs the kernel one fault a page, where
+// the first access to each being a read would map the zero page, which the
+// write that fills an entry must then copy (a second fault and, on a VM, a
+// TLB shootdown across CPUs: a third of a small report's TLB flushes).
 func (c *Cache) Reset() {
+	c.ready = true
 	for i := range c.entries {
 		c.entries[i] = cacheEntry{}
 	}
@@ -160,6 +169,9 @@ func (c *Cache) row(a arch.Arch, obj Object, addr uint64) *cacheEntry {
 //
 //go:noinline
 func (c *Cache) rowMiss(a arch.Arch, obj Object, addr, set uint64) *cacheEntry {
+	if !c.ready {
+		c.Reset()
+	}
 	if c.arch != a {
 		if c.arch == arch.Unknown {
 			c.arch = a
@@ -182,6 +194,7 @@ func (c *Cache) rowMiss(a arch.Arch, obj Object, addr, set uint64) *cacheEntry {
 		}
 	} else if c.misses++; c.misses >= spillAfter {
 		c.spill = new(spillLevel)
+		clear(c.spill.keys[:]) // written first, as in Reset
 	}
 	c.compileRow(e, a, obj, addr)
 	if sl != nil {
