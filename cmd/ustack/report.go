@@ -142,8 +142,8 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		opts.PACMask = m
 	}
 
-	if os.Getenv("GOGC") == "" {
-		gcTuneOnce.Do(func() { lowerGCPercentAbove(6<<20, 50) })
+	if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
+		gcTuneOnce.Do(func() { tuneGC(startHeap, 6<<20, 50) })
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -659,28 +659,45 @@ func parsePACMask(s string) (uint64, error) {
 	return m, nil
 }
 
-// gcTuneOnce arms lowerGCPercentAbove once a process (tests run many
-// reports in one).
+// gcTuneOnce arms tuneGC once a process (tests run many reports in one).
 var gcTuneOnce sync.Once
 
-// lowerGCPercentAbove sets the collector's GOGC to pct once a collection
-// finds more than live bytes of live heap (MemStats.HeapAlloc read just
-// after it: what it kept and the little allocated since; runtime/metrics'
-// exact figure would cost every run of ustack that package's
-// initialization, half a millisecond). A large report's heap is mostly
-// what it keeps (symbol, line and CFI tables) while its garbage is
-// short-lived: collecting when the heap has grown by half, not by all of
-// it, keeps the peak RSS of a 4 GB recording at 60 MB instead of 68, at no
-// cost in wall time; a small report's few MB are left to the default,
-// whose fewer collections save it 10% of its CPU time
-// (docs/BENCHMARKS.md).
-func lowerGCPercentAbove(live uint64, pct int) {
+// startHeap is the memory the runtime may hold before a report's first
+// collection: more than a report of a few thousand samples or a core with
+// glibc's debug information needs (their heaps are 2-15 MB), so that those
+// finish without one. That one collection, at the default 4 MB, cost a small
+// report 8-10 ms of its 50-60 ms of CPU (docs/BENCHMARKS.md): the mark
+// workers' threads and stacks, and the sweep's first writes to the
+// runtime's span sets, each a copy of the zero page and a TLB shootdown on
+// this VM.
+const startHeap = 32 << 20
+
+// tuneGC shapes the collector for a report: no collection until the runtime
+// holds start bytes (GOGC off under a memory limit of start, as the Go
+// compiler's base.AdjustStartingHeap does), then the default GOGC, lowered
+// to pct once a collection finds more than live bytes of live heap
+// (MemStats.HeapAlloc read just after it: what it kept and the little
+// allocated since; runtime/metrics' exact figure would cost every run of
+// ustack that package's initialization, half a millisecond). A large
+// report's heap is mostly what it keeps (symbol, line and CFI tables) while
+// its garbage is short-lived: collecting when the heap has grown by half, not
+// by all of it, keeps the peak RSS of a 4 GB recording at 60 MB instead of
+// 68, at no cost in wall time.
+func tuneGC(start int64, live uint64, pct int) {
 	type sentinel struct{ _ [32]byte } // not a tiny allocation, whose finalizer may never run
+	limit := debug.SetMemoryLimit(start)
+	gogc := debug.SetGCPercent(-1)
+	first := true
 	var arm func()
 	arm = func() {
 		// Its finalizer runs after each collection that finds it
 		// unreachable: once a cycle, as each run arms a new one.
 		runtime.SetFinalizer(new(sentinel), func(*sentinel) {
+			if first {
+				first = false
+				debug.SetGCPercent(gogc)
+				debug.SetMemoryLimit(limit)
+			}
 			var ms runtime.MemStats
 			runtime.ReadMemStats(&ms)
 			if ms.HeapAlloc > live {
