@@ -64,6 +64,19 @@ func BenchmarkBuildSymtab(b *testing.B) {
 	}
 }
 
+// BenchmarkBuildFuncNames builds libc's index of function names (its
+// .dynsym and its debug file's .symtab), as the first FunctionNamed of a
+// report does without a section cache.
+func BenchmarkBuildFuncNames(b *testing.B) {
+	o, owner := openLibcSymtab(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := buildFuncNames(o, owner); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkReadSymtab reads libc's function symbols (its debug file's
 // .symtab, then .dynsym) into candidates, the first half of building its
 // symbol table.
