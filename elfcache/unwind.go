@@ -420,6 +420,12 @@ var stackBases = map[string]bool{
 	"_start": true, "__start": true, "_dl_start_user": true,
 	"clone": true, "__clone": true, "clone3": true, "__clone3": true, "__bionic_clone": true,
 	"runtime.clone": true, "runtime.clone.abi0": true, // Go's symbol table names assembly functions with their ABI
+	// glibc's makecontext starts each context's function with its
+	// return address at the first instruction of __start_context
+	// (arm64: __startcontext), which sets the context uc_link names
+	// or exits: the base of the coroutine's stack, returned into
+	// rather than called (unwinder's enteredAt).
+	"__start_context": true, "__startcontext": true,
 }
 
 // Outermost reports whether the link-time address addr lies in a function

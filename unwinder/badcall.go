@@ -41,18 +41,56 @@ func (u *Unwinder) badCall(space *AddressSpace, cur *arch.Regs, w *window, sp, p
 	if j < 0 {
 		return 0, 0, false
 	}
-	m := space.Mapping(j)
-	if m.Object == nil || ra-m.Bias < 8 {
-		return 0, 0, false
-	}
-	var code [8]byte
-	if m.Object.ReadCode(ra-m.Bias-8, code[:]) != len(code) {
-		return 0, 0, false
-	}
-	if u.arch == arch.AMD64 && !amd64CallsTo(code, ra, 0, nil) || u.arch == arch.ARM64 && !arm64Call(binary.LittleEndian.Uint32(code[4:])) {
+	if call, known := u.callBefore(space.Mapping(j), ra); !call || !known {
 		return 0, 0, false
 	}
 	return ra, callerSP, true
+}
+
+// callBefore reports whether the instruction before ra, an address in
+// mapping m, is a call (any call: amd64CallsTo's, arm64Call's); known is
+// false when m's object cannot show the code there.
+func (u *Unwinder) callBefore(m *Mapping, ra uint64) (call, known bool) {
+	if m.Object == nil || ra-m.Bias < 8 || ra < m.Start {
+		return false, false
+	}
+	var code [8]byte
+	if m.Object.ReadCode(ra-m.Bias-8, code[:]) != len(code) {
+		return false, false
+	}
+	switch u.arch {
+	case arch.AMD64:
+		return amd64CallsTo(code, ra, 0, nil), true
+	case arch.ARM64:
+		return arm64Call(binary.LittleEndian.Uint32(code[4:])), true
+	}
+	return false, false
+}
+
+// enteredAt returns the row at return address ra, in mapping m, where ra is
+// the first instruction of a function with CFI (its FDE begins there) that
+// no call precedes: the function was not called but returned into, at its
+// entry. makecontext does that: the function it starts a coroutine with
+// returns to the first instruction of glibc's __start_context, which
+// sets the next context or exits (gdb, looking at ra-1 as at every return
+// address, finds nothing and shows "??"; the frame-pointer fallback
+// followed the frame pointer getcontext saved, into the frames of the code
+// that made the context). Execution goes on at ra itself, so ra's row says
+// how to unwind from there, as for a signal trampoline's 'S' FDE. It
+// returns nil otherwise: ra-1 is then the call site of a real return
+// address, or nothing proves the entry.
+func (u *Unwinder) enteredAt(c *Cache, m *Mapping, ra uint64) *rowEntry {
+	if ra < m.Start || ra >= m.End {
+		return nil
+	}
+	if call, known := u.callBefore(m, ra); call || !known {
+		return nil
+	}
+	e := c.fullRow(m.Object, ra-m.Bias)
+	if e.err != nil || e.row.FDEStart != ra-m.Bias || e.pltEntered {
+		return nil
+	}
+	return e
 }
 
 // amd64CallsTo reports whether the 8 bytes before return address ra end

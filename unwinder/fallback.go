@@ -246,13 +246,20 @@ type OutermostObject interface {
 // __libc_start_main), so a frame returning into it is the stack's first,
 // whatever its CFI finds above it (Go's runtime.clone leaves the word
 // above the new thread's stack to chance).
+//
+// An exact PC (a frame returned into at its entry, as makecontext's
+// __start_context is: enteredAt) is looked up as it is.
 func baseFrame(space *AddressSpace, f *Frame) bool {
-	if f.Flags&FrameReturnAddress == 0 || f.Mapping < 0 || int(f.Mapping) >= len(space.maps) {
+	if f.Mapping < 0 || int(f.Mapping) >= len(space.maps) {
 		return false
 	}
 	m := &space.maps[f.Mapping]
 	o, ok := m.Object.(OutermostObject)
-	return ok && o.Outermost(f.PC-1-m.Bias)
+	addr := f.PC - m.Bias
+	if f.Flags&FrameReturnAddress != 0 {
+		addr--
+	}
+	return ok && o.Outermost(addr)
 }
 
 // chainEnd ends the walk at a frame without CFI whose fallback found the end

@@ -31,6 +31,7 @@ type stepResult struct {
 	signal         bool   // the frame was a signal trampoline
 	raFromRegister bool   // the return address came from a register, not memory
 	restored       bool   // a register kept its value: its save slot was below SP
+	entered        bool   // the frame's PC is a function's entry it was returned into (enteredAt)
 	// spGuess: the frame's SP came from an arm64 frame record (its
 	// callee had no CFI), a lower bound only; set by the unwind loop.
 	// cfaGuess: so did the CFA the row found, for want of a frame
@@ -173,6 +174,20 @@ func (u *Unwinder) step(c *Cache, m *Mapping, cur, next *arch.Regs, lookup, pc u
 		st.method = MethodSignal
 		u.restoreSignal(c, cur, next, st)
 		return
+	}
+	if lookup != pc && m.Object != nil {
+		if at := u.enteredAt(c, m, pc); at != nil {
+			// Returned into at a function's entry, not after a
+			// call: the row at the PC itself applies.
+			st.entered = true
+			st.signal = at.row.Signal
+			st.method = MethodCFI
+			if at.row.Signal {
+				st.method = MethodSignal
+			}
+			u.applyRow(c, at, cur, next, st)
+			return
+		}
 	}
 	if u.opts.NoFramePointer {
 		st.stop = StopNoUnwindInfo

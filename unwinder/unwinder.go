@@ -341,6 +341,11 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 				return n, st.stop, st.err, 0
 			}
 			out, cfa, stepMethod, signal, raFromRegister, restored = st.out, st.cfa, st.method, st.signal, st.raFromRegister, st.restored
+			if st.entered {
+				// Returned into at a function's entry (enteredAt):
+				// no call precedes its PC, which is exact.
+				fr.Flags &^= FrameReturnAddress
+			}
 			newPC, newSP, newPCOK, newSPOK = st.pc, st.sp, st.pcOK, st.spOK
 			cfaGuess = st.cfaGuess
 		}
