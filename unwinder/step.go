@@ -143,12 +143,7 @@ func (u *Unwinder) step(c *Cache, m *Mapping, cur, next *arch.Regs, lookup, pc u
 		}
 	}
 	if err == nil {
-		st.signal = e.row.Signal
-		st.method = MethodCFI
-		if e.row.Signal {
-			st.method = MethodSignal
-		}
-		u.applyRow(c, e, cur, next, st)
+		u.applyCFI(c, e, cur, next, st)
 		return
 	}
 	if err != cfi.ErrNoFDE && !errors.Is(err, cfi.ErrNoFDE) {
@@ -180,12 +175,7 @@ func (u *Unwinder) step(c *Cache, m *Mapping, cur, next *arch.Regs, lookup, pc u
 			// Returned into at a function's entry, not after a
 			// call: the row at the PC itself applies.
 			st.entered = true
-			st.signal = at.row.Signal
-			st.method = MethodCFI
-			if at.row.Signal {
-				st.method = MethodSignal
-			}
-			u.applyRow(c, at, cur, next, st)
+			u.applyCFI(c, at, cur, next, st)
 			return
 		}
 	}
@@ -201,6 +191,16 @@ func (u *Unwinder) step(c *Cache, m *Mapping, cur, next *arch.Regs, lookup, pc u
 		return
 	}
 	u.framePointer(c, m, lookup, cur, next, st)
+}
+
+// applyCFI steps by the row e: a signal frame's when its FDE says so.
+func (u *Unwinder) applyCFI(c *Cache, e *rowEntry, cur, next *arch.Regs, st *stepResult) {
+	st.signal = e.row.Signal
+	st.method = MethodCFI
+	if e.row.Signal {
+		st.method = MethodSignal
+	}
+	u.applyRow(c, e, cur, next, st)
 }
 
 // applyRow computes the caller's registers from a cached CFI row.
