@@ -784,7 +784,7 @@ func (r *Resolver) find(pid uint32, m *Mapping) (*elfcache.Object, string, strin
 	}
 	if g, ok := r.opts.Objects.(GivenSource); ok && g.Given(path) {
 		if data, name, ok := g.Object(buildID, path); ok {
-			if obj := r.fromBytes(name, data, buildID, name, keep); obj != nil {
+			if obj := r.fromGiven(name, data, buildID, keep); obj != nil {
 				return obj, FoundGiven, ""
 			}
 		}
@@ -1015,7 +1015,25 @@ func (r *Resolver) openChecked(c *elfcache.Cache, file string, buildID []byte, k
 // fromBytes makes an object of an image (archive copy, vdso) from src, owned by the
 // Resolver.
 func (r *Resolver) fromBytes(name string, data, buildID []byte, src string, keep func(string)) *elfcache.Object {
-	opts := elfcache.Options{DebugDirs: r.opts.DebugDirs, SymFS: r.opts.SymFS, DebugData: r.opts.DebugData,
+	return r.fromImage(name, data, buildID, src, r.opts.DebugDirs, keep)
+}
+
+// fromGiven is fromBytes for the image of a file the user named at name
+// (GivenSource): its separate debug file is looked for as for a file
+// opened from disk, by its .gnu_debuglink beside it and in the default
+// debug directory too (elfcache.OpenBytes looks nowhere it is not told
+// to: ustack report --exe lost a stripped program's debug file, found
+// without --exe).
+func (r *Resolver) fromGiven(name string, data, buildID []byte, keep func(string)) *elfcache.Object {
+	dirs := r.opts.DebugDirs
+	if dirs == nil {
+		dirs = []string{elfcache.DefaultDebugDir}
+	}
+	return r.fromImage(name, data, buildID, name, dirs, keep)
+}
+
+func (r *Resolver) fromImage(name string, data, buildID []byte, src string, debugDirs []string, keep func(string)) *elfcache.Object {
+	opts := elfcache.Options{DebugDirs: debugDirs, SymFS: r.opts.SymFS, DebugData: r.opts.DebugData,
 		SectionCache: r.opts.SectionCache, Fetcher: r.opts.Fetcher}
 	if name == "[vdso]" && r.opts.DebugData == nil {
 		opts.NoDebugFile = true
