@@ -59,6 +59,18 @@ __attribute__((noipa)) void lib_entry(int n) { lsink = n; lib_boom(NULL); }
 volatile int sink;
 int main(int c, char **v) { lib_entry(c); sink = 0; return 0; }
 `, gdbTail: []string{"lib_entry"}, tailSites: 1},
+	// Two hops, the first through the PLT into the library, the second
+	// there (a program's do_join: jmp pthread_join@plt; glibc's
+	// pthread_join: jmp __pthread_clockjoin_ex): gdb shows both.
+	{name: "shared_library_two_hops", lib: `#include <string.h>
+volatile int lsink;
+__attribute__((noipa)) void lib_boom(char *p) { strcpy(p, "x"); }
+__attribute__((noipa)) void lib_entry(int n) { lsink = n; lib_boom(NULL); }
+`, src: `void lib_entry(int);
+volatile int sink;
+__attribute__((noipa)) void hop(int n) { sink = n; lib_entry(n); }
+int main(int c, char **v) { hop(c); sink = 0; return 0; }
+`, gdbTail: []string{"lib_entry", "hop"}, tailSites: 2},
 	// Two chains (a->x->boom, a->y->boom) share no call site: gdb shows
 	// neither x nor y, nor a.
 	{name: "ambiguous", src: tailCallCommon + `

@@ -68,16 +68,21 @@ type lastFrame struct {
 
 // tailSearch is the Symbolizer's scratch state for the chain search.
 type tailSearch struct {
-	obj     *elfcache.Object
-	callee  uint64              // entry of the callee's function, in other if set, else in obj
-	other   *elfcache.Object    // the callee's object when it is not obj
-	chain   []elfcache.CallSite // the current path
-	result  []elfcache.CallSite // the first chain found
-	callers int                 // length of the common prefix
-	callees int                 // length of the common suffix
-	found   bool
-	failed  bool // a target could not be resolved, or a bound was hit
-	steps   int
+	obj    *elfcache.Object
+	callee uint64              // entry of the callee's function, in other if set, else in obj
+	other  *elfcache.Object    // the callee's object when it is not obj
+	chain  []elfcache.CallSite // the current path
+	result []elfcache.CallSite // the first chain found
+	// chainOther and resultOther say which sites of chain and result
+	// lie in other (the rest of a chain once a tail call through the PLT
+	// went there: hopped).
+	chainOther, resultOther []bool
+	hopped                  bool
+	callers                 int // length of the common prefix
+	callees                 int // length of the common suffix
+	found                   bool
+	failed                  bool // a target could not be resolved, or a bound was hit
+	steps                   int
 }
 
 // remember notes fr, just appended, as the possible callee of the next
@@ -149,6 +154,7 @@ func (z *Symbolizer) appendTailCalls(out []Frame, s *Space, fr *unwinder.Frame) 
 	}
 	t := &z.tail
 	t.obj, t.callee, t.chain, t.result = obj, callee, t.chain[:0], t.result[:0]
+	t.chainOther, t.resultOther, t.hopped = t.chainOther[:0], t.resultOther[:0], false
 	t.other = nil
 	if obj != lm.obj {
 		// The callee is in another object: a chain can reach it only by
@@ -163,14 +169,23 @@ func (z *Symbolizer) appendTailCalls(out []Frame, s *Space, fr *unwinder.Frame) 
 	if t.failed || !t.found || t.callers+t.callees == 0 {
 		return out
 	}
-	bias := s.mapOf(int(mi)).bias
+	// A site's mapping: the search's, or the callee's past a hop
+	// through the PLT.
+	at := func(i int) (int32, uint64) {
+		if t.resultOther[i] {
+			return last.mapping, lm.bias
+		}
+		return mi, s.mapOf(int(mi)).bias
+	}
 	n := len(t.result)
 	for i := 0; i < t.callees; i++ {
-		out = z.appendTailFrame(out, s, mi, t.result[n-1-i].ReturnPC+bias)
+		m, bias := at(n - 1 - i)
+		out = z.appendTailFrame(out, s, m, t.result[n-1-i].ReturnPC+bias)
 	}
 	if t.callees != n {
 		for i := t.callers - 1; i >= 0; i-- {
-			out = z.appendTailFrame(out, s, mi, t.result[i].ReturnPC+bias)
+			m, bias := at(i)
+			out = z.appendTailFrame(out, s, m, t.result[i].ReturnPC+bias)
 		}
 	}
 	return out
@@ -212,32 +227,47 @@ func (t *tailSearch) walk(fn uint64) bool {
 			continue
 		}
 		target := site.Target
-		reached := false
+		reached, hop := false, uint64(0)
 		if target == 0 && site.TargetName != "" {
 			target, _ = t.obj.FunctionNamed(site.TargetName)
 			if target == 0 && t.other != nil {
 				// A tail call through the PLT ("jmp pause@plt"):
-				// its target is the callee when the callee's
-				// object defines that name at the callee's entry,
-				// as gdb finds it among every object's symbols.
+				// its target is the function of that name in the
+				// callee's object, as gdb finds it among every
+				// object's symbols: the callee itself, or a
+				// function whose own tail calls lead there
+				// (do_join's jmp pthread_join@plt, then glibc's
+				// pthread_join's to __pthread_clockjoin_ex).
 				e, ok := t.other.FunctionNamed(site.TargetName)
 				reached = ok && e == t.callee
+				if ok && !reached {
+					hop = e
+				}
 			}
 		}
-		if target == 0 && !reached {
+		if target == 0 && !reached && hop == 0 {
 			// gdb cannot follow an indirect tail call (nor one into
 			// an object other than the callee's) and gives up.
 			t.failed = true
 			return false
 		}
 		t.chain = append(t.chain, site)
+		t.chainOther = append(t.chainOther, t.hopped)
 		var more bool
-		if reached || t.other == nil && target == t.callee {
+		switch {
+		case reached || t.other == nil && target == t.callee:
 			more = t.candidate()
-		} else {
+		case hop != 0:
+			// The rest of the chain is in the callee's object.
+			obj, other := t.obj, t.other
+			t.obj, t.other, t.hopped = other, nil, true
+			more = t.walk(hop)
+			t.obj, t.other, t.hopped = obj, other, false
+		default:
 			more = t.walk(target)
 		}
 		t.chain = t.chain[:len(t.chain)-1]
+		t.chainOther = t.chainOther[:len(t.chainOther)-1]
 		if !more {
 			return false
 		}
@@ -247,11 +277,16 @@ func (t *tailSearch) walk(fn uint64) bool {
 
 func (t *tailSearch) onChain(ret uint64) bool {
 	for i := range t.chain {
-		if t.chain[i].ReturnPC == ret {
+		if t.chain[i].ReturnPC == ret && t.chainOther[i] == t.hopped {
 			return true
 		}
 	}
 	return false
+}
+
+// sameSite reports whether result's site i is chain's site j.
+func (t *tailSearch) sameSite(i, j int) bool {
+	return t.result[i].ReturnPC == t.chain[j].ReturnPC && t.resultOther[i] == t.chainOther[j]
 }
 
 // candidate takes the current chain, which reaches the callee: the first
@@ -262,20 +297,21 @@ func (t *tailSearch) candidate() bool {
 	if !t.found {
 		t.found = true
 		t.result = append(t.result[:0], t.chain...)
+		t.resultOther = append(t.resultOther[:0], t.chainOther...)
 		t.callers, t.callees = n, n
 		return true
 	}
 	m := len(t.result)
 	callers := min(t.callers, n)
 	for i := 0; i < callers; i++ {
-		if t.result[i].ReturnPC != t.chain[i].ReturnPC {
+		if !t.sameSite(i, i) {
 			callers = i
 			break
 		}
 	}
 	callees := min(t.callees, n)
 	for i := 0; i < callees; i++ {
-		if t.result[m-1-i].ReturnPC != t.chain[n-1-i].ReturnPC {
+		if !t.sameSite(m-1-i, n-1-i) {
 			callees = i
 			break
 		}
