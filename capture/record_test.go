@@ -311,9 +311,16 @@ func completeRecords(b []byte) (records, samples int) {
 // whole sample record: the recorder is running and the program it records
 // has been sampled, however long a busy machine took to get there (two
 // minutes at most), or until done is closed (the recorder ended).
+//
+// It reads only the file's first MB (its first samples): os.ReadFile reads
+// to the end, and a recording of a busy program grows faster than a reader
+// under the race detector on a loaded machine reads it, so ReadFile never
+// returned and held everything it read (the race pass's capture test grew
+// to 24 GB and was killed, twice in a row in CI rehearsals).
 func waitForSample(path string, done <-chan struct{}) error {
+	buf := make([]byte, 1<<20)
 	for deadline := time.Now().Add(testprog.Timeout); time.Now().Before(deadline); {
-		if b, err := os.ReadFile(path); err == nil {
+		if b, err := readPrefix(path, buf); err == nil {
 			if _, n := completeRecords(b); n > 0 {
 				return nil
 			}
@@ -325,6 +332,21 @@ func waitForSample(path string, done <-chan struct{}) error {
 		}
 	}
 	return fmt.Errorf("%s: no sample written in %v", path, testprog.Timeout)
+}
+
+// readPrefix reads the start of the file at path into buf, as much of it as
+// the file holds.
+func readPrefix(path string, buf []byte) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	n, err := io.ReadFull(f, buf)
+	if err == io.ErrUnexpectedEOF || err == io.EOF {
+		err = nil
+	}
+	return buf[:n], err
 }
 
 // TestRecordKilled kills the recorder with SIGKILL in the middle of a
