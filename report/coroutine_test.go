@@ -69,25 +69,7 @@ func TestCoroutineStackEndsAtStartContext(t *testing.T) {
 			entry := gdbFrames[len(want)].pc
 			entryName := gdbSymbolAt(t, bin, core, entry)
 
-			opts := CoreOptions{Options: Options{Kallsyms: "-", BuildIDDir: t.TempDir()}}
-			c, err := OpenCore(core, opts)
-			require.NoError(t, err)
-			defer c.Close()
-			var got []Frame
-			var stop string
-			n := 0
-			_, err = RunCore(c, opts, func(s *Sample) error {
-				if n++; n == 1 {
-					for _, f := range s.Frames {
-						if !f.Inlined && !f.Kernel {
-							got = append(got, f)
-						}
-					}
-					stop = s.Stop
-				}
-				return nil
-			})
-			require.NoError(t, err)
+			got, stop, _ := firstCoreStack(t, core)
 			t.Logf("gdb:    %s", describeGDB(gdbFrames))
 			t.Logf("ustack: %s (%s)", describeFrames(got), stop)
 			require.Len(t, got, len(want)+1, "gdb's frames to coro_fn, then the function makecontext returns it to")

@@ -895,7 +895,7 @@ func (s *Summary) WriteSummary(w io.Writer) {
 	early, unwound := 0, 0
 	for k, n := range s.Stops {
 		unwound += n
-		if k != "outermost" {
+		if k != "outermost" && k != "fp_guess" {
 			early += n
 		}
 	}
@@ -909,11 +909,14 @@ func (s *Summary) WriteSummary(w io.Writer) {
 		// Only the early stops: outermost is the complete stacks.
 		fmt.Fprintf(w, "ustack: %d of %d stacks ended early:", early, unwound)
 		for _, k := range sortedKeys(s.Stops) {
-			if k != "outermost" {
+			if k != "outermost" && k != "fp_guess" {
 				fmt.Fprintf(w, " %s %d", k, s.Stops[k])
 			}
 		}
 		fmt.Fprintln(w)
+	}
+	if n := s.Stops["fp_guess"]; n > 0 {
+		fmt.Fprintf(w, "ustack: %d of %d stacks reached their outermost frame only through a frame-pointer guess (fp_guess): a function without CFI that is not shown to set up the frame pointer followed out of it; its caller may be missing, so these stacks are not called complete\n", n, unwound)
 	}
 	if n := s.Stops["depth"]; n > 0 && s.MaxFrames > 0 {
 		// A stack overflow's core, a deep recursion: the outermost
@@ -984,23 +987,29 @@ func (s *Summary) WriteLine(w io.Writer) {
 	for _, n := range s.Stops {
 		unwound += n
 	}
-	out := s.Stops["outermost"]
-	early := unwound - out
+	out, guess := s.Stops["outermost"], s.Stops["fp_guess"]
+	early := unwound - out - guess
 	switch {
-	case early == 0 && out > 0:
+	case early == 0 && guess == 0 && out > 0:
 		fmt.Fprintf(w, ", %d unwound to the outermost frame", out)
-	case early > 0:
+	case early > 0 || guess > 0:
 		// How many of the stacks are complete, 0 included, and how
 		// the others ended.
-		fmt.Fprintf(w, ", %d of %d unwound to the outermost frame, %d stopped early (", out, unwound, early)
-		sep := ""
-		for _, k := range slices.Sorted(maps.Keys(s.Stops)) {
-			if k != "outermost" {
-				fmt.Fprintf(w, "%s%s %d", sep, k, s.Stops[k])
-				sep = ", "
-			}
+		fmt.Fprintf(w, ", %d of %d unwound to the outermost frame", out, unwound)
+		if guess > 0 {
+			fmt.Fprintf(w, ", %d reached it only through a frame-pointer guess (fp_guess %d)", guess, guess)
 		}
-		fmt.Fprint(w, ")")
+		if early > 0 {
+			fmt.Fprintf(w, ", %d stopped early (", early)
+			sep := ""
+			for _, k := range slices.Sorted(maps.Keys(s.Stops)) {
+				if k != "outermost" && k != "fp_guess" {
+					fmt.Fprintf(w, "%s%s %d", sep, k, s.Stops[k])
+					sep = ", "
+				}
+			}
+			fmt.Fprint(w, ")")
+		}
 	}
 	if rest := s.Samples - unwound; rest > 0 {
 		fmt.Fprintf(w, ", %d without a user stack to unwind", rest)

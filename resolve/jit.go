@@ -86,6 +86,16 @@ func (f *jitFunc) ReadCode(addr uint64, buf []byte) int {
 	return copy(buf, f.code[addr-f.start:])
 }
 
+// FunctionStart returns the function's first address, for addr within it
+// (unwinder.FunctionObject: the unwinder checks a frame-pointer step by the
+// function's prologue).
+func (f *jitFunc) FunctionStart(addr uint64) (uint64, bool) {
+	if addr < f.start || addr >= f.end {
+		return 0, false
+	}
+	return f.start, true
+}
+
 // line returns the source line the JIT gave for addr: that of the last
 // debug entry at or before it.
 func (f *jitFunc) line(addr uint64) (file string, line int, ok bool) {

@@ -3,6 +3,9 @@ package unwinder
 import (
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/ustack/ustack/arch"
 	"github.com/ustack/ustack/cfi"
 )
@@ -190,17 +193,37 @@ func TestARM64FrameRecordAtFrameBottom(t *testing.T) {
 	sb.put(stack+8, 0x402040)  // and the return address into the caller
 	sb.put(stack+64, 0)        // the caller's record: top's x29
 	sb.put(stack+72, 0x403020) // return address into top
+	// The callee's code: stp x29, x30, [sp, #-64]!; mov x29, sp; two
+	// nops; bl to the leaf (its return address 0x401014). Its symbol
+	// starts at 0x401000 (funcObject).
+	callee := []byte{
+		0xfd, 0x7b, 0xbc, 0xa9, // stp x29, x30, [sp, #-64]!
+		0xfd, 0x03, 0x00, 0x91, // mov x29, sp
+		0x1f, 0x20, 0x03, 0xd5, // nop
+		0x1f, 0x20, 0x03, 0xd5, // nop
+		0xfc, 0x0b, 0x00, 0x94, // bl 0x404000
+	}
+	noSetUp := append([]byte{}, callee...)
+	copy(noSetUp[4:], []byte{0x1f, 0x20, 0x03, 0xd5}) // the mov a nop
 	for _, tc := range []struct {
 		name   string
 		row    cfi.Row
+		code   []byte
 		frames int
 		stop   StopReason
 	}{
-		{"caller keeps a frame record", withRecord, 4, StopOutermost},
-		{"caller keeps none", noRecord, 3, StopNoUnwindInfo},
+		{"caller keeps a frame record", withRecord, callee, 4, StopOutermost},
+		{"caller keeps none", noRecord, callee, 3, StopNoUnwindInfo},
+		// Nothing shows the callee pointed x29 at its record: the
+		// same frames, not called complete.
+		{"callee never sets x29", withRecord, noSetUp, 4, StopFramePointerGuess},
+		{"callee without symbols", withRecord, nil, 4, StopFramePointerGuess},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			obj := &fakeObject{rows: []cfi.Row{tc.row, top, leaf}}
+			obj := &funcObject{fakeObject: fakeObject{rows: []cfi.Row{tc.row, top, leaf}, code: map[uint64][]byte{0x401000: tc.code}}}
+			if tc.code != nil {
+				obj.starts = []uint64{0x401000, 0x402000, 0x403000, 0x404000}
+			}
 			space := NewAddressSpace([]Mapping{
 				{Start: text, End: text + 0x10000, Exec: true, Object: obj, Name: "a.out"},
 				{Start: stack, End: stack + 0x1000, Name: "[stack]"},
@@ -281,5 +304,126 @@ func TestARM64SignalHandlerEndingStack(t *testing.T) {
 				t.Errorf("%s: frame 1 = %+v; want the interrupted pc 0x402010, exact, by signal_marker", pass, f)
 			}
 		}
+	}
+}
+
+// TestX86FramePointerStepProven: an x86_64 first frame in a function
+// without CFI whose symbol starts at 0x401000 (push %rbp; mov %rsp,%rbp;
+// nop; pop %rbp; ret), stepped out of by the frame pointer into the
+// outermost function. In its body, past the mov, %rbp is its own: the step
+// is proven. At its ret the epilogue has restored the caller's %rbp: what
+// the step finds there is not this frame's record (here the return address
+// at the SP cannot be checked either: no call precedes it), so the stack is
+// not called complete. Before the mov, likewise.
+func TestX86FramePointerStepProven(t *testing.T) {
+	const (
+		text  = 0x400000
+		stack = 0x7ff000
+	)
+	top := cfi.Row{Start: 0x403000, End: 0x403100, RA: arch.AMD64_RIP}
+	top.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.AMD64_RSP, Offset: 8}
+	top.Regs[arch.AMD64_RIP] = cfi.Rule{Kind: cfi.RuleUndefined}
+	code := []byte{
+		0x55,             // push %rbp
+		0x48, 0x89, 0xe5, // mov %rsp,%rbp
+		0x90,       // nop
+		0x5d,       // pop %rbp
+		0xc3,       // ret
+		0xcc, 0xcc, // padding
+	}
+	sb := &stackBuilder{base: stack, data: make([]byte, 0x100)}
+	sb.put(stack, stack+0x40)    // a frame record: the caller's %rbp
+	sb.put(stack+8, 0x403020)    // and the return address into top
+	sb.put(stack+0x40, 0)        // top's record
+	sb.put(stack+0x48, 0x7ffabc) // no return address: top's CFI ends the stack
+	for _, tc := range []struct {
+		name string
+		pc   uint64
+		stop StopReason
+	}{
+		{"in the body", 0x401004, StopOutermost},
+		{"at the push", 0x401000, StopFramePointerGuess},
+		{"at the ret", 0x401006, StopFramePointerGuess},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := &funcObject{fakeObject: fakeObject{rows: []cfi.Row{top}, code: map[uint64][]byte{0x401000: code}},
+				starts: []uint64{0x401000, 0x403000}}
+			space := NewAddressSpace([]Mapping{
+				{Start: text, End: text + 0x10000, Exec: true, Object: obj, Name: "a.out"},
+				{Start: stack, End: stack + 0x1000, Name: "[stack]"},
+			})
+			var regs arch.Regs
+			regs.Set(arch.AMD64_RIP, tc.pc)
+			regs.Set(arch.AMD64_RSP, stack)
+			regs.Set(arch.AMD64_RBP, stack)
+			frames := make([]Frame, 8)
+			res := New(arch.AMD64, Options{}).Unwind(&Cache{}, space, &regs, &Stack{Addr: stack, Data: sb.data}, frames)
+			require.Equal(t, 2, res.Frames, "frames %+v, stop %v (%v)", frames[:res.Frames], res.Stop, res.Err)
+			assert.Equal(t, tc.stop, res.Stop, "%v", res.Err)
+			assert.Equal(t, uint64(0x403020), frames[1].PC)
+			assert.Equal(t, MethodFramePointer, frames[1].Method)
+			if tc.stop == StopFramePointerGuess {
+				var e *FramePointerGuessError
+				require.ErrorAs(t, res.Err, &e)
+				assert.Equal(t, 0, e.Frame)
+				assert.Equal(t, tc.pc, e.PC)
+			}
+		})
+	}
+}
+
+// TestARM64FirstFrameWithFrameRecord: an arm64 first frame without CFI in
+// a function (symbol at 0x401000) that set up its frame record and has
+// called since: x30 holds the return address of that call, into the
+// function itself, and only the frame record gives the caller (gdb's
+// prologue analysis finds it so). At its ret, past the epilogue's ldp, the
+// return address is back in x30 and x29 is the caller's: the link
+// register gives the caller.
+func TestARM64FirstFrameWithFrameRecord(t *testing.T) {
+	const (
+		text  = 0x400000
+		stack = 0x7ff000
+	)
+	top := cfi.Row{Start: 0x403000, End: 0x403100, RA: arch.ARM64_X30}
+	top.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.ARM64_SP, Offset: 16}
+	top.Regs[arch.ARM64_X30] = cfi.Rule{Kind: cfi.RuleUndefined}
+	code := []byte{
+		0xfd, 0x7b, 0xbf, 0xa9, // stp x29, x30, [sp, #-16]!
+		0xfd, 0x03, 0x00, 0x91, // mov x29, sp
+		0xfe, 0x0b, 0x00, 0x94, // bl 0x404000
+		0x1f, 0x20, 0x03, 0xd5, // nop
+		0xfd, 0x7b, 0xc1, 0xa8, // ldp x29, x30, [sp], #16
+		0xc0, 0x03, 0x5f, 0xd6, // ret
+	}
+	sb := &stackBuilder{base: stack, data: make([]byte, 0x100)}
+	sb.put(stack, 0)          // the record: the caller's x29
+	sb.put(stack+8, 0x403020) // and the return address into top
+	for _, tc := range []struct {
+		name                   string
+		pc, sp, x29, x30, want uint64
+		method                 Method
+	}{
+		{"after a call", 0x40100c, stack, stack, 0x40100c, 0x403020, MethodFramePointer},
+		{"at the ret", 0x401014, stack + 16, 0, 0x403020, 0x403020, MethodLinkRegister},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := &funcObject{fakeObject: fakeObject{rows: []cfi.Row{top}, code: map[uint64][]byte{0x401000: code}},
+				starts: []uint64{0x401000, 0x403000}}
+			space := NewAddressSpace([]Mapping{
+				{Start: text, End: text + 0x10000, Exec: true, Object: obj, Name: "a.out"},
+				{Start: stack, End: stack + 0x1000, Name: "[stack]"},
+			})
+			var regs arch.Regs
+			regs.Set(arch.ARM64_PC, tc.pc)
+			regs.Set(arch.ARM64_SP, tc.sp)
+			regs.Set(arch.ARM64_X29, tc.x29)
+			regs.Set(arch.ARM64_X30, tc.x30)
+			frames := make([]Frame, 8)
+			res := New(arch.ARM64, Options{}).Unwind(&Cache{}, space, &regs, &Stack{Addr: stack, Data: sb.data}, frames)
+			require.Equal(t, 2, res.Frames, "frames %+v, stop %v (%v)", frames[:res.Frames], res.Stop, res.Err)
+			assert.Equal(t, StopOutermost, res.Stop, "%v", res.Err)
+			assert.Equal(t, tc.want, frames[1].PC)
+			assert.Equal(t, tc.method, frames[1].Method)
+		})
 	}
 }

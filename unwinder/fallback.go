@@ -184,8 +184,10 @@ func (u *Unwinder) linkRegister(cur, next *arch.Regs, st *stepResult) {
 // framePointer recovers the caller by following the frame pointer: the
 // frame record at FP holds the caller's FP and the return address (x86_64:
 // push %rbp after the call; arm64: stp x29, x30). lookup is the frame's
-// address to look up in m (PC-1 for a return address).
-func (u *Unwinder) framePointer(c *Cache, m *Mapping, lookup uint64, cur, next *arch.Regs, st *stepResult) {
+// address to look up in m (PC-1 for a return address), pc the frame's PC.
+// The step is a guess (st.fpGuess) unless framePointerSetUp shows the frame
+// set up the frame pointer it follows.
+func (u *Unwinder) framePointer(c *Cache, m *Mapping, lookup, pc uint64, cur, next *arch.Regs, st *stepResult) {
 	next.Reset()
 	a := u.arch
 	fp, ok := cur.Get(a.FP())
@@ -224,6 +226,80 @@ func (u *Unwinder) framePointer(c *Cache, m *Mapping, lookup uint64, cur, next *
 	}
 	st.cfa = fp + 16
 	st.method = MethodFramePointer
+	st.fpGuess = !u.framePointerSetUp(m, lookup, lookup != pc)
+}
+
+// fpProloguePeek bounds how much of a function framePointerSetUp reads
+// from its start for the instruction that sets up the frame pointer: a
+// compiler puts it in the first few instructions (after endbr64 and the
+// push of the old frame pointer); hand-written code that sets it up later
+// than that is not shown to.
+const fpProloguePeek = 512
+
+// arm64Return reports whether insn ends an epilogue that restored the
+// caller's frame pointer: ret, retaa, retab, or the autiasp, autibsp that
+// authenticate the return address just before a ret.
+func arm64Return(insn uint32) bool {
+	switch insn {
+	case 0xd65f03c0, 0xd65f0bff, 0xd65f0fff, 0xd50323bf, 0xd50323ff:
+		return true
+	}
+	return false
+}
+
+// framePointerSetUp reports whether the frame at lookup (its address to
+// look up in m: the PC, or a return address minus one) is shown to have
+// set up the frame pointer the walk followed out of it, so that the frame
+// record it points at is the frame's own and the step misses no frame:
+// the object's symbols give the function's start (FunctionObject), and
+// between that start and lookup lies the instruction that points the frame
+// pointer at the frame record (x86_64 mov %rsp,%rbp; arm64 mov x29, sp or
+// add x29, sp, #n), as gdb's prologue analysis finds it; and an exact PC
+// (returnAddress false) is not at a return, past the epilogue that
+// restored the caller's frame pointer. A function that never sets one up
+// (hand-written code, code built without frame pointers and without CFI)
+// leaves its caller's frame pointer in the register: following it lands on
+// the caller's caller, a frame missing. Without symbols, nothing shows
+// either way.
+func (u *Unwinder) framePointerSetUp(m *Mapping, lookup uint64, returnAddress bool) bool {
+	fo, ok := m.Object.(FunctionObject)
+	if !ok || lookup < m.Bias {
+		return false
+	}
+	addr := lookup - m.Bias
+	start, ok := fo.FunctionStart(addr)
+	if !ok || start > addr {
+		return false
+	}
+	var code [fpProloguePeek]byte
+	n := min(addr-start, fpProloguePeek)
+	got := m.Object.ReadCode(start, code[:n])
+	switch u.arch {
+	case arch.AMD64:
+		if !returnAddress {
+			var at [2]byte
+			if k := m.Object.ReadCode(addr, at[:]); k == 0 || at[0] == 0xc3 || k == 2 && at[0] == 0xf3 && at[1] == 0xc3 {
+				return false // ret, rep ret: the frame is torn down
+			}
+		}
+		// mov %rsp,%rbp: 48 89 e5, or 48 8b ec.
+		c := code[:got]
+		return bytes.Contains(c, []byte{0x48, 0x89, 0xe5}) || bytes.Contains(c, []byte{0x48, 0x8b, 0xec})
+	case arch.ARM64:
+		if !returnAddress {
+			var at [4]byte
+			if m.Object.ReadCode(addr, at[:]) != 4 || arm64Return(binary.LittleEndian.Uint32(at[:])) {
+				return false
+			}
+		}
+		for i := 0; i+4 <= got; i += 4 {
+			// add x29, sp, #imm12 (mov x29, sp is #0).
+			if binary.LittleEndian.Uint32(code[i:])&0xffc003ff == 0x910003fd {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // OutermostObject is implemented by an Object that knows the functions where

@@ -88,10 +88,19 @@ const (
 	// StopBadMemory: a rule asked for memory below the snapshot or outside
 	// every captured region (not a truncation: the address is wrong).
 	StopBadMemory
+	// StopFramePointerGuess: the walk reached a frame that ends a stack,
+	// as for StopOutermost, but on the way it left a frame without CFI
+	// by its frame pointer where nothing shows that the frame's function
+	// set one up (framePointerSetUp: no symbols, or no instruction that
+	// sets it up before the PC): following the caller's frame pointer
+	// instead skips the caller. The frames are kept; the stack is not
+	// called complete. Result.Err is a *FramePointerGuessError naming
+	// the first such frame.
+	StopFramePointerGuess
 )
 
 var stopNames = [...]string{"outermost", "truncated", "no_mapping", "no_unwind_info",
-	"loop", "depth", "bad_cfi", "unknown_register", "bad_memory"}
+	"loop", "depth", "bad_cfi", "unknown_register", "bad_memory", "fp_guess"}
 
 // String returns the short name used in reports and fixtures, such as
 // "outermost" or "truncated".

@@ -32,6 +32,9 @@ type stepResult struct {
 	raFromRegister bool   // the return address came from a register, not memory
 	restored       bool   // a register kept its value: its save slot was below SP
 	entered        bool   // the frame's PC is a function's entry it was returned into (enteredAt)
+	// fpGuess: the step followed a frame pointer the frame is not shown
+	// to have set up (framePointerSetUp): a frame may be missing.
+	fpGuess bool
 	// spGuess: the frame's SP came from an arm64 frame record (its
 	// callee had no CFI), a lower bound only; set by the unwind loop.
 	// cfaGuess: so did the CFA the row found, for want of a frame
@@ -183,14 +186,18 @@ func (u *Unwinder) step(c *Cache, m *Mapping, cur, next *arch.Regs, lookup, pc u
 		st.stop = StopNoUnwindInfo
 		return
 	}
-	if first && u.arch.HasLinkRegister() {
+	if first && u.arch.HasLinkRegister() && !u.framePointerSetUp(m, lookup, false) {
+		// The return address is still in the link register, unless
+		// the function has saved it in the frame record it set up
+		// (and may have called since, reusing the register): then
+		// the frame record, as gdb's prologue analysis finds it.
 		u.linkRegister(cur, next, st)
 		return
 	}
 	if u.arch == arch.AMD64 && u.framelessReturn(c, m, lookup, cur, next, st) {
 		return
 	}
-	u.framePointer(c, m, lookup, cur, next, st)
+	u.framePointer(c, m, lookup, pc, cur, next, st)
 }
 
 // applyCFI steps by the row e: a signal frame's when its FDE says so.

@@ -111,11 +111,38 @@ func (u *Unwinder) Unwind(c *Cache, space *AddressSpace, regs *arch.Regs, mem Me
 		}
 		if st.n > 0 {
 			res.Frames, res.Stop, res.Err, res.Beyond = u.unwind(c, space, &w, frames, pacMask, &st, true, true)
+			guessed(&res, &st, frames)
 			return res
 		}
 	}
 	res.Frames, res.Stop, res.Err, res.Beyond = u.unwind(c, space, &w, frames, pacMask, &st, pcOK, spOK)
+	guessed(&res, &st, frames)
 	return res
+}
+
+// guessed turns a walk that reached the outermost frame through a
+// frame-pointer step nothing proves (walkState.guess) into
+// StopFramePointerGuess: the frames stay, the claim that the stack is
+// complete does not.
+func guessed(res *Result, st *walkState, frames []Frame) {
+	if res.Stop != StopOutermost || st.guess == 0 {
+		return
+	}
+	i := st.guess - 1
+	res.Stop = StopFramePointerGuess
+	res.Err = &FramePointerGuessError{Frame: i, PC: frames[i].PC}
+}
+
+// FramePointerGuessError is the Err of a Result that ended with
+// StopFramePointerGuess: the first frame the walk left by a frame pointer
+// that frame is not shown to have set up.
+type FramePointerGuessError struct {
+	Frame int    // the frame's index in the Result's frames
+	PC    uint64 // its PC
+}
+
+func (e *FramePointerGuessError) Error() string {
+	return fmt.Sprintf("unwinder: the frame at pc %#x has no CFI, and nothing shows that its function set up the frame pointer the walk followed out of it: its caller may be missing", e.PC)
 }
 
 // unwind is Unwind's general loop, reading memory through w. It goes on from
@@ -130,6 +157,7 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 	a := u.arch
 	limit := len(frames)
 	pcReg, spReg := a.PC(), a.SP()
+	state := st // st names each step's result below
 	cur, next := &c.regs[0], &c.regs[1]
 	method, flags, n := st.method, st.flags, st.n
 	lastSignalSP := uint64(0)
@@ -341,6 +369,9 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 				return n, st.stop, st.err, 0
 			}
 			out, cfa, stepMethod, signal, raFromRegister, restored = st.out, st.cfa, st.method, st.signal, st.raFromRegister, st.restored
+			if st.fpGuess && state.guess == 0 {
+				state.guess = n
+			}
 			if st.entered {
 				// Returned into at a function's entry (enteredAt):
 				// no call precedes its PC, which is exact.

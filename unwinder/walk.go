@@ -15,6 +15,10 @@ type walkState struct {
 	n      int
 	method Method
 	flags  FrameFlags
+	// guess is, once the general loop has stepped out of a frame by a
+	// frame pointer the frame is not shown to have set up, that frame's
+	// index plus one (the first such frame); 0 otherwise.
+	guess int
 }
 
 // walkSimple is the unwind loop's fast path. From st on it writes frames and
