@@ -26,6 +26,12 @@ func TestSummaryLine(t *testing.T) {
 			"ustack: 4 samples, 0 of 4 unwound to the outermost frame, 4 stopped early (no_unwind_info 4)\n"},
 		{Summary{Samples: 1, Stops: map[string]int{"outermost": 1}}, "thread",
 			"ustack: 1 thread, 1 unwound to the outermost frame\n"},
+		// Stacks that reached the end through a frame-pointer guess
+		// are neither complete nor stopped early.
+		{Summary{Samples: 1, Stops: map[string]int{"fp_guess": 1}}, "thread",
+			"ustack: 1 thread, 0 of 1 unwound to the outermost frame, 1 reached it only through a frame-pointer guess (fp_guess 1)\n"},
+		{Summary{Samples: 10, Stops: map[string]int{"outermost": 6, "fp_guess": 2, "truncated": 1, "loop": 1}}, "sample",
+			"ustack: 10 samples, 6 of 10 unwound to the outermost frame, 2 reached it only through a frame-pointer guess (fp_guess 2), 2 stopped early (loop 1, truncated 1)\n"},
 		{Summary{Samples: 0, Filtered: 3}, "sample", ""},
 	} {
 		var b bytes.Buffer
@@ -33,4 +39,15 @@ func TestSummaryLine(t *testing.T) {
 		c.sum.WriteLine(&b)
 		assert.Equal(t, c.want, b.String())
 	}
+}
+
+// TestSummaryFPGuess: the summary explains fp_guess stacks once, and does
+// not count them among the stacks that ended early.
+func TestSummaryFPGuess(t *testing.T) {
+	var b bytes.Buffer
+	s := Summary{Samples: 10, Stops: map[string]int{"outermost": 1, "fp_guess": 9}}
+	s.WriteSummary(&b)
+	assert.Equal(t, "ustack: 9 of 10 stacks reached their outermost frame only through a frame-pointer guess (fp_guess): "+
+		"a function without CFI that is not shown to set up the frame pointer followed out of it; its caller may be missing, "+
+		"so these stacks are not called complete\n", b.String())
 }
