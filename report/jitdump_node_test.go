@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -63,11 +64,12 @@ func TestJITDumpNode(t *testing.T) {
 	}
 	require.Equal(t, len(perf), len(samples), "samples: perf script on the injected recording vs ustack")
 
-	var matched, differ, perfOnly, ustackOnly, jsSamples, intoStart, lined int
+	var matched, differ, perfOnly, ustackOnly, jsSamples, intoStart, lined, entered, cut int
 	for i, s := range samples {
 		p := perf[i]
 		require.Equal(t, p.tid, s.Tid, "sample %d's thread", i)
 		var jit, chain []string
+		var how []string
 		for _, f := range s.Frames {
 			if f.Kernel || f.Inlined {
 				continue
@@ -75,6 +77,7 @@ func TestJITDumpNode(t *testing.T) {
 			chain = append(chain, f.Symbol)
 			if f.Module == dumps[0] {
 				jit = append(jit, f.Symbol)
+				how = append(how, string(f.How))
 				if f.HasSource {
 					// The lines kept are node's own: a JS file, a line
 					// within reach.
@@ -83,6 +86,16 @@ func TestJITDumpNode(t *testing.T) {
 					assert.Less(t, f.Line, 100000, "JIT frame %s: line", f.Symbol)
 				}
 			}
+		}
+		if len(how) > 1 && how[1] == "frameless" && len(jit) == len(p.jit)+1 && slices.Equal(append([]string{jit[0]}, jit[2:]...), p.jit) {
+			// Caught at its entry, before its push %rbp: the return
+			// address is still at the SP, and ustack takes it where the
+			// call before it went to the function (frameless). perf,
+			// without CFI for the interpreter's trampoline (node gives
+			// none), follows %rbp, which is still the caller's, and
+			// skips the caller: the one frame perf lacks.
+			entered++
+			jit = append(jit[:1], jit[2:]...)
 		}
 		// perf stops early at some frames: compare the frames both print.
 		n := min(len(jit), len(p.jit))
@@ -99,6 +112,14 @@ func TestJITDumpNode(t *testing.T) {
 		perfOnly += len(p.jit) - n
 		ustackOnly += len(jit) - n
 		if len(jit) > 0 && strings.HasPrefix(jit[0], "JS:") {
+			if s.Stop == "truncated" {
+				// Cut by the 8 KiB snapshot: how many depends on how
+				// long fib stays interpreted (its frames are larger
+				// than TurboFan's), later on a busy machine, where
+				// the compiler's threads wait.
+				cut++
+				continue
+			}
 			jsSamples++
 			entry := indexOf(chain, "Builtin:JSEntry")
 			start := indexOf(chain, "_ZN4node5StartEiPPc")
@@ -107,13 +128,13 @@ func TestJITDumpNode(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("JIT frames: %d named as perf inject names them, %d differently; %d only perf printed, %d only ustack; %d with a source line; %d of %d samples in JS unwound into node::Start",
-		matched, differ, perfOnly, ustackOnly, lined, intoStart, jsSamples)
+	t.Logf("JIT frames: %d named as perf inject names them, %d differently; %d only perf printed, %d only ustack; %d with a source line; %d of %d samples in JS whose snapshot held their stack unwound into node::Start (%d more cut by it); %d caught at a function's entry, where perf skips the caller",
+		matched, differ, perfOnly, ustackOnly, lined, intoStart, jsSamples, cut, entered)
 	assert.Zero(t, differ, "JIT frames named otherwise than perf inject names them")
 	assert.Greater(t, matched, 1000, "JIT frames compared")
 	assert.Zero(t, perfOnly, "JIT frames perf names and ustack does not")
-	require.Greater(t, jsSamples, 100, "samples in JS code")
-	// A few stacks may be cut by the 8 KiB snapshot or caught in a frame
-	// being set up; nearly all must reach node::Start.
+	require.Greater(t, jsSamples, 100, "samples in JS code, their stacks whole in the snapshot")
+	// A few may be caught in a frame being set up; nearly all must reach
+	// node::Start, complete.
 	assert.GreaterOrEqual(t, intoStart*100, jsSamples*95, "samples in JS unwound through JSEntry into node::Start")
 }

@@ -224,10 +224,7 @@ func TestARM64FrameRecordAtFrameBottom(t *testing.T) {
 			if tc.code != nil {
 				obj.starts = []uint64{0x401000, 0x402000, 0x403000, 0x404000}
 			}
-			space := NewAddressSpace([]Mapping{
-				{Start: text, End: text + 0x10000, Exec: true, Object: obj, Name: "a.out"},
-				{Start: stack, End: stack + 0x1000, Name: "[stack]"},
-			})
+			space := textAndStack(obj)
 			var regs arch.Regs
 			regs.Set(arch.ARM64_PC, 0x404010)
 			regs.Set(arch.ARM64_SP, stack)
@@ -307,29 +304,21 @@ func TestARM64SignalHandlerEndingStack(t *testing.T) {
 	}
 }
 
-// TestX86FramePointerStepProven: an x86_64 first frame in a function
-// without CFI whose symbol starts at 0x401000 (push %rbp; mov %rsp,%rbp;
-// nop; pop %rbp; ret), stepped out of by the frame pointer into the
-// outermost function. In its body, past the mov, %rbp is its own: the step
-// is proven. At its ret the epilogue has restored the caller's %rbp: what
-// the step finds there is not this frame's record (here the return address
-// at the SP cannot be checked either: no call precedes it), so the stack is
-// not called complete. Before the mov, likewise.
+// TestX86FramePointerStepProven: x86_64 first frames without CFI in
+// functions whose symbols start at 0x401000 (push %rbp; mov %rsp,%rbp; nop;
+// pop %rbp; jmp: a tail call) and 0x401020 (push %rbp; mov %rsp,%rbp; pop
+// %rbx; ret), stepped out of by the frame pointer into the outermost
+// function. In the body, past the mov, %rbp is the frame's own: the step is
+// proven. Before the mov, after the epilogue's pop %rbp, and at the ret,
+// %rbp is the caller's: what the step finds there is not this frame's
+// record (and the word at the SP, no return address, cannot be taken
+// instead), so the stack is not called complete.
 func TestX86FramePointerStepProven(t *testing.T) {
-	const (
-		text  = 0x400000
-		stack = 0x7ff000
-	)
-	top := cfi.Row{Start: 0x403000, End: 0x403100, RA: arch.AMD64_RIP}
-	top.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.AMD64_RSP, Offset: 8}
-	top.Regs[arch.AMD64_RIP] = cfi.Rule{Kind: cfi.RuleUndefined}
-	code := []byte{
-		0x55,             // push %rbp
-		0x48, 0x89, 0xe5, // mov %rsp,%rbp
-		0x90,       // nop
-		0x5d,       // pop %rbp
-		0xc3,       // ret
-		0xcc, 0xcc, // padding
+	const stack = 0x7ff000
+	top := x86Outermost()
+	code := map[uint64][]byte{
+		0x401000: {0x55, 0x48, 0x89, 0xe5, 0x90, 0x5d, 0xe9, 0x00, 0x00, 0x00, 0x00},
+		0x401020: {0x55, 0x48, 0x89, 0xe5, 0x5b, 0xc3},
 	}
 	sb := &stackBuilder{base: stack, data: make([]byte, 0x100)}
 	sb.put(stack, stack+0x40)    // a frame record: the caller's %rbp
@@ -343,15 +332,13 @@ func TestX86FramePointerStepProven(t *testing.T) {
 	}{
 		{"in the body", 0x401004, StopOutermost},
 		{"at the push", 0x401000, StopFramePointerGuess},
-		{"at the ret", 0x401006, StopFramePointerGuess},
+		{"after the pop", 0x401006, StopFramePointerGuess},
+		{"at the ret", 0x401025, StopFramePointerGuess},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			obj := &funcObject{fakeObject: fakeObject{rows: []cfi.Row{top}, code: map[uint64][]byte{0x401000: code}},
-				starts: []uint64{0x401000, 0x403000}}
-			space := NewAddressSpace([]Mapping{
-				{Start: text, End: text + 0x10000, Exec: true, Object: obj, Name: "a.out"},
-				{Start: stack, End: stack + 0x1000, Name: "[stack]"},
-			})
+			obj := &funcObject{fakeObject: fakeObject{rows: []cfi.Row{top}, code: code},
+				starts: []uint64{0x401000, 0x401020, 0x403000}}
+			space := textAndStack(obj)
 			var regs arch.Regs
 			regs.Set(arch.AMD64_RIP, tc.pc)
 			regs.Set(arch.AMD64_RSP, stack)
@@ -409,10 +396,7 @@ func TestARM64FirstFrameWithFrameRecord(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			obj := &funcObject{fakeObject: fakeObject{rows: []cfi.Row{top}, code: map[uint64][]byte{0x401000: code}},
 				starts: []uint64{0x401000, 0x403000}}
-			space := NewAddressSpace([]Mapping{
-				{Start: text, End: text + 0x10000, Exec: true, Object: obj, Name: "a.out"},
-				{Start: stack, End: stack + 0x1000, Name: "[stack]"},
-			})
+			space := textAndStack(obj)
 			var regs arch.Regs
 			regs.Set(arch.ARM64_PC, tc.pc)
 			regs.Set(arch.ARM64_SP, tc.sp)
@@ -426,4 +410,54 @@ func TestARM64FirstFrameWithFrameRecord(t *testing.T) {
 			assert.Equal(t, tc.method, frames[1].Method)
 		})
 	}
+}
+
+// TestX86FramePointerBeforeFrameless: an x86_64 first frame without CFI in
+// a function (symbol at 0x401000) past its push %rbp; mov %rsp,%rbp, whose
+// SP holds a stale word that looks like its return address (the return
+// address of an earlier call to it, from 0x402000, left below its frame):
+// the prologue shows the frame pointer is the frame's own, so the caller
+// comes from the frame record, not from the word at the SP that
+// framelessReturn would take.
+func TestX86FramePointerBeforeFrameless(t *testing.T) {
+	const stack = 0x7ff000
+	top := x86Outermost()
+	code := map[uint64][]byte{
+		0x401000: {0x55, 0x48, 0x89, 0xe5, 0x48, 0x83, 0xec, 0x10, 0x90, 0x90, 0xc9, 0xc3},       // push %rbp; mov %rsp,%rbp; sub $16,%rsp; nop; nop; leave; ret
+		0x401ff8: {0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0xe8, 0xfb, 0xef, 0xff, 0xff}, // call 0x401000 at 0x402000
+	}
+	sb := &stackBuilder{base: stack, data: make([]byte, 0x100)}
+	sb.put(stack, 0x402005)      // stale: a return address after a call to the function
+	sb.put(stack+0x10, 0)        // the frame record at %rbp: the caller's %rbp
+	sb.put(stack+0x18, 0x403020) // and the return address into top
+	obj := &funcObject{fakeObject: fakeObject{rows: []cfi.Row{top}, code: code}, starts: []uint64{0x401000, 0x401ff8, 0x403000}}
+	space := textAndStack(obj)
+	var regs arch.Regs
+	regs.Set(arch.AMD64_RIP, 0x401008)
+	regs.Set(arch.AMD64_RSP, stack)
+	regs.Set(arch.AMD64_RBP, stack+0x10)
+	frames := make([]Frame, 8)
+	res := New(arch.AMD64, Options{}).Unwind(&Cache{}, space, &regs, &Stack{Addr: stack, Data: sb.data}, frames)
+	require.Equal(t, 2, res.Frames, "frames %+v, stop %v (%v)", frames[:res.Frames], res.Stop, res.Err)
+	assert.Equal(t, StopOutermost, res.Stop, "%v", res.Err)
+	assert.Equal(t, uint64(0x403020), frames[1].PC)
+	assert.Equal(t, MethodFramePointer, frames[1].Method)
+}
+
+// textAndStack is the address space of the synthetic tests here: obj's
+// code at 0x400000 (64 KiB) and a 4 KiB stack at 0x7ff000.
+func textAndStack(obj Object) *AddressSpace {
+	return NewAddressSpace([]Mapping{
+		{Start: 0x400000, End: 0x410000, Exec: true, Object: obj, Name: "a.out"},
+		{Start: 0x7ff000, End: 0x800000, Name: "[stack]"},
+	})
+}
+
+// x86Outermost is the row of an x86_64 function at [0x403000, 0x403100)
+// that begins a stack: CFA = rsp+8, the return address undefined.
+func x86Outermost() cfi.Row {
+	top := cfi.Row{Start: 0x403000, End: 0x403100, RA: arch.AMD64_RIP}
+	top.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.AMD64_RSP, Offset: 8}
+	top.Regs[arch.AMD64_RIP] = cfi.Rule{Kind: cfi.RuleUndefined}
+	return top
 }

@@ -184,10 +184,10 @@ func (u *Unwinder) linkRegister(cur, next *arch.Regs, st *stepResult) {
 // framePointer recovers the caller by following the frame pointer: the
 // frame record at FP holds the caller's FP and the return address (x86_64:
 // push %rbp after the call; arm64: stp x29, x30). lookup is the frame's
-// address to look up in m (PC-1 for a return address), pc the frame's PC.
-// The step is a guess (st.fpGuess) unless framePointerSetUp shows the frame
-// set up the frame pointer it follows.
-func (u *Unwinder) framePointer(c *Cache, m *Mapping, lookup, pc uint64, cur, next *arch.Regs, st *stepResult) {
+// address to look up in m (PC-1 for a return address). The step is a
+// guess (st.fpGuess) unless setUp: framePointerSetUp showed the frame set
+// up the frame pointer it follows.
+func (u *Unwinder) framePointer(c *Cache, m *Mapping, lookup uint64, cur, next *arch.Regs, setUp bool, st *stepResult) {
 	next.Reset()
 	a := u.arch
 	fp, ok := cur.Get(a.FP())
@@ -226,7 +226,7 @@ func (u *Unwinder) framePointer(c *Cache, m *Mapping, lookup, pc uint64, cur, ne
 	}
 	st.cfa = fp + 16
 	st.method = MethodFramePointer
-	st.fpGuess = !u.framePointerSetUp(m, lookup, lookup != pc)
+	st.fpGuess = !setUp
 }
 
 // fpProloguePeek bounds how much of a function framePointerSetUp reads
@@ -277,9 +277,18 @@ func (u *Unwinder) framePointerSetUp(m *Mapping, lookup uint64, returnAddress bo
 	switch u.arch {
 	case arch.AMD64:
 		if !returnAddress {
-			var at [2]byte
-			if k := m.Object.ReadCode(addr, at[:]); k == 0 || at[0] == 0xc3 || k == 2 && at[0] == 0xf3 && at[1] == 0xc3 {
-				return false // ret, rep ret: the frame is torn down
+			// At a ret (ret imm16, rep ret), or just after the
+			// epilogue's pop %rbp or leave (a tail call's jmp
+			// follows them), the frame is torn down. A byte before
+			// the PC that only looks like one makes the step
+			// unproven, never wrong.
+			var at [3]byte
+			k := 0
+			if addr > start {
+				k = m.Object.ReadCode(addr-1, at[:])
+			}
+			if k < 2 || at[0] == 0x5d || at[0] == 0xc9 || at[1] == 0xc3 || at[1] == 0xc2 || k == 3 && at[1] == 0xf3 && at[2] == 0xc3 {
+				return false
 			}
 		}
 		// mov %rsp,%rbp: 48 89 e5, or 48 8b ec.

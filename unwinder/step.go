@@ -186,18 +186,24 @@ func (u *Unwinder) step(c *Cache, m *Mapping, cur, next *arch.Regs, lookup, pc u
 		st.stop = StopNoUnwindInfo
 		return
 	}
-	if first && u.arch.HasLinkRegister() && !u.framePointerSetUp(m, lookup, false) {
-		// The return address is still in the link register, unless
-		// the function has saved it in the frame record it set up
-		// (and may have called since, reusing the register): then
-		// the frame record, as gdb's prologue analysis finds it.
-		u.linkRegister(cur, next, st)
-		return
+	// Where the function's prologue shows it set up its frame pointer
+	// before the PC, the frame record it points at is the frame's own:
+	// the step is proven, and the other fallbacks' readings are not
+	// (arm64's link register may have been reused by a call since;
+	// x86_64's word at the SP is one the function pushed, or stale
+	// below its frame: a return address left there by an earlier call
+	// passes framelessReturn's check).
+	setUp := u.framePointerSetUp(m, lookup, lookup != pc)
+	if !setUp {
+		if first && u.arch.HasLinkRegister() {
+			u.linkRegister(cur, next, st)
+			return
+		}
+		if u.arch == arch.AMD64 && u.framelessReturn(c, m, lookup, cur, next, st) {
+			return
+		}
 	}
-	if u.arch == arch.AMD64 && u.framelessReturn(c, m, lookup, cur, next, st) {
-		return
-	}
-	u.framePointer(c, m, lookup, pc, cur, next, st)
+	u.framePointer(c, m, lookup, cur, next, setUp, st)
 }
 
 // applyCFI steps by the row e: a signal frame's when its FDE says so.
