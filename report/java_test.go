@@ -107,7 +107,7 @@ func TestJavaPerfMap(t *testing.T) {
 			removeJITFiles(t, samples)
 			require.Equal(t, len(perf), len(samples), "samples: perf script vs ustack")
 
-			var matched, differ, perfOnly, deeper, inFib, nested, intoThread int
+			var matched, differ, perfOnly, deeper, inFib, nested, intoThread, cut int
 			for i, s := range samples {
 				p := perf[i]
 				require.Equal(t, p.tid, s.Tid, "sample %d's thread", i)
@@ -151,6 +151,13 @@ func TestJavaPerfMap(t *testing.T) {
 				if javaNested(hot) {
 					nested++
 				}
+				if s.Stop == "truncated" {
+					// Cut by the 16 KiB snapshot (the recording's limit,
+					// reported as such): more of them on a busy machine,
+					// where fib stays interpreted longer, its frames larger.
+					cut++
+					continue
+				}
 				// Frame.Symbol is the symbol, mangled.
 				call := slices.IndexFunc(all, func(s string) bool { return strings.HasPrefix(s, "_ZN9JavaCalls11call_helper") })
 				if call > 0 && indexOf(all, "JavaMain") > call &&
@@ -158,14 +165,15 @@ func TestJavaPerfMap(t *testing.T) {
 					intoThread++
 				}
 			}
-			t.Logf("JIT frames: %d named as perf names them, %d differently, %d only perf printed; %d more that perf did not reach; %d of %d samples in fib nested as called, %d into JavaMain and start_thread",
-				matched, differ, perfOnly, deeper, nested, inFib, intoThread)
+			t.Logf("JIT frames: %d named as perf names them, %d differently, %d only perf printed; %d more that perf did not reach; %d of %d samples in fib nested as called, %d of the %d whose snapshot held their stack into JavaMain and start_thread",
+				matched, differ, perfOnly, deeper, nested, inFib, intoThread, inFib-cut)
 			assert.Zero(t, differ, "JIT frames named otherwise than perf names them")
 			assert.Zero(t, perfOnly, "JIT frames perf names and ustack does not")
 			require.Greater(t, inFib, 100, "samples in fib")
 			assert.GreaterOrEqual(t, matched, inFib, "JIT frames compared with perf")
 			assert.GreaterOrEqual(t, nested*100, inFib*95, "samples in fib whose Java frames are fib..., inner, main")
-			assert.GreaterOrEqual(t, intoThread*100, inFib*95, "samples in fib unwound through JavaCalls::call_helper into JavaMain and start_thread")
+			require.Greater(t, inFib-cut, 50, "samples in fib whose snapshot held their stack")
+			assert.GreaterOrEqual(t, intoThread*100, (inFib-cut)*95, "samples in fib (snapshot not cut) unwound through JavaCalls::call_helper into JavaMain and start_thread")
 		})
 	}
 }
