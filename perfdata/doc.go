@@ -15,7 +15,11 @@
 //	                          the reader mapped by a goroutine of its own
 //	                          (MADV_POPULATE_READ, prefetch.go), pages behind
 //	                          it dropped (MADV_DONTNEED) so the resident set
-//	                          stays small; queued samples alias the mapping
+//	                          stays small; queued samples alias the mapping.
+//	                          A file of 16 MB or more is read with pread in
+//	                          chunks of 1 MB instead (chunk.go), which queued
+//	                          samples share; Sample.Release hands a chunk
+//	                          back for reuse once all its samples are done
 //	NewReader                 pipe mode (perf record -o -, 16-byte header)
 //	  HEADER_ATTR, HEADER_FEATURE, EVENT_UPDATE, HEADER_BUILD_ID ... records
 //	  fill the Session as they stream by; the TRACING_DATA payload is kept

@@ -60,6 +60,12 @@ type Reader struct {
 	// inMap says that the record last returned by next lies in mm (not
 	// in decompressed data): its byte slices stay valid until Close.
 	inMap bool
+	// ck is the chunk being read from, when the file is read in chunks
+	// (chunk.go); free holds chunks released for reuse. inChunk says that
+	// the record last returned by next lies in ck.
+	ck      *chunk
+	free    chan *chunk
+	inChunk bool
 	// dropped is the offset up to which the pages of mm were dropped
 	// from memory (mmapfile.Drop) after they were read.
 	dropped int64
@@ -138,13 +144,18 @@ func Open(path string) (*Reader, error) {
 	return r, nil
 }
 
-// OpenMapped is Open with the file mapped into memory: records are decoded
-// in place, with no read system calls or copies, and the byte slices of a
-// Sample (StackData, Raw, AuxData) that a Sorter queues alias the mapping
-// instead of being copied, so they are valid only until Close. A file that
-// cannot be mapped (a pipe, an empty file) is read as Open reads it. The
-// file must not shrink while it is read (perf.data being written is
-// appended to, not truncated).
+// OpenMapped is Open for reading a whole file at speed: records are
+// decoded in place, and the byte slices of a Sample (StackData, Raw,
+// AuxData) that a Sorter queues share the Reader's memory instead of being
+// copied. A file under 16 MB is mapped into memory (no read system calls or
+// copies), and the queued samples' slices are valid until Close. A larger
+// one is read in chunks of 1 MB with pread, since touching every page of a
+// mapping costs more than copying it: the queued samples' slices are then
+// valid while the sample is referenced, and Sample.Release lets the Reader
+// read into a chunk again once every sample of it is released (otherwise
+// it allocates new ones). A file that cannot be mapped (a pipe, an empty
+// file) is read as Open reads it. The file must not shrink while it is
+// read (perf.data being written is appended to, not truncated).
 func OpenMapped(path string) (*Reader, error) {
 	r, err := Open(path)
 	if err != nil || r.s.Pipe {
@@ -158,6 +169,10 @@ func OpenMapped(path string) (*Reader, error) {
 	if err != nil || !st.Mode().IsRegular() {
 		return r, nil
 	}
+	if st.Size() >= chunkedFromSize {
+		r.free = make(chan *chunk, freeChunks)
+		return r, nil
+	}
 	if m, unmap, err := mmapfile.Map(f, st.Size()); err == nil {
 		mmapfile.Sequential(m)
 		r.mm, r.unmap = m, unmap
@@ -166,7 +181,7 @@ func OpenMapped(path string) (*Reader, error) {
 }
 
 // Mapped reports whether the Reader decodes records in place from a
-// mapping of the file (OpenMapped).
+// mapping of the file (OpenMapped, a file under 16 MB).
 func (r *Reader) Mapped() bool { return r.mm != nil }
 
 // NewFileReader reads perf.data held in ra, size bytes long. It reads the
@@ -231,7 +246,14 @@ func NewFileReader(ra io.ReaderAt, size int64) (*Reader, error) {
 		return nil, err
 	}
 	s.DataOffset, s.DataSize = int64(dataOff), int64(dataLen)
-	r.end = int64(dataOff + dataLen)
+	end := dataOff + dataLen
+	if end < dataOff || end > 1<<62 {
+		// A data size no file has (the truncation is reported where the
+		// data stops): kept positive, so that the end is not taken for a
+		// stream's.
+		end = 1 << 62
+	}
+	r.end = int64(end)
 	if dataLen == 0 && feat == [4]uint64{} {
 		// Never finalized (perf record was killed): read to the end.
 		r.end = size
@@ -514,7 +536,7 @@ func (r *Reader) skip(n int64, what string) error {
 	if r.end >= 0 && (n > r.end-r.off) {
 		return truncErr(start, "%s of %d bytes runs past the end of the data section at %#x", what, n, r.end)
 	}
-	if r.mm != nil {
+	if r.mm != nil || r.free != nil {
 		r.off += n
 		return nil
 	}
@@ -552,7 +574,7 @@ func (r *Reader) Next() (Record, error) {
 		return nil, r.err
 	}
 	for {
-		r.inMap = false
+		r.inMap, r.inChunk = false, false
 		if r.z != nil {
 			rec, err := r.nextDecompressed()
 			if rec != nil || err != nil {
@@ -590,6 +612,9 @@ func (r *Reader) next() (Record, error) {
 	if r.mm != nil {
 		return r.nextMapped()
 	}
+	if r.free != nil {
+		return r.nextChunked()
+	}
 	hb, err := r.br.Peek(8)
 	if err != nil {
 		if err == io.EOF && len(hb) == 0 && r.end < 0 {
@@ -600,14 +625,9 @@ func (r *Reader) next() (Record, error) {
 		}
 		return r.fail(err)
 	}
-	typ := RecordType(le.Uint32(hb))
-	misc := le.Uint16(hb[4:])
-	size := int(le.Uint16(hb[6:]))
-	if size < 8 {
-		return r.damaged(r.off, formatErr(r.off, "record type %v: size %d is less than the 8-byte header", typ, size))
-	}
-	if r.end >= 0 && int64(size) > r.end-r.off {
-		return r.damaged(r.off, truncErr(r.off, "record type %v of %d bytes runs past the end of the data section at %#x", typ, size, r.end))
+	typ, misc, size, err := r.recordHeader(hb)
+	if err != nil {
+		return r.damaged(r.off, err)
 	}
 	b, err := r.br.Peek(size)
 	if err != nil {
@@ -620,6 +640,19 @@ func (r *Reader) next() (Record, error) {
 	return r.record(typ, misc, b)
 }
 
+// recordHeader decodes the record header hb (8 bytes) at r.off: an error
+// where its size cannot be right.
+func (r *Reader) recordHeader(hb []byte) (typ RecordType, misc uint16, size int, err error) {
+	typ, misc, size = RecordType(le.Uint32(hb)), le.Uint16(hb[4:]), int(le.Uint16(hb[6:]))
+	if size < 8 {
+		return typ, misc, size, formatErr(r.off, "record type %v: size %d is less than the 8-byte header", typ, size)
+	}
+	if r.end >= 0 && int64(size) > r.end-r.off {
+		return typ, misc, size, truncErr(r.off, "record type %v of %d bytes runs past the end of the data section at %#x", typ, size, r.end)
+	}
+	return typ, misc, size, nil
+}
+
 // nextMapped is next for a mapped file: the record is decoded where it
 // lies, with the errors the buffered path gives.
 func (r *Reader) nextMapped() (Record, error) {
@@ -628,14 +661,9 @@ func (r *Reader) nextMapped() (Record, error) {
 		return r.fail(truncErr(r.off, "input ends inside a record header (%d of 8 bytes)", avail))
 	}
 	hb := r.mm[r.off : r.off+8]
-	typ := RecordType(le.Uint32(hb))
-	misc := le.Uint16(hb[4:])
-	size := int(le.Uint16(hb[6:]))
-	if size < 8 {
-		return r.damaged(r.off, formatErr(r.off, "record type %v: size %d is less than the 8-byte header", typ, size))
-	}
-	if int64(size) > r.end-r.off {
-		return r.damaged(r.off, truncErr(r.off, "record type %v of %d bytes runs past the end of the data section at %#x", typ, size, r.end))
+	typ, misc, size, err := r.recordHeader(hb)
+	if err != nil {
+		return r.damaged(r.off, err)
 	}
 	if int64(size) > avail {
 		return r.damaged(r.off, truncErr(r.off, "record type %v: input ends after %d of its %d bytes", typ, avail, size))
@@ -706,6 +734,13 @@ func (r *Reader) readTracingData(n int64) error {
 	if r.mm != nil {
 		from := min(r.off, int64(len(r.mm)))
 		b = append([]byte(nil), r.mm[from:from+min(n, int64(len(r.mm))-from)]...)
+	} else if r.free != nil {
+		b = make([]byte, min(n, max(0, r.limit()-r.off)))
+		var k int
+		k, err = r.ra.ReadAt(b, r.off)
+		if b = b[:k]; err == io.EOF {
+			err = nil
+		}
 	} else {
 		// ReadAll grows with the data actually there, not with n.
 		b, err = io.ReadAll(io.LimitReader(r.br, n))

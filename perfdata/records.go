@@ -117,6 +117,11 @@ type Sample struct {
 	DataPageSize uint64
 	CodePageSize uint64
 	AuxData      []byte
+
+	// chunk is the chunk of the file that StackData, Raw and AuxData lie
+	// in, when a Sorter queued the sample from a file read in chunks
+	// (chunk.go); Release lets it go.
+	chunk *chunk
 }
 
 // Stack returns the captured part of the user stack: StackData cut to
@@ -135,6 +140,7 @@ func (s *Sample) Clone() Record { return s.Detach() }
 // Reader.Next.
 func (s *Sample) Detach() *Sample {
 	c := s.detachInPlace(nil)
+	c.chunk = nil
 	c.Raw = cloneBytes(s.Raw)
 	c.StackData = cloneBytes(s.StackData)
 	c.AuxData = cloneBytes(s.AuxData)

@@ -99,7 +99,7 @@ func (r *Reader) damaged(off int64, err error) (Record, error) {
 	r.nDamaged++
 	r.off, r.resumed = at, at
 	r.pendSkip, r.pendTrace = 0, false
-	if r.mm == nil {
+	if r.mm == nil && r.free == nil {
 		r.src = io.NewSectionReader(r.ra, at, r.limit()-at)
 		r.br.Reset(r.src)
 	}

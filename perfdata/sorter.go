@@ -22,8 +22,9 @@ const DefaultSorterLimit = 64 << 20
 //     delivered, then io.EOF (or the error).
 //
 // Queued records are clones and stay valid (with a mapped Reader, see
-// OpenMapped, until the Reader is closed); records delivered at once are
-// the Reader's and valid until the next call to Next.
+// OpenMapped, until the Reader is closed; with one reading in chunks, until
+// Sample.Release); records delivered at once are the Reader's and valid
+// until the next call to Next.
 type Sorter struct {
 	r         *Reader
 	limit     int64
@@ -166,8 +167,8 @@ func (s *Sorter) Next() (Record, error) {
 // file keeps its byte slices (the stack copy, raw data) in the mapping: only
 // what the Reader decodes into its own buffers is copied.
 func (s *Sorter) keep(rec Record) Record {
-	if smp, ok := rec.(*Sample); ok && s.r.inMap {
-		return smp.detachInPlace(&s.arena)
+	if smp, ok := rec.(*Sample); ok && (s.r.inMap || s.r.inChunk) {
+		return s.r.keepSample(smp, &s.arena)
 	}
 	return rec.Clone()
 }

@@ -545,10 +545,14 @@ type job struct {
 	regs   arch.Regs
 	hasReg bool
 	// stack is the sample's user stack: the sorter's copy of it (a
-	// slice of a mapped recording, read-only, or of the sorter's clone),
-	// or own, the job's buffer, holding a copy.
-	stack  []byte
-	own    []byte
+	// slice of a mapped recording, read-only, of a chunk of the
+	// recording that src shares, or of the sorter's clone), or own, the
+	// job's buffer, holding a copy.
+	stack []byte
+	own   []byte
+	// src is the sorter's sample that stack lies in, released with the
+	// job (perfdata.Sample.Release): its chunk is then read into again.
+	src    *perfdata.Sample
 	user   []uint64 // user callchain when there are no registers
 	kernel []uint64
 	ip     uint64 // the sampled user IP, when there is neither
@@ -650,9 +654,13 @@ func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary,
 			if f := p.opts.Filter; f != nil && !f.Keep(rec.Pid, rec.Tid, rec.CPU, rec.Time, p.commOf(rec.Tid)) {
 				index++
 				sum.Filtered++
+				rec.Release()
 				continue
 			}
 			j := p.newJob(rec, index)
+			if j.src != rec {
+				rec.Release() // nothing of it kept
+			}
 			j.noUserData = missingUserData(rec)
 			index++
 			ordered <- j
@@ -709,6 +717,10 @@ func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary,
 func (j *job) release() {
 	j.out.Frames = j.out.Frames[:0]
 	j.stack = nil // never written: it may be a read-only mapping's
+	if j.src != nil {
+		j.src.Release()
+		j.src = nil
+	}
 	j.user = j.user[:0]
 	j.kernel = j.kernel[:0]
 	j.space = nil
@@ -755,7 +767,7 @@ func (p *processor) newJob(s *perfdata.Sample, index int) *job {
 		j.hasReg = true
 		if s.HasTime() && s.Time != 0 {
 			// The sorter handed over its own copy: keep it.
-			j.stack = s.Stack()
+			j.stack, j.src = s.Stack(), s
 		} else {
 			j.own = append(j.own[:0], s.Stack()...)
 			j.stack = j.own
