@@ -563,7 +563,6 @@ type job struct {
 	// carries no user registers or no stack (missingUserData).
 	noUserData bool
 	space      *resolve.Space
-	done       chan struct{}
 	err        error
 	// trace is a tracepoint sample's format and raw a copy of its data,
 	// formatted by the worker into traceText.
@@ -579,7 +578,22 @@ type job struct {
 	fp       fpSample
 }
 
-var jobPool = sync.Pool{New: func() any { return &job{done: make(chan struct{}, 1)} }}
+var jobPool = sync.Pool{New: func() any { return new(job) }}
+
+// A batch is jobs handed to a worker and to the emitter together: a job a
+// sample, handed on alone, cost the pipeline a wake-up of another
+// goroutine each, and a worker alone (-j 1) then ran mostly in turn with
+// the reader and the emitter rather than beside them.
+type batch struct {
+	jobs []*job
+	done chan struct{} // the worker is through with the jobs
+}
+
+// batchJobs is the jobs of a batch read from a file. A stream (pipe mode:
+// perf record -o - | ustack report) hands on each sample's job as it comes.
+const batchJobs = 16
+
+var batchPool = sync.Pool{New: func() any { return &batch{jobs: make([]*job, 0, batchJobs), done: make(chan struct{}, 1)} }}
 
 func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary, error) {
 	sum := &Summary{Stops: map[string]int{}, Missing: map[string]string{}, Skipped: map[string]int{}, MaxFrames: p.opts.MaxFrames}
@@ -592,48 +606,49 @@ func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary,
 	}
 	sorter := perfdata.NewSorter(r, 0)
 
-	queue := make(chan *job, 4*p.opts.Jobs)
-	ordered := make(chan *job, 64*p.opts.Jobs)
+	perBatch := batchJobs
+	if p.session.Pipe {
+		perBatch = 1
+	}
+	queue := make(chan *batch, 2*p.opts.Jobs)
+	ordered := make(chan *batch, 8*p.opts.Jobs)
 	var wg sync.WaitGroup
 	for i := 0; i < p.opts.Jobs; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			w := newWorker(p)
-			for j := range queue {
-				w.process(j)
-				j.done <- struct{}{}
+			for b := range queue {
+				for _, j := range b.jobs {
+					w.process(j)
+				}
+				b.done <- struct{}{}
 			}
 		}()
 	}
-	// The emitter waits for each job in order.
+	// The emitter waits for each batch in order.
 	emitErr := make(chan error, 1)
 	go func() {
 		var err error
-		for j := range ordered {
-			<-j.done
-			if err == nil {
-				sum.Samples++
-				if j.out.Stop != "" {
-					sum.Stops[j.out.Stop]++
-				}
-				if j.out.Stop == "truncated" && j.fullStack {
-					sum.SnapshotCut++
-				}
-				if j.noUserData && j.out.Stop == StopCallchain {
-					sum.NoStackChained++
-				} else if j.noUserData {
-					sum.NoUserData++
-				}
-				sum.countJITStop(&j.out)
-				sum.addFP(&j.fp)
-				err = emit(&j.out)
+		for b := range ordered {
+			<-b.done
+			for _, j := range b.jobs {
+				err = emitJob(sum, j, emit, err)
 			}
-			j.release()
+			clear(b.jobs)
+			b.jobs = b.jobs[:0]
+			batchPool.Put(b)
 		}
 		emitErr <- err
 	}()
-
+	cur := batchPool.Get().(*batch)
+	send := func() {
+		if len(cur.jobs) > 0 {
+			ordered <- cur
+			queue <- cur
+			cur = batchPool.Get().(*batch)
+		}
+	}
 	var readErr error
 	index := 0
 	for {
@@ -663,8 +678,9 @@ func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary,
 			}
 			j.noUserData = missingUserData(rec)
 			index++
-			ordered <- j
-			queue <- j
+			if cur.jobs = append(cur.jobs, j); len(cur.jobs) >= perBatch {
+				send()
+			}
 		case *perfdata.Mmap:
 			p.mmap(rec)
 		case *perfdata.Comm:
@@ -692,6 +708,7 @@ func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary,
 			}
 		}
 	}
+	send()
 	close(queue)
 	close(ordered)
 	wg.Wait()
@@ -712,6 +729,30 @@ func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary,
 		}
 	}
 	return sum, err
+}
+
+// emitJob counts a finished job in sum and hands its sample to emit, unless
+// emit failed before (err), then lets the job go.
+func emitJob(sum *Summary, j *job, emit func(*Sample) error, err error) error {
+	if err == nil {
+		sum.Samples++
+		if j.out.Stop != "" {
+			sum.Stops[j.out.Stop]++
+		}
+		if j.out.Stop == "truncated" && j.fullStack {
+			sum.SnapshotCut++
+		}
+		if j.noUserData && j.out.Stop == StopCallchain {
+			sum.NoStackChained++
+		} else if j.noUserData {
+			sum.NoUserData++
+		}
+		sum.countJITStop(&j.out)
+		sum.addFP(&j.fp)
+		err = emit(&j.out)
+	}
+	j.release()
+	return err
 }
 
 func (j *job) release() {
