@@ -7,9 +7,10 @@
 // (perfdata.Sorter), applies mmap/fork/exec/exit to a procmaps.Tracker and
 // turns each sample into a job holding a copy of its registers and stack and
 // the maps snapshot in force (samples Options.Filter rejects are dropped
-// here, before any work). Workers (one per CPU by default) unwind and
-// symbolize jobs with their own unwinder.Cache; the results are handed to
-// the caller's Emit function strictly in the order of the samples in the
+// here, before any work). The jobs go on in batches of 16 (one at a time
+// from a pipe-mode stream). Workers (one per CPU by default) unwind and
+// symbolize batches with their own unwinder.Cache; the results are handed
+// to the caller's Emit function strictly in the order of the samples in the
 // file. The maps are resolved into address spaces and the unwound frames
 // symbolized by one resolve.Resolver per Run, which Run closes. With
 // Options.Debuginfod the objects and debug files missing locally come by
