@@ -53,8 +53,12 @@
 // for the largest, 64 KiB, record) and one reusable value per record type.
 // A Record returned by Next, and the slices inside it (a Sample's
 // Callchain, Regs, StackData, Raw ...), are valid only until the next Next;
-// Record.Clone (or Sample.Detach) makes a copy to keep. Decoding a sample
-// does not allocate. Header and feature sections are checked against the
+// Record.Clone (or Sample.Detach) makes a copy to keep. A Sorter queues
+// copies; over OpenMapped their byte slices stay in the file's mapping (a
+// small file) or in the 1 MB chunk it was read into (a large one), which
+// the Reader reads into again once every sample of it is Released (a
+// sample never released keeps its chunk, as any Go value). Decoding a
+// sample does not allocate. Header and feature sections are checked against the
 // file size before anything is allocated for them, and no record allocates
 // more than its declared size.
 //
