@@ -673,10 +673,10 @@ func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary,
 				continue
 			}
 			j := p.newJob(rec, index)
+			j.noUserData = missingUserData(rec)
 			if j.src != rec {
 				rec.Release() // nothing of it kept
 			}
-			j.noUserData = missingUserData(rec)
 			index++
 			if cur.jobs = append(cur.jobs, j); len(cur.jobs) >= perBatch {
 				send()
