@@ -1,8 +1,10 @@
 package elfcache
 
 import (
+	"fmt"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 
@@ -210,35 +212,49 @@ func TestCacheBudgetConcurrent(t *testing.T) {
 // TestHeldBytesHeap checks HeldBytes against what the Go heap grew by
 // when an object built its tables: libc's symbols, CFI, and goprog's
 // lines. The count is an estimate from sizes: within a factor of two of
-// the heap's growth.
+// the heap's growth. The heap is the process's: goroutines other tests
+// left behind allocate and free while it is measured (a run of the whole
+// package once saw libc's tables grow it by 47 KB against 163 KB held, a
+// run of this test alone never), so a fresh object is measured up to three
+// times and one measurement must agree.
 func TestHeldBytesHeap(t *testing.T) {
 	testfiles.MustUnpack(t, filepath.Join("..", "testdata"))
 	for _, n := range []string{"libc.so.6", "goprog"} {
 		t.Run(n, func(t *testing.T) {
-			o, err := Open(budgetPath(n), Options{NoDebugFile: true})
-			if err != nil {
-				t.Fatal(err)
+			var tries []string
+			for range 3 {
+				held, grew := heldAndGrown(t, n)
+				t.Logf("%s: HeldBytes %d, heap grew %d", n, held, grew)
+				if held > 0 && grew > 0 && held <= 2*grew && 2*held >= grew {
+					return
+				}
+				tries = append(tries, fmt.Sprintf("HeldBytes %d, heap grew %d", held, grew))
 			}
-			defer o.Close()
-			var m0, m1 runtime.MemStats
-			runtime.GC()
-			runtime.ReadMemStats(&m0)
-			var src []SourceFrame
-			for addr := o.loads[0].Vaddr; addr < o.loads[0].Vaddr+o.loads[0].Memsz; addr += 4096 {
-				o.Symbolize(addr)
-				src = o.SourceFrames(addr, src[:0])
-			}
-			o.CFIError()
-			runtime.GC()
-			runtime.ReadMemStats(&m1)
-			grew := int64(m1.HeapAlloc) - int64(m0.HeapAlloc)
-			held := o.HeldBytes()
-			t.Logf("%s: HeldBytes %d, heap grew %d", n, held, grew)
-			if held <= 0 || grew <= 0 || held > 2*grew || 2*held < grew {
-				t.Errorf("HeldBytes %d, heap grew %d", held, grew)
-			}
+			t.Errorf("%s: %s", n, strings.Join(tries, "; "))
 		})
 	}
+}
+
+// heldAndGrown opens the budget object n, builds its symbols, lines and
+// CFI, and returns its HeldBytes and what the Go heap grew by meanwhile.
+func heldAndGrown(t *testing.T, n string) (held, grew int64) {
+	o, err := Open(budgetPath(n), Options{NoDebugFile: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	var m0, m1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	var src []SourceFrame
+	for addr := o.loads[0].Vaddr; addr < o.loads[0].Vaddr+o.loads[0].Memsz; addr += 4096 {
+		o.Symbolize(addr)
+		src = o.SourceFrames(addr, src[:0])
+	}
+	o.CFIError()
+	runtime.GC()
+	runtime.ReadMemStats(&m1)
+	return o.HeldBytes(), int64(m1.HeapAlloc) - int64(m0.HeapAlloc)
 }
 
 // TestHeldBytesGoLines: a Go program without DWARF (goprog_stripped)
