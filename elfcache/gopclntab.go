@@ -597,3 +597,64 @@ func (o *Object) goSymbols(out []candidate) []candidate {
 	}
 	return out
 }
+
+// findGoMcall finds the row of Go's runtime.mcall past its stack switch,
+// where FindRow makes the return address undefined: the outermost frame.
+//
+// mcall saves the goroutine's PC and SP in g.sched, sets SP to the top of
+// the thread's g0 stack (g0.sched.sp), pushes a word (amd64 PUSHQ AX, arm64
+// a zero link register and SUB $16) and calls fn, which never returns.
+// Nothing above that is live: the word where the CFI finds mcall's return
+// address holds whatever mstart's frame left there (zero, a stack or heap
+// address, code), and gdb walks on into it. Go's own traceback stops at an
+// SP-writing function such as mcall, and Delve ends a system stack there.
+//
+// The row past the switch is the one with the largest CFA offset, larger
+// than the entry's: the rows before the switch allocate at most the frame
+// pointer's slot (amd64 PUSHQ BP), those after the call pop the word again.
+// A thread stopped in mcall before the switch keeps its caller. Objects
+// without a pclntab are not parsed; a function whose rows do not have this
+// shape is left as it is.
+func (o *Object) findGoMcall() {
+	if o.section(".gopclntab") == nil && o.section(".data.rel.ro.gopclntab") == nil {
+		return
+	}
+	entry, end, ok := o.GoFunction("runtime.mcall")
+	if !ok || entry >= end {
+		return
+	}
+	var sp uint16
+	switch o.arch {
+	case arch.AMD64:
+		sp = arch.AMD64_RSP
+	case arch.ARM64:
+		sp = arch.ARM64_SP
+	default:
+		return
+	}
+	var r cfi.Row
+	var best Range
+	first, most, ties := int64(-1), int64(-1), 0
+	for pc := entry; pc < end; pc = r.End {
+		if o.row(pc, &r) != nil {
+			break // the alignment padding after the function's last row
+		}
+		if r.End <= pc || r.CFA.Kind != cfi.RuleCFAOffset || r.CFA.Reg != sp {
+			return
+		}
+		if pc == entry {
+			first = r.CFA.Offset
+		}
+		switch {
+		case r.CFA.Offset > most:
+			most, ties, best = r.CFA.Offset, 1, Range{max(r.Start, entry), min(r.End, end)}
+		case r.CFA.Offset == most && r.Start == best.End:
+			best.End = min(r.End, end) // the same offset split across rows (arm64)
+		case r.CFA.Offset == most:
+			ties++
+		}
+	}
+	if ties == 1 && most > first {
+		o.mcallSwitched = best
+	}
+}

@@ -140,6 +140,9 @@ type Object struct {
 	table   *cfi.Table
 	cfiErr  error
 	cfiFrom Origin // of the sections the table was built from
+	// mcallSwitched: the row of Go's runtime.mcall past its stack switch
+	// (findGoMcall), where FindRow ends the stack.
+	mcallSwitched Range
 
 	symOnce sync.Once
 	syms    *symtab

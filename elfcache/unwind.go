@@ -49,6 +49,7 @@ func (o *Object) buildCFI() {
 			o.cfiErr = newErr(o.path, "", -1, fmt.Errorf("building CFI table: %v", r))
 		}
 	}()
+	defer o.findGoMcall() // once the table is built (or not)
 	secs, readErr := o.cfiSections()
 	if secs.EHFrame.Data == nil && secs.DebugFrame.Data == nil {
 		o.cfiErr = readErr
@@ -137,6 +138,26 @@ func (o *Object) FindRow(addr uint64, row *cfi.Row) error {
 		return newErr(o.path, "", -1, ErrClosed)
 	}
 	o.cfiOnce.Do(o.buildCFI)
+	err := o.row(addr, row)
+	if err == nil {
+		if o.mcallSwitched.Contains(addr) {
+			row.Regs[row.RA] = cfi.Rule{Kind: cfi.RuleUndefined}
+		}
+		return nil
+	}
+	if err == cfi.ErrNoFDE || errors.Is(err, cfi.ErrNoFDE) {
+		return cfi.ErrNoFDE
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return err
+	}
+	return newErr(o.path, "", -1, err)
+}
+
+// row finds the row at addr in the CFI table, else synthesizes one for a
+// PLT stub or from a Go pclntab. The CFI table must be built.
+func (o *Object) row(addr uint64, row *cfi.Row) error {
 	err := cfi.ErrNoFDE
 	if o.table != nil {
 		err = o.lookup(addr, row)
@@ -149,14 +170,7 @@ func (o *Object) FindRow(addr uint64, row *cfi.Row) error {
 	if o.pltRow(addr, row) || o.goRow(addr, row) {
 		return nil
 	}
-	if err == cfi.ErrNoFDE || errors.Is(err, cfi.ErrNoFDE) {
-		return cfi.ErrNoFDE
-	}
-	var e *Error
-	if errors.As(err, &e) {
-		return err
-	}
-	return newErr(o.path, "", -1, err)
+	return err
 }
 
 // lookup asks the CFI table, turning a panic on malformed CFI into an error.

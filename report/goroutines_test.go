@@ -528,7 +528,11 @@ func BenchmarkGoroutines10k(b *testing.B) {
 // runtime.clone, whose child side calls only the thread's function. (The
 // word above a new thread's stack, where runtime.clone's CFI finds a
 // return address, is left to chance: a Go heap address there stopped the
-// sysmon thread with no_mapping.) gdb, given the same core, ends each
+// sysmon thread with no_mapping.) An idle thread ends at runtime.mcall,
+// whose callee runs from the top of the g0 stack: the word above was left
+// to chance as well (a stack address there stopped the main thread, parked
+// in stopm, with no_mapping in one core of about ninety;
+// elfcache's TestGoMcallEndsStack). gdb, given the same core, ends each
 // thread at the same frame or walks on into that word.
 func TestGoCoreThreadsComplete(t *testing.T) {
 	c := crashGoProgram(t, goBuild{}, "3")
