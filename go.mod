@@ -15,6 +15,7 @@ require (
 	github.com/ulikunitz/xz v0.5.15
 	go.opentelemetry.io/collector/pdata v1.71.0
 	go.opentelemetry.io/collector/pdata/pprofile v0.165.0
+	golang.org/x/arch v0.28.0
 	golang.org/x/sys v0.48.0
 	golang.org/x/term v0.44.0
 )
@@ -29,7 +30,6 @@ require (
 	go.opentelemetry.io/collector/featuregate v1.71.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
-	golang.org/x/arch v0.28.0 // indirect
 	golang.org/x/telemetry v0.0.0-20241106142447-58a1122356f5 // indirect
 	golang.org/x/text v0.42.0 // indirect
 )

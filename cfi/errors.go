@@ -8,6 +8,12 @@ import (
 // ErrNoFDE is returned by Table.Lookup when no FDE covers the program counter.
 var ErrNoFDE = errors.New("cfi: no FDE covers the address")
 
+// ErrStackSwitch is returned, wrapped, by an object whose function has
+// switched stacks at the program counter (Go's runtime.systemstack and
+// runtime.morestack, once on the thread's g0 stack): its caller's frame is
+// on the other stack, which no row can describe.
+var ErrStackSwitch = errors.New("the function switched stacks: its caller is on the other stack")
+
 // A FormatError reports malformed call frame information: the section, the
 // byte offset within it at which the problem was found, and what is wrong.
 type FormatError struct {

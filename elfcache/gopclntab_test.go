@@ -152,7 +152,7 @@ func TestGoRowsMatchDebugFrame(t *testing.T) {
 			}
 			var f goFunc
 			var want, got cfi.Row
-			checked, funcs, signalPCs, mcallPCs := 0, 0, 0, 0
+			checked, funcs, signalPCs, switchPCs := 0, 0, 0, 0
 			for i := 0; i < tab.nfunc; i++ {
 				require.True(t, tab.function(i, &f))
 				if f.entry == f.end {
@@ -173,14 +173,18 @@ func TestGoRowsMatchDebugFrame(t *testing.T) {
 						require.ErrorIs(t, stripped.FindRow(pc, &got), cfi.ErrNoFDE, "pc %#x", pc)
 						continue
 					}
+					flag := f.flag
+					if sw := switchAt(stripped, pc); sw != nil {
+						// Past a stack switch: TestGoStackSwitches.
+						switchPCs++
+						if !sw.outermost {
+							require.ErrorIs(t, stripped.FindRow(pc, &got), cfi.ErrStackSwitch, "pc %#x", pc)
+							continue
+						}
+						flag |= goFlagTopFrame
+					}
 					require.NoError(t, stripped.FindRow(pc, &got), "pc %#x", pc)
 					checked++
-					flag := f.flag
-					if string(tab.funcName(&f)) == "runtime.mcall" && stripped.mcallSwitched.Contains(pc) {
-						// Past the stack switch: TestGoMcallEndsStack.
-						flag |= goFlagTopFrame
-						mcallPCs++
-					}
 					if goSignalEntry(tab.funcName(&f)) {
 						// Unwound through to the sa_restorer, as amd64's
 						// .debug_frame does; arm64's says undefined there,
@@ -206,20 +210,32 @@ func TestGoRowsMatchDebugFrame(t *testing.T) {
 			t.Logf("%d functions, %d PCs agree with .debug_frame (%d in signal entries)", funcs, checked, signalPCs)
 			require.Greater(t, funcs, 1000)
 			require.Greater(t, signalPCs, 0, "no PC of runtime.sigtramp was compared")
-			require.Greater(t, mcallPCs, 0, "no PC of runtime.mcall past its switch was compared")
+			require.Greater(t, switchPCs, 0, "no PC past a stack switch was compared")
 		})
 	}
 }
 
-// TestGoMcallEndsStack: a frame returning into runtime.mcall, which
-// switched to the top of the g0 stack before calling fn, is the outermost
-// (findGoMcall), in the unstripped and the stripped twin, for every
-// toolchain and architecture of goTwins; before the switch mcall keeps its
-// caller. Where the switch and the call are comes from Go's own
-// disassembler (go tool objdump), not from the rows: the instruction that
-// writes SP (amd64 MOVQ 0x38(R14), SP; arm64 MOVD R0, RSP) and the first
-// call after it.
-func TestGoMcallEndsStack(t *testing.T) {
+// switchAt returns o's stack switch holding addr, or nil.
+func switchAt(o *Object, addr uint64) *goSwitch {
+	for i := range o.goSwitches {
+		if o.goSwitches[i].Contains(addr) {
+			return &o.goSwitches[i]
+		}
+	}
+	return nil
+}
+
+// TestGoStackSwitches: past the switch to the g0 stack of Go's
+// runtime.mcall, runtime.systemstack and runtime.morestack, the return
+// address of the call that follows ends the stack (mcall: its return
+// address undefined, the outermost frame) or the rows answer
+// cfi.ErrStackSwitch (the caller is on the goroutine's stack), in the
+// unstripped and the stripped twin, for every toolchain and architecture of
+// goTwins; every instruction up to the switch keeps its row. Where the
+// switch and the call are comes from Go's own disassembler (go tool
+// objdump's text), not from the rows: the first move into SP (amd64 MOVQ
+// 0x38(R14), SP; arm64 MOVD R0, RSP) and the first call after it.
+func TestGoStackSwitches(t *testing.T) {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("go not in PATH: no go tool objdump")
@@ -227,42 +243,53 @@ func TestGoMcallEndsStack(t *testing.T) {
 	for _, c := range goTwins {
 		t.Run(c.name, func(t *testing.T) {
 			full, stripped := c.open(t)
-			out, err := exec.Command(goTool, "tool", "objdump", "-s", "^runtime.mcall$", full.Path()).CombinedOutput()
-			require.NoError(t, err, "go tool objdump: %s", out)
-			type insn struct {
-				addr uint64
-				text string
-			}
-			var code []insn
-			for _, line := range strings.Split(string(out), "\n") {
-				f := strings.Split(strings.TrimSpace(line), "\t")
-				f = slices.DeleteFunc(f, func(s string) bool { return s == "" })
-				if len(f) < 4 || !strings.HasPrefix(f[1], "0x") {
-					continue
+			for _, fn := range goSwitchFuncs {
+				// Assembly functions are name.abi0 in the symbol table
+				// objdump reads (Go 1.17 on), except ABIInternal ones
+				// (mcall since Go 1.21).
+				out, err := exec.Command(goTool, "tool", "objdump", "-s", "^"+strings.ReplaceAll(fn.name, ".", `\.`)+`(\.abi0)?$`, full.Path()).CombinedOutput()
+				require.NoError(t, err, "go tool objdump: %s", out)
+				type insn struct {
+					addr uint64
+					text string
 				}
-				a, err := strconv.ParseUint(f[1][2:], 16, 64)
-				require.NoError(t, err, "%q", line)
-				code = append(code, insn{a, strings.TrimSpace(f[3])})
-			}
-			spName := ", SP"
-			if c.goarch == "arm64" {
-				spName = ", RSP"
-			}
-			sw := slices.IndexFunc(code, func(i insn) bool {
-				return strings.HasPrefix(i.text, "MOV") && strings.HasSuffix(i.text, spName)
-			})
-			require.Positive(t, sw, "no write of SP in runtime.mcall:\n%s", out)
-			call := sw + slices.IndexFunc(code[sw:], func(i insn) bool { return strings.HasPrefix(i.text, "CALL ") })
-			require.Greater(t, call, sw, "no call after the switch:\n%s", out)
-			require.Less(t, call+1, len(code), "nothing after the call:\n%s", out)
-			ret := code[call+1].addr
-			for _, o := range []*Object{full, stripped} {
-				var r cfi.Row
-				require.NoError(t, o.FindRow(ret-1, &r), "%s: row of mcall's return address %#x", o.Path(), ret)
-				assert.Equal(t, cfi.RuleUndefined, r.Regs[r.RA].Kind, "%s: mcall's return address %#x (after %q) ends the stack", o.Path(), ret, code[call].text)
-				for _, i := range code[:sw+1] {
-					require.NoError(t, o.FindRow(i.addr, &r), "%s: row at %#x", o.Path(), i.addr)
-					assert.NotEqual(t, cfi.RuleUndefined, r.Regs[r.RA].Kind, "%s: %#x (%q) before the switch keeps its caller", o.Path(), i.addr, i.text)
+				var code []insn
+				for _, line := range strings.Split(string(out), "\n") {
+					f := strings.Split(strings.TrimSpace(line), "\t")
+					f = slices.DeleteFunc(f, func(s string) bool { return s == "" })
+					if len(f) < 4 || !strings.HasPrefix(f[1], "0x") {
+						continue
+					}
+					a, err := strconv.ParseUint(f[1][2:], 16, 64)
+					require.NoError(t, err, "%q", line)
+					code = append(code, insn{a, strings.TrimSpace(f[3])})
+				}
+				spName := ", SP"
+				if c.goarch == "arm64" {
+					spName = ", RSP"
+				}
+				sw := slices.IndexFunc(code, func(i insn) bool {
+					return strings.HasPrefix(i.text, "MOV") && strings.HasSuffix(i.text, spName)
+				})
+				require.Positive(t, sw, "no move into SP in %s:\n%s", fn.name, out)
+				call := sw + slices.IndexFunc(code[sw:], func(i insn) bool { return strings.HasPrefix(i.text, "CALL ") })
+				require.Greater(t, call, sw, "no call after the switch in %s:\n%s", fn.name, out)
+				require.Less(t, call+1, len(code), "nothing after the call in %s:\n%s", fn.name, out)
+				ret := code[call+1].addr
+				for _, o := range []*Object{full, stripped} {
+					var r cfi.Row
+					err := o.FindRow(ret-1, &r)
+					if fn.outermost {
+						require.NoError(t, err, "%s: row of %s's return address %#x", o.Path(), fn.name, ret)
+						assert.Equal(t, cfi.RuleUndefined, r.Regs[r.RA].Kind, "%s: %s's return address %#x (after %q) ends the stack", o.Path(), fn.name, ret, code[call].text)
+					} else {
+						assert.ErrorIs(t, err, cfi.ErrStackSwitch, "%s: %s's return address %#x (after %q)", o.Path(), fn.name, ret, code[call].text)
+					}
+					for _, i := range code[:sw+1] {
+						require.NoError(t, o.FindRow(i.addr, &r), "%s: row at %#x (%q) of %s", o.Path(), i.addr, i.text, fn.name)
+						assert.NotEqual(t, cfi.RuleUndefined, r.Regs[r.RA].Kind, "%s: %#x (%q) before the switch keeps its caller", o.Path(), i.addr, i.text)
+						assert.True(t, r.End <= code[sw+1].addr, "%s: the row at %#x reaches past the switch, to %#x", o.Path(), i.addr, r.End)
+					}
 				}
 			}
 		})

@@ -136,13 +136,11 @@ type Object struct {
 	debug     *Object
 	debugErr  error
 
-	cfiOnce sync.Once
-	table   *cfi.Table
-	cfiErr  error
-	cfiFrom Origin // of the sections the table was built from
-	// mcallSwitched: the row of Go's runtime.mcall past its stack switch
-	// (findGoMcall), where FindRow ends the stack.
-	mcallSwitched Range
+	cfiOnce    sync.Once
+	table      *cfi.Table
+	cfiErr     error
+	cfiFrom    Origin     // of the sections the table was built from
+	goSwitches []goSwitch // Go runtime functions past their stack switch (goswitch.go)
 
 	symOnce sync.Once
 	syms    *symtab

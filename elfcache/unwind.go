@@ -49,7 +49,7 @@ func (o *Object) buildCFI() {
 			o.cfiErr = newErr(o.path, "", -1, fmt.Errorf("building CFI table: %v", r))
 		}
 	}()
-	defer o.findGoMcall() // once the table is built (or not)
+	defer o.findGoSwitches() // once the table is built (or not)
 	secs, readErr := o.cfiSections()
 	if secs.EHFrame.Data == nil && secs.DebugFrame.Data == nil {
 		o.cfiErr = readErr
@@ -138,11 +138,13 @@ func (o *Object) FindRow(addr uint64, row *cfi.Row) error {
 		return newErr(o.path, "", -1, ErrClosed)
 	}
 	o.cfiOnce.Do(o.buildCFI)
+	if len(o.goSwitches) > 0 {
+		if err := o.goSwitchRow(addr, row); err != cfi.ErrNoFDE {
+			return err
+		}
+	}
 	err := o.row(addr, row)
 	if err == nil {
-		if o.mcallSwitched.Contains(addr) {
-			row.Regs[row.RA] = cfi.Rule{Kind: cfi.RuleUndefined}
-		}
 		return nil
 	}
 	if err == cfi.ErrNoFDE || errors.Is(err, cfi.ErrNoFDE) {

@@ -324,6 +324,11 @@ type Goroutine struct {
 	// M is its m's address while it runs (or is in a system call) and
 	// ThreadID that thread's id (m.procid); both 0 otherwise.
 	M, ThreadID uint64
+	// CurThreadID is the id of the thread whose m runs it (g.m, set while
+	// it is that m's curg), whatever its status: also a goroutine that
+	// waits while its thread works for it on the g0 stack (forEachP, a
+	// stop for the GC). 0 when no m runs it.
+	CurThreadID uint64
 	// StackLo and StackHi bound its stack.
 	StackLo, StackHi uint64
 }
@@ -399,10 +404,12 @@ func (r *Runtime) Goroutines() ([]Goroutine, error) {
 				g.SP, g.PC, g.BP, g.LR = sp, u64(l.SyscallPC), u64(l.SyscallBP), 0
 			}
 		}
-		if m := u64(l.M); m != 0 && (st == StatusRunning || st == StatusSyscall) {
-			g.M = m
+		if m := u64(l.M); m != 0 {
 			if k, _ := r.mem.ReadAt(mbuf, m); k == len(mbuf) {
-				g.ThreadID = binary.LittleEndian.Uint64(mbuf[l.MProcID:])
+				g.CurThreadID = binary.LittleEndian.Uint64(mbuf[l.MProcID:])
+			}
+			if st == StatusRunning || st == StatusSyscall {
+				g.M, g.ThreadID = m, g.CurThreadID
 			}
 		}
 		out = append(out, g)

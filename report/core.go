@@ -14,6 +14,7 @@ import (
 	"github.com/ustack/ustack/arch"
 	"github.com/ustack/ustack/coredump"
 	"github.com/ustack/ustack/elfcache"
+	"github.com/ustack/ustack/goruntime"
 	"github.com/ustack/ustack/minidump"
 	"github.com/ustack/ustack/procmaps"
 	"github.com/ustack/ustack/resolve"
@@ -188,6 +189,12 @@ type coreSession struct {
 	warnings []string
 	vdsoWhy  string // why the core's own vdso image could not be used
 	warm     warmer // the tables of the objects needed first, built ahead
+
+	// gos are a Go program's goroutines, read when a thread's stack first
+	// ends at a stack switch (goSwitched); goErr says why they could not be.
+	gos    []goruntime.Goroutine
+	goRead bool
+	goErr  error
 }
 
 // missing is the resolver's objects that could not be used, the vdso with
@@ -628,6 +635,11 @@ func RunCore(c *Core, opts CoreOptions, emit func(*Sample) error) (*Summary, err
 		}
 		out.StackSize = stackBytes(c.Core, th)
 		res := unwinderFor(mask).Unwind(&cache, as, &th.Regs, mem, frames)
+		if res.Stop == unwinder.StopStackSwitch {
+			if g := s.goroutineOn(uint64(th.TID)); g != nil {
+				res = s.goSwitched(unwinderFor(mask), &cache, g, frames, res)
+			}
+		}
 		out.Stop, out.StopErr = res.Stop.String(), ""
 		if res.Err != nil {
 			out.StopErr = res.Err.Error()

@@ -84,10 +84,16 @@ func goroutineRegs(c *coredump.Core, g *goruntime.Goroutine, regs *arch.Regs) *c
 			}
 		}
 	}
+	savedRegs(c.Arch, g, regs)
+	return nil
+}
+
+// savedRegs sets regs to the registers the scheduler saved for goroutine g
+// (g.sched, or its system call's); none when it saved none.
+func savedRegs(a arch.Arch, g *goruntime.Goroutine, regs *arch.Regs) {
 	regs.Reset()
-	a := c.Arch
 	if g.SP == 0 || g.PC == 0 {
-		return nil
+		return
 	}
 	regs.Set(a.PC(), g.PC)
 	regs.Set(a.SP(), g.SP)
@@ -95,7 +101,63 @@ func goroutineRegs(c *coredump.Core, g *goruntime.Goroutine, regs *arch.Regs) *c
 	if a == arch.ARM64 && g.LR != 0 {
 		regs.Set(arch.ARM64_X30, g.LR)
 	}
+}
+
+// goroutineOn returns the goroutine thread tid of a Go program's core runs
+// (its m's curg: running, or waiting while the thread works for it on the
+// g0 stack), reading the runtime's goroutines the first time; nil when there
+// is none, or the core is not a Go program's (or its runtime could not be
+// read: a warning says why, once).
+func (s *coreSession) goroutineOn(tid uint64) *goruntime.Goroutine {
+	if !s.goRead {
+		s.goRead = true
+		obj, bias, err := s.mainObject()
+		var rt *goruntime.Runtime
+		if err == nil {
+			rt, err = goruntime.Open(obj, bias, s.core.Memory())
+		}
+		if err == nil {
+			s.gos, err = rt.Goroutines()
+		}
+		if err != nil && !errors.Is(err, goruntime.ErrNotGo) {
+			s.warn(fmt.Sprintf("a thread's stack ends where Go's runtime switched to the thread's g0 stack; the goroutine it runs for could not be read: %v", err))
+		}
+		s.goErr = err
+	}
+	for i := range s.gos {
+		g := &s.gos[i]
+		if g.CurThreadID == tid && !g.Dead() {
+			return g
+		}
+	}
 	return nil
+}
+
+// goSwitched goes on from a thread's stack that ended where Go's runtime
+// had switched to the thread's g0 stack (res: StopStackSwitch, at
+// runtime.systemstack or runtime.morestack) onto the stack of goroutine g,
+// which runs on the thread, from the registers the switch saved in g.sched
+// (systemstack's: as if in runtime.systemstack_switch; morestack's: in the
+// function whose stack grows), as Go's own traceback and Delve do. The
+// frames are appended after res's; the result is the whole stack's.
+func (s *coreSession) goSwitched(u *unwinder.Unwinder, cache *unwinder.Cache, g *goruntime.Goroutine,
+	frames []unwinder.Frame, res unwinder.Result) unwinder.Result {
+	n := res.Frames
+	if n >= len(frames) {
+		return res
+	}
+	var regs arch.Regs
+	savedRegs(s.core.Arch, g, &regs)
+	if regs.KnownMask() == 0 {
+		return res
+	}
+	more := u.Unwind(cache, s.space.AddressSpace(), &regs, s.core.Memory(), frames[n:])
+	if more.Frames == 0 {
+		return res
+	}
+	s.savedPCFrame(&frames[n])
+	more.Frames += n
+	return more
 }
 
 // runGoroutines reports every live goroutine of a Go core as a sample of
@@ -183,6 +245,9 @@ func (s *coreSession) runGoroutines(sum *Summary, u *unwinder.Unwinder, cache *u
 			res := u.Unwind(cache, as, &regs, mem, frames)
 			if th == nil && res.Frames > 0 {
 				s.savedPCFrame(&frames[0])
+			}
+			if th != nil && res.Stop == unwinder.StopStackSwitch {
+				res = s.goSwitched(u, cache, g, frames, res)
 			}
 			out.Stop = res.Stop.String()
 			if res.Err != nil {

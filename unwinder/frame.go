@@ -97,10 +97,17 @@ const (
 	// called complete. Result.Err is a *FramePointerGuessError naming
 	// the first such frame.
 	StopFramePointerGuess
+	// StopStackSwitch: the walk reached a function that had switched
+	// stacks and called from the other one (Go's runtime.systemstack and
+	// runtime.morestack on a thread's g0 stack: the object's rows answer
+	// cfi.ErrStackSwitch): its callers are on the stack it left, which
+	// its rows cannot reach. Result.Err names the function. A Go core's
+	// reader goes on from the goroutine's saved registers.
+	StopStackSwitch
 )
 
 var stopNames = [...]string{"outermost", "truncated", "no_mapping", "no_unwind_info",
-	"loop", "depth", "bad_cfi", "unknown_register", "bad_memory", "fp_guess"}
+	"loop", "depth", "bad_cfi", "unknown_register", "bad_memory", "fp_guess", "stack_switch"}
 
 // String returns the short name used in reports and fixtures, such as
 // "outermost" or "truncated".

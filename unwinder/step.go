@@ -151,6 +151,9 @@ func (u *Unwinder) step(c *Cache, m *Mapping, cur, next *arch.Regs, lookup, pc u
 	}
 	if err != cfi.ErrNoFDE && !errors.Is(err, cfi.ErrNoFDE) {
 		st.stop = StopBadCFI
+		if errors.Is(err, cfi.ErrStackSwitch) {
+			st.stop = StopStackSwitch
+		}
 		st.err = err
 		return
 	}

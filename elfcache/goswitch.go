@@ -1,0 +1,168 @@
+package elfcache
+
+import (
+	"fmt"
+
+	"golang.org/x/arch/arm64/arm64asm"
+	"golang.org/x/arch/x86/x86asm"
+
+	"github.com/ustack/ustack/arch"
+	"github.com/ustack/ustack/cfi"
+)
+
+// Go's runtime switches a thread from a goroutine's stack to its g0 stack in
+// three assembly functions, each of which loads SP from g0.sched.sp and
+// then calls a function there:
+//
+//   - runtime.mcall(fn) calls fn, which never returns (gopark, Gosched):
+//     fn runs from the top of the g0 stack and nothing above it is live.
+//     The word where mcall's CFI finds a return address holds whatever
+//     mstart's frame left there (zero, a stack or heap address, code), and
+//     gdb walks on into it; Go's own traceback stops at mcall and Delve
+//     ends a system stack there. A frame returning into mcall past its
+//     switch is the outermost.
+//   - runtime.systemstack(fn) calls fn and switches back: its caller is on
+//     the goroutine's stack (g.sched, saved by gosave_systemstack_switch).
+//   - runtime.morestack calls newstack, which never returns into it: the
+//     function whose stack grows, and its callers, are on the goroutine's
+//     stack (g.sched and m.morebuf).
+//
+// Past the switch, CFI (Go's .debug_frame and the pclntab's pcsp alike)
+// describes the goroutine's stack as if SP still pointed there. FindRow
+// makes mcall's return address undefined there and answers
+// cfi.ErrStackSwitch for the other two: the unwinder ends the walk with
+// StopStackSwitch, where a core's reader can go on from the goroutine's
+// saved registers. Where the switch lies is found by decoding the function
+// (golang.org/x/arch, the disassembler of Go's own objdump): from the
+// first instruction that loads SP from memory or a register (amd64 MOVQ
+// 0x38(R14), SP; arm64 MOVD R0, RSP) to the end of the first call after it.
+// A thread stopped before the switch keeps its caller.
+
+// goSwitch is one function's range past its stack switch.
+type goSwitch struct {
+	Range
+	fn        string
+	outermost bool // mcall: the stack ends; else the caller is on the other stack
+}
+
+// goSwitchFuncs are the runtime's stack-switching functions, by their
+// pclntab names.
+var goSwitchFuncs = [...]struct {
+	name      string
+	outermost bool
+}{{"runtime.mcall", true}, {"runtime.systemstack", false}, {"runtime.morestack", false}}
+
+// findGoSwitches finds the switches of an object with a Go pclntab. Objects
+// without one are not parsed; a function whose code does not decode, or has
+// no such load and call, is left as it is.
+func (o *Object) findGoSwitches() {
+	defer func() {
+		if recover() != nil { // a damaged pclntab: GoPCLNError says why
+			o.goSwitches = nil
+		}
+	}()
+	if o.section(".gopclntab") == nil && o.section(".data.rel.ro.gopclntab") == nil {
+		return
+	}
+	if o.arch != arch.AMD64 && o.arch != arch.ARM64 {
+		return
+	}
+	for _, f := range goSwitchFuncs {
+		entry, end, ok := o.GoFunction(f.name)
+		if !ok || entry >= end || end-entry > 4096 {
+			continue
+		}
+		code := make([]byte, end-entry)
+		if o.ReadCode(entry, code) != len(code) {
+			continue
+		}
+		if r, ok := goSwitchRange(o.arch, code, entry); ok {
+			o.goSwitches = append(o.goSwitches, goSwitch{r, f.name, f.outermost})
+		}
+	}
+}
+
+// goSwitchRange decodes code (a function at addr) up to the first
+// instruction that writes SP from memory or another register and the first
+// call after it, and returns the addresses from the end of the one to the
+// end of the other.
+func goSwitchRange(a arch.Arch, code []byte, addr uint64) (Range, bool) {
+	var start uint64
+	for off := 0; off < len(code); {
+		n, sw, call := 0, false, false
+		switch a {
+		case arch.AMD64:
+			in, err := x86asm.Decode(code[off:], 64)
+			if err != nil {
+				return Range{}, false
+			}
+			n = in.Len
+			switch in.Op {
+			case x86asm.MOV:
+				if in.Args[0] == x86asm.RSP {
+					_, mem := in.Args[1].(x86asm.Mem)
+					reg, isReg := in.Args[1].(x86asm.Reg)
+					sw = mem || isReg && reg != x86asm.RBP
+				}
+			case x86asm.CALL:
+				call = true
+			}
+		case arch.ARM64:
+			in, err := arm64asm.Decode(code[off:])
+			if err != nil {
+				return Range{}, false
+			}
+			n = 4
+			switch in.Op {
+			case arm64asm.MOV:
+				sw = in.Args[0] == arm64asm.RegSP(arm64asm.SP)
+			case arm64asm.BL, arm64asm.BLR:
+				call = true
+			}
+		}
+		at := addr + uint64(off)
+		off += n
+		switch {
+		case sw && start == 0:
+			start = at + uint64(n)
+		case call && start != 0:
+			return Range{start, at + uint64(n)}, true
+		}
+	}
+	return Range{}, false
+}
+
+// goSwitchRow answers FindRow for addr in an object with stack switches:
+// cfi.ErrStackSwitch (wrapped, naming the function) past a switch whose
+// caller is on the other stack; past mcall's, its row with the return
+// address undefined; elsewhere the row, kept clear of the switches' ranges
+// (a row ends where one begins), or cfi.ErrNoFDE when there is none.
+func (o *Object) goSwitchRow(addr uint64, row *cfi.Row) error {
+	for i := range o.goSwitches {
+		s := &o.goSwitches[i]
+		if !s.Contains(addr) {
+			continue
+		}
+		if !s.outermost {
+			return newErr(o.path, "", -1, fmt.Errorf("%s at %#x: %w", s.fn, addr, cfi.ErrStackSwitch))
+		}
+		if err := o.row(addr, row); err != nil {
+			return err
+		}
+		row.Start, row.End = max(row.Start, s.Start), min(row.End, s.End)
+		row.Regs[row.RA] = cfi.Rule{Kind: cfi.RuleUndefined}
+		return nil
+	}
+	if err := o.row(addr, row); err != nil {
+		return cfi.ErrNoFDE // FindRow asks again and reports it
+	}
+	for i := range o.goSwitches {
+		s := &o.goSwitches[i]
+		if addr < s.Start && row.End > s.Start {
+			row.End = s.Start
+		} else if addr >= s.End && row.Start < s.End {
+			row.Start = max(row.Start, s.End)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,136 @@
+package report
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-delve/delve/pkg/proc"
+	"github.com/go-delve/delve/pkg/proc/core"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// abortGoSwitch builds testdata/goswitch as b says and runs it with
+// GOMAXPROCS=3, GODEBUG=asyncpreemptoff=1 and GOTRACEBACK=crash: once it
+// prints "stopping", its main goroutine waits in runtime.ReadMemStats's stop
+// of the world, on its thread's g0 stack inside runtime.systemstack, for a
+// goroutine that spins without a call; 300 ms later the test sends SIGABRT
+// and the runtime dumps core.
+func abortGoSwitch(t *testing.T, b goBuild) *goCrash {
+	t.Helper()
+	p := fileCorePattern(t)
+	exe, run := buildGoTestProgram(t, b, "goswitch")
+	var stderr bytes.Buffer
+	cmd := exec.Command("sh", "-c", `ulimit -c unlimited && exec "$0"`, exe)
+	cmd.Dir, cmd.Stderr = run, &stderr
+	cmd.Env = append(os.Environ(), "GOMAXPROCS=3", "GODEBUG=asyncpreemptoff=1", "GOTRACEBACK=crash")
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	line := make(chan string, 1)
+	go func() {
+		s, _ := bufio.NewReader(out).ReadString('\n')
+		line <- s
+	}()
+	select {
+	case s := <-line:
+		if strings.TrimSpace(s) != "stopping" {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("the program printed %q, not \"stopping\": %s", s, tail(stderr.String(), 2000))
+		}
+	case <-time.After(time.Minute):
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatal("the program did not print \"stopping\" within a minute")
+	}
+	time.Sleep(300 * time.Millisecond)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGABRT))
+	return &goCrash{exe: exe, core: coreOf(t, cmd.Wait(), run, p, stderr.String())}
+}
+
+// TestGoStackSwitchMatchesDelve: a thread of a Go core that waits on its g0
+// stack inside runtime.systemstack (a stop of the world) is unwound through
+// the switch onto its goroutine's stack, from the registers
+// gosave_systemstack_switch saved, to runtime.goexit, outermost: the
+// frames from runtime.systemstack on, runtime.systemstack_switch,
+// runtime.stopTheWorld, runtime.ReadMemStats, main.readStats, main.main,
+// are Delve's (which goes on from the thread's m.curg the same way). Every
+// thread ends outermost, or, where it ends at such a switch
+// (stack_switch), Delve finds no goroutine on it (a goroutine preempted in
+// runtime.morestack and descheduled). Delve's frames before the signal
+// frame of the crash differ (it does not unwind through it).
+func TestGoStackSwitchMatchesDelve(t *testing.T) {
+	for _, tc := range []struct{ name, toolchain string }{{"local", ""}, {"go1.21", goOldToolchain}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := abortGoSwitch(t, goBuild{toolchain: tc.toolchain})
+			tg, err := core.OpenCore(c.core, c.exe, nil)
+			require.NoError(t, err)
+			defer tg.Detach(true)
+			tgt := tg.Selected
+			delve := map[int][]string{}
+			delveG := map[int]bool{}
+			for _, th := range tgt.ThreadList() {
+				frames, err := proc.ThreadStacktrace(tgt, th, 200)
+				require.NoError(t, err, "Delve's stack of thread %d", th.ThreadID())
+				var names []string
+				for _, f := range frames {
+					name := "?"
+					if f.Call.Fn != nil {
+						name = f.Call.Fn.Name
+					}
+					names = append(names, name)
+				}
+				delve[th.ThreadID()] = names
+				g, _ := proc.GetG(th)
+				delveG[th.ThreadID()] = g != nil
+			}
+
+			opts := CoreOptions{Options: Options{Kallsyms: "-", BuildIDDir: t.TempDir()}, Exe: c.exe}
+			cc, err := OpenCore(c.core, opts)
+			require.NoError(t, err)
+			defer cc.Close()
+			crossed := 0
+			_, err = RunCore(cc, opts, func(s *Sample) error {
+				var mine []string
+				for _, f := range s.Frames {
+					if !f.Kernel {
+						mine = append(mine, f.Symbol)
+					}
+				}
+				want, ok := delve[int(s.Tid)]
+				require.True(t, ok, "Delve has no thread %d", s.Tid)
+				switch s.Stop {
+				case "outermost":
+				case "stack_switch":
+					last := mine[len(mine)-1]
+					assert.Contains(t, []string{"runtime.morestack", "runtime.systemstack"}, last, "thread %d ends stack_switch", s.Tid)
+					assert.False(t, delveG[int(s.Tid)], "thread %d ends at %s (stack_switch), but Delve finds a goroutine on it: %v", s.Tid, last, want)
+				default:
+					t.Errorf("thread %d ends %s (%s): %v", s.Tid, s.Stop, s.StopErr, mine)
+				}
+				if !slices.Contains(mine, "runtime.systemstack_switch") {
+					return nil
+				}
+				crossed++
+				k, dk := slices.Index(mine, "runtime.systemstack"), slices.Index(want, "runtime.systemstack")
+				require.True(t, k >= 0 && dk >= 0, "thread %d: ustack %v, Delve %v", s.Tid, mine, want)
+				assert.Equal(t, want[dk:], mine[k:], "thread %d from runtime.systemstack on", s.Tid)
+				assert.Equal(t, "outermost", s.Stop, "thread %d", s.Tid)
+				for _, fn := range []string{"runtime.stopTheWorld", "runtime.ReadMemStats", "main.readStats", "main.main", "runtime.goexit"} {
+					assert.Contains(t, mine[k:], fn, "thread %d", s.Tid)
+				}
+				return nil
+			})
+			require.NoError(t, err)
+			require.Equal(t, 1, crossed, "threads unwound through runtime.systemstack onto their goroutine's stack")
+		})
+	}
+}
