@@ -45,17 +45,36 @@ func (o *Object) GoModule() (GoModule, bool) {
 // GoFunction returns the entry and end of the function the pclntab names
 // name (runtime.forEachG); false when there is none.
 func (o *Object) GoFunction(name string) (entry, end uint64, ok bool) {
-	t := o.goTable()
-	if t == nil {
+	var r [1]Range
+	if o.goFunctions([]string{name}, r[:]) == 0 {
 		return 0, 0, false
 	}
+	return r[0].Start, r[0].End, true
+}
+
+// goFunctions sets out[i] to the bounds of the function the pclntab names
+// names[i] (left as it is where there is none) in one pass over the table,
+// which ends once all are found, and returns how many were.
+func (o *Object) goFunctions(names []string, out []Range) int {
+	t := o.goTable()
+	if t == nil {
+		return 0
+	}
 	var f goFunc
-	for i := 0; i < t.nfunc; i++ {
-		if t.function(i, &f) && string(t.funcName(&f)) == name {
-			return f.entry, f.end, true
+	found := 0
+	for i := 0; i < t.nfunc && found < len(names); i++ {
+		if !t.function(i, &f) {
+			continue
+		}
+		name := t.funcName(&f)
+		for k, n := range names {
+			if string(name) == n && out[k] == (Range{}) {
+				out[k] = Range{f.entry, f.end}
+				found++
+			}
 		}
 	}
-	return 0, 0, false
+	return found
 }
 
 // buildInfoMagic begins the .go.buildinfo section.

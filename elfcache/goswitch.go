@@ -67,9 +67,15 @@ func (o *Object) findGoSwitches() {
 	if o.arch != arch.AMD64 && o.arch != arch.ARM64 {
 		return
 	}
-	for _, f := range goSwitchFuncs {
-		entry, end, ok := o.GoFunction(f.name)
-		if !ok || entry >= end || end-entry > 4096 {
+	var names [len(goSwitchFuncs)]string
+	var bounds [len(goSwitchFuncs)]Range
+	for i, f := range goSwitchFuncs {
+		names[i] = f.name
+	}
+	o.goFunctions(names[:], bounds[:])
+	for i, f := range goSwitchFuncs {
+		entry, end := bounds[i].Start, bounds[i].End
+		if entry >= end || end-entry > 4096 {
 			continue
 		}
 		code := make([]byte, end-entry)
