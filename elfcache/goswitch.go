@@ -26,11 +26,15 @@ import (
 //   - runtime.morestack calls newstack, which never returns into it: the
 //     function whose stack grows, and its callers, are on the goroutine's
 //     stack (g.sched and m.morebuf).
+//   - runtime.asmcgocall(fn, arg) calls a C function (cgo): runtime.cgocall
+//     and its callers are on the goroutine's stack (g.syscallsp, saved by
+//     entersyscall). Called on the g0 stack already, it does not switch:
+//     that call lies past the range and keeps its rows.
 //
 // Past the switch, CFI (Go's .debug_frame and the pclntab's pcsp alike)
 // describes the goroutine's stack as if SP still pointed there. FindRow
 // makes mcall's return address undefined there and answers
-// cfi.ErrStackSwitch for the other two: the unwinder ends the walk with
+// cfi.ErrStackSwitch for the others: the unwinder ends the walk with
 // StopStackSwitch, where a core's reader can go on from the goroutine's
 // saved registers. Where the switch lies is found by decoding the function
 // (golang.org/x/arch, the disassembler of Go's own objdump): from the
@@ -50,7 +54,7 @@ type goSwitch struct {
 var goSwitchFuncs = [...]struct {
 	name      string
 	outermost bool
-}{{"runtime.mcall", true}, {"runtime.systemstack", false}, {"runtime.morestack", false}}
+}{{"runtime.mcall", true}, {"runtime.systemstack", false}, {"runtime.morestack", false}, {"runtime.asmcgocall", false}}
 
 // findGoSwitches finds the switches of an object with a Go pclntab. Objects
 // without one are not parsed; a function whose code does not decode, or has

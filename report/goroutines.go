@@ -135,10 +135,12 @@ func (s *coreSession) goroutineOn(tid uint64) *goruntime.Goroutine {
 
 // goSwitched goes on from a thread's stack that ended where Go's runtime
 // had switched to the thread's g0 stack (res: StopStackSwitch, at
-// runtime.systemstack or runtime.morestack) onto the stack of goroutine g,
-// which runs on the thread, from the registers the switch saved in g.sched
-// (systemstack's: as if in runtime.systemstack_switch; morestack's: in the
-// function whose stack grows), as Go's own traceback and Delve do. The
+// runtime.systemstack, runtime.morestack or runtime.asmcgocall) onto the
+// stack of goroutine g, which runs on the thread, from the registers the
+// runtime saved (goruntime.Goroutine's: g.sched, systemstack's as if in
+// runtime.systemstack_switch, morestack's in the function whose stack
+// grows; in a cgo call, g.syscallsp and pc, in runtime.cgocall), as Go's
+// own traceback and Delve do. The
 // frames are appended after res's; the result is the whole stack's.
 func (s *coreSession) goSwitched(u *unwinder.Unwinder, cache *unwinder.Cache, g *goruntime.Goroutine,
 	frames []unwinder.Frame, res unwinder.Result) unwinder.Result {

@@ -57,10 +57,10 @@ func (f tracedFrame) String() string {
 
 // goBuild says how crashGoProgram builds the program: with the Go
 // toolchain of that version ("" for the local one), with -ldflags='-s -w'
-// (stripped), as a position-independent executable (pie).
+// (stripped), as a position-independent executable (pie), with cgo.
 type goBuild struct {
-	toolchain     string
-	stripped, pie bool
+	toolchain          string
+	stripped, pie, cgo bool
 }
 
 // crashGoProgram builds testdata/goroutines as b says, runs it with
@@ -114,7 +114,11 @@ func buildGoTestProgram(t testing.TB, b goBuild, name string) (exe, run string) 
 	if b.pie {
 		extra = append(extra, "-buildmode=pie")
 	}
-	exe = testprog.BuildGo(t, dir, name, string(src), b.toolchain, runtime.GOARCH, ldflags, extra...)
+	if b.cgo {
+		exe = testprog.BuildCgo(t, dir, name, string(src), b.toolchain, ldflags, extra...)
+	} else {
+		exe = testprog.BuildGo(t, dir, name, string(src), b.toolchain, runtime.GOARCH, ldflags, extra...)
+	}
 	run = filepath.Join(dir, "run")
 	require.NoError(t, os.Mkdir(run, 0o755))
 	return exe, run

@@ -71,27 +71,7 @@ func TestGoStackSwitchMatchesDelve(t *testing.T) {
 	for _, tc := range []struct{ name, toolchain string }{{"local", ""}, {"go1.21", goOldToolchain}} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := abortGoSwitch(t, goBuild{toolchain: tc.toolchain})
-			tg, err := core.OpenCore(c.core, c.exe, nil)
-			require.NoError(t, err)
-			defer tg.Detach(true)
-			tgt := tg.Selected
-			delve := map[int][]string{}
-			delveG := map[int]bool{}
-			for _, th := range tgt.ThreadList() {
-				frames, err := proc.ThreadStacktrace(tgt, th, 200)
-				require.NoError(t, err, "Delve's stack of thread %d", th.ThreadID())
-				var names []string
-				for _, f := range frames {
-					name := "?"
-					if f.Call.Fn != nil {
-						name = f.Call.Fn.Name
-					}
-					names = append(names, name)
-				}
-				delve[th.ThreadID()] = names
-				g, _ := proc.GetG(th)
-				delveG[th.ThreadID()] = g != nil
-			}
+			delve, delveG := delveThreads(t, c)
 
 			opts := CoreOptions{Options: Options{Kallsyms: "-", BuildIDDir: t.TempDir()}, Exe: c.exe}
 			cc, err := OpenCore(c.core, opts)
@@ -133,4 +113,91 @@ func TestGoStackSwitchMatchesDelve(t *testing.T) {
 			require.Equal(t, 1, crossed, "threads unwound through runtime.systemstack onto their goroutine's stack")
 		})
 	}
+}
+
+// delveThreads returns Delve's stack of each thread of a core (function
+// names, "?" where it has none) and whether it finds a goroutine on it.
+func delveThreads(t *testing.T, c *goCrash) (stacks map[int][]string, withG map[int]bool) {
+	t.Helper()
+	tg, err := core.OpenCore(c.core, c.exe, nil)
+	require.NoError(t, err)
+	defer tg.Detach(true)
+	tgt := tg.Selected
+	stacks, withG = map[int][]string{}, map[int]bool{}
+	for _, th := range tgt.ThreadList() {
+		frames, err := proc.ThreadStacktrace(tgt, th, 200)
+		require.NoError(t, err, "Delve's stack of thread %d", th.ThreadID())
+		var names []string
+		for _, f := range frames {
+			name := "?"
+			if f.Call.Fn != nil {
+				name = f.Call.Fn.Name
+			}
+			names = append(names, name)
+		}
+		stacks[th.ThreadID()] = names
+		g, _ := proc.GetG(th)
+		withG[th.ThreadID()] = g != nil
+	}
+	return stacks, withG
+}
+
+// TestGoCgoCallMatchesDelve: the thread of a cgo program that runs a C
+// function (testdata/gocgo's csleep, on the thread's g0 stack, called
+// through runtime.asmcgocall) is unwound through the C frames (gcc's CFI,
+// libc's pause) and asmcgocall's switch onto its goroutine's stack, from
+// the registers entersyscall saved (g.syscallsp), to runtime.goexit,
+// outermost: the frames after runtime.asmcgocall are Delve's after
+// runtime.systemstack_switch (Delve starts the goroutine's stack from
+// g.sched, which asmcgocall's gosave_systemstack_switch set, and shows no
+// C frames): runtime.cgocall, main._Cfunc_csleep, main.callC.
+func TestGoCgoCallMatchesDelve(t *testing.T) {
+	var c *goCrash
+	var stacks map[int][]string
+	tid := -1
+	for try := 0; try < 3 && tid < 0; try++ {
+		p := fileCorePattern(t)
+		exe, run := buildGoTestProgram(t, goBuild{cgo: true}, "gocgo")
+		var stderr bytes.Buffer
+		cmd := exec.Command("sh", "-c", `ulimit -c unlimited && exec "$0"`, exe)
+		cmd.Dir, cmd.Stderr = run, &stderr
+		cmd.Env = append(os.Environ(), "GOTRACEBACK=crash")
+		err := cmd.Run()
+		c = &goCrash{exe: exe, core: coreOf(t, err, run, p, stderr.String())}
+		stacks, _ = delveThreads(t, c)
+		for id, names := range stacks {
+			if slices.Contains(names, "main.callC") {
+				tid = id
+			}
+		}
+	}
+	require.GreaterOrEqual(t, tid, 0, "in three crashes, no thread was in the C call (Delve finds main.callC on none)")
+	want := stacks[tid]
+
+	opts := CoreOptions{Options: Options{Kallsyms: "-", BuildIDDir: t.TempDir()}, Exe: c.exe}
+	cc, err := OpenCore(c.core, opts)
+	require.NoError(t, err)
+	defer cc.Close()
+	seen := false
+	_, err = RunCore(cc, opts, func(s *Sample) error {
+		if int(s.Tid) != tid {
+			return nil
+		}
+		seen = true
+		var mine []string
+		for _, f := range s.Frames {
+			if !f.Kernel {
+				mine = append(mine, f.Symbol)
+			}
+		}
+		k, dk := slices.Index(mine, "runtime.asmcgocall"), slices.Index(want, "runtime.systemstack_switch")
+		require.True(t, k >= 0 && dk >= 0, "thread %d: ustack %v, Delve %v", tid, mine, want)
+		assert.Equal(t, want[dk+1:], mine[k+1:], "thread %d after the switch", tid)
+		assert.True(t, slices.ContainsFunc(mine[:k], func(s string) bool { return strings.Contains(s, "Cfunc_csleep") }),
+			"thread %d: the C frames before runtime.asmcgocall: %v", tid, mine)
+		assert.Equal(t, "outermost", s.Stop, "thread %d (%s): %v", tid, s.StopErr, mine)
+		return nil
+	})
+	require.NoError(t, err)
+	require.True(t, seen, "ustack reported no thread %d", tid)
 }

@@ -98,8 +98,9 @@ const (
 	// the first such frame.
 	StopFramePointerGuess
 	// StopStackSwitch: the walk reached a function that had switched
-	// stacks and called from the other one (Go's runtime.systemstack and
-	// runtime.morestack on a thread's g0 stack: the object's rows answer
+	// stacks and called from the other one (Go's runtime.systemstack,
+	// runtime.morestack and runtime.asmcgocall on a thread's g0 stack: the
+	// object's rows answer
 	// cfi.ErrStackSwitch): its callers are on the stack it left, which
 	// its rows cannot reach. Result.Err names the function. A Go core's
 	// reader goes on from the goroutine's saved registers.

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -19,6 +20,25 @@ import (
 // compiler's output when the build fails.
 func BuildGo(t testing.TB, dir, name, src, toolchain, goarch, ldflags string, buildArgs ...string) string {
 	t.Helper()
+	return buildGo(t, dir, name, src, toolchain, goarch, ldflags, false, buildArgs...)
+}
+
+// BuildCgo is BuildGo with cgo on, for the machine's own architecture: it
+// skips t when no C compiler (cc, or $CC) is on PATH.
+func BuildCgo(t testing.TB, dir, name, src, toolchain, ldflags string, buildArgs ...string) string {
+	t.Helper()
+	cc := os.Getenv("CC")
+	if cc == "" {
+		cc = "cc"
+	}
+	if _, err := exec.LookPath(cc); err != nil {
+		t.Skipf("no C compiler (%s) on PATH: cannot build the cgo test program", cc)
+	}
+	return buildGo(t, dir, name, src, toolchain, runtime.GOARCH, ldflags, true, buildArgs...)
+}
+
+func buildGo(t testing.TB, dir, name, src, toolchain, goarch, ldflags string, cgo bool, buildArgs ...string) string {
+	t.Helper()
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("go is not on PATH: cannot build the Go test program")
@@ -33,7 +53,11 @@ func BuildGo(t testing.TB, dir, name, src, toolchain, goarch, ldflags string, bu
 	if err := os.WriteFile(filepath.Join(srcDir, "go.mod"), []byte("module "+name+"\n\ngo 1.21\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	env := append(os.Environ(), "GOFLAGS=", "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+goarch, "GOTOOLCHAIN=local")
+	cgoEnabled := "CGO_ENABLED=0"
+	if cgo {
+		cgoEnabled = "CGO_ENABLED=1"
+	}
+	env := append(os.Environ(), "GOFLAGS=", cgoEnabled, "GOOS=linux", "GOARCH="+goarch, "GOTOOLCHAIN=local")
 	if toolchain != "" {
 		env = append(env, "GOTOOLCHAIN="+toolchain, "GOPROXY=off")
 		cmd := exec.Command(goTool, "version")
