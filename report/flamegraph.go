@@ -88,13 +88,14 @@ func isJITModule(path string) bool {
 
 // isFallback reports whether a frame was recovered by a rule other than
 // CFI: a frame pointer or link register heuristic, the return address a
-// call into no code left (bad_call) or a frameless function kept at its SP
-// (frameless), or the kernel's frame-pointer call chain. Such boxes are outlined in dashes
+// call into no code left (bad_call), a frameless function kept at its SP
+// (frameless), a frame found by its function's instructions (prologue), or
+// the kernel's frame-pointer call chain. Such boxes are outlined in dashes
 // (docs/GLOSSARY.md); a tail call's frame, found from DWARF call sites,
 // is no fallback: its kind (violet) says what it is.
 func isFallback(how resolve.How) bool {
 	switch how {
-	case "fp", "lr", "bad_call", "frameless", "callchain":
+	case "fp", "lr", "bad_call", "frameless", "prologue", "callchain":
 		return true
 	}
 	return false

@@ -15,6 +15,8 @@ import (
 	"github.com/go-delve/delve/pkg/proc/core"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ustack/ustack/resolve"
 )
 
 // abortGoSwitch builds testdata/goswitch as b says and runs it with
@@ -150,7 +152,12 @@ func delveThreads(t *testing.T, c *goCrash) (stacks map[int][]string, withG map[
 // outermost: the frames after runtime.asmcgocall are Delve's after
 // runtime.systemstack_switch (Delve starts the goroutine's stack from
 // g.sched, which asmcgocall's gosave_systemstack_switch set, and shows no
-// C frames): runtime.cgocall, main._Cfunc_csleep, main.callC.
+// C frames): runtime.cgocall, main._Cfunc_csleep, main.callC. Every
+// thread ends outermost (or stack_switch at runtime.morestack where Delve
+// finds no goroutine): the threads cgo started through crosscall1, which
+// has no CFI and no frame pointer, go on by its instructions (how
+// prologue) into threadentry and start_thread, where gdb and Delve walk
+// into garbage.
 func TestGoCgoCallMatchesDelve(t *testing.T) {
 	var c *goCrash
 	var stacks map[int][]string
@@ -178,18 +185,37 @@ func TestGoCgoCallMatchesDelve(t *testing.T) {
 	cc, err := OpenCore(c.core, opts)
 	require.NoError(t, err)
 	defer cc.Close()
-	seen := false
+	_, withG := delveThreads(t, c)
+	seen, started := false, 0
 	_, err = RunCore(cc, opts, func(s *Sample) error {
+		var mine []string
+		var how []resolve.How
+		for _, f := range s.Frames {
+			if !f.Kernel {
+				mine = append(mine, f.Symbol)
+				how = append(how, f.How)
+			}
+		}
+		switch {
+		case s.Stop == "outermost":
+		case s.Stop == "stack_switch" && mine[len(mine)-1] == "runtime.morestack" && !withG[int(s.Tid)]:
+		default:
+			t.Errorf("thread %d ends %s (%s): %v", s.Tid, s.Stop, s.StopErr, mine)
+		}
+		if k := slices.Index(mine, "crosscall1"); k >= 0 {
+			// A thread cgo started: pthread_create's start_thread
+			// calls threadentry (runtime/cgo/gcc_linux_amd64.c),
+			// which calls crosscall1 (gcc_amd64.S: no CFI, six
+			// pushes, then the calls), which calls runtime.mstart.
+			started++
+			require.Less(t, k+2, len(mine), "thread %d: %v", s.Tid, mine)
+			assert.Equal(t, []string{"runtime.mstart", "crosscall1", "threadentry", "start_thread"}, mine[k-1:k+3], "thread %d", s.Tid)
+			assert.Equal(t, resolve.HowPrologue, how[k+1], "thread %d: threadentry found by crosscall1's instructions", s.Tid)
+		}
 		if int(s.Tid) != tid {
 			return nil
 		}
 		seen = true
-		var mine []string
-		for _, f := range s.Frames {
-			if !f.Kernel {
-				mine = append(mine, f.Symbol)
-			}
-		}
 		k, dk := slices.Index(mine, "runtime.asmcgocall"), slices.Index(want, "runtime.systemstack_switch")
 		require.True(t, k >= 0 && dk >= 0, "thread %d: ustack %v, Delve %v", tid, mine, want)
 		assert.Equal(t, want[dk+1:], mine[k+1:], "thread %d after the switch", tid)
@@ -200,4 +226,5 @@ func TestGoCgoCallMatchesDelve(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.True(t, seen, "ustack reported no thread %d", tid)
+	require.Positive(t, started, "no thread started by cgo (crosscall1)")
 }

@@ -77,6 +77,7 @@ const (
 	HowSignalMarker How = "signal_marker" // unwinder.MethodSignalMarker
 	HowBadCall      How = "bad_call"      // unwinder.MethodBadCall
 	HowFrameless    How = "frameless"     // unwinder.MethodFrameless
+	HowPrologue     How = "prologue"      // unwinder.MethodPrologue
 	// HowCallchain: a user address of the kernel's call chain, in a
 	// recording without a stack copy.
 	HowCallchain How = "callchain"

@@ -38,12 +38,19 @@ const (
 	// it is a call to that function's first instruction (a direct call,
 	// or one through a register that still holds it).
 	MethodFrameless
+	// MethodPrologue: the frame below had no CFI and no frame pointer set
+	// up (x86_64): its function's instructions from its start to its PC
+	// were decoded, straight-line code whose pushes and stack adjustments
+	// give the CFA and the callee-saved registers' slots; the return
+	// address is taken only where the instruction before it is a call to
+	// that function's first instruction (prologueStep).
+	MethodPrologue
 )
 
-var methodNames = [...]string{"context", "cfi", "fp", "lr", "signal", "signal_marker", "bad_call", "frameless"}
+var methodNames = [...]string{"context", "cfi", "fp", "lr", "signal", "signal_marker", "bad_call", "frameless", "prologue"}
 
 // String returns the short name used in reports: context, cfi, fp, lr,
-// signal, signal_marker, bad_call, frameless.
+// signal, signal_marker, bad_call, frameless, prologue.
 func (m Method) String() string {
 	if int(m) < len(methodNames) {
 		return methodNames[m]

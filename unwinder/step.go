@@ -202,7 +202,7 @@ func (u *Unwinder) step(c *Cache, m *Mapping, cur, next *arch.Regs, lookup, pc u
 			u.linkRegister(cur, next, st)
 			return
 		}
-		if u.arch == arch.AMD64 && u.framelessReturn(c, m, lookup, cur, next, st) {
+		if u.arch == arch.AMD64 && (u.prologueStep(c, m, lookup, pc, cur, next, st) || u.framelessReturn(c, m, lookup, cur, next, st)) {
 			return
 		}
 	}

@@ -1,0 +1,100 @@
+package unwinder
+
+import (
+	"encoding/binary"
+	"slices"
+	"testing"
+
+	"github.com/ustack/ustack/arch"
+	"github.com/ustack/ustack/cfi"
+)
+
+// TestPrologueStep: an x86_64 frame without CFI and without a frame
+// pointer, in hand-written code that pushes callee-saved registers and
+// adjusts the stack in straight-line code (cgo's crosscall1: six pushes,
+// then calls), is stepped by decoding its function from its first
+// instruction to the PC (how prologue): the CFA is the SP plus what was
+// pushed and allocated plus the return address, the pushed registers are
+// read back from their slots (the caller's CFA here is rbp+16, so a wrong
+// rbp shows), and the return address is taken only where the instruction
+// before it calls the function. A jump or an unknown change of the SP
+// before the PC, or a return address after a call to elsewhere, leaves
+// the frame to the other fallbacks (here: no_unwind_info).
+func TestPrologueStep(t *testing.T) {
+	const (
+		text  = 0x400000
+		stack = 0x7ff000
+		fn    = 0x401000 // hand-written, no CFI
+		ra    = 0x402040 // in the caller, whose CFI is CFA = rbp+16, outermost
+		rbp   = 0x7ff800 // the caller's frame pointer, pushed by fn
+	)
+	caller := cfi.Row{Start: 0x402000, End: 0x402100, RA: arch.AMD64_RIP}
+	caller.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.AMD64_RBP, Offset: 16}
+	caller.Regs[arch.AMD64_RIP] = cfi.Rule{Kind: cfi.RuleUndefined}
+	pushes := []byte{
+		0xf3, 0x0f, 0x1e, 0xfa, // endbr64
+		0x53,       // push %rbx
+		0x55,       // push %rbp
+		0x41, 0x54, // push %r12
+		0x41, 0x55, // push %r13
+		0x41, 0x56, // push %r14
+		0x41, 0x57, // push %r15
+		0x48, 0x89, 0xfb, // mov %rdi,%rbx
+	}
+	callRSI := []byte{0xff, 0xd6} // call *%rsi
+	rel := func(target uint64) []byte {
+		b := []byte{0xe8, 0, 0, 0, 0}
+		binary.LittleEndian.PutUint32(b[1:], uint32(int32(int64(target)-ra)))
+		return b
+	}
+	cat := func(parts ...[]byte) []byte { return slices.Concat(parts...) }
+	for _, tc := range []struct {
+		name  string
+		code  []byte // fn's code up to its PC
+		call  []byte // the caller's instruction ending at ra
+		delta uint64 // bytes below the return address
+		found bool
+	}{
+		{"six pushes", cat(pushes, callRSI), rel(fn), 48, true},
+		{"six pushes, sub $0x28", cat(pushes, []byte{0x48, 0x83, 0xec, 0x28}, callRSI), rel(fn), 88, true},
+		{"six pushes, a pop", cat(pushes, []byte{0x41, 0x5f}, callRSI), rel(fn), 40, true},
+		{"call *%rax, rax fn", cat(pushes, callRSI), []byte{0xff, 0xd0}, 48, true},
+		{"a jump before the pc", cat(pushes[:6], []byte{0x75, 0x02}, pushes[6:], callRSI), rel(fn), 48, false},
+		{"and $-16,%rsp", cat(pushes, []byte{0x48, 0x83, 0xe4, 0xf0}, callRSI), rel(fn), 48, false},
+		{"a ret before the pc", cat([]byte{0xc3}, pushes, callRSI), rel(fn), 48, false},
+		{"called from elsewhere", cat(pushes, callRSI), rel(0x401800), 48, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := make([]byte, 16)
+			for i := range before {
+				before[i] = 0x90
+			}
+			copy(before[16-len(tc.call):], tc.call)
+			obj := &funcObject{fakeObject: fakeObject{rows: []cfi.Row{caller},
+				code: map[uint64][]byte{ra - 16: before, fn: append(slices.Clone(tc.code), 0x90)}},
+				starts: []uint64{fn, 0x401800, 0x402000}}
+			space := NewAddressSpace([]Mapping{
+				{Start: text, End: text + 0x10000, Exec: true, Object: obj, Name: "a.out"},
+				{Start: stack, End: stack + 0x1000, Name: "[stack]"},
+			})
+			sb := &stackBuilder{base: stack, data: make([]byte, 0x200)}
+			// The slots of rbx, rbp, r12-r15, pushed in that order: rbp's
+			// is 16 bytes below the return address, under rbx's.
+			sb.put(stack+tc.delta-16, rbp)
+			sb.put(stack+tc.delta, ra)
+			var regs arch.Regs
+			regs.Set(arch.AMD64_RIP, fn+uint64(len(tc.code)-len(callRSI))) // at the call
+			regs.Set(arch.AMD64_RSP, stack)
+			regs.Set(arch.AMD64_RBP, 0x1234) // no frame pointer
+			regs.Set(arch.AMD64_RAX, fn)
+			frames := make([]Frame, 8)
+			res := New(arch.AMD64, Options{}).Unwind(&Cache{}, space, &regs, &Stack{Addr: stack, Data: sb.data}, frames)
+			if !twoFramesOr(t, res, tc.found, StopNoUnwindInfo) {
+				return
+			}
+			if f := frames[1]; f.PC != ra || f.SP != stack+tc.delta+8 || f.Method != MethodPrologue || f.CFA != rbp+16 {
+				t.Errorf("frame 1 = %+v; want pc %#x sp %#x cfa %#x by prologue", f, ra, stack+tc.delta+8, rbp+16)
+			}
+		})
+	}
+}
