@@ -971,6 +971,13 @@ func (s *Summary) WriteSummary(w io.Writer) {
 	if n := s.Stops["fp_guess"]; n > 0 {
 		fmt.Fprintf(w, "ustack: %d of %d stacks reached their outermost frame only through a frame-pointer guess (fp_guess): a function without CFI that is not shown to set up the frame pointer followed out of it; its caller may be missing, so these stacks are not called complete\n", n, unwound)
 	}
+	if n := s.Stops["stack_switch"]; n > 0 {
+		if s.core {
+			fmt.Fprintf(w, "ustack: %d of %d stacks ended where Go's runtime had switched their thread to its g0 stack (stack_switch) and the thread runs no goroutine to go on with (one preempted in runtime.morestack and descheduled); --goroutines shows every goroutine's own stack\n", n, unwound)
+		} else {
+			fmt.Fprintf(w, "ustack: %d of %d stacks ended where Go's runtime had switched their thread to its g0 stack (stack_switch: runtime.systemstack, morestack, asmcgocall): their goroutine's frames are on the stack it left, which the recording does not hold\n", n, unwound)
+		}
+	}
 	if n := s.Stops["depth"]; n > 0 && s.MaxFrames > 0 {
 		// A stack overflow's core, a deep recursion: the outermost
 		// frames (main) are past the limit, not lost.

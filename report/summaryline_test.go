@@ -51,3 +51,21 @@ func TestSummaryFPGuess(t *testing.T) {
 		"a function without CFI that is not shown to set up the frame pointer followed out of it; its caller may be missing, "+
 		"so these stacks are not called complete\n", b.String())
 }
+
+// TestSummaryStackSwitch: the summary says what stack_switch stacks miss,
+// a recording's (the goroutine's stack, not captured) and a core's (no
+// goroutine on the thread) apart.
+func TestSummaryStackSwitch(t *testing.T) {
+	var b bytes.Buffer
+	s := Summary{Samples: 346, Stops: map[string]int{"outermost": 240, "stack_switch": 106}}
+	s.WriteSummary(&b)
+	assert.Equal(t, "ustack: 106 of 346 stacks ended early: stack_switch 106\n"+
+		"ustack: 106 of 346 stacks ended where Go's runtime had switched their thread to its g0 stack (stack_switch: "+
+		"runtime.systemstack, morestack, asmcgocall): their goroutine's frames are on the stack it left, which the recording does not hold\n", b.String())
+	b.Reset()
+	s = Summary{Samples: 6, Stops: map[string]int{"outermost": 5, "stack_switch": 1}, core: true}
+	s.WriteSummary(&b)
+	assert.Equal(t, "ustack: 1 of 6 stacks ended early: stack_switch 1\n"+
+		"ustack: 1 of 6 stacks ended where Go's runtime had switched their thread to its g0 stack (stack_switch) and the thread runs no goroutine "+
+		"to go on with (one preempted in runtime.morestack and descheduled); --goroutines shows every goroutine's own stack\n", b.String())
+}
