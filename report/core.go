@@ -191,10 +191,9 @@ type coreSession struct {
 	warm     warmer // the tables of the objects needed first, built ahead
 
 	// gos are a Go program's goroutines, read when a thread's stack first
-	// ends at a stack switch (goSwitched); goErr says why they could not be.
+	// ends at a stack switch (goroutineOn).
 	gos    []goruntime.Goroutine
 	goRead bool
-	goErr  error
 }
 
 // missing is the resolver's objects that could not be used, the vdso with

@@ -122,7 +122,6 @@ func (s *coreSession) goroutineOn(tid uint64) *goruntime.Goroutine {
 		if err != nil && !errors.Is(err, goruntime.ErrNotGo) {
 			s.warn(fmt.Sprintf("a thread's stack ends where Go's runtime switched to the thread's g0 stack; the goroutine it runs for could not be read: %v", err))
 		}
-		s.goErr = err
 	}
 	for i := range s.gos {
 		g := &s.gos[i]
@@ -140,8 +139,8 @@ func (s *coreSession) goroutineOn(tid uint64) *goruntime.Goroutine {
 // runtime saved (goruntime.Goroutine's: g.sched, systemstack's as if in
 // runtime.systemstack_switch, morestack's in the function whose stack
 // grows; in a cgo call, g.syscallsp and pc, in runtime.cgocall), as Go's
-// own traceback and Delve do. The
-// frames are appended after res's; the result is the whole stack's.
+// own traceback and Delve do. The frames are appended after res's; the
+// result is the whole stack's.
 func (s *coreSession) goSwitched(u *unwinder.Unwinder, cache *unwinder.Cache, g *goruntime.Goroutine,
 	frames []unwinder.Frame, res unwinder.Result) unwinder.Result {
 	n := res.Frames
