@@ -57,10 +57,15 @@ func (u *Unwinder) prologueStep(c *Cache, m *Mapping, lookup, pc uint64, cur, ne
 			}
 			continue
 		case x86asm.POP:
+			own := r >= 0 && slot[r] == delta // the register's own save, popped back
 			delta -= 8
-			if r >= 0 {
+			if own {
+				slot[r] = 0
+				written &^= 1 << r // it holds the caller's value again
+			} else if r >= 0 {
 				written |= 1 << r
 			}
+			written = dropSlots(&slot, delta, written)
 			continue
 		case x86asm.SUB, x86asm.ADD:
 			if isReg && dst == x86asm.RSP {
@@ -73,6 +78,7 @@ func (u *Unwinder) prologueStep(c *Cache, m *Mapping, lookup, pc uint64, cur, ne
 				} else {
 					delta -= int64(imm)
 				}
+				written = dropSlots(&slot, delta, written)
 				continue
 			}
 		case x86asm.CALL, x86asm.NOP:
@@ -128,6 +134,19 @@ func (u *Unwinder) prologueStep(c *Cache, m *Mapping, lookup, pc uint64, cur, ne
 	st.cfa = cfa
 	st.method = MethodPrologue
 	return true
+}
+
+// dropSlots forgets the saves that now lie below the stack pointer (delta
+// bytes below the return address): a later call may overwrite them, so
+// their registers' values are unknown (written). It returns written.
+func dropSlots(slot *[16]int64, delta int64, written uint32) uint32 {
+	for r, d := range slot {
+		if d > delta {
+			slot[r] = 0
+			written |= 1 << r
+		}
+	}
+	return written
 }
 
 // hwToDWARF maps x86 register encoding numbers (rax, rcx, rdx, rbx, rsp,

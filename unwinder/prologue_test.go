@@ -54,15 +54,19 @@ func TestPrologueStep(t *testing.T) {
 		call  []byte // the caller's instruction ending at ra
 		delta uint64 // bytes below the return address
 		found bool
+		rbpIn bool // the caller's rbp is still in the register (its slot, if any, is stale)
 	}{
-		{"six pushes", cat(pushes, callRSI), rel(fn), 48, true},
-		{"six pushes, sub $0x28", cat(pushes, []byte{0x48, 0x83, 0xec, 0x28}, callRSI), rel(fn), 88, true},
-		{"six pushes, a pop", cat(pushes, []byte{0x41, 0x5f}, callRSI), rel(fn), 40, true},
-		{"call *%rax, rax fn", cat(pushes, callRSI), []byte{0xff, 0xd0}, 48, true},
-		{"a jump before the pc", cat(pushes[:6], []byte{0x75, 0x02}, pushes[6:], callRSI), rel(fn), 48, false},
-		{"and $-16,%rsp", cat(pushes, []byte{0x48, 0x83, 0xe4, 0xf0}, callRSI), rel(fn), 48, false},
-		{"a ret before the pc", cat([]byte{0xc3}, pushes, callRSI), rel(fn), 48, false},
-		{"called from elsewhere", cat(pushes, callRSI), rel(0x401800), 48, false},
+		{"six pushes", cat(pushes, callRSI), rel(fn), 48, true, false},
+		{"six pushes, sub $0x28", cat(pushes, []byte{0x48, 0x83, 0xec, 0x28}, callRSI), rel(fn), 88, true, false},
+		{"six pushes, a pop", cat(pushes, []byte{0x41, 0x5f}, callRSI), rel(fn), 40, true, false},
+		// rbp pushed and popped back before a call that may overwrite its
+		// slot: rbp is the caller's again, read from the register.
+		{"rbp popped back", cat(pushes[:5], []byte{0x55, 0x5d}, callRSI), rel(fn), 8, true, true},
+		{"call *%rax, rax fn", cat(pushes, callRSI), []byte{0xff, 0xd0}, 48, true, false},
+		{"a jump before the pc", cat(pushes[:6], []byte{0x75, 0x02}, pushes[6:], callRSI), rel(fn), 48, false, false},
+		{"and $-16,%rsp", cat(pushes, []byte{0x48, 0x83, 0xe4, 0xf0}, callRSI), rel(fn), 48, false, false},
+		{"a ret before the pc", cat([]byte{0xc3}, pushes, callRSI), rel(fn), 48, false, false},
+		{"called from elsewhere", cat(pushes, callRSI), rel(0x401800), 48, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := make([]byte, 16)
@@ -80,12 +84,18 @@ func TestPrologueStep(t *testing.T) {
 			sb := &stackBuilder{base: stack, data: make([]byte, 0x200)}
 			// The slots of rbx, rbp, r12-r15, pushed in that order: rbp's
 			// is 16 bytes below the return address, under rbx's.
-			sb.put(stack+tc.delta-16, rbp)
+			callerRBP, slotRBP := uint64(0x1234), uint64(rbp) // 0x1234: no frame pointer
+			if tc.rbpIn {
+				callerRBP, slotRBP = rbp, 0xdead0000
+			}
+			if tc.delta >= 16 {
+				sb.put(stack+tc.delta-16, slotRBP)
+			}
 			sb.put(stack+tc.delta, ra)
 			var regs arch.Regs
 			regs.Set(arch.AMD64_RIP, fn+uint64(len(tc.code)-len(callRSI))) // at the call
 			regs.Set(arch.AMD64_RSP, stack)
-			regs.Set(arch.AMD64_RBP, 0x1234) // no frame pointer
+			regs.Set(arch.AMD64_RBP, callerRBP)
 			regs.Set(arch.AMD64_RAX, fn)
 			frames := make([]Frame, 8)
 			res := New(arch.AMD64, Options{}).Unwind(&Cache{}, space, &regs, &Stack{Addr: stack, Data: sb.data}, frames)
