@@ -1,10 +1,13 @@
 package report
 
 import (
+	"encoding/binary"
 	"fmt"
 	"io"
 
+	"github.com/ustack/ustack/arch"
 	"github.com/ustack/ustack/perfdata"
+	"github.com/ustack/ustack/resolve"
 	"github.com/ustack/ustack/unwinder"
 )
 
@@ -54,6 +57,77 @@ func spliceChain(user []uint64, fp []unwinder.FPFrame, fpRes unwinder.FPResult, 
 	return -1
 }
 
+// switchChain returns the index in user (the sample's user call chain)
+// of the frame that continues a CFI walk of frames that stopped at a Go
+// stack switch (unwinder.StopStackSwitch: runtime.systemstack and the like,
+// on a thread's g0 stack), where the chain provably continues it; -1
+// otherwise. Go's functions keep frame pointers, and systemstack sets its
+// own before it switches, so the g0 frames' chain leads back into the
+// goroutine's stack: where the kernel's walk at the event found every CFI
+// frame, in order and none skipped (the chain's first len(frames) return
+// addresses are the frames' PCs), its next one is the caller of the last,
+// read from the frame record the switch left, provided it returns to a call
+// of the switching function (callsInto: a switching function that did not
+// set its own frame pointer would leave its caller out). A chain that
+// skipped a frame (a leaf without a frame record) or ends there (morestack
+// clears the frame pointer) is not spliced.
+func switchChain(user []uint64, frames []unwinder.Frame) int {
+	m := 0
+	for i, ip := range user {
+		if ip >= perfdata.ContextMax {
+			continue
+		}
+		if m == len(frames) {
+			return i
+		}
+		if ip != frames[m].PC {
+			return -1
+		}
+		m++
+	}
+	return -1
+}
+
+// callsInto reports whether the instruction before return address ra is a
+// direct call to the function holding the frame f (x86_64 call rel32,
+// arm64 bl): Go's callers call runtime.systemstack so, and a chain that
+// skipped the switching function's caller would return to a call of
+// something else.
+func callsInto(space *resolve.Space, a arch.Arch, ra uint64, f *unwinder.Frame) bool {
+	as := space.AddressSpace()
+	fi, ri := int(f.Mapping), as.Find(ra)
+	fo, ro := space.Object(fi), space.Object(ri)
+	if fo == nil || ro == nil {
+		return false
+	}
+	fb, rb := space.Bias(fi), space.Bias(ri)
+	start, ok := fo.FunctionStart(f.LookupPC() - fb)
+	if !ok || ra-rb < 8 {
+		return false
+	}
+	target := start + fb
+	var code [4]byte
+	switch a {
+	case arch.AMD64:
+		var c [5]byte
+		if ro.ReadCode(ra-rb-5, c[:]) != 5 || c[0] != 0xe8 {
+			return false
+		}
+		return ra+uint64(int64(int32(binary.LittleEndian.Uint32(c[1:])))) == target
+	case arch.ARM64:
+		if ro.ReadCode(ra-rb-4, code[:]) != 4 {
+			return false
+		}
+		insn := binary.LittleEndian.Uint32(code[:])
+		if insn&0xfc000000 != 0x94000000 { // bl imm26
+			return false
+		}
+		off := int64(int32(insn<<6)>>6) * 4
+		return ra-4+uint64(off) == target
+	}
+	return false
+}
+
 // repair continues the job's truncated stack with the kernel's chain, from
 // index k of j.user on, up to the first return address that is not in code
 // (as the unwinder ends a stack there: a frame-pointer chain through code
@@ -75,7 +149,7 @@ func (w *worker) repair(j *job, k int) {
 }
 
 // WriteRepairLine prints, when the kernel's call chain carried stacks on
-// past the end of their snapshot, how many.
+// past the end of their snapshot or a Go stack switch, how many.
 func (s *Summary) WriteRepairLine(w io.Writer) {
 	n := s.Stops[StopCallchain]
 	if n == 0 {
@@ -85,5 +159,5 @@ func (s *Summary) WriteRepairLine(w io.Writer) {
 	if s.NoStackChained > 0 {
 		empty = fmt.Sprintf(" (%d of them had no stack snapshot at all: the kernel copied none)", s.NoStackChained)
 	}
-	fmt.Fprintf(w, "ustack: %d stacks cut at the end of their stack snapshot went on with the kernel's call chain of the sample (how callchain)%s\n", n, empty)
+	fmt.Fprintf(w, "ustack: %d stacks cut at the end of their stack snapshot, or at a Go stack switch, went on with the kernel's call chain of the sample (how callchain)%s\n", n, empty)
 }

@@ -48,3 +48,27 @@ func TestSpliceChain(t *testing.T) {
 		})
 	}
 }
+
+// TestSwitchChain: the kernel's chain continues a walk that stopped at a Go
+// stack switch only where it holds every CFI frame, in order, none skipped,
+// and goes on past them.
+func TestSwitchChain(t *testing.T) {
+	frames := []unwinder.Frame{{PC: 0x1000}, {PC: 0x2000}, {PC: 0x3000}}
+	for _, c := range []struct {
+		name string
+		user []uint64
+		want int
+	}{
+		{"continues", []uint64{perfdata.ContextUser, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000}, 4},
+		// A leaf without a frame record: the chain skipped 0x2000.
+		{"skipped_frame", []uint64{perfdata.ContextUser, 0x1000, 0x3000, 0x4000}, -1},
+		{"other_stack", []uint64{perfdata.ContextUser, 0x1000, 0x2000, 0x3333, 0x4000}, -1},
+		// morestack clears the frame pointer: the chain ends at the switch.
+		{"ends_there", []uint64{perfdata.ContextUser, 0x1000, 0x2000, 0x3000}, -1},
+		{"no_chain", nil, -1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			assert.Equal(t, c.want, switchChain(c.user, frames))
+		})
+	}
+}

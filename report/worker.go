@@ -153,4 +153,9 @@ func (w *worker) unwind(j *job) {
 			w.repair(j, k)
 		}
 	}
+	if res.Stop == unwinder.StopStackSwitch && !w.p.opts.NoCallchainRepair && res.Frames > 0 {
+		if k := switchChain(j.user, w.frames[:res.Frames]); k >= 0 && callsInto(j.space, w.p.arch, j.user[k], &w.frames[res.Frames-1]) {
+			w.repair(j, k)
+		}
+	}
 }
