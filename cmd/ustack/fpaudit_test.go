@@ -280,25 +280,9 @@ type deepStack struct {
 // reportDeep reports data with or without the call chain repair, the
 // samples of the program in burn or deep (by tid order and time).
 func reportDeep(t *testing.T, data string, noRepair bool) []deepStack {
-	r, err := perfdata.Open(data)
-	require.NoError(t, err)
-	defer r.Close()
-	var out []deepStack
-	_, err = report.Run(r, report.Options{Kallsyms: "-", NoCallchainRepair: noRepair}, func(s *report.Sample) error {
-		var d deepStack
-		for _, f := range s.Frames {
-			if !f.Kernel && !f.Inlined {
-				d.syms, d.hows = append(d.syms, f.Symbol), append(d.hows, string(f.How))
-			}
-		}
-		d.stop = s.Stop
-		if len(d.syms) > 0 && (d.syms[0] == "burn" || d.syms[0] == "deep") {
-			out = append(out, d)
-		}
-		return nil
+	return slices.DeleteFunc(reportStacks(t, data, noRepair), func(d deepStack) bool {
+		return len(d.syms) == 0 || d.syms[0] != "burn" && d.syms[0] != "deep"
 	})
-	require.NoError(t, err)
-	return out
 }
 
 // recordDeep builds fpDeepC as file with flags, records it with the
