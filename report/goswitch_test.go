@@ -3,6 +3,7 @@ package report
 import (
 	"bufio"
 	"bytes"
+	"maps"
 	"os"
 	"os/exec"
 	"slices"
@@ -55,7 +56,16 @@ func abortGoSwitch(t *testing.T, b goBuild) *goCrash {
 	}
 	time.Sleep(300 * time.Millisecond)
 	require.NoError(t, cmd.Process.Signal(syscall.SIGABRT))
-	return &goCrash{exe: exe, core: coreOf(t, cmd.Wait(), run, p, stderr.String())}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute):
+		cmd.Process.Kill()
+		<-done
+		t.Fatal("the program did not dump core within a minute of SIGABRT")
+	}
+	return &goCrash{exe: exe, core: coreOf(t, err, run, p, stderr.String())}
 }
 
 // TestGoStackSwitchMatchesDelve: a thread of a Go core that waits on its g0
@@ -72,8 +82,21 @@ func abortGoSwitch(t *testing.T, b goBuild) *goCrash {
 func TestGoStackSwitchMatchesDelve(t *testing.T) {
 	for _, tc := range []struct{ name, toolchain string }{{"local", ""}, {"go1.21", goOldToolchain}} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := abortGoSwitch(t, goBuild{toolchain: tc.toolchain})
-			delve, delveG := delveThreads(t, c)
+			// On a busy machine the main goroutine may not be waiting
+			// in the stop of the world yet when the signal comes: up to
+			// three crashes, until Delve finds a thread there.
+			var c *goCrash
+			var delve map[int][]string
+			var delveG map[int]bool
+			for try := 0; try < 3; try++ {
+				c = abortGoSwitch(t, goBuild{toolchain: tc.toolchain})
+				delve, delveG = delveThreads(t, c)
+				if slices.ContainsFunc(slices.Collect(maps.Values(delve)), func(s []string) bool {
+					return slices.Contains(s, "runtime.stopTheWorldWithSema")
+				}) {
+					break
+				}
+			}
 
 			opts := CoreOptions{Options: Options{Kallsyms: "-", BuildIDDir: t.TempDir()}, Exe: c.exe}
 			cc, err := OpenCore(c.core, opts)
