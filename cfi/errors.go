@@ -11,8 +11,7 @@ var ErrNoFDE = errors.New("cfi: no FDE covers the address")
 // ErrStackSwitch is returned, wrapped, by an object whose function has
 // switched stacks at the program counter (Go's runtime.systemstack,
 // runtime.morestack and runtime.asmcgocall, once on the thread's g0 stack):
-// its caller's frame is
-// on the other stack, which no row can describe.
+// its caller's frame is on the other stack, which no row can describe.
 var ErrStackSwitch = errors.New("the function switched stacks: its caller is on the other stack")
 
 // A FormatError reports malformed call frame information: the section, the

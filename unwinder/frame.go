@@ -106,11 +106,12 @@ const (
 	StopFramePointerGuess
 	// StopStackSwitch: the walk reached a function that had switched
 	// stacks and called from the other one (Go's runtime.systemstack,
-	// runtime.morestack and runtime.asmcgocall on a thread's g0 stack: the
-	// object's rows answer
-	// cfi.ErrStackSwitch): its callers are on the stack it left, which
-	// its rows cannot reach. Result.Err names the function. A Go core's
-	// reader goes on from the goroutine's saved registers.
+	// runtime.morestack and runtime.asmcgocall on a thread's g0 stack:
+	// the object's rows answer cfi.ErrStackSwitch): its callers are on
+	// the stack it left, which its rows cannot reach. Result.Err names
+	// the function. A Go core's reader goes on from the goroutine's saved
+	// registers; a recording's, with the kernel's call chain where it
+	// provably continues.
 	StopStackSwitch
 )
 
