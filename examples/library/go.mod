@@ -9,7 +9,6 @@ require (
 )
 
 require (
-	github.com/google/pprof v0.0.0-20261105003125-4bf881d7fb0b // indirect
 	github.com/hashicorp/go-version v1.9.0 // indirect
 	github.com/ianlancetaylor/demangle v0.0.0-20260724033716-83e58baca724 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
@@ -23,6 +22,7 @@ require (
 	go.opentelemetry.io/collector/pdata/pprofile v0.165.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/arch v0.28.0 // indirect
 )
 
 replace github.com/ustack/ustack => ../..
