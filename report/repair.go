@@ -1,7 +1,6 @@
 package report
 
 import (
-	"encoding/binary"
 	"fmt"
 	"io"
 
@@ -105,27 +104,8 @@ func callsInto(space *resolve.Space, a arch.Arch, ra uint64, f *unwinder.Frame) 
 	if !ok || ra-rb < 8 {
 		return false
 	}
-	target := start + fb
-	var code [4]byte
-	switch a {
-	case arch.AMD64:
-		var c [5]byte
-		if ro.ReadCode(ra-rb-5, c[:]) != 5 || c[0] != 0xe8 {
-			return false
-		}
-		return ra+uint64(int64(int32(binary.LittleEndian.Uint32(c[1:])))) == target
-	case arch.ARM64:
-		if ro.ReadCode(ra-rb-4, code[:]) != 4 {
-			return false
-		}
-		insn := binary.LittleEndian.Uint32(code[:])
-		if insn&0xfc000000 != 0x94000000 { // bl imm26
-			return false
-		}
-		off := int64(int32(insn<<6)>>6) * 4
-		return ra-4+uint64(off) == target
-	}
-	return false
+	var code [8]byte
+	return ro.ReadCode(ra-rb-8, code[:]) == len(code) && unwinder.DirectCall(a, code[:], ra, start+fb)
 }
 
 // repair continues the job's truncated stack with the kernel's chain, from

@@ -100,7 +100,7 @@ func (u *Unwinder) enteredAt(c *Cache, m *Mapping, ra uint64) *rowEntry {
 // or without a REX.B prefix before the opcode: either reading will do);
 // through memory its target cannot be checked, and it does not count.
 func amd64CallsTo(code [8]byte, ra, target uint64, regs *arch.Regs) bool {
-	if code[3] == 0xe8 && (regs == nil || ra+uint64(int64(int32(binary.LittleEndian.Uint32(code[4:])))) == target) {
+	if code[3] == 0xe8 && (regs == nil || DirectCall(arch.AMD64, code[:], ra, target)) {
 		return true
 	}
 	// The opcode's offset k in code for each length 8-k of ModRM and
@@ -169,6 +169,29 @@ var amd64HWReg = [16]int{
 func regHolds(regs *arch.Regs, n int, v uint64) bool {
 	x, ok := regs.Get(n)
 	return ok && x == v
+}
+
+// DirectCall reports whether the instruction that ends at return address
+// ra is a direct call to target: call rel32 on x86_64, bl on arm64. before
+// holds the code just before ra (its last 5 bytes on x86_64, 4 on arm64
+// are read).
+func DirectCall(a arch.Arch, before []byte, ra, target uint64) bool {
+	switch a {
+	case arch.AMD64:
+		if len(before) < 5 {
+			return false
+		}
+		c := before[len(before)-5:]
+		return c[0] == 0xe8 && ra+uint64(int64(int32(binary.LittleEndian.Uint32(c[1:])))) == target
+	case arch.ARM64:
+		if len(before) < 4 {
+			return false
+		}
+		insn := binary.LittleEndian.Uint32(before[len(before)-4:])
+		return insn&0xfc000000 == 0x94000000 && // bl imm26
+			ra-4+uint64(int64(int32(insn<<6)>>6)*4) == target
+	}
+	return false
 }
 
 // arm64Call reports whether insn is a call: bl, blr, blraa, blrab,

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/ustack/ustack/arch"
 	"github.com/ustack/ustack/cfi"
 )
@@ -262,4 +263,26 @@ func TestFramelessReturn(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDirectCall checks the direct-call check on encodings taken from
+// objdump listings: "401136: e8 eb ff ff ff  call 401126 <leaf>" and
+// "4005d0: 97ffffe8  bl 400570 <leaf>" (a call backwards), and forwards
+// ones built from their encodings' definitions.
+func TestDirectCall(t *testing.T) {
+	x86 := []byte{0x90, 0x90, 0x90, 0xe8, 0xeb, 0xff, 0xff, 0xff}
+	assert.True(t, DirectCall(arch.AMD64, x86, 0x40113b, 0x401126))
+	assert.False(t, DirectCall(arch.AMD64, x86, 0x40113b, 0x401127), "another target")
+	assert.True(t, DirectCall(arch.AMD64, []byte{0xe8, 0x10, 0, 0, 0}, 0x1005, 0x1015), "forwards")
+	assert.False(t, DirectCall(arch.AMD64, []byte{0xe9, 0x10, 0, 0, 0}, 0x1005, 0x1015), "jmp rel32")
+	assert.False(t, DirectCall(arch.AMD64, []byte{0xff, 0xd0}, 0x1002, 0), "indirect, and too short")
+	assert.False(t, DirectCall(arch.AMD64, x86, 0x40113b, 0x401126+1<<32), "rel32 wraps nowhere")
+
+	a64 := []byte{0xe8, 0xff, 0xff, 0x97}
+	assert.True(t, DirectCall(arch.ARM64, a64, 0x4005d4, 0x400570))
+	assert.False(t, DirectCall(arch.ARM64, a64, 0x4005d4, 0x400574), "another target")
+	assert.True(t, DirectCall(arch.ARM64, []byte{0x04, 0, 0, 0x94}, 0x2004, 0x2010), "bl forwards")
+	assert.False(t, DirectCall(arch.ARM64, []byte{0x04, 0, 0, 0x14}, 0x2004, 0x2010), "b, not bl")
+	assert.False(t, DirectCall(arch.ARM64, []byte{0, 0, 0x3f, 0xd6}, 0x2004, 0), "blr x0")
+	assert.False(t, DirectCall(arch.Unknown, x86, 0x40113b, 0x401126), "no architecture")
 }
