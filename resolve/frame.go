@@ -155,21 +155,22 @@ func newTable[T any]() *T {
 
 // lookup returns the symbol and the source frames of obj's link-time
 // address link, mapped at addr, from the memo or else from obj (and
-// remembers them). The source frames are in z.src.
-func (z *Symbolizer) lookup(obj *elfcache.Object, link, addr uint64) (name string, off uint64, ok bool) {
+// remembers them); asked says it was obj that answered. The source frames
+// are in z.src.
+func (z *Symbolizer) lookup(obj *elfcache.Object, link, addr uint64) (name string, off uint64, ok, asked bool) {
 	if z.memo == nil {
 		z.memo = newTable[[memoSize]memoEntry]()
 	}
 	e := &z.memo[(addr*0x9e3779b97f4a7c15)>>(64-memoBits)]
 	if e.filled && e.obj == obj && e.link == link {
 		z.src = append(z.src[:0], e.src...)
-		return e.name, e.off, e.symOK
+		return e.name, e.off, e.symOK, false
 	}
 	name, off, ok = obj.Symbolize(link)
 	z.src = obj.SourceFrames(link, z.src[:0])
 	*e = memoEntry{obj: obj, link: link, name: name, off: off, symOK: ok,
 		src: append(e.src[:0], z.src...), filled: true}
-	return name, off, ok
+	return name, off, ok, true
 }
 
 // Append appends to out the frames of fr, unwound in s: the functions
@@ -265,10 +266,16 @@ func (z *Symbolizer) appendFrames(out []Frame, s *Space, fr *unwinder.Frame, how
 		}
 		return append(out, f)
 	}
-	if name, off, ok := z.lookup(obj, addr-m.bias, addr); ok {
+	name, off, ok, asked := z.lookup(obj, addr-m.bias, addr)
+	if ok {
 		f.Symbol, f.SymOff = Unversioned(name), off
 	}
-	s.checkSplitDWARF(m)
+	if asked {
+		// A split DWARF unit that cannot be read is met by the lookup
+		// of an address in it; an answer from the memo was checked
+		// when it was asked.
+		s.checkSplitDWARF(m)
+	}
 	if innermost && len(z.src) > 1 {
 		z.src = z.src[:1]
 	}
