@@ -2,6 +2,7 @@ package report
 
 import (
 	"strings"
+	"unsafe"
 
 	"github.com/ustack/ustack/elfcache"
 )
@@ -13,7 +14,22 @@ type names struct {
 	short   map[string]string
 	unnamed map[string]string // module path -> "[base name]"
 	raw     bool
+	// recent holds the names asked last, direct-mapped by where their
+	// bytes lie: a frame's name is a string of its object's symbol or
+	// debug tables, the same bytes each time the frame comes again, and
+	// comparing a string with itself is a pointer comparison, where
+	// the map hashes every byte of a long C++ name (1.6% of a large
+	// report's CPU). An entry whose bytes were let go and reused for
+	// another name compares its bytes and misses.
+	recent *[recentNames]shortName
 }
+
+type shortName struct{ name, short string }
+
+const (
+	recentBits  = 10
+	recentNames = 1 << recentBits
+)
 
 func newNames(raw bool) *names {
 	return &names{short: map[string]string{}, unnamed: map[string]string{}, raw: raw}
@@ -25,11 +41,19 @@ func (n *names) Short(s string) string {
 	if n.raw || !isMangled(s) {
 		return s
 	}
-	if d, ok := n.short[s]; ok {
-		return d
+	if n.recent == nil {
+		n.recent = new([recentNames]shortName)
 	}
-	d := elfcache.DemangleShort(s)
-	n.short[s] = d
+	e := &n.recent[uint64(uintptr(unsafe.Pointer(unsafe.StringData(s))))*0x9e3779b97f4a7c15>>(64-recentBits)]
+	if e.name == s {
+		return e.short
+	}
+	d, ok := n.short[s]
+	if !ok {
+		d = elfcache.DemangleShort(s)
+		n.short[s] = d
+	}
+	*e = shortName{s, d}
 	return d
 }
 

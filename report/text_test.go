@@ -1,6 +1,7 @@
 package report
 
 import (
+	"fmt"
 	"io"
 	"testing"
 )
@@ -39,3 +40,26 @@ func TestTextWriterFormat(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestAppendUintPadded checks the padded numbers of the text format against
+// fmt's: the hexadecimal addresses (appendHex16, space or zero padded) at
+// every digit count, and the decimal fields.
+func TestAppendUintPadded(t *testing.T) {
+	vals := []uint64{0, 1, 9, 0xa, 0xf, 0x10, 0x11a8, 0x7fffffffe000, 0xffffffff8225a6c1, 1<<63 - 1, 1 << 63, ^uint64(0)}
+	for k := 0; k < 64; k++ {
+		vals = append(vals, 1<<k, 1<<k-1, 0x0123456789abcdef>>k)
+	}
+	prefix := []byte("x:")
+	for _, v := range vals {
+		for _, c := range []struct {
+			base, width int
+			pad         byte
+			format      string
+		}{{16, 16, ' ', "%16x"}, {16, 16, '0', "%016x"}, {10, 10, ' ', "%10d"}, {10, 6, '0', "%06d"}, {16, 8, ' ', "%8x"}} {
+			got := string(appendUintPadded(prefix[:2:2], v, c.base, c.width, c.pad))
+			if want := "x:" + fmt.Sprintf(c.format, v); got != want {
+				t.Errorf("appendUintPadded(%#x, %d, %d, %q) = %q, want %q", v, c.base, c.width, c.pad, got, want)
+			}
+		}
+	}
+}
