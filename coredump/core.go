@@ -37,6 +37,10 @@ type Core struct {
 	// note is damaged. Memory outside Mappings is anonymous only when it
 	// is true.
 	MappingsComplete bool
+	// NoFileNote reports that the core has no NT_FILE note (qemu-user
+	// writes none): Mappings then holds only the segments of
+	// Options.Executable, if it was given; shared libraries are unknown.
+	NoFileNote bool
 	// PageSize is NT_FILE's page size (the unit of its file offsets), or
 	// 4096 when the core has no NT_FILE.
 	PageSize uint64
@@ -44,9 +48,10 @@ type Core struct {
 	// without stopping the reading; each names the file and offset.
 	Warnings []error
 
-	mem     *Memory
-	objects []Object
-	closer  func() error
+	mem      *Memory
+	objects  []Object
+	fileNote bool // the core has an NT_FILE note
+	closer   func() error
 }
 
 // Thread is one thread of the dumped process, from its NT_PRSTATUS note and
@@ -134,6 +139,7 @@ type AuxvEntry struct {
 const (
 	AT_NULL         = 0
 	AT_PHDR         = 3
+	AT_PHNUM        = 5
 	AT_PAGESZ       = 6
 	AT_BASE         = 7
 	AT_ENTRY        = 9
@@ -178,6 +184,13 @@ type Options struct {
 	OpenMapped func(path string) (ReaderAt, error)
 	// NoMappedFiles disables reading memory from mapped files altogether.
 	NoMappedFiles bool
+	// Executable is the path of the program's executable, for a core that
+	// lists no mapped files (no NT_FILE note: qemu-user's cores). Its
+	// segments are then taken as mapped where the auxiliary vector puts
+	// its entry point, once the core's machine, AT_ENTRY, AT_PHDR and
+	// AT_PHNUM agree with it (Parse fails where they do not), and its
+	// mappings carry this path. Ignored when the core has NT_FILE.
+	Executable string
 	// MaxDecompressed bounds the size of a decompressed core (default
 	// 64 GiB); a larger one is refused.
 	MaxDecompressed int64
@@ -235,6 +248,11 @@ func Parse(data []byte, name string, opts *Options) (*Core, error) {
 		return nil, fmt.Errorf("%s: no thread could be read: %s", c.File, why)
 	}
 	c.orderThreads()
+	if c.NoFileNote = !c.fileNote; c.NoFileNote && opts.Executable != "" {
+		if err := c.mapExecutable(opts.Executable, segs); err != nil {
+			return nil, err
+		}
+	}
 	c.mem = newMemory(c, segs, data, opts)
 	c.nameThreads()
 	c.objects = c.findObjects()

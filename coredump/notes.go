@@ -232,6 +232,7 @@ func (c *Core) parseAuxv(desc []byte, off int64) {
 // parseFile decodes NT_FILE: count, page_size, count × {start, end,
 // file_ofs in pages}, then count NUL-terminated paths.
 func (c *Core) parseFile(desc []byte, off int64) {
+	c.fileNote = true
 	le := binary.LittleEndian
 	if len(desc) < 16 {
 		c.warnf(off, "NT_FILE has %d bytes, want at least 16", len(desc))

@@ -176,7 +176,13 @@ func segCore(files []coredump.Mapping, segs []seg) []byte {
 	le := binary.LittleEndian
 	prstatus := make([]byte, 336)
 	le.PutUint32(prstatus[32:], 9)
-	notes := note("CORE", 1, prstatus)
+	return machineCore(62, note("CORE", 1, prstatus), files, segs)
+}
+
+// machineCore builds an ET_CORE for machine with notes, an NT_FILE note
+// listing files unless files is nil, and a PT_LOAD for each of segs.
+func machineCore(machine uint16, notes []byte, files []coredump.Mapping, segs []seg) []byte {
+	le := binary.LittleEndian
 	if files != nil {
 		desc := le.AppendUint64(nil, uint64(len(files)))
 		desc = le.AppendUint64(desc, 4096)
@@ -192,7 +198,7 @@ func segCore(files []coredump.Mapping, segs []seg) []byte {
 	b := make([]byte, 64+56*n)
 	copy(b, "\x7fELF\x02\x01\x01")
 	le.PutUint16(b[16:], 4)
-	le.PutUint16(b[18:], 62)
+	le.PutUint16(b[18:], machine)
 	le.PutUint64(b[32:], 64)
 	le.PutUint16(b[54:], 56)
 	le.PutUint16(b[56:], uint16(n))

@@ -148,7 +148,7 @@ func openCore(name string, opts CoreOptions, open func(*coredump.Options) (*core
 		}
 		return f, err
 	}
-	copts := &coredump.Options{OpenMapped: func(p string) (coredump.ReaderAt, error) { return cc.openMapped(p) }}
+	copts := &coredump.Options{OpenMapped: func(p string) (coredump.ReaderAt, error) { return cc.openMapped(p) }, Executable: opts.Exe}
 	c, md, err := open(copts)
 	if err != nil {
 		return nil, err
@@ -216,6 +216,13 @@ func newCoreSession(c *Core, opts CoreOptions) *coreSession {
 	}
 	for _, w := range c.Warnings {
 		s.warn(w.Error())
+	}
+	if c.NoFileNote {
+		if opts.Exe != "" {
+			s.warn(fmt.Sprintf("%s lists no mapped files (no NT_FILE note, as qemu-user writes): %s is taken as mapped where the core's AT_ENTRY puts its entry point; shared libraries, if the program had any, are unknown", c.File, opts.Exe))
+		} else {
+			s.warn(fmt.Sprintf("%s lists no mapped files (no NT_FILE note, as qemu-user writes): no object is known at any address; give the program's executable (--exe)", c.File))
+		}
 	}
 	ropts := &s.opts.Options
 	var vdso []byte

@@ -61,6 +61,8 @@ func (f tracedFrame) String() string {
 type goBuild struct {
 	toolchain          string
 	stripped, pie, cgo bool
+	// goarch is the architecture to build for: runtime.GOARCH when "".
+	goarch string
 }
 
 // crashGoProgram builds testdata/goroutines as b says, runs it with
@@ -117,7 +119,11 @@ func buildGoTestProgram(t testing.TB, b goBuild, name string) (exe, run string) 
 	if b.cgo {
 		exe = testprog.BuildCgo(t, dir, name, string(src), b.toolchain, ldflags, extra...)
 	} else {
-		exe = testprog.BuildGo(t, dir, name, string(src), b.toolchain, runtime.GOARCH, ldflags, extra...)
+		goarch := b.goarch
+		if goarch == "" {
+			goarch = runtime.GOARCH
+		}
+		exe = testprog.BuildGo(t, dir, name, string(src), b.toolchain, goarch, ldflags, extra...)
 	}
 	run = filepath.Join(dir, "run")
 	require.NoError(t, os.Mkdir(run, 0o755))

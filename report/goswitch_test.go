@@ -6,6 +6,8 @@ import (
 	"maps"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -25,13 +27,28 @@ import (
 // prints "stopping", its main goroutine waits in runtime.ReadMemStats's stop
 // of the world, on its thread's g0 stack inside runtime.systemstack, for a
 // goroutine that spins without a call; 300 ms later the test sends SIGABRT
-// and the runtime dumps core.
+// and the runtime dumps core. A program built for arm64 on another machine
+// runs under qemu-aarch64 (the test skips without it), which writes the
+// program's core itself (qemu_goswitch_*.core, with no NT_FILE note).
 func abortGoSwitch(t *testing.T, b goBuild) *goCrash {
 	t.Helper()
-	p := fileCorePattern(t)
+	qemu := ""
+	if b.goarch == "arm64" && runtime.GOARCH != "arm64" {
+		var err error
+		if qemu, err = exec.LookPath("qemu-aarch64"); err != nil {
+			t.Skip("qemu-aarch64 is not installed (Debian package qemu-user): no arm64 program to crash here")
+		}
+	}
+	p := ""
+	if qemu == "" {
+		p = fileCorePattern(t)
+	}
 	exe, run := buildGoTestProgram(t, b, "goswitch")
 	var stderr bytes.Buffer
-	cmd := exec.Command("sh", "-c", `ulimit -c unlimited && exec "$0"`, exe)
+	cmd := exec.Command("sh", "-c", `ulimit -c unlimited && exec "$@"`, "sh", exe)
+	if qemu != "" {
+		cmd.Args = append(cmd.Args[:len(cmd.Args)-1], qemu, exe)
+	}
 	cmd.Dir, cmd.Stderr = run, &stderr
 	cmd.Env = append(os.Environ(), "GOMAXPROCS=3", "GODEBUG=asyncpreemptoff=1", "GOTRACEBACK=crash")
 	out, err := cmd.StdoutPipe()
@@ -65,6 +82,15 @@ func abortGoSwitch(t *testing.T, b goBuild) *goCrash {
 		<-done
 		t.Fatal("the program did not dump core within a minute of SIGABRT")
 	}
+	if qemu != "" {
+		// qemu writes the program's core, then aborts itself (and the
+		// kernel may dump qemu's own, named by core_pattern).
+		cores, _ := filepath.Glob(filepath.Join(run, "qemu_goswitch_*.core"))
+		if len(cores) != 1 {
+			t.Fatalf("qemu-aarch64 wrote no core of the program (%v): %s", err, tail(stderr.String(), 2000))
+		}
+		return &goCrash{exe: exe, core: cores[0]}
+	}
 	return &goCrash{exe: exe, core: coreOf(t, err, run, p, stderr.String())}
 }
 
@@ -80,7 +106,10 @@ func abortGoSwitch(t *testing.T, b goBuild) *goCrash {
 // runtime.morestack and descheduled). Delve's frames before the signal
 // frame of the crash differ (it does not unwind through it).
 func TestGoStackSwitchMatchesDelve(t *testing.T) {
-	for _, tc := range []struct{ name, toolchain string }{{"local", ""}, {"go1.21", goOldToolchain}} {
+	for _, tc := range []struct {
+		name string
+		b    goBuild
+	}{{"local", goBuild{}}, {"go1.21", goBuild{toolchain: goOldToolchain}}, {"arm64", goBuild{goarch: "arm64"}}} {
 		t.Run(tc.name, func(t *testing.T) {
 			// On a busy machine the main goroutine may not be waiting
 			// in the stop of the world yet when the signal comes: up to
@@ -89,7 +118,7 @@ func TestGoStackSwitchMatchesDelve(t *testing.T) {
 			var delve map[int][]string
 			var delveG map[int]bool
 			for try := 0; try < 3; try++ {
-				c = abortGoSwitch(t, goBuild{toolchain: tc.toolchain})
+				c = abortGoSwitch(t, tc.b)
 				delve, delveG = delveThreads(t, c)
 				if slices.ContainsFunc(slices.Collect(maps.Values(delve)), func(s []string) bool {
 					return slices.Contains(s, "runtime.stopTheWorldWithSema")
@@ -98,10 +127,13 @@ func TestGoStackSwitchMatchesDelve(t *testing.T) {
 				}
 			}
 
-			opts := CoreOptions{Options: Options{Kallsyms: "-", BuildIDDir: t.TempDir()}, Exe: c.exe}
+			var warnings []string
+			opts := CoreOptions{Options: Options{Kallsyms: "-", BuildIDDir: t.TempDir(),
+				Warn: func(m string) { warnings = append(warnings, m) }}, Exe: c.exe}
 			cc, err := OpenCore(c.core, opts)
 			require.NoError(t, err)
 			defer cc.Close()
+			assert.Empty(t, cc.Warnings, "the core's problems")
 			crossed := 0
 			_, err = RunCore(cc, opts, func(s *Sample) error {
 				var mine []string
@@ -136,6 +168,13 @@ func TestGoStackSwitchMatchesDelve(t *testing.T) {
 			})
 			require.NoError(t, err)
 			require.Equal(t, 1, crossed, "threads unwound through runtime.systemstack onto their goroutine's stack")
+			if cc.NoFileNote {
+				// qemu's core lists no mapped files: one warning says
+				// where the executable was taken to be.
+				require.Len(t, warnings, 1, "warnings: %q", warnings)
+				assert.Contains(t, warnings[0], "no NT_FILE note")
+				assert.Contains(t, warnings[0], c.exe+" is taken as mapped where the core's AT_ENTRY puts its entry point")
+			}
 		})
 	}
 }
