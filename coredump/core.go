@@ -39,8 +39,13 @@ type Core struct {
 	MappingsComplete bool
 	// NoFileNote reports that the core has no NT_FILE note (qemu-user
 	// writes none): Mappings then holds only the segments of
-	// Options.Executable, if it was given; shared libraries are unknown.
+	// Options.Executable, if it was given, and of the shared libraries
+	// the dynamic linker's list in the core's memory names (Libraries).
 	NoFileNote bool
+	// Libraries are the shared libraries of a core without NT_FILE read
+	// with Options.Executable, from the dynamic linker's list in its
+	// memory, each with why it was not mapped, if it was not.
+	Libraries []Library
 	// PageSize is NT_FILE's page size (the unit of its file offsets), or
 	// 4096 when the core has no NT_FILE.
 	PageSize uint64
@@ -48,10 +53,11 @@ type Core struct {
 	// without stopping the reading; each names the file and offset.
 	Warnings []error
 
-	mem      *Memory
-	objects  []Object
-	fileNote bool // the core has an NT_FILE note
-	closer   func() error
+	mem        *Memory
+	objects    []Object
+	fileNote   bool   // the core has an NT_FILE note
+	exeDynamic uint64 // where Options.Executable's dynamic section is mapped (0: none)
+	closer     func() error
 }
 
 // Thread is one thread of the dumped process, from its NT_PRSTATUS note and
@@ -248,12 +254,17 @@ func Parse(data []byte, name string, opts *Options) (*Core, error) {
 		return nil, fmt.Errorf("%s: no thread could be read: %s", c.File, why)
 	}
 	c.orderThreads()
+	c.mem = newMemory(c, segs, data, opts)
 	if c.NoFileNote = !c.fileNote; c.NoFileNote && opts.Executable != "" {
 		if err := c.mapExecutable(opts.Executable, segs); err != nil {
 			return nil, err
 		}
+		// The list's strings may lie in the executable's file (ld.so's
+		// own name is its PT_INTERP string).
+		c.mem = newMemory(c, segs, data, opts)
+		c.mapLibraries()
+		c.mem = newMemory(c, segs, data, opts)
 	}
-	c.mem = newMemory(c, segs, data, opts)
 	c.nameThreads()
 	c.objects = c.findObjects()
 	return c, nil

@@ -137,7 +137,10 @@ func parseImage(im *coredump.Image, name string, copts *coredump.Options) (*core
 func openCore(name string, opts CoreOptions, open func(*coredump.Options) (*coredump.Core, *minidump.Dump, error)) (*Core, error) {
 	cc := &Core{exe: opts.Exe}
 	cc.openMapped = func(p string) (*os.File, error) {
-		if cc.exe != "" && p == cc.ExePath {
+		if cc.exe != "" && (p == cc.ExePath || p == cc.exe) {
+			// The recorded path of the main executable, or, in a
+			// core without NT_FILE, the --exe path its mappings carry
+			// (coredump.Options.Executable).
 			return os.Open(cc.exe)
 		}
 		f, err := os.Open(filepath.Join(opts.SymFS, p))
@@ -219,7 +222,18 @@ func newCoreSession(c *Core, opts CoreOptions) *coreSession {
 	}
 	if c.NoFileNote {
 		if opts.Exe != "" {
-			s.warn(fmt.Sprintf("%s lists no mapped files (no NT_FILE note, as qemu-user writes): %s is taken as mapped where the core's AT_ENTRY puts its entry point; shared libraries, if the program had any, are unknown", c.File, opts.Exe))
+			mapped := 0
+			for _, l := range c.Libraries {
+				if l.Err == nil {
+					mapped++
+				}
+			}
+			s.warn(fmt.Sprintf("%s lists no mapped files (no NT_FILE note, as qemu-user writes): %s is taken as mapped where the core's AT_ENTRY puts its entry point, and %d shared libraries where the dynamic linker's list in the core's memory puts them", c.File, opts.Exe, mapped))
+			for _, l := range c.Libraries {
+				if l.Err != nil {
+					s.warn(fmt.Sprintf("%s: shared library %s (at %#x in the dynamic linker's list) is left unmapped: %v", c.File, l.Path, l.Base, l.Err))
+				}
+			}
 		} else {
 			s.warn(fmt.Sprintf("%s lists no mapped files (no NT_FILE note, as qemu-user writes): no object is known at any address; give the program's executable (--exe)", c.File))
 		}
