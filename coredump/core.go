@@ -260,14 +260,23 @@ func Parse(data []byte, name string, opts *Options) (*Core, error) {
 			return nil, err
 		}
 		// The list's strings may lie in the executable's file (ld.so's
-		// own name is its PT_INTERP string).
-		c.mem = newMemory(c, segs, data, opts)
+		// own name is its PT_INTERP string): read through the memory
+		// with its mappings, then once more with the libraries'.
+		c.remap(segs, data, opts)
 		c.mapLibraries()
-		c.mem = newMemory(c, segs, data, opts)
+		c.remap(segs, data, opts)
 	}
 	c.nameThreads()
 	c.objects = c.findObjects()
 	return c, nil
+}
+
+// remap makes c's Memory anew for the Mappings made since, closing the
+// files the old one opened.
+func (c *Core) remap(segs []segment, data []byte, opts *Options) {
+	old := c.mem
+	c.mem = newMemory(c, segs, data, opts)
+	old.files.close()
 }
 
 func (c *Core) warnf(off int64, format string, args ...any) {
