@@ -614,7 +614,11 @@ func (lr *labRun) check(t *testing.T, host string) {
 		{name: "uprobe", comm: "lab-dyn", chain: openChain, exact: 8},
 		{name: "uretprobe", comm: "lab-dyn", chain: openChain[1:], exact: 8},
 		{name: "signal", comm: "lab-static", chain: []string{"open_leaf", "sig_leaf", "sig_handler"}, exact: 4},
-		{name: "cpuclock", comm: "lab-static", chain: []string{"spin_mid", "main"}, min: 20, smallStack: true},
+		// cpu-clock at 50 Hz over 1.5 s: some 75 samples on a quiet
+		// host; a loaded one's TCG delivers the guest's timer
+		// interrupts late and merged (15 seen while a report test run
+		// shared the host), so only a few are asked, each checked.
+		{name: "cpuclock", comm: "lab-static", chain: []string{"spin_mid", "main"}, min: 5, smallStack: true},
 		{name: "kprobe_events", comm: "lab-static", chain: openChain, exact: 16},
 	}
 	for _, c := range checks {
