@@ -53,11 +53,10 @@ type Core struct {
 	// without stopping the reading; each names the file and offset.
 	Warnings []error
 
-	mem        *Memory
-	objects    []Object
-	fileNote   bool   // the core has an NT_FILE note
-	exeDynamic uint64 // where Options.Executable's dynamic section is mapped (0: none)
-	closer     func() error
+	mem      *Memory
+	objects  []Object
+	fileNote bool // the core has an NT_FILE note
+	closer   func() error
 }
 
 // Thread is one thread of the dumped process, from its NT_PRSTATUS note and
@@ -256,14 +255,15 @@ func Parse(data []byte, name string, opts *Options) (*Core, error) {
 	c.orderThreads()
 	c.mem = newMemory(c, segs, data, opts)
 	if c.NoFileNote = !c.fileNote; c.NoFileNote && opts.Executable != "" {
-		if err := c.mapExecutable(opts.Executable, segs); err != nil {
+		dynamic, err := c.mapExecutable(opts.Executable, segs)
+		if err != nil {
 			return nil, err
 		}
 		// The list's strings may lie in the executable's file (ld.so's
 		// own name is its PT_INTERP string): read through the memory
 		// with its mappings, then once more with the libraries'.
 		c.remap(segs, data, opts)
-		c.mapLibraries()
+		c.mapLibraries(dynamic)
 		c.remap(segs, data, opts)
 	}
 	c.nameThreads()

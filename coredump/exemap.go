@@ -19,42 +19,43 @@ import (
 // executable), AT_PHDR and AT_PHNUM where the core has them, and an
 // executable segment of the core at AT_ENTRY. The mappings it adds are the
 // file-backed parts of the segments, as NT_FILE would list them; the
-// shared libraries are found next (mapLibraries).
-func (c *Core) mapExecutable(path string, segs []segment) error {
+// shared libraries are found next (mapLibraries, from the address of the
+// dynamic section it returns: 0 for a static executable).
+func (c *Core) mapExecutable(path string, segs []segment) (dynamic uint64, err error) {
 	entry, ok := c.AuxvValue(AT_ENTRY)
 	if !ok {
-		return fmt.Errorf("%s lists no mapped files (no NT_FILE note) and has no AT_ENTRY: where %s is mapped is unknown", c.File, path)
+		return 0, fmt.Errorf("%s lists no mapped files (no NT_FILE note) and has no AT_ENTRY: where %s is mapped is unknown", c.File, path)
 	}
 	f, err := elf.Open(path)
 	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+		return 0, fmt.Errorf("%s: %w", path, err)
 	}
 	defer f.Close()
 	want := map[arch.Arch]elf.Machine{arch.AMD64: elf.EM_X86_64, arch.ARM64: elf.EM_AARCH64}[c.Arch]
 	if f.Machine != want || f.Class != elf.ELFCLASS64 {
-		return fmt.Errorf("%s: %v %v, but %s is an %v core: not its program", path, f.Class, f.Machine, c.File, c.Arch)
+		return 0, fmt.Errorf("%s: %v %v, but %s is an %v core: not its program", path, f.Class, f.Machine, c.File, c.Arch)
 	}
 	var bias uint64
 	switch f.Type {
 	case elf.ET_EXEC:
 		if entry != f.Entry {
-			return fmt.Errorf("%s: its entry point is %#x, but %s's AT_ENTRY is %#x: not its program", path, f.Entry, c.File, entry)
+			return 0, fmt.Errorf("%s: its entry point is %#x, but %s's AT_ENTRY is %#x: not its program", path, f.Entry, c.File, entry)
 		}
 	case elf.ET_DYN:
 		bias = entry - f.Entry
 		if bias%c.PageSize != 0 {
-			return fmt.Errorf("%s: its entry point %#x is not at a page offset of %s's AT_ENTRY %#x: not its program", path, f.Entry, c.File, entry)
+			return 0, fmt.Errorf("%s: its entry point %#x is not at a page offset of %s's AT_ENTRY %#x: not its program", path, f.Entry, c.File, entry)
 		}
 	default:
-		return fmt.Errorf("%s: an ELF file of type %v, not an executable", path, f.Type)
+		return 0, fmt.Errorf("%s: an ELF file of type %v, not an executable", path, f.Type)
 	}
 	if n, ok := c.AuxvValue(AT_PHNUM); ok && n != uint64(len(f.Progs)) {
-		return fmt.Errorf("%s: %d program headers, but %s's AT_PHNUM is %d: not its program", path, len(f.Progs), c.File, n)
+		return 0, fmt.Errorf("%s: %d program headers, but %s's AT_PHNUM is %d: not its program", path, len(f.Progs), c.File, n)
 	}
 	if at, ok := c.AuxvValue(AT_PHDR); ok {
 		for _, p := range f.Progs {
 			if p.Type == elf.PT_PHDR && p.Vaddr+bias != at {
-				return fmt.Errorf("%s: its program headers would be at %#x, but %s's AT_PHDR is %#x: not its program", path, p.Vaddr+bias, c.File, at)
+				return 0, fmt.Errorf("%s: its program headers would be at %#x, but %s's AT_PHDR is %#x: not its program", path, p.Vaddr+bias, c.File, at)
 			}
 		}
 	}
@@ -65,15 +66,15 @@ func (c *Core) mapExecutable(path string, segs []segment) error {
 		}
 	}
 	if !held {
-		return fmt.Errorf("%s: no executable segment holds AT_ENTRY %#x: where %s is mapped is unknown", c.File, entry, path)
+		return 0, fmt.Errorf("%s: no executable segment holds AT_ENTRY %#x: where %s is mapped is unknown", c.File, entry, path)
 	}
 	c.addSegments(f, bias, path)
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_DYNAMIC {
-			c.exeDynamic = p.Vaddr + bias
+			dynamic = p.Vaddr + bias
 		}
 	}
-	return nil
+	return dynamic, nil
 }
 
 // addSegments adds the file-backed parts of f's PT_LOAD segments, mapped
@@ -117,14 +118,14 @@ const (
 // whose file's dynamic section lies where the list's l_ld says is taken as
 // mapped at l_addr; the others are listed with why not. Everything is
 // read from the core's dumped memory, each read bounded.
-func (c *Core) mapLibraries() {
-	if c.exeDynamic == 0 {
+func (c *Core) mapLibraries(dynamic uint64) {
+	if dynamic == 0 {
 		return // a static executable
 	}
 	var rdebug uint64
 	for i := uint64(0); i < maxDynamic; i++ {
-		tag, st1 := c.mem.ReadUint64(c.exeDynamic + 16*i)
-		val, st2 := c.mem.ReadUint64(c.exeDynamic + 16*i + 8)
+		tag, st1 := c.mem.ReadUint64(dynamic + 16*i)
+		val, st2 := c.mem.ReadUint64(dynamic + 16*i + 8)
 		if st1 != unwinder.MemOK || st2 != unwinder.MemOK || tag == uint64(elf.DT_NULL) {
 			break
 		}
