@@ -52,6 +52,9 @@ type pendingObj struct {
 	pid  uint32
 	path string
 	id   fileID
+	// start and end bound one mapping of the file: a file deleted while
+	// mapped, or a memfd, is opened through it (procmaps.MappedFile).
+	start, end uint64
 	// f, when set, is the file opened when it was mapped (size its
 	// size), so that a process that exits at once (a process in a chroot
 	// or container, whose files only /proc/PID/root reaches) still has
@@ -101,12 +104,12 @@ func newObjectSet(archivePath string, withArchive bool, log io.Writer) *objectSe
 	return s
 }
 
-// add queues the object mapped at path by pid, the file id its mmap record
-// gives: one per path and inode (a path may name another file in another
-// process's root). The file is opened now, through the process's root,
-// while the process lives; the worker reads it.
-func (s *objectSet) add(pid uint32, path string, id fileID) {
-	if path == "" || path == "//anon" || strings.HasPrefix(path, "[") || strings.HasPrefix(path, "/memfd:") ||
+// add queues the object mapped at [start, end) by pid from path, the file
+// id its mmap record gives: one per path and inode (a path may name another
+// file in another process's root). The file is opened now, through the
+// process's root, while the process lives; the worker reads it.
+func (s *objectSet) add(pid uint32, path string, id fileID, start, end uint64) {
+	if path == "" || path == "//anon" || strings.HasPrefix(path, "[") ||
 		strings.HasPrefix(path, "/dev/") || strings.HasPrefix(path, "//") {
 		return
 	}
@@ -119,9 +122,9 @@ func (s *objectSet) add(pid uint32, path string, id fileID) {
 	s.seen[key] = true
 	open := pid != 0 && len(s.pending) < preOpen
 	s.mu.Unlock()
-	p := pendingObj{pid: pid, path: path, id: id}
+	p := pendingObj{pid: pid, path: path, id: id, start: start, end: end}
 	if open {
-		if f, size, err := openObject(pid, path, id); err == nil {
+		if f, size, err := openObject(p); err == nil {
 			p.f, p.size = f, size
 		}
 	}
@@ -214,7 +217,7 @@ func (s *objectSet) process(p pendingObj) {
 	}
 	f, size, err := p.f, p.size, error(nil)
 	if f == nil {
-		f, size, err = openObject(p.pid, p.path, p.id)
+		f, size, err = openObject(p)
 	}
 	if err != nil {
 		s.logf("ustack record: cannot archive %s: %v\n", p.path, err)
@@ -248,7 +251,7 @@ func (s *objectSet) process(p pendingObj) {
 		// A separate debug file found by build-id travels too.
 		h := hex.EncodeToString(id)
 		dbg := filepath.Join(elfcache.DefaultDebugDir, ".build-id", h[:2], h[2:]+".debug")
-		if df, dsize, err := openObject(0, dbg, fileID{}); err == nil {
+		if df, dsize, err := openObject(pendingObj{path: dbg}); err == nil {
 			s.aw.AddDebugFileStream(id, dbg, df, dsize, s.buf)
 			df.Close()
 		}
@@ -302,7 +305,7 @@ func (s *objectSet) archiveJITDumps() {
 				size = st.Size()
 			}
 		} else {
-			f, size, err = openObject(p.pid, p.path, p.id)
+			f, size, err = openObject(p)
 		}
 		if err != nil {
 			s.logf("ustack record: cannot archive the jitdump %s: %v; a report elsewhere cannot name its JIT code\n", p.path, err)
@@ -334,21 +337,39 @@ func (s *objectSet) abort() {
 	}
 }
 
-// openObject opens a mapped file, through /proc/PID/root first (the
+// openObject opens the file of mapping p, through /proc/PID/root first (the
 // process may live in another mount namespace, or a chroot), then by its
 // path; with the mapping's file id known, a file that is not the inode
 // mapped is refused (the process exited and the path here is another
-// file, or the pid was reused).
-func openObject(pid uint32, path string, id fileID) (*os.File, int64, error) {
-	try := []string{path}
-	if pid != 0 {
-		try = append([]string{filepath.Join("/proc", strconv.Itoa(int(pid)), "root", path)}, path)
+// file, or the pid was reused). A file no path reaches (deleted while
+// mapped, a memfd: procmaps.Unlinked) is opened through the mapping itself
+// while the process lives (procmaps.MappedFile), as is a file whose path
+// now names another.
+func openObject(p pendingObj) (*os.File, int64, error) {
+	var try []string
+	byMapping := ""
+	if p.pid != 0 && p.start < p.end {
+		byMapping = procmaps.MappedFile(int(p.pid), p.start, p.end)
 	}
-	var lastErr error
-	for _, p := range try {
-		f, err := os.Open(p)
+	if byMapping != "" && procmaps.Unlinked(p.path) {
+		try = append(try, byMapping)
+	}
+	if p.pid != 0 {
+		try = append(try, filepath.Join("/proc", strconv.Itoa(int(p.pid)), "root", p.path))
+	}
+	try = append(try, p.path)
+	if byMapping != "" && !procmaps.Unlinked(p.path) {
+		try = append(try, byMapping)
+	}
+	var lastErr, mapErr error
+	for _, name := range try {
+		f, err := os.Open(name)
 		if err != nil {
-			lastErr = err
+			if name == byMapping {
+				mapErr = err // EPERM without CAP_SYS_ADMIN
+			} else {
+				lastErr = err
+			}
 			continue
 		}
 		st, err := f.Stat()
@@ -356,11 +377,11 @@ func openObject(pid uint32, path string, id fileID) (*os.File, int64, error) {
 			f.Close()
 			return nil, 0, fmt.Errorf("not a regular file")
 		}
-		if sys, ok := st.Sys().(*syscall.Stat_t); ok && id.ino != 0 &&
-			(sys.Ino != id.ino || unix.Major(uint64(sys.Dev)) != id.maj || unix.Minor(uint64(sys.Dev)) != id.min) {
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok && p.id.ino != 0 &&
+			(sys.Ino != p.id.ino || unix.Major(uint64(sys.Dev)) != p.id.maj || unix.Minor(uint64(sys.Dev)) != p.id.min) {
 			f.Close()
 			lastErr = fmt.Errorf("%s is inode %d of device %d:%d, not the file the process mapped (inode %d of device %d:%d): the process was gone before its file could be read",
-				p, sys.Ino, unix.Major(uint64(sys.Dev)), unix.Minor(uint64(sys.Dev)), id.ino, id.maj, id.min)
+				name, sys.Ino, unix.Major(uint64(sys.Dev)), unix.Minor(uint64(sys.Dev)), p.id.ino, p.id.maj, p.id.min)
 			continue
 		}
 		if st.Size() > maxObjectSize {
@@ -368,6 +389,9 @@ func openObject(pid uint32, path string, id fileID) (*os.File, int64, error) {
 			return nil, 0, fmt.Errorf("larger than %d bytes", maxObjectSize)
 		}
 		return f, st.Size(), nil
+	}
+	if mapErr != nil && (lastErr == nil || procmaps.Unlinked(p.path)) {
+		return nil, 0, mapErr
 	}
 	return nil, 0, lastErr
 }

@@ -1337,7 +1337,7 @@ func (r *Recorder) noteMmap(pid uint32, start, ln, pgoff uint64, prot uint32, na
 		return
 	}
 	if r.objs != nil {
-		r.objs.add(pid, name, id)
+		r.objs.add(pid, name, id, start, start+ln)
 	}
 	if r.uw != nil {
 		r.uw.mmap(pid, start, ln, pgoff, prot, name)

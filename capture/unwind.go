@@ -116,6 +116,7 @@ func (lu *liveUnwinder) space(pid uint32) *resolve.Space {
 		return e.sp
 	}
 	lu.maps = resolve.FromProcmaps(lu.maps[:0], snap.Maps)
+	resolve.LiveUnlinked(int(pid), lu.maps)
 	sp := lu.res.NewSpace(pid, lu.maps)
 	lu.drop(pid) // after NewSpace, which takes its own references first
 	lu.spaces[pid] = spaceEntry{snap.Version, sp}

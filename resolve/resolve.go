@@ -651,6 +651,11 @@ func (r *Resolver) NewSpace(pid uint32, maps []Mapping) *Space {
 			}
 		}
 		sm.bias = um.Bias
+		// A memfd holding an ELF object (a program or library run from
+		// memory, its file read through /proc/PID/map_files by ustack
+		// record) has file offsets like any file; code in one that holds
+		// none is JIT code.
+		sm.anonymous = sm.anonymous && sm.obj == nil
 		anon = anon || (m.Exec && sm.anonymous)
 		ums[i], s.maps[i] = um, sm
 	}
@@ -675,6 +680,26 @@ func (r *Resolver) NewSpace(pid uint32, maps []Mapping) *Space {
 		}
 	}
 	return s
+}
+
+// LiveUnlinked points File, for each executable mapping of live process
+// pid whose file no path reaches (procmaps.Unlinked: deleted while
+// mapped, a memfd), at the mapping itself (procmaps.MappedFile), where
+// this process may open it (CAP_SYS_ADMIN); it leaves the others alone.
+func LiveUnlinked(pid int, maps []Mapping) {
+	for i := range maps {
+		m := &maps[i]
+		if m.Exec && m.File == "" && procmaps.Unlinked(m.Path) {
+			if f := procmaps.MappedFile(pid, m.Start, m.End); statOK(f) {
+				m.File = f
+			}
+		}
+	}
+}
+
+func statOK(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // FromProcmaps appends the mappings of a procmaps snapshot to dst, for

@@ -328,3 +328,50 @@ func TestForgetReleasesObjects(t *testing.T) {
 	assert.Equal(t, got, again)
 	assert.Positive(t, tr.CacheStats().Reopens)
 }
+
+// TestLiveProcessDeletedProgram: the program's file was deleted while it
+// ran and another build put at its path (a service upgraded under a
+// running process: its maps say "PATH (deleted)"). The tracer reads the
+// code through /proc/PID/map_files, and the stack equals gdb's backtrace
+// of the same stop taken before the file was deleted (after, gdb prints
+// ?? for the program's frames); the build now at the path names nothing.
+func TestLiveProcessDeletedProgram(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the capture is x86_64's ptrace registers")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("reading /proc/PID/map_files needs CAP_SYS_ADMIN")
+	}
+	dir := t.TempDir()
+	bin := testprog.Build(t, dir, "live.c", cLive, "-O2", "-g")
+	other := testprog.Build(t, t.TempDir(), "live.c", strings.ReplaceAll(cLive, "volatile int sink;", "volatile int sink; int pad_function(int x) { return x * 7 + sink; }"), "-O0", "-g")
+	cmd := testprog.StartPaused(t, "ready", 34, bin)
+	pid := cmd.Process.Pid
+	// gdb's backtrace while the file is there (with it gone, gdb prints
+	// ?? for the program's frames); the program then waits in pause()
+	// again, on the same stack.
+	want := testprog.GDBFunctions(t, "-p", strconv.Itoa(pid))
+	testprog.WaitSyscall(t, pid, 34)
+	require.NoError(t, os.Remove(bin))
+	data, err := os.ReadFile(other)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(bin, data, 0o755))
+	maps, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/maps")
+	require.NoError(t, err)
+	require.Contains(t, string(maps), bin+" (deleted)")
+
+	regs, stack := captureThread(t, pid, 32<<10)
+	tr := tracer.New(tracer.Options{Warn: func(msg string) { t.Logf("warning: %s", msg) }})
+	defer tr.Close()
+	p, err := tr.Process(pid)
+	require.NoError(t, err)
+	st := tr.NewWalker().Unwind(p, regs, stack)
+	var got []string
+	for _, f := range st.Frames {
+		got = append(got, f.Symbol)
+	}
+	assert.Equal(t, want, got)
+	assert.Contains(t, got, "outer")
+	assert.NotContains(t, got, "pad_function")
+	assert.Equal(t, "outermost", st.Stop.String(), "%v", st.Err)
+}

@@ -212,6 +212,9 @@ func (p *Process) read() error {
 		return err
 	}
 	p.maps = resolve.FromProcmaps(p.maps[:0:0], pm)
+	// Code no path reaches (a library deleted while mapped, a program
+	// run from a memfd) is read through the mapping itself.
+	resolve.LiveUnlinked(p.pid, p.maps)
 	if root := "/proc/" + strconv.Itoa(p.pid) + "/root"; !sameRoot(p.pid, root) {
 		// A container's process (another mount namespace): its maps
 		// name files as its root sees them, which may be other files
@@ -224,7 +227,7 @@ func (p *Process) read() error {
 			if !strings.HasPrefix(m.Path, "/") || strings.HasSuffix(m.Path, " (deleted)") {
 				continue
 			}
-			if _, err := os.Stat(root + m.Path); err == nil {
+			if statOK(root + m.Path) {
 				m.File = root + m.Path
 			}
 		}
@@ -292,3 +295,9 @@ func (p *Process) refresh(addr uint64) bool {
 
 // errNoStack is returned for a stack without a stack pointer.
 var errNoStack = errors.New("no stack pointer among the registers")
+
+// statOK reports whether the file at path can be stat'ed.
+func statOK(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bufio"
+	"debug/elf"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ustack/ustack/internal/testprog"
+)
+
+// unlinkedLibSrc is the library of unlinkedProgSrc; OTHER builds another
+// one (other code at other addresses, another build-id).
+const unlinkedLibSrc = `
+#include <fcntl.h>
+#include <unistd.h>
+#ifdef OTHER
+int pad_function(int x) { return x * 7 + 3; }
+#endif
+__attribute__((noinline)) int dinner(int x) { int r = close(open("/dev/null", O_RDONLY)); return r + x; }
+__attribute__((noinline)) int douter(int x) { volatile int pad[10]; pad[2] = x; return dinner(x + pad[2]) + 1; }
+`
+
+// unlinkedProgSrc says "ready" and then, until killed, closes a file
+// through the library's douter and dinner every 2 ms.
+const unlinkedProgSrc = `
+#include <stdio.h>
+#include <unistd.h>
+int douter(int);
+__attribute__((noinline)) int dcaller(int x) { return douter(x) * 2; }
+int main(int argc, char **argv) {
+	printf("ready\n");
+	fflush(stdout);
+	for (;;) { dcaller(argc); usleep(2000); }
+}
+`
+
+// memfdExecSrc runs the program argv[1] from a memfd, as container
+// runtimes (runc) and some agents run theirs: its mappings are named
+// "/memfd:unlinked-prog (deleted)".
+const memfdExecSrc = `
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <unistd.h>
+extern char **environ;
+int main(int argc, char **argv) {
+	int in = open(argv[1], O_RDONLY), fd = memfd_create("unlinked-prog", 0);
+	char buf[65536];
+	ssize_t n;
+	if (in < 0 || fd < 0) { perror("open"); return 1; }
+	while ((n = read(in, buf, sizeof buf)) > 0)
+		if (write(fd, buf, n) != n) { perror("write"); return 1; }
+	fexecve(fd, argv + 1, environ);
+	perror("fexecve");
+	return 1;
+}
+`
+
+// TestRecordUnlinkedObjects records, with ustack record -p, a running
+// process whose objects no path reaches any more, and reports each
+// recording:
+//   - its library deleted while mapped and another build put at its path
+//     (a library upgraded under a running service): the maps say
+//     "libd.so (deleted)";
+//   - the program run from a memfd.
+//
+// ustack record reads such files through /proc/PID/map_files while the
+// process lives, for its archive and for its live unwinder (--unwind). Every close sample must unwind, hand-checked from the
+// source, dinner, douter, dcaller, main to the outermost frame, with no
+// frame named from the build now at the library's path. Before, the stacks
+// stopped at the first frame in the library (no_unwind_info, "not found"),
+// as perf script's do on the same process.
+func TestRecordUnlinkedObjects(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("recording tracepoints of another process and reading /proc/PID/map_files need root")
+	}
+	testprog.NeedTracefs(t, "syscalls/sys_enter_close")
+	dir := t.TempDir()
+	lib := testprog.Build(t, dir, "libd.c", unlinkedLibSrc, "-shared", "-fPIC", "-O2", "-g")
+	other := testprog.Build(t, dir, "libother.c", unlinkedLibSrc, "-shared", "-fPIC", "-O0", "-g", "-DOTHER")
+	copyFile(t, lib, filepath.Join(dir, "libd.so"))
+	prog := testprog.Build(t, dir, "prog.c", unlinkedProgSrc, "-O2", "-g", "-Wl,--no-as-needed", "-L"+dir, "-l:libd.so", "-Wl,-rpath,"+dir)
+	launcher := testprog.Build(t, dir, "memfdexec.c", memfdExecSrc, "-O2")
+
+	start := func(name string, args ...string) int {
+		cmd := exec.Command(name, args...)
+		out, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		require.NoError(t, cmd.Start())
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		line, err := bufio.NewReader(out).ReadString('\n')
+		require.NoError(t, err)
+		require.Equal(t, "ready\n", line)
+		return cmd.Process.Pid
+	}
+	// check records pid and reports it: every sample of pid whose stack
+	// holds dinner holds the whole chain, and every stack is outermost.
+	check := func(t *testing.T, pid int, unlinked string) {
+		maps, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/maps")
+		require.NoError(t, err)
+		require.Contains(t, string(maps), unlinked, "the process's maps")
+		data := filepath.Join(t.TempDir(), "rec.data")
+		rc, _, errs := run3([]string{"record", "-q", "-e", "syscalls:sys_enter_close", "-p", strconv.Itoa(pid), "-d", "700ms", "-o", data})
+		if rc != 0 {
+			t.Skipf("ustack record cannot record here (status %d): %s", rc, errs)
+		}
+		rc, out, errs := run3([]string{"report", "-i", data, "--kallsyms", "-"})
+		require.Equal(t, exitOK, rc, errs)
+		samples := closeChains(t, data, out, errs)
+		assert.NotContains(t, out, "pad_function")
+		assert.NotContains(t, errs, "not found", "a missing object")
+		m := regexp.MustCompile(`ustack: (\d+) samples, (\d+) unwound to the outermost frame\n`).FindStringSubmatch(errs)
+		require.NotNil(t, m, "the summary line\n%s", errs)
+		assert.Equal(t, m[1], m[2], "every stack outermost\n%s", errs)
+		assert.Equal(t, strconv.Itoa(len(samples)), m[1])
+		assert.Contains(t, out, "("+unlinked+")", "the frames' module is the mapping's name")
+		// The program's frames give file offsets, as perf script does
+		// for a file (in a PIE's text, its symbols' link-time values):
+		// not the addresses that anonymous memory would give.
+		f, err := elf.Open(prog)
+		require.NoError(t, err)
+		defer f.Close()
+		syms, err := f.Symbols()
+		require.NoError(t, err)
+		var dcaller uint64
+		for _, sym := range syms {
+			if sym.Name == "dcaller" {
+				dcaller = sym.Value
+			}
+		}
+		fm := regexp.MustCompile(`(?m)^\s+([0-9a-f]+) dcaller\+0x([0-9a-f]+) \(`).FindStringSubmatch(out)
+		require.NotNil(t, fm, "no dcaller frame\n%s", head(out))
+		at, _ := strconv.ParseUint(fm[1], 16, 64)
+		off, _ := strconv.ParseUint(fm[2], 16, 64)
+		assert.Equal(t, dcaller+off, at, "dcaller's frame: offset %s+%#x in %s", fm[1], off, prog)
+	}
+
+	t.Run("deleted", func(t *testing.T) {
+		pid := start(prog)
+		libPath := filepath.Join(dir, "libd.so")
+		require.NoError(t, os.Remove(libPath))
+		copyFile(t, other, libPath)
+		check(t, pid, libPath+" (deleted)")
+
+		// Unwound while recording (--unwind): the live unwinder reads
+		// the library the same way.
+		data := filepath.Join(t.TempDir(), "unwound.data")
+		rc, _, errs := run3([]string{"record", "-q", "--unwind", "-e", "syscalls:sys_enter_close", "-p", strconv.Itoa(pid), "-d", "500ms", "-o", data})
+		require.Equal(t, exitOK, rc, errs)
+		rc, out, errs := run3([]string{"report", "-i", data, "--kallsyms", "-"})
+		require.Equal(t, exitOK, rc, errs)
+		closeChains(t, data, out, errs)
+	})
+	t.Run("memfd", func(t *testing.T) {
+		copyFile(t, lib, filepath.Join(dir, "libd.so")) // the first build again
+		pid := start(launcher, prog)
+		check(t, pid, "/memfd:unlinked-prog (deleted)")
+	})
+}
+
+// closeChains returns the samples of the text report out (of data) and
+// checks that each one's stack holds the library's dinner, douter and the
+// program's dcaller, main after the close.
+func closeChains(t *testing.T, data, out, errs string) []testprog.ScriptSample {
+	t.Helper()
+	samples := testprog.ParseScript(out)
+	require.NotEmpty(t, samples, "no sample in %s\n%s", data, errs)
+	for _, s := range samples {
+		i := slices.Index(s.Syms, "dinner")
+		require.True(t, i > 0 && testprog.HasChain(s.Syms[i:], []string{"dinner", "douter", "dcaller", "main"}),
+			"a close sample's stack in %s: %q\n%s\n%s", data, s.Syms, head(out), errs)
+	}
+	return samples
+}
