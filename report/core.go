@@ -228,7 +228,11 @@ func newCoreSession(c *Core, opts CoreOptions) *coreSession {
 					mapped++
 				}
 			}
-			s.warn(fmt.Sprintf("%s lists no mapped files (no NT_FILE note, as qemu-user writes): %s is taken as mapped where the core's AT_ENTRY puts its entry point, and %d shared libraries where the dynamic linker's list in the core's memory puts them", c.File, opts.Exe, mapped))
+			libs, them := fmt.Sprintf("%d shared libraries", mapped), "them"
+			if mapped == 1 {
+				libs, them = "1 shared library", "it"
+			}
+			s.warn(fmt.Sprintf("%s lists no mapped files (no NT_FILE note, as qemu-user writes): %s is taken as mapped where the core's AT_ENTRY puts its entry point, and %s where the dynamic linker's list in the core's memory puts %s", c.File, opts.Exe, libs, them))
 			for _, l := range c.Libraries {
 				if l.Err != nil {
 					s.warn(fmt.Sprintf("%s: shared library %s (at %#x in the dynamic linker's list) is left unmapped: %v", c.File, l.Path, l.Base, l.Err))
