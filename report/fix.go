@@ -87,7 +87,8 @@ func (s *Summary) MissingFix() string {
 		case f.symFS != "":
 			ways = append(ways, "--symfs "+f.symFS+" finds them when copied there at their recorded paths")
 		default:
-			ways = append(ways, "--symfs DIR finds them under DIR, "+root+", holding DIR"+others[0])
+			// A file deleted while mapped is looked for at its path.
+			ways = append(ways, "--symfs DIR finds them under DIR, "+root+", holding DIR"+strings.TrimSuffix(others[0], " (deleted)"))
 		}
 	}
 	if !s.core && len(withID) > 0 {

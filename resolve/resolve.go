@@ -849,6 +849,21 @@ func (r *Resolver) find(pid uint32, m *Mapping) (*elfcache.Object, string, strin
 			}
 			return obj, FoundFile, ""
 		}
+		if p, ok := strings.CutSuffix(path, deletedSuffix); ok && p != "" {
+			// Deleted while mapped. A copy of the mapped file put
+			// under --symfs at its path is the user's word for it;
+			// whatever is at that path here is another file (an
+			// upgrade's), of a build nothing names.
+			if r.opts.SymFS != "" {
+				if obj := r.openFile(pid, p, nil, keep); obj != nil {
+					return obj, FoundFile, ""
+				}
+			} else if _, err := os.Stat(p); err == nil {
+				keep(fmt.Sprintf("%s: the process mapped %s, deleted since, and %s names no build-id for it: the file at %s now is another, "+
+					"maybe another build, and is not used (if it is the same build, --symfs / uses it; ustack record reads such files through /proc/PID/map_files while the process lives)",
+					notMapped, p, r.origin(), p))
+			}
+		}
 	}
 	for _, c := range r.buildIDPaths(path, buildID) {
 		if obj := r.openChecked(r.local, c.path, buildID, keep); obj != nil {

@@ -161,6 +161,41 @@ func TestRecordUnlinkedObjects(t *testing.T) {
 		require.Equal(t, exitOK, rc, errs)
 		closeChains(t, data, out, errs)
 	})
+	// perf record cannot read a deleted library either: its recording
+	// names no build-id for it. The report must not name its frames from
+	// the other build now at the path, and must say why; with --symfs
+	// holding a copy of the mapped build at the library's path (DIR/...,
+	// without " (deleted)"), the stacks are whole.
+	t.Run("perf record", func(t *testing.T) {
+		copyFile(t, lib, filepath.Join(dir, "libd.so"))
+		pid := start(prog)
+		libPath := filepath.Join(dir, "libd.so")
+		require.NoError(t, os.Remove(libPath))
+		copyFile(t, other, libPath)
+		data := testprog.Record(t, filepath.Join(t.TempDir(), "perf.data"), "-e", "syscalls:sys_enter_close", "--call-graph", "dwarf",
+			"-p", strconv.Itoa(pid), "--", "sleep", "0.5")
+
+		rc, out, errs := run3([]string{"report", "-i", data, "--kallsyms", "-"})
+		require.Equal(t, exitOK, rc, errs)
+		assert.NotContains(t, out, "pad_function")
+		assert.NotContains(t, out, "dinner", "named from the build now at the path")
+		assert.Contains(t, errs, "the process mapped "+libPath+", deleted since")
+		assert.Regexp(t, `ustack: \d+ samples, 0 of \d+ unwound to the outermost frame`, errs)
+
+		root := t.TempDir()
+		for _, d := range []string{"usr", "lib", "lib64"} {
+			require.NoError(t, os.Symlink("/"+d, filepath.Join(root, d)))
+		}
+		require.NoError(t, os.MkdirAll(filepath.Join(root, dir), 0o755))
+		copyFile(t, prog, filepath.Join(root, prog))
+		copyFile(t, lib, filepath.Join(root, libPath))
+		rc, out, errs = run3([]string{"report", "-i", data, "--kallsyms", "-", "--symfs", root})
+		require.Equal(t, exitOK, rc, errs)
+		closeChains(t, data, out, errs)
+		m := regexp.MustCompile(`ustack: (\d+) samples, (\d+) unwound to the outermost frame\n`).FindStringSubmatch(errs)
+		require.NotNil(t, m, "the summary line\n%s", errs)
+		assert.Equal(t, m[1], m[2], "every stack outermost\n%s", errs)
+	})
 	t.Run("memfd", func(t *testing.T) {
 		copyFile(t, lib, filepath.Join(dir, "libd.so")) // the first build again
 		pid := start(launcher, prog)
