@@ -54,12 +54,16 @@ func (s *Summary) MissingFix() string {
 	var exe bool
 	var others, withID []string
 	for path, why := range s.Missing {
+		if s.core && path == f.exePath && (fixable(path, why) || strings.HasPrefix(path, "/memfd:") && strings.HasPrefix(why, "not found")) {
+			// A program run from a memfd too: no path names it,
+			// but --exe does.
+			exe = !f.exeGiven
+			continue
+		}
 		if !fixable(path, why) {
 			continue
 		}
 		switch {
-		case s.core && path == f.exePath:
-			exe = !f.exeGiven
 		case len(f.buildIDs[path]) > 0:
 			withID = append(withID, path)
 			others = append(others, path)
