@@ -456,28 +456,6 @@ func TestCoreDataMappingOfProgramFile(t *testing.T) {
 	assert.Contains(t, names, "main")
 }
 
-// memfdExecSrc runs argv[1] from a memfd ("/memfd:memfd-prog (deleted)"
-// in the process's maps and its core's NT_FILE), as container runtimes
-// (runc) and some agents run theirs.
-const memfdExecSrc = `#define _GNU_SOURCE
-#include <fcntl.h>
-#include <stdio.h>
-#include <sys/mman.h>
-#include <unistd.h>
-extern char **environ;
-int main(int argc, char **argv) {
-	int in = open(argv[1], O_RDONLY), fd = memfd_create("memfd-prog", 0);
-	char buf[65536];
-	ssize_t n;
-	if (in < 0 || fd < 0) { perror("open"); return 1; }
-	while ((n = read(in, buf, sizeof buf)) > 0)
-		if (write(fd, buf, n) != n) { perror("write"); return 1; }
-	fexecve(fd, argv + 1, environ);
-	perror("fexecve");
-	return 1;
-}
-`
-
 // TestCoreMemfdProgram: the core of a program run from a memfd names no
 // file for it. The report says that --exe gives it (the summary offered
 // nothing: a memfd is no path --symfs can hold), and with --exe the
@@ -488,7 +466,7 @@ func TestCoreMemfdProgram(t *testing.T) {
 	}
 	dir := t.TempDir()
 	bin := testprog.Build(t, dir, "paused.c", pauseSrc, "-O2", "-g")
-	launcher := testprog.Build(t, dir, "memfdexec.c", memfdExecSrc, "-O2")
+	launcher := testprog.Build(t, dir, "memfdexec.c", testprog.MemfdExecSrc, "-O2")
 	cmd := exec.Command(launcher, bin)
 	require.NoError(t, cmd.Start())
 	defer cmd.Process.Kill()

@@ -43,29 +43,6 @@ int main(int argc, char **argv) {
 }
 `
 
-// memfdExecSrc runs the program argv[1] from a memfd, as container
-// runtimes (runc) and some agents run theirs: its mappings are named
-// "/memfd:unlinked-prog (deleted)".
-const memfdExecSrc = `
-#define _GNU_SOURCE
-#include <fcntl.h>
-#include <stdio.h>
-#include <sys/mman.h>
-#include <unistd.h>
-extern char **environ;
-int main(int argc, char **argv) {
-	int in = open(argv[1], O_RDONLY), fd = memfd_create("unlinked-prog", 0);
-	char buf[65536];
-	ssize_t n;
-	if (in < 0 || fd < 0) { perror("open"); return 1; }
-	while ((n = read(in, buf, sizeof buf)) > 0)
-		if (write(fd, buf, n) != n) { perror("write"); return 1; }
-	fexecve(fd, argv + 1, environ);
-	perror("fexecve");
-	return 1;
-}
-`
-
 // TestRecordUnlinkedObjects records, with ustack record -p, a running
 // process whose objects no path reaches any more, and reports each
 // recording:
@@ -90,7 +67,7 @@ func TestRecordUnlinkedObjects(t *testing.T) {
 	other := testprog.Build(t, dir, "libother.c", unlinkedLibSrc, "-shared", "-fPIC", "-O0", "-g", "-DOTHER")
 	copyFile(t, lib, filepath.Join(dir, "libd.so"))
 	prog := testprog.Build(t, dir, "prog.c", unlinkedProgSrc, "-O2", "-g", "-Wl,--no-as-needed", "-L"+dir, "-l:libd.so", "-Wl,-rpath,"+dir)
-	launcher := testprog.Build(t, dir, "memfdexec.c", memfdExecSrc, "-O2")
+	launcher := testprog.Build(t, dir, "memfdexec.c", testprog.MemfdExecSrc, "-O2")
 
 	start := func(name string, args ...string) int {
 		cmd := exec.Command(name, args...)
@@ -199,7 +176,7 @@ func TestRecordUnlinkedObjects(t *testing.T) {
 	t.Run("memfd", func(t *testing.T) {
 		copyFile(t, lib, filepath.Join(dir, "libd.so")) // the first build again
 		pid := start(launcher, prog)
-		check(t, pid, "/memfd:unlinked-prog (deleted)")
+		check(t, pid, "/memfd:memfd-prog (deleted)")
 	})
 }
 
