@@ -46,28 +46,18 @@ int main(int argc, char **argv) {
 // sysroot whose libc is another file (the host's) leaves it unmapped, with
 // a warning that says why, and calls no stack complete through it.
 func TestQemuCoreSharedLibraries(t *testing.T) {
-	qemu, err := exec.LookPath("qemu-aarch64")
-	if err != nil {
-		t.Skip("qemu-aarch64 is not installed (Debian package qemu-user)")
-	}
-	const sysroot = "/usr/aarch64-linux-gnu"
-	if _, err := os.Stat(filepath.Join(sysroot, "lib", "libc.so.6")); err != nil {
-		t.Skip("no arm64 libc in " + sysroot + " (Debian package libc6-arm64-cross)")
-	}
+	qemu, sysroot := needQemuARM64(t)
 	dir := t.TempDir()
 	exe := testprog.Compile(t, "aarch64-linux-gnu-gcc", dir, "crash.c", qemuCrashC, "-g", "-O2")
 	run := filepath.Join(dir, "run")
 	require.NoError(t, os.Mkdir(run, 0o755))
-	cmd := exec.Command("sh", "-c", `ulimit -c unlimited && exec "$@"`, "sh", qemu, "-L", sysroot, exe)
-	cmd.Dir = run
-	out, _ := cmd.Output() // it aborts
-	cores, _ := filepath.Glob(filepath.Join(run, "qemu_crash_*.core"))
-	require.Len(t, cores, 1, "qemu's core of the program; it printed %q", out)
+	out, core := qemuCrash(t, qemu, sysroot, run, exe)
+	cores := []string{core}
 
 	// The guest's own view: where each file's first mapping (offset 0)
 	// starts.
 	starts := map[string]uint64{}
-	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
 		if len(f) < 6 || f[2] != "00000000" {
@@ -87,18 +77,7 @@ func TestQemuCoreSharedLibraries(t *testing.T) {
 		var warnings []string
 		opts := CoreOptions{Options: Options{Kallsyms: "-", BuildIDDir: t.TempDir(), SymFS: symfs,
 			Warn: func(m string) { warnings = append(warnings, m) }}, Exe: exe}
-		cc, err := OpenCore(cores[0], opts)
-		require.NoError(t, err)
-		t.Cleanup(func() { cc.Close() })
-		var got *Sample
-		_, err = RunCore(cc, opts, func(s *Sample) error {
-			c := *s
-			c.Frames = append([]Frame(nil), s.Frames...)
-			got = &c
-			return nil
-		})
-		require.NoError(t, err)
-		require.NotNil(t, got, "no thread reported")
+		cc, got := lastCoreSample(t, cores[0], opts)
 		return cc, warnings, got
 	}
 
@@ -150,4 +129,120 @@ func TestQemuCoreSharedLibraries(t *testing.T) {
 			<-done
 		}
 	}
+}
+
+// noCFIChainC is main -> top -> mid -> leaf, each keeping its return
+// address on the stack; leaf stops, after close, by STOP: 1 abort() in
+// straight-line code, 2 abort() after a branch, 3 a trap (brk) after a
+// branch, leaf then being the first frame.
+const noCFIChainC = `#include <stdlib.h>
+#include <unistd.h>
+volatile int sink;
+__attribute__((noinline)) int leaf(int x) {
+	volatile char buf[48];
+	buf[0] = (char)x;
+	int r = close(x - 1000);
+#if STOP == 1
+	abort();
+#elif STOP == 2
+	if (x > 0) abort();
+#else
+	if (x > 0) __builtin_trap();
+#endif
+	sink = r + buf[0];
+	return r + x;
+}
+__attribute__((noinline)) int mid(int x) { volatile long v[20]; v[3] = x; int r = leaf(x * 3); sink += r + (int)v[3]; return r + 1; }
+__attribute__((noinline)) int top(int x) { volatile int w[7]; w[1] = x; int r = mid(x + 1); sink += r + w[1]; return r * 2; }
+int main(int argc, char **argv) { (void)argv; return top(argc) & 1; }
+`
+
+// TestQemuCoreNoCFIPrologue: arm64 code built without unwind tables and
+// without frame pointers (gcc -fomit-frame-pointer
+// -fno-asynchronous-unwind-tables) keeps its return addresses in slots its
+// prologue stores (str x30, [sp, #-N]!; stp x19, x30, [sp, #-N]!), which
+// no CFI and no frame record describe. Each of leaf, mid, top and main is
+// stepped by decoding its prologue (how prologue), and the stacks, crashed
+// in leaf under qemu-aarch64 three ways, are the source's (hand-checked:
+// leaf, mid, top, main, libc's start, _start) and outermost. Before, the
+// first frame took x30, which the call to close had overwritten (a second
+// leaf frame), the frame-pointer fallback then skipped to libc, and the
+// stacks ended fp_guess; gdb-multiarch, given the same core, prints
+// leaf and stops ("previous frame identical to this frame").
+func TestQemuCoreNoCFIPrologue(t *testing.T) {
+	qemu, sysroot := needQemuARM64(t)
+	for stop, name := range map[int]string{1: "abort", 2: "abort after a branch", 3: "trap after a branch"} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			exe := testprog.Compile(t, "aarch64-linux-gnu-gcc", dir, "chain.c", noCFIChainC, "-O2", "-g0",
+				"-fomit-frame-pointer", "-fno-asynchronous-unwind-tables", "-fno-unwind-tables", "-DSTOP="+strconv.Itoa(stop))
+			_, core := qemuCrash(t, qemu, sysroot, dir, exe)
+			cores := []string{core}
+
+			opts := CoreOptions{Options: Options{Kallsyms: "-", BuildIDDir: t.TempDir(), SymFS: sysroot}, Exe: exe}
+			_, s := lastCoreSample(t, cores[0], opts)
+			var names []string
+			for _, f := range s.Frames {
+				names = append(names, f.Symbol+"/"+string(f.How))
+			}
+			// A frame's how is how it was recovered: leaf's by abort's
+			// CFI (or, stopped in leaf, its registers), its callers by
+			// their callees' prologues; main's caller is
+			// __libc_start_call_main, a local function the cross libc
+			// has no symbol for, which called it through a register.
+			chain := []string{"leaf/cfi", "mid/prologue", "top/prologue", "main/prologue", "/prologue", "__libc_start_main/cfi", "_start/cfi"}
+			if stop == 3 {
+				chain[0] = "leaf/context"
+			}
+			assert.Equal(t, chain, names[max(0, len(names)-len(chain)):], "frames %q", names)
+			assert.Equal(t, 1, strings.Count(strings.Join(names, " "), "leaf/"), "frames %q", names)
+			assert.Equal(t, "outermost", s.Stop, "frames %q", names)
+		})
+	}
+}
+
+// lastCoreSample opens the core at path (closed at the end of the test)
+// and reports it, returning the last thread's sample.
+func lastCoreSample(t *testing.T, path string, opts CoreOptions) (*Core, *Sample) {
+	t.Helper()
+	cc, err := OpenCore(path, opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { cc.Close() })
+	var got *Sample
+	_, err = RunCore(cc, opts, func(s *Sample) error {
+		c := *s
+		c.Frames = append([]Frame(nil), s.Frames...)
+		got = &c
+		return nil
+	})
+	require.NoError(t, err)
+	require.NotNil(t, got, "no thread reported")
+	return cc, got
+}
+
+// needQemuARM64 skips t unless qemu-aarch64 and the arm64 sysroot of
+// Debian's cross libc are installed, and returns them.
+func needQemuARM64(t *testing.T) (qemu, sysroot string) {
+	t.Helper()
+	qemu, err := exec.LookPath("qemu-aarch64")
+	if err != nil {
+		t.Skip("qemu-aarch64 is not installed (Debian package qemu-user)")
+	}
+	sysroot = "/usr/aarch64-linux-gnu"
+	if _, err := os.Stat(filepath.Join(sysroot, "lib", "libc.so.6")); err != nil {
+		t.Skip("no arm64 libc in " + sysroot + " (Debian package libc6-arm64-cross)")
+	}
+	return qemu, sysroot
+}
+
+// qemuCrash runs the arm64 program exe, which crashes, under qemu in dir
+// and returns what it printed and the core qemu wrote (qemu_NAME_*.core).
+func qemuCrash(t *testing.T, qemu, sysroot, dir, exe string) (string, string) {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", `ulimit -c unlimited && exec "$@"`, "sh", qemu, "-L", sysroot, exe)
+	cmd.Dir = dir
+	out, _ := cmd.Output() // it crashes
+	cores, _ := filepath.Glob(filepath.Join(dir, "qemu_"+filepath.Base(exe)+"_*.core"))
+	require.Len(t, cores, 1, "qemu's core of the program; it printed %q", out)
+	return string(out), cores[0]
 }

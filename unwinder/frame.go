@@ -39,11 +39,14 @@ const (
 	// or one through a register that still holds it).
 	MethodFrameless
 	// MethodPrologue: the frame below had no CFI and no frame pointer set
-	// up (x86_64): its function's instructions from its start to its PC
-	// were decoded, straight-line code whose pushes and stack adjustments
-	// give the CFA and the callee-saved registers' slots; the return
-	// address is taken only where the instruction before it is a call to
-	// that function's first instruction (prologueStep).
+	// up: its function's instructions from its start to its PC were
+	// decoded (x86_64: straight-line code whose pushes and stack
+	// adjustments give the CFA and the callee-saved registers' slots,
+	// prologueStep; arm64: constant SP adjustments and stores of x19-x30
+	// relative to the SP up to the PC or the first branch,
+	// arm64PrologueStep); the return address is taken only where the
+	// instruction before it is a call to that function's first
+	// instruction (arm64: or a blr).
 	MethodPrologue
 )
 

@@ -42,6 +42,10 @@ type stepResult struct {
 	// proves nothing.
 	spGuess, cfaGuess bool
 
+	// space is the address space of the unwind (set by the unwind loop),
+	// for a fallback that checks the code at a return address.
+	space *AddressSpace
+
 	// Set by slowStep: where the caller's registers are, and its PC and SP.
 	out        *arch.Regs
 	pc, sp     uint64
@@ -198,6 +202,9 @@ func (u *Unwinder) step(c *Cache, m *Mapping, cur, next *arch.Regs, lookup, pc u
 	// passes framelessReturn's check).
 	setUp := u.framePointerSetUp(m, lookup, lookup != pc)
 	if !setUp {
+		if u.arch == arch.ARM64 && u.arm64PrologueStep(c, m, lookup, pc, cur, next, first, st) {
+			return
+		}
 		if first && u.arch.HasLinkRegister() {
 			u.linkRegister(cur, next, st)
 			return

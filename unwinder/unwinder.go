@@ -360,7 +360,7 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 		cfaGuess := false
 		if stop != stopNone {
 			var st stepResult
-			st.spGuess = spGuess
+			st.spGuess, st.space = spGuess, space
 			u.slowStep(c, m, e, cur, next, w, lookup, pc, n == 1, pacMask, stop, &st)
 			if st.stop != stopNone {
 				if st.stop == StopTruncated {

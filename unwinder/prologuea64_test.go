@@ -1,0 +1,173 @@
+package unwinder
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/ustack/ustack/arch"
+	"github.com/ustack/ustack/cfi"
+)
+
+// TestARM64PrologueStep: an arm64 frame without CFI and without a frame
+// record (code built with -fomit-frame-pointer and without unwind tables)
+// is stepped by decoding its function from its first instruction to the
+// PC (how prologue): stores of x30 relative to the SP, with or
+// without writeback, and constant SP adjustments give the CFA and the
+// slots, up to the PC or the first branch; the return address, PAC
+// stripped, is taken only where the instruction before it is a bl to the
+// function (or a blr). A change of the SP by a register, a call from
+// elsewhere, or a frame where the SP has not moved and x30 was not written
+// leaves the frame to the link-register step (lr) as before. The encodings
+// are the GNU assembler's.
+func TestARM64PrologueStep(t *testing.T) {
+	const (
+		text   = 0x400000
+		stack  = 0x7ff000
+		fn     = 0x401000 // no CFI, no frame record
+		ra     = 0x402040 // in the caller, whose CFI is CFA = SP, outermost
+		callee = 0x401800 // another function fn calls
+	)
+	caller := cfi.Row{Start: 0x402000, End: 0x402100, RA: arch.ARM64_X30}
+	caller.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.ARM64_SP}
+	caller.Regs[arch.ARM64_X30] = cfi.Rule{Kind: cfi.RuleUndefined}
+	const (
+		stpX19X30Pre64 = 0xa9bc7bf3 // stp x19, x30, [sp, #-64]!
+		strX30Pre16    = 0xf81f0ffe // str x30, [sp, #-16]!
+		subSP32        = 0xd10083ff // sub sp, sp, #0x20
+		stpX29X30At16  = 0xa9017bfd // stp x29, x30, [sp, #16]
+		bne8           = 0x54000041 // b.ne .+8
+		movSPX1        = 0x9100003f // mov sp, x1
+		blrX3          = 0xd63f0060 // blr x3
+		movW19W0       = 0x2a0003f3 // mov w19, w0
+		ldpX29X30Post  = 0xa8c17bfd // ldp x29, x30, [sp], #16
+		stpX29X30Pre16 = 0xa9bf7bfd // stp x29, x30, [sp, #-16]!
+		paciasp        = 0xd503233f
+		andSPX1        = 0x927cec3f // and sp, x1, #0xfffffffffffffff0
+	)
+	bl := func(at, target uint64) uint32 { return 0x94000000 | uint32((int64(target)-int64(at))/4)&0x03ffffff }
+	const pac = 0x0023000000000000 // a PAC in the bits above the 48-bit address
+	for _, tc := range []struct {
+		name   string
+		code   []uint32 // fn's code; the PC is after it, or at the bl to callee it ends with
+		call   uint32   // the caller's instruction before ra; 0: bl fn
+		delta  uint64   // the CFA's offset from the SP
+		raSlot int64    // the return address's slot from the CFA; 0: in x30
+		found  bool
+		signed bool // the saved return address carries a PAC
+	}{
+		{"stp x19, x30 pre-index, then a call", []uint32{stpX19X30Pre64, movW19W0, 0}, 0, 64, -56, true, false},
+		{"str x30 pre-index, sub sp, a call", []uint32{strX30Pre16, subSP32, 0}, 0, 48, -16, true, false},
+		{"sub sp, stp x29, x30 at an offset, a call", []uint32{subSP32, stpX29X30At16, 0}, 0, 32, -8, true, false},
+		{"a branch after the saves: the prologue ends there", []uint32{stpX19X30Pre64, bne8, 0}, 0, 64, -56, true, false},
+		{"paciasp: a signed return address", []uint32{paciasp, stpX19X30Pre64, 0}, 0, 64, -56, true, true},
+		{"called through blr", []uint32{stpX19X30Pre64, 0}, blrX3, 64, -56, true, false},
+		{"a leaf that allocated: x30 holds it", []uint32{subSP32}, 0, 32, 0, true, false},
+		{"mov sp, x1", []uint32{stpX19X30Pre64, movSPX1, 0}, 0, 64, -56, false, false},
+		{"and sp, x1, #-16", []uint32{stpX19X30Pre64, andSPX1, 0}, 0, 64, -56, false, false},
+		{"called from elsewhere", []uint32{stpX19X30Pre64, 0}, 0x94000000 | 0x100, 64, -56, false, false},
+		{"saved and restored: the lr step's", []uint32{stpX29X30Pre16, ldpX29X30Post}, 0, 0, 0, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code := make([]byte, 4*len(tc.code)+4)
+			for i, insn := range tc.code {
+				if insn == 0 {
+					insn = bl(fn+uint64(4*i), callee)
+				}
+				binary.LittleEndian.PutUint32(code[4*i:], insn)
+			}
+			binary.LittleEndian.PutUint32(code[4*len(tc.code):], 0xd503201f) // nop
+			call := tc.call
+			if call == 0 {
+				call = bl(ra-4, fn)
+			}
+			before := binary.LittleEndian.AppendUint32(nil, call)
+			obj := &funcObject{fakeObject: fakeObject{rows: []cfi.Row{caller},
+				code: map[uint64][]byte{ra - 4: before, fn: code}},
+				starts: []uint64{fn, callee, 0x402000}}
+			space := NewAddressSpace([]Mapping{
+				{Start: text, End: text + 0x10000, Exec: true, Object: obj, Name: "a.out"},
+				{Start: stack, End: stack + 0x1000, Name: "[stack]"},
+			})
+			sb := &stackBuilder{base: stack, data: make([]byte, 0x200)}
+			cfa := stack + tc.delta
+			saved := uint64(ra)
+			if tc.signed {
+				saved |= pac
+			}
+			var regs arch.Regs
+			regs.Set(arch.ARM64_PC, fn+uint64(4*len(tc.code)))
+			regs.Set(arch.ARM64_SP, stack)
+			regs.Set(arch.ARM64_X29, 0x7ff800)
+			regs.Set(arch.ARM64_X30, 0xbad0) // overwritten by the call, where there is one
+			if tc.raSlot != 0 {
+				sb.put(uint64(int64(cfa)+tc.raSlot), saved)
+			} else {
+				regs.Set(arch.ARM64_X30, ra)
+			}
+			frames := make([]Frame, 8)
+			res := New(arch.ARM64, Options{}).Unwind(&Cache{}, space, &regs, &Stack{Addr: stack, Data: sb.data}, frames)
+			if !tc.found {
+				if res.Frames > 1 && frames[1].Method == MethodPrologue {
+					t.Fatalf("frame 1 = %+v: stepped by the prologue", frames[1])
+				}
+				return
+			}
+			if res.Stop != StopOutermost || res.Frames != 2 {
+				t.Fatalf("got %d frames, stop %v (%v); want 2, outermost", res.Frames, res.Stop, res.Err)
+			}
+			if f := frames[1]; f.PC != ra || f.SP != cfa || f.Method != MethodPrologue || f.CFA != cfa {
+				t.Errorf("frame 1 = %+v; want pc %#x sp %#x cfa %#x by prologue", f, ra, cfa, cfa)
+			}
+		})
+	}
+}
+
+// FuzzARM64Prologue decodes fuzzed code as a function without CFI, from
+// its first instruction to a fuzzed PC, over a fuzzed stack. The unwind
+// must return; a caller stepped to by the prologue must be at a return
+// address after a call (a bl to the function, or a blr), with its SP at or
+// above the frame's.
+func FuzzARM64Prologue(f *testing.F) {
+	const (
+		text  = 0x400000
+		stack = 0x7ff000
+		fn    = 0x401000
+		ra    = 0x402040
+	)
+	f.Add([]byte{0xf3, 0x7b, 0xbc, 0xa9, 0xf3, 0x03, 0x00, 0x2a, 0x00, 0x02, 0x00, 0x94}, uint16(12), []byte{}, uint64(0))
+	f.Add([]byte{0xff, 0x83, 0x00, 0xd1}, uint16(4), []byte{}, uint64(ra))
+	f.Fuzz(func(t *testing.T, code []byte, pcOff uint16, stackData []byte, x30 uint64) {
+		if len(code) > fpProloguePeek {
+			code = code[:fpProloguePeek]
+		}
+		caller := cfi.Row{Start: 0x402000, End: 0x402100, RA: arch.ARM64_X30}
+		caller.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.ARM64_SP}
+		caller.Regs[arch.ARM64_X30] = cfi.Rule{Kind: cfi.RuleUndefined}
+		off := (int64(fn) - int64(ra-4)) / 4
+		before := binary.LittleEndian.AppendUint32(nil, 0x94000000|uint32(off)&0x03ffffff)
+		obj := &funcObject{fakeObject: fakeObject{rows: []cfi.Row{caller},
+			code: map[uint64][]byte{ra - 4: before, fn: code}},
+			starts: []uint64{fn, 0x402000}}
+		space := NewAddressSpace([]Mapping{
+			{Start: text, End: text + 0x10000, Exec: true, Object: obj, Name: "a.out"},
+			{Start: stack, End: stack + 0x1000, Name: "[stack]"},
+		})
+		if len(stackData) > 0x1000 {
+			stackData = stackData[:0x1000]
+		}
+		var regs arch.Regs
+		regs.Set(arch.ARM64_PC, fn+uint64(pcOff)%0x200&^3)
+		regs.Set(arch.ARM64_SP, stack)
+		regs.Set(arch.ARM64_X30, x30)
+		frames := make([]Frame, 8)
+		res := New(arch.ARM64, Options{}).Unwind(&Cache{}, space, &regs, &Stack{Addr: stack, Data: stackData}, frames)
+		if res.Frames > len(frames) {
+			t.Fatalf("%d frames in a buffer of %d", res.Frames, len(frames))
+		}
+		if res.Frames > 1 && frames[1].Method == MethodPrologue {
+			if f := frames[1]; f.PC != ra || f.SP < stack {
+				t.Fatalf("frame 1 = %+v: stepped by the prologue, not to the return address %#x after the call", f, uint64(ra))
+			}
+		}
+	})
+}
