@@ -67,6 +67,72 @@ func (u *Unwinder) callBefore(m *Mapping, ra uint64) (call, known bool) {
 	return false, false
 }
 
+// callsFunction reports whether the instruction before return address ra
+// calls the function whose first instruction is at run-time address
+// target: the proof the frameless and prologue steps ask of a return
+// address they found. x86_64: a call rel32 to it, or to a jump to it (a
+// thunk such as musl's __syscall_cp, jmp __syscall_cp_c; after an
+// endbr64), or a call through a register that cur says still holds it
+// (amd64CallsTo); arm64: a bl to it, or a blr, whose target no register
+// shows any more. ra's code is read from its own mapping in space (or m,
+// the callee's, without one).
+func (u *Unwinder) callsFunction(space *AddressSpace, m *Mapping, ra, target uint64, cur *arch.Regs) bool {
+	cm := m
+	if space != nil {
+		j := space.Find(ra)
+		if j < 0 {
+			return false
+		}
+		cm = space.Mapping(j)
+	}
+	if !cm.Exec || cm.Object == nil || ra < cm.Start+8 || ra >= cm.End || ra-cm.Bias < 8 {
+		return false
+	}
+	var code [8]byte
+	if cm.Object.ReadCode(ra-cm.Bias-8, code[:]) != len(code) {
+		return false
+	}
+	switch u.arch {
+	case arch.AMD64:
+		if amd64CallsTo(code, ra, target, cur) {
+			return true
+		}
+		if code[3] != 0xe8 {
+			return false
+		}
+		thunk := ra + uint64(int64(int32(binary.LittleEndian.Uint32(code[4:]))))
+		tm := cm
+		if space != nil {
+			j := space.Find(thunk)
+			if j < 0 {
+				return false
+			}
+			tm = space.Mapping(j)
+		}
+		var jmp [9]byte
+		if tm.Object == nil || thunk < tm.Start || thunk-tm.Bias > thunk || tm.Object.ReadCode(thunk-tm.Bias, jmp[:]) < 5 {
+			return false
+		}
+		at, b := thunk, jmp[:]
+		if b[0] == 0xf3 && b[1] == 0x0f && b[2] == 0x1e && b[3] == 0xfa { // endbr64
+			at, b = at+4, b[4:]
+		}
+		switch b[0] {
+		case 0xe9: // jmp rel32
+			return at+5+uint64(int64(int32(binary.LittleEndian.Uint32(b[1:])))) == target
+		case 0xeb: // jmp rel8
+			return at+2+uint64(int64(int8(b[1]))) == target
+		}
+	case arch.ARM64:
+		insn := binary.LittleEndian.Uint32(code[4:])
+		if insn&0xfc000000 == 0x94000000 { // bl
+			return DirectCall(arch.ARM64, code[:], ra, target)
+		}
+		return arm64Call(insn) // blr and the authenticating forms
+	}
+	return false
+}
+
 // enteredAt returns the row at return address ra, in mapping m, where ra is
 // the first instruction of a function with CFI (its FDE begins there) that
 // no call precedes: the function was not called but returned into, at its
@@ -234,11 +300,7 @@ func (u *Unwinder) framelessReturn(c *Cache, m *Mapping, lookup uint64, cur, nex
 		return false
 	}
 	ra, ms := c.win.read8(sp)
-	if ms != MemOK || ra < m.Start+8 || ra >= m.End {
-		return false
-	}
-	var code [8]byte
-	if m.Object.ReadCode(ra-m.Bias-8, code[:]) != len(code) || !amd64CallsTo(code, ra, start+m.Bias, cur) {
+	if ms != MemOK || !u.callsFunction(st.space, m, ra, start+m.Bias, cur) {
 		return false
 	}
 	*next = *cur

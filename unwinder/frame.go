@@ -36,7 +36,8 @@ const (
 	// (x86_64): its return address was the word at its SP, where the call
 	// into its function left it, taken only where the instruction before
 	// it is a call to that function's first instruction (a direct call,
-	// or one through a register that still holds it).
+	// one to a jump to it, or one through a register that still holds
+	// it).
 	MethodFrameless
 	// MethodPrologue: the frame below had no CFI and no frame pointer set
 	// up: its function's instructions from its start to its PC were

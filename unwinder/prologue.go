@@ -107,11 +107,7 @@ func (u *Unwinder) prologueStep(c *Cache, m *Mapping, lookup, pc uint64, cur, ne
 	}
 	cfa := sp + uint64(delta) + 8
 	ra, ms := c.win.read8(cfa - 8)
-	if ms != MemOK || ra < m.Start+8 || ra >= m.End {
-		return false
-	}
-	var call [8]byte
-	if m.Object.ReadCode(ra-m.Bias-8, call[:]) != len(call) || !amd64CallsTo(call, ra, start+m.Bias, cur) {
+	if ms != MemOK || !u.callsFunction(st.space, m, ra, start+m.Bias, cur) {
 		return false
 	}
 	*next = *cur

@@ -24,7 +24,7 @@ import (
 // (MethodPrologue).
 func (u *Unwinder) arm64PrologueStep(c *Cache, m *Mapping, lookup, pc uint64, cur, next *arch.Regs, first bool, st *stepResult) bool {
 	fo, ok := m.Object.(FunctionObject)
-	if !ok || lookup < m.Bias || st.space == nil {
+	if !ok || lookup < m.Bias {
 		return false
 	}
 	start, ok := fo.FunctionStart(lookup - m.Bias)
@@ -126,17 +126,8 @@ scan:
 		return false
 	}
 	ra = u.arch.StripPAC(ra, u.opts.PACMask)
-	j := st.space.Find(ra)
-	if j < 0 {
+	if !u.callsFunction(st.space, m, ra, start+m.Bias, cur) {
 		return false
-	}
-	cm := st.space.Mapping(j)
-	var call [4]byte
-	if !cm.Exec || cm.Object == nil || ra < cm.Bias+4 || cm.Object.ReadCode(ra-cm.Bias-4, call[:]) != 4 {
-		return false
-	}
-	if insn := binary.LittleEndian.Uint32(call[:]); !arm64Call(insn) || insn&0xfc000000 == 0x94000000 && !DirectCall(arch.ARM64, call[:], ra, start+m.Bias) {
-		return false // no call, or a bl to another function
 	}
 	*next = *cur
 	for r := 19; r <= 29; r++ {

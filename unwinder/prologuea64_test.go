@@ -80,9 +80,9 @@ func TestARM64PrologueStep(t *testing.T) {
 			if call == 0 {
 				call = bl(ra-4, fn)
 			}
-			before := binary.LittleEndian.AppendUint32(nil, call)
+			before := binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, 0xd503201f), call) // nop; the call
 			obj := &funcObject{fakeObject: fakeObject{rows: []cfi.Row{caller},
-				code: map[uint64][]byte{ra - 4: before, fn: code}},
+				code: map[uint64][]byte{ra - 8: before, fn: code}},
 				starts: []uint64{fn, callee, 0x402000}}
 			space := NewAddressSpace([]Mapping{
 				{Start: text, End: text + 0x10000, Exec: true, Object: obj, Name: "a.out"},
@@ -144,9 +144,9 @@ func FuzzARM64Prologue(f *testing.F) {
 		caller.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.ARM64_SP}
 		caller.Regs[arch.ARM64_X30] = cfi.Rule{Kind: cfi.RuleUndefined}
 		off := (int64(fn) - int64(ra-4)) / 4
-		before := binary.LittleEndian.AppendUint32(nil, 0x94000000|uint32(off)&0x03ffffff)
+		before := binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, 0xd503201f), 0x94000000|uint32(off)&0x03ffffff)
 		obj := &funcObject{fakeObject: fakeObject{rows: []cfi.Row{caller},
-			code: map[uint64][]byte{ra - 4: before, fn: code}},
+			code: map[uint64][]byte{ra - 8: before, fn: code}},
 			starts: []uint64{fn, 0x402000}}
 		space := NewAddressSpace([]Mapping{
 			{Start: text, End: text + 0x10000, Exec: true, Object: obj, Name: "a.out"},

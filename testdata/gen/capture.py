@@ -175,6 +175,20 @@ def run_fixture(name):
         gdb.execute(cmd)
     if "run" not in spec.get("setup", []):
         gdb.execute("run")
+    if "callers" in spec:
+        # gdb's frames at an earlier stop on the same call chain (the
+        # entry of a function without CFI, where its prologue analysis is
+        # right): the callers the fixture's frames go on with.
+        c = spec["callers"]
+        gdb.execute("break *%s" % c["at"])
+        gdb.execute("continue")
+        if gdb.newest_frame().name() != c["at"]:
+            raise gdb.GdbError("%s: the callers' stop is in %r, not %s" % (name, gdb.newest_frame().name(), c["at"]))
+        gdb.execute("bt")
+        spec = dict(spec, callers_frames=frames())
+        gdb.execute("delete")
+        for cmd in c.get("then", []):
+            gdb.execute(cmd)
     for _ in range(200):
         if wanted(spec):
             break
@@ -279,6 +293,17 @@ def capture(name, spec):
 
     # Expectations.
     corrections = list(spec.get("corrections", []))
+    if "callers_frames" in spec:
+        # From the frame of spec["callers"]["at"] on, gdb's frames at its
+        # entry, up to spec["callers"]["until"].
+        c, cf = spec["callers"], spec["callers_frames"]
+        k = next((i for i, fr in enumerate(gframes) if fr["function"] == c["at"]), None)
+        u = next((i for i, fr in enumerate(cf) if fr["function"] == c["until"]), None)
+        if k is None or u is None:
+            raise gdb.GdbError("%s: no %s frame at the stop, or no %s among the callers" % (name, c["at"], c["until"]))
+        corrections.append({"frame": k + 1, "why": c["why"] % {"gdb": " ".join(
+            "%s(0x%x)" % (fr["function"] or "??", fr["pc"]) for fr in gframes[k + 1:])}})
+        gframes = gframes[:k + 1] + cf[1:u + 1]
     nframes = len(gframes)
     for i, fr in enumerate(gframes):
         if fr["function"] in OUTERMOST and i + 1 < len(gframes) and not fr["signal"]:
@@ -287,7 +312,8 @@ def capture(name, spec):
     if len(gframes) > 1 and gframes[-1]["pc"] == 0 and not any(c["frame"] <= len(gframes) - 1 for c in corrections):
         corrections.append({"frame": len(gframes) - 1, "why": "return address 0 above %s marks the end of the stack; gdb shows it as a frame" % gframes[-2]["function"]})
     for c in corrections:
-        nframes = min(nframes, c["frame"])
+        if "callers_frames" not in spec:
+            nframes = min(nframes, c["frame"])
     stop = spec.get("stop")
     if stop is None:
         last = gframes[nframes - 1]["function"]
