@@ -77,15 +77,8 @@ func (u *Unwinder) callBefore(m *Mapping, ra uint64) (call, known bool) {
 // shows any more. ra's code is read from its own mapping in space (or m,
 // the callee's, without one).
 func (u *Unwinder) callsFunction(space *AddressSpace, m *Mapping, ra, target uint64, cur *arch.Regs) bool {
-	cm := m
-	if space != nil {
-		j := space.Find(ra)
-		if j < 0 {
-			return false
-		}
-		cm = space.Mapping(j)
-	}
-	if !cm.Exec || cm.Object == nil || ra < cm.Start+8 || ra >= cm.End || ra-cm.Bias < 8 {
+	cm := mappingAt(space, m, ra)
+	if cm == nil || !cm.Exec || cm.Object == nil || ra < cm.Start+8 || ra >= cm.End || ra-cm.Bias < 8 {
 		return false
 	}
 	var code [8]byte
@@ -101,16 +94,9 @@ func (u *Unwinder) callsFunction(space *AddressSpace, m *Mapping, ra, target uin
 			return false
 		}
 		thunk := ra + uint64(int64(int32(binary.LittleEndian.Uint32(code[4:]))))
-		tm := cm
-		if space != nil {
-			j := space.Find(thunk)
-			if j < 0 {
-				return false
-			}
-			tm = space.Mapping(j)
-		}
+		tm := mappingAt(space, cm, thunk)
 		var jmp [9]byte
-		if tm.Object == nil || thunk < tm.Start || thunk-tm.Bias > thunk || tm.Object.ReadCode(thunk-tm.Bias, jmp[:]) < 5 {
+		if tm == nil || tm.Object == nil || thunk < tm.Start || thunk-tm.Bias > thunk || tm.Object.ReadCode(thunk-tm.Bias, jmp[:]) < 5 {
 			return false
 		}
 		at, b := thunk, jmp[:]
@@ -131,6 +117,19 @@ func (u *Unwinder) callsFunction(space *AddressSpace, m *Mapping, ra, target uin
 		return arm64Call(insn) // blr and the authenticating forms
 	}
 	return false
+}
+
+// mappingAt returns the mapping of space holding addr (nil for none), or m
+// without a space.
+func mappingAt(space *AddressSpace, m *Mapping, addr uint64) *Mapping {
+	if space == nil {
+		return m
+	}
+	j := space.Find(addr)
+	if j < 0 {
+		return nil
+	}
+	return space.Mapping(j)
 }
 
 // enteredAt returns the row at return address ra, in mapping m, where ra is
