@@ -1126,6 +1126,9 @@ func (s *Summary) countJITStop(out *Sample) {
 			continue
 		}
 		b := filepath.Base(f.Module)
+		if memfdProgram(f.Module, out.Comm) {
+			return // a program run from a memfd, not JIT code: a missing object
+		}
 		if resolve.IsAnonymous(f.Module) || strings.HasPrefix(b, "perf-") && strings.HasSuffix(b, ".map") {
 			s.JITStops++
 			if s.JITModule == "" {
@@ -1134,6 +1137,15 @@ func (s *Summary) countJITStop(out *Sample) {
 		}
 		return
 	}
+}
+
+// memfdProgram reports whether module is the memfd a process whose name is
+// comm was run from: an exec of a memfd names the process after it (its
+// first 15 bytes), "memfd:NAME", where the mapping is "/memfd:NAME
+// (deleted)". Such code is a program whose file nothing kept, not JIT
+// code.
+func memfdProgram(module, comm string) bool {
+	return strings.HasPrefix(comm, "memfd:") && strings.HasPrefix(module, "/"+comm)
 }
 
 // StackSizeFix returns, when 1% or more of the stacks ended at the end of

@@ -173,6 +173,20 @@ func TestRecordUnlinkedObjects(t *testing.T) {
 		require.NotNil(t, m, "the summary line\n%s", errs)
 		assert.Equal(t, m[1], m[2], "every stack outermost\n%s", errs)
 	})
+	// perf record of the program run from a memfd: perf cannot read it,
+	// and the report must say the program's object is missing, not that
+	// its stacks stopped in JIT code.
+	t.Run("perf record, memfd", func(t *testing.T) {
+		copyFile(t, lib, filepath.Join(dir, "libd.so"))
+		pid := start(launcher, prog)
+		data := testprog.Record(t, filepath.Join(t.TempDir(), "perf.data"), "-e", "syscalls:sys_enter_close", "--call-graph", "dwarf",
+			"-p", strconv.Itoa(pid), "--", "sleep", "0.5")
+		rc, out, errs := run3([]string{"report", "-i", data, "--kallsyms", "-"})
+		require.Equal(t, exitOK, rc, errs)
+		require.Contains(t, out, "douter", "the library's frames\n%s", head(out))
+		assert.Contains(t, errs, "/memfd:memfd-prog (deleted): not found")
+		assert.NotContains(t, errs, "JIT code")
+	})
 	t.Run("memfd", func(t *testing.T) {
 		copyFile(t, lib, filepath.Join(dir, "libd.so")) // the first build again
 		pid := start(launcher, prog)
