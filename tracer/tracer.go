@@ -227,7 +227,7 @@ func (p *Process) read() error {
 			if !strings.HasPrefix(m.Path, "/") || strings.HasSuffix(m.Path, " (deleted)") {
 				continue
 			}
-			if statOK(root + m.Path) {
+			if _, err := os.Stat(root + m.Path); err == nil {
 				m.File = root + m.Path
 			}
 		}
@@ -295,9 +295,3 @@ func (p *Process) refresh(addr uint64) bool {
 
 // errNoStack is returned for a stack without a stack pointer.
 var errNoStack = errors.New("no stack pointer among the registers")
-
-// statOK reports whether the file at path can be stat'ed.
-func statOK(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
-}

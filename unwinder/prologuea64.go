@@ -88,7 +88,7 @@ scan:
 			continue
 		}
 		if insn&0x0a000000 == 0x08000000 { // loads and stores
-			if !u.arm64LoadStore(insn, &delta, &slot, &written) {
+			if !arm64LoadStore(insn, &delta, &slot, &written) {
 				return false
 			}
 			continue
@@ -157,7 +157,7 @@ scan:
 // registers, one from its own save slot restoring the caller's value. It
 // reports false for what the analysis cannot follow (a writeback to the SP
 // it cannot size).
-func (u *Unwinder) arm64LoadStore(insn uint32, delta *int64, slot *[31]int64, written *uint32) bool {
+func arm64LoadStore(insn uint32, delta *int64, slot *[31]int64, written *uint32) bool {
 	rt, rn, rt2 := int(insn&31), int(insn>>5&31), int(insn>>10&31)
 	load := insn&(1<<22) != 0
 	var pair bool
@@ -241,7 +241,7 @@ func (u *Unwinder) arm64LoadStore(insn uint32, delta *int64, slot *[31]int64, wr
 		*delta -= imm // post-index: [sp], #N moves it after
 		dropSlots64(slot, *delta, written)
 	}
-	if wb && rn != 31 && rn < 31 {
+	if wb && rn < 31 {
 		*written |= 1 << rn
 	}
 	if *delta < 0 {
