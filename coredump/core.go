@@ -159,6 +159,12 @@ type Mapping struct {
 	Start, End uint64
 	FileOffset uint64
 	Path       string
+	// Module says that the mapping stands for a whole object of a
+	// minidump's module list, where the dump holds no /proc/PID/maps
+	// (Crashpad's): [Start, End) is the object's image, its first byte
+	// the start of its first segment, and which part of it is code only
+	// its file says.
+	Module bool
 }
 
 // FormatError reports bytes of a core that are not what the format

@@ -91,7 +91,14 @@ func (d *Dump) Core() (*coredump.Core, error) {
 	return coredump.Assemble(p)
 }
 
-// mappings are LinuxMaps' file-backed mappings, or one per module.
+// IsVDSOName reports whether a module's name is the vdso's soname
+// (linux-vdso.so.1, linux-gate.so.1), as Crashpad and Breakpad name it.
+func IsVDSOName(name string) bool {
+	return strings.Contains(name, "linux-vdso") || strings.Contains(name, "linux-gate")
+}
+
+// mappings are LinuxMaps' file-backed mappings, or, without them, one
+// per module (Mapping.Module).
 func (d *Dump) mappings() []coredump.Mapping {
 	var out []coredump.Mapping
 	for _, m := range d.Maps {
@@ -104,10 +111,13 @@ func (d *Dump) mappings() []coredump.Mapping {
 	}
 	vdso, _ := d.auxv(coredump.AT_SYSINFO_EHDR)
 	for _, m := range d.Modules {
-		if m.Size == 0 || m.Base == vdso || !strings.HasPrefix(m.Name, "/") {
+		if m.Size == 0 || m.Base == vdso || m.Name == "" || strings.HasPrefix(m.Name, "[") || IsVDSOName(m.Name) {
 			continue
 		}
-		out = append(out, coredump.Mapping{Start: m.Base, End: m.Base + m.Size, Path: m.Name})
+		// Crashpad names a library by its soname ("libc.so.6"), with
+		// no directory: the name stays as it is, for the report to
+		// find (or name as missing).
+		out = append(out, coredump.Mapping{Start: m.Base, End: m.Base + m.Size, Path: m.Name, Module: true})
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Start < out[j].Start })
 	return out
@@ -187,7 +197,7 @@ func (d *Dump) objects() []coredump.Object {
 		if path, end, ok := d.mappedAt(m.Base); ok {
 			o.Path, o.End = path, max(o.End, end)
 		}
-		if hasVDSO && m.Base == vdso || strings.Contains(m.Name, "linux-vdso") || strings.Contains(m.Name, "linux-gate") {
+		if hasVDSO && m.Base == vdso || IsVDSOName(m.Name) {
 			o.Path = "[vdso]"
 			if hasVDSO && m.Base == vdso {
 				hasVDSO = false

@@ -75,7 +75,7 @@ func OpenCore(path string, opts CoreOptions) (*Core, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		return parseImage(im, path, copts)
+		return parseImage(im, path, copts, opts.SymFS)
 	})
 }
 
@@ -87,7 +87,7 @@ func OpenCoreReader(r io.Reader, name string, opts CoreOptions) (*Core, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		return parseImage(im, name, copts)
+		return parseImage(im, name, copts, opts.SymFS)
 	})
 }
 
@@ -106,14 +106,17 @@ func plainELF(path string) bool {
 }
 
 // parseImage reads a dump's uncompressed bytes as a minidump or an ELF
-// core, by its first bytes; the Core closes the image.
-func parseImage(im *coredump.Image, name string, copts *coredump.Options) (*coredump.Core, *minidump.Dump, error) {
+// core, by its first bytes; the Core closes the image. A minidump's
+// modules named without a directory are looked for under symfs
+// (locateModules).
+func parseImage(im *coredump.Image, name string, copts *coredump.Options, symfs string) (*coredump.Core, *minidump.Dump, error) {
 	if minidump.Sniff(im.Data) {
 		d, err := minidump.Parse(im.Data, name)
 		if err != nil {
 			im.Close()
 			return nil, nil, err
 		}
+		locateModules(d, symfs)
 		c, err := d.Core()
 		if err != nil {
 			im.Close()
@@ -276,7 +279,7 @@ func newCoreSession(c *Core, opts CoreOptions) *coreSession {
 	s.cache = elfcache.NewCache(eo)
 	s.resolver = resolve.New(resolve.Options{Cache: s.cache,
 		SymFS: ropts.SymFS, DebugDirs: ropts.DebugDirs, BuildIDDir: ropts.BuildIDDir,
-		MoreBuildIDDirs: ropts.MoreBuildIDDirs, Objects: ropts.Objects, VDSO: vdso,
+		MoreBuildIDDirs: ropts.MoreBuildIDDirs, Objects: ropts.Objects, VDSO: vdso, HostVDSO: s.hostVDSO(vdso),
 		NoInline: ropts.NoInline, NoTailCall: ropts.NoTailCall, Warn: s.warn, Origin: "the core",
 	})
 	s.maps = coreMappings(c)
@@ -285,6 +288,26 @@ func newCoreSession(c *Core, opts CoreOptions) *coreSession {
 	}
 	s.space = s.resolver.NewSpace(pidOf(c.Core), s.maps)
 	return s
+}
+
+// hostVDSO returns, for a dump that holds no image of its vdso but names
+// its build-id (a minidump's module list: Crashpad and lldb dump none of
+// it), the running kernel's vdso, which the resolver takes only where
+// that build-id is its own: the dump was written on this kernel. Else nil.
+func (s *coreSession) hostVDSO(img []byte) func() []byte {
+	read := s.opts.HostVDSO
+	if read == nil || len(img) > 0 {
+		return nil
+	}
+	for _, o := range s.core.Objects() {
+		if o.Path == "[vdso]" && len(o.BuildID) > 0 && !o.BuildIDPrefix {
+			return func() []byte {
+				b, _ := read()
+				return b
+			}
+		}
+	}
+	return nil
 }
 
 func (s *coreSession) close() {
@@ -379,6 +402,15 @@ func coreMappings(cc *Core) []resolve.Mapping {
 	var out []resolve.Mapping
 	files := map[string]*mappedFile{}
 	for _, m := range c.Mappings {
+		if m.Module {
+			f := files[m.Path]
+			if f == nil {
+				f = cc.readMappedFile(m.Path)
+				files[m.Path] = f
+			}
+			out = append(out, moduleMappings(m, f, ids[m.Path])...)
+			continue
+		}
 		prot, exec := uint32(0), true
 		i := sort.Search(len(segs), func(i int) bool { return segs[i].Addr+segs[i].Size > m.Start })
 		if i >= len(segs) || segs[i].Addr > m.Start {
@@ -412,6 +444,49 @@ func coreMappings(cc *Core) []resolve.Mapping {
 	}
 	out = append(out, anonCode(segs, out, c.MappingsComplete)...)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Start < out[j].Start })
+	return out
+}
+
+// moduleMappings returns the mappings of a module of a minidump that holds
+// no /proc/PID/maps (coredump.Mapping.Module): those of its file's PT_LOAD
+// segments, as NT_FILE would list them, its first at the module's base.
+// Without its file, what of it is code is unknown: the whole module is one
+// mapping, taken for code (its object is then looked for, and named
+// missing).
+func moduleMappings(m coredump.Mapping, f *mappedFile, buildID []byte) []resolve.Mapping {
+	whole := []resolve.Mapping{{Map: procmaps.Map{Start: m.Start, End: m.End, Path: m.Path, BuildID: buildID, Exec: true}}}
+	if !f.elf || len(f.loads) == 0 {
+		return whole
+	}
+	const page = 4096
+	first := f.loads[0].Vaddr &^ (page - 1)
+	for _, p := range f.loads[1:] {
+		first = min(first, p.Vaddr&^(page-1))
+	}
+	bias := m.Start - first
+	var out []resolve.Mapping
+	for _, p := range f.loads {
+		if p.Filesz == 0 {
+			continue
+		}
+		start := (p.Vaddr + bias) &^ (page - 1)
+		end := (p.Vaddr + bias + p.Filesz + page - 1) &^ (page - 1)
+		if start >= m.End || end <= start {
+			return whole // not the image the module list describes
+		}
+		prot := uint32(0)
+		if p.Flags&elf.PF_R != 0 {
+			prot |= 1
+		}
+		if p.Flags&elf.PF_W != 0 {
+			prot |= 2
+		}
+		if p.Flags&elf.PF_X != 0 {
+			prot |= 4
+		}
+		out = append(out, resolve.Mapping{Map: procmaps.Map{Start: start, End: end, PgOff: p.Off &^ (page - 1),
+			Path: m.Path, BuildID: buildID, Prot: prot, Exec: p.Flags&elf.PF_X != 0}})
+	}
 	return out
 }
 
@@ -529,6 +604,7 @@ type mappedFile struct {
 	known bool             // the file was read
 	elf   bool             // it is an ELF object
 	code  []elf.ProgHeader // its executable loadable segments
+	loads []elf.ProgHeader // all its loadable segments
 }
 
 // readMappedFile reads the file mapped at path: whether it is an ELF
@@ -554,7 +630,11 @@ func (c *Core) readMappedFile(path string) *mappedFile {
 	}
 	mf.known, mf.elf = true, true
 	for _, p := range ef.Progs {
-		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 {
+		if p.Type != elf.PT_LOAD {
+			continue
+		}
+		mf.loads = append(mf.loads, p.ProgHeader)
+		if p.Flags&elf.PF_X != 0 {
 			mf.code = append(mf.code, p.ProgHeader)
 		}
 	}

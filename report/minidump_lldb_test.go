@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -52,22 +53,9 @@ func TestMinidumpLLDB(t *testing.T) {
 			for d := range dirs {
 				search = append(search, d)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), testprog.Timeout)
-			defer cancel()
-			out, err := exec.CommandContext(ctx, lldb, "--batch", "-o", "settings set target.exec-search-paths "+strings.Join(search, " "),
-				"-o", "target create --core "+dmp, "-o", "bt all").CombinedOutput()
-			require.NoError(t, err, "%s", out)
-			var threads [][]string
-			for _, line := range strings.Split(string(out), "\n") {
-				if strings.HasPrefix(strings.TrimLeft(line, " *"), "thread #") {
-					threads = append(threads, nil)
-					if len(threads) == 1 && report[0].Signal != nil {
-						assert.Contains(t, line, "signal "+*report[0].Signal, "lldb's first thread is the signalled one")
-					}
-				}
-				if m := lldbFrame.FindStringSubmatch(line); m != nil && len(threads) > 0 {
-					threads[len(threads)-1] = append(threads[len(threads)-1], m[1])
-				}
+			threads, first, out := lldbBacktraces(t, lldb, search, dmp, testprog.Timeout)
+			if report[0].Signal != nil {
+				assert.Contains(t, first, "signal "+*report[0].Signal, "lldb's first thread is the signalled one")
 			}
 			require.Len(t, threads, len(report), "lldb's threads: %s", out)
 			for i, s := range report {
@@ -87,6 +75,31 @@ func TestMinidumpLLDB(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lldbBacktraces opens the minidump dmp in lldb (the objects found
+// through target.exec-search-paths search) and returns the pcs of each
+// thread's frames in its bt all, the first thread's line (its stop
+// reason) and lldb's output.
+func lldbBacktraces(t *testing.T, lldb string, search []string, dmp string, timeout time.Duration) (threads [][]string, first string, out []byte) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, lldb, "--batch", "-o", "settings set target.exec-search-paths "+strings.Join(search, " "),
+		"-o", "target create --core "+dmp, "-o", "bt all").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(strings.TrimLeft(line, " *"), "thread #") {
+			threads = append(threads, nil)
+			if len(threads) == 1 {
+				first = line
+			}
+		}
+		if m := lldbFrame.FindStringSubmatch(line); m != nil && len(threads) > 0 {
+			threads[len(threads)-1] = append(threads[len(threads)-1], m[1])
+		}
+	}
+	return threads, first, out
 }
 
 func subsequence(sub, of []string) bool {

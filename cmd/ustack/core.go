@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/ustack/ustack/capture"
 	"github.com/ustack/ustack/coredump"
 	"github.com/ustack/ustack/minidump"
 	"github.com/ustack/ustack/report"
@@ -89,6 +90,9 @@ func reportCore(path string, in io.Reader, f coreFlags, stdout, stderr io.Writer
 		return exitUsage
 	}
 	copts := report.CoreOptions{Options: f.opts, Exe: f.exe, Goroutines: f.goroutines}
+	// A minidump holds no image of its vdso; this kernel's serves where
+	// its build-id is the module list's.
+	copts.HostVDSO = capture.ReadVDSO
 	var c *report.Core
 	var err error
 	if in != nil {
