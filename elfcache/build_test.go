@@ -120,6 +120,28 @@ func TestDebugFileSearch(t *testing.T) {
 			t.Errorf("Path %q DebugPath %q", o.Path(), o.DebugPath())
 		}
 	})
+	// A debug directory named beside --symfs, outside the copied root
+	// (gdb's debug-file-directory with a sysroot): looked in as it is,
+	// by build-id and by debug link, after the root's own.
+	t.Run("symfs and a debug dir outside it", func(t *testing.T) {
+		root, outside := t.TempDir(), t.TempDir()
+		mustCopy(t, stripped, filepath.Join(root, "usr/bin/prog"))
+		where := filepath.Join(outside, ".build-id", id[:2], id[2:]+".debug")
+		mustCopy(t, debug, where)
+		o := mustOpen(t, "/usr/bin/prog", Options{SymFS: root, DebugDirs: []string{outside}})
+		if o.DebugPath() != where {
+			t.Errorf("by build-id: DebugPath %q, want %q", o.DebugPath(), where)
+		}
+		if o := mustOpen(t, "/usr/bin/prog", Options{SymFS: root}); o.DebugFile() != nil {
+			t.Errorf("the default debug directory is the root's only, but %q was found", o.DebugPath())
+		}
+		os.Remove(where)
+		link := filepath.Join(outside, filepath.Base(debug))
+		mustCopy(t, debug, link)
+		if o := mustOpen(t, "/usr/bin/prog", Options{SymFS: root, DebugDirs: []string{outside}}); o.DebugPath() != link {
+			t.Errorf("by debug link: DebugPath %q, want %q", o.DebugPath(), link)
+		}
+	})
 }
 
 // TestDebugLinkCRC checks the CRC of debug links for binaries without a

@@ -54,13 +54,8 @@ func (o *Object) findDebug() (*Object, error) {
 		}
 	}
 	self, _ := os.Stat(o.file)
-	dirs := o.opts.debugDirs()
 	if len(o.buildIDHex) >= 4 {
-		for _, d := range dirs {
-			p, err := o.opts.symfsPath(filepath.Join(d, ".build-id", o.buildIDHex[:2], o.buildIDHex[2:]+".debug"))
-			if err != nil {
-				continue
-			}
+		for _, p := range o.opts.inDebugDirs(filepath.Join(".build-id", o.buildIDHex[:2], o.buildIDHex[2:]+".debug")) {
 			if dbg := o.tryDebug(p, self, false); dbg != nil {
 				return dbg, nil
 			}
@@ -72,23 +67,17 @@ func (o *Object) findDebug() (*Object, error) {
 	dir := filepath.Dir(o.path)
 	// Paths on the profiled machine; the debug link comes from the object
 	// and may hold "..", so each whole path is resolved beneath SymFS.
-	cands := []string{
-		filepath.Join(dir, o.debugLink),
-		filepath.Join(dir, ".debug", o.debugLink),
+	var cands []string
+	for _, c := range []string{filepath.Join(dir, o.debugLink), filepath.Join(dir, ".debug", o.debugLink)} {
+		if p, err := o.opts.symfsPath(c); err == nil {
+			cands = append(cands, p)
+		}
 	}
-	for _, d := range dirs {
-		cands = append(cands, filepath.Join(d, dir, o.debugLink))
-	}
+	cands = append(cands, o.opts.inDebugDirs(filepath.Join(dir, o.debugLink))...)
 	// Last, D/NAME: where gdb also looks, and where a debug file copied
 	// off another machine without its directory tree usually lands.
-	for _, d := range dirs {
-		cands = append(cands, filepath.Join(d, o.debugLink))
-	}
-	for _, c := range cands {
-		p, err := o.opts.symfsPath(c)
-		if err != nil {
-			continue
-		}
+	cands = append(cands, o.opts.inDebugDirs(o.debugLink)...)
+	for _, p := range cands {
 		if dbg := o.tryDebug(p, self, true); dbg != nil {
 			return dbg, nil
 		}

@@ -139,35 +139,22 @@ func (o *Object) supplementary() (*Object, error) {
 // through Options.Fetcher. A candidate must carry the recorded build-id.
 func (o *Object) findAlt(l altLink) *Object {
 	var cands []string
-	dirs := o.opts.debugDirs()
 	base := filepath.Base(l.path)
 	if filepath.IsAbs(l.path) {
 		if p, err := o.opts.symfsPath(l.path); err == nil {
 			cands = append(cands, p)
 		}
 		if rest, ok := strings.CutPrefix(l.path, DefaultDebugDir+"/"); ok {
-			for _, d := range dirs {
-				if p, err := o.opts.symfsPath(filepath.Join(d, rest)); err == nil {
-					cands = append(cands, p)
-				}
-			}
+			cands = append(cands, o.opts.inDebugDirs(rest)...)
 		}
 	} else {
 		cands = append(cands, filepath.Join(filepath.Dir(o.file), l.path))
 	}
 	// o.file is where the debug file was read from (already beneath SymFS).
 	cands = append(cands, filepath.Join(filepath.Dir(o.file), base), filepath.Join(filepath.Dir(o.file), ".dwz", base))
-	for _, d := range dirs {
-		if p, err := o.opts.symfsPath(filepath.Join(d, ".dwz", base)); err == nil {
-			cands = append(cands, p)
-		}
-	}
+	cands = append(cands, o.opts.inDebugDirs(filepath.Join(".dwz", base))...)
 	if h := hex.EncodeToString(l.buildID); len(h) >= 4 {
-		for _, d := range dirs {
-			if p, err := o.opts.symfsPath(filepath.Join(d, ".build-id", h[:2], h[2:]+".debug")); err == nil {
-				cands = append(cands, p)
-			}
-		}
+		cands = append(cands, o.opts.inDebugDirs(filepath.Join(".build-id", h[:2], h[2:]+".debug"))...)
 	}
 	for _, p := range cands {
 		if p == o.file {

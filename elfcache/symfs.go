@@ -30,6 +30,27 @@ func (o *Options) symfsPath(path string) (string, error) {
 	return resolveUnder(o.SymFS, path)
 }
 
+// inDebugDirs returns where rel, a path below a debug directory, is looked
+// for: in each debug directory beneath SymFS (a copied root keeps its
+// debug files where the machine did), and, for the directories the caller
+// named (Options.DebugDirs) while SymFS is set, in the directory itself as
+// well, as gdb looks in its debug-file-directory with and without the
+// sysroot: a debug directory unpacked beside a copied root (ustack report
+// --symfs ROOT --debug-dir DIR) is where it was put. A debug file found
+// either way must still match the object (build-id or CRC).
+func (o *Options) inDebugDirs(rel string) []string {
+	var out []string
+	for _, d := range o.debugDirs() {
+		if p, err := o.symfsPath(filepath.Join(d, rel)); err == nil {
+			out = append(out, p)
+		}
+		if o.SymFS != "" && o.DebugDirs != nil && filepath.IsAbs(d) {
+			out = append(out, filepath.Join(d, rel))
+		}
+	}
+	return out
+}
+
 // resolveUnder resolves path beneath root as described at symfsPath.
 func resolveUnder(root, path string) (string, error) {
 	root, err := filepath.Abs(root)

@@ -45,7 +45,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	format := fs.String("format", "text", "output `format`: text (like perf script), json (JSON Lines: one object per sample or thread), folded, pprof, flamegraph (interactive SVG), speedscope, otlp (OpenTelemetry profiles: an ExportProfilesServiceRequest in protobuf), otlp-json (the same in OTLP/JSON, as the Collector's otlpjsonfile receiver reads it)")
 	symfs := fs.String("symfs", "", "look for objects under `dir`, like perf's --symfs")
 	kall := fs.String("kallsyms", "", "kernel symbol `file` (default: the recording kernel's, /proc/kallsyms or perf record's copy in the build-id cache; - for none)")
-	debugDir := fs.String("debug-dir", "", "colon-separated `directories` searched for separate debug files (default /usr/lib/debug)")
+	debugDir := fs.String("debug-dir", "", "colon-separated `directories` searched for separate debug files (default /usr/lib/debug; with --symfs, looked in beneath it, and the directories given also as they are)")
 	buildIDDir := fs.String("buildid-dir", "", "perf's build-id cache `dir` (default ~/.debug)")
 	noInline := fs.Bool("no-inline", false, "do not show inlined functions")
 	noTailCall := fs.Bool("no-tailcall", false, "do not show the functions that tail-called (found from DWARF call sites, as gdb shows them)")
