@@ -111,7 +111,7 @@ func (d *Dump) mappings() []coredump.Mapping {
 	}
 	vdso, _ := d.auxv(coredump.AT_SYSINFO_EHDR)
 	for _, m := range d.Modules {
-		if m.Size == 0 || m.Base == vdso || m.Name == "" || strings.HasPrefix(m.Name, "[") || IsVDSOName(m.Name) {
+		if m.Size == 0 || m.Base+m.Size < m.Base || m.Base == vdso || m.Name == "" || strings.HasPrefix(m.Name, "[") || IsVDSOName(m.Name) {
 			continue
 		}
 		// Crashpad names a library by its soname ("libc.so.6"), with
