@@ -37,10 +37,17 @@ func coreFix(c *Core, opts CoreOptions) missingFix {
 // another build. Anonymous memory, the vdso and jitdumps are not files a
 // user can give.
 func fixable(path, why string) bool {
-	if !strings.HasPrefix(path, "/") || strings.HasPrefix(path, "//") || strings.HasPrefix(path, "/memfd:") {
+	if !strings.HasPrefix(path, "/") && !bareName(path) || strings.HasPrefix(path, "//") || strings.HasPrefix(path, "/memfd:") {
 		return false // [vdso], //anon, memfd: memory, not a file
 	}
 	return strings.HasPrefix(why, "not found") || strings.HasPrefix(why, "build-id mismatch")
+}
+
+// bareName reports whether path is a file's name without a directory, as
+// Crashpad's minidumps name libraries (their sonames), rather than a
+// mapping of no file ([vdso], anon_inode:[perf_event], memfd:NAME).
+func bareName(path string) bool {
+	return path != "" && !strings.ContainsAny(path, "/[:")
 }
 
 // MissingFix returns, when some of Summary.Missing could be found with an
@@ -81,7 +88,22 @@ func (s *Summary) MissingFix() string {
 		if !s.core {
 			root = "a copy of the recording machine's root"
 		}
+		// Crashpad's minidumps name libraries by soname: they are
+		// looked for in the library directories (resolve.LibraryPaths).
+		bare := ""
+		for _, p := range others {
+			if bareName(p) {
+				bare = p
+				break
+			}
+		}
 		switch under := underSymFS(others, f.symFS); {
+		case bare != "" && f.symFS != "":
+			ways = append(ways, "--symfs "+f.symFS+" finds them when copied into its library directories ("+
+				filepath.Join(f.symFS, "usr/lib", bare)+") or beside the program: the dump names "+bare+" without a directory")
+		case bare != "":
+			ways = append(ways, "--symfs DIR finds them under DIR, "+root+", holding DIR/usr/lib/"+bare+
+				" or a copy beside the program: the dump names "+bare+" without a directory")
 		case under != "":
 			// The recorded paths are the root's, and one already
 			// lies in the symfs: qemu-user records the files of its

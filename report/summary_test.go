@@ -94,6 +94,25 @@ func TestMissingFixPathsUnderSymFS(t *testing.T) {
 	}
 }
 
+// TestMissingFixBareNames: a Crashpad minidump names its libraries by
+// soname; the fix says where under --symfs such a name is looked for
+// (resolve.LibraryPaths searches /usr/lib among the system's library
+// directories), not "at their recorded paths".
+func TestMissingFixBareNames(t *testing.T) {
+	s := &Summary{core: true, Missing: map[string]string{"libz.so.1": "not found", "/usr/lib/chromium/chromium": "not found"}}
+	want := "to use them: --symfs DIR finds them under DIR, a copy of the root of the machine it ran on, holding DIR/usr/lib/libz.so.1 " +
+		"or a copy beside the program: the dump names libz.so.1 without a directory"
+	if got := s.MissingFix(); got != want {
+		t.Errorf("\n got %q\nwant %q", got, want)
+	}
+	s.fix.symFS = "/srv/root"
+	want = "to use them: --symfs /srv/root finds them when copied into its library directories (/srv/root/usr/lib/libz.so.1) " +
+		"or beside the program: the dump names libz.so.1 without a directory"
+	if got := s.MissingFix(); got != want {
+		t.Errorf("\n got %q\nwant %q", got, want)
+	}
+}
+
 // TestMissingFixCore: a core's program and libraries gone, no --symfs:
 // --exe for the program, --symfs for the others, naming where one of them
 // goes; none of the recordings' build-id ways.
