@@ -270,7 +270,7 @@ func newCoreSession(c *Core, opts CoreOptions) *coreSession {
 	// Decompressed debug sections (glibc's line tables) are kept on disk
 	// between reports: most of a core's report is spent inflating them
 	// otherwise.
-	eo := elfcache.Options{DebugDirs: ropts.DebugDirs, SymFS: ropts.SymFS}
+	eo := elfcache.Options{DebugDirs: ropts.DebugDirs, SymFS: ropts.SymFS, Fetcher: fetcher(ropts.Debuginfod)}
 	if dir, err := elfcache.DefaultSectionCacheDir(); err == nil {
 		if sc, err := elfcache.NewSectionCache(dir, 0); err == nil {
 			eo.SectionCache = sc
@@ -279,7 +279,7 @@ func newCoreSession(c *Core, opts CoreOptions) *coreSession {
 	s.cache = elfcache.NewCache(eo)
 	s.resolver = resolve.New(resolve.Options{Cache: s.cache,
 		SymFS: ropts.SymFS, DebugDirs: ropts.DebugDirs, BuildIDDir: ropts.BuildIDDir,
-		MoreBuildIDDirs: ropts.MoreBuildIDDirs, Objects: ropts.Objects, VDSO: vdso, HostVDSO: s.hostVDSO(vdso),
+		MoreBuildIDDirs: ropts.MoreBuildIDDirs, Objects: ropts.Objects, VDSO: vdso, HostVDSO: s.hostVDSO(vdso), Fetcher: fetcher(ropts.Debuginfod),
 		NoInline: ropts.NoInline, NoTailCall: ropts.NoTailCall, Warn: s.warn, Origin: "the core",
 	})
 	s.maps = coreMappings(c)

@@ -29,7 +29,14 @@ type missingFix struct {
 
 // coreFix is what MissingFix needs of a core's report.
 func coreFix(c *Core, opts CoreOptions) missingFix {
-	return missingFix{symFS: opts.SymFS, exePath: c.ExePath, exeGiven: opts.Exe != ""}
+	ids := map[string][]byte{}
+	for _, o := range c.Objects() {
+		if len(o.BuildID) > 0 && !o.BuildIDPrefix {
+			ids[o.Path] = o.BuildID
+		}
+	}
+	return missingFix{symFS: opts.SymFS, exePath: c.ExePath, exeGiven: opts.Exe != "", buildIDs: ids,
+		debuginfodOff: opts.Debuginfod != nil && !opts.Debuginfod.Enabled()}
 }
 
 // fixable reports whether a missing object's reason is one a file of the
@@ -124,9 +131,9 @@ func (s *Summary) MissingFix() string {
 		if !f.perfArchive && !s.recordedByUstack() {
 			ways = append(ways, "--perf-archive FILE finds them in the tarball that perf archive makes on the recording machine")
 		}
-		if f.debuginfodOff {
-			ways = append(ways, "DEBUGINFOD_URLS=URL fetches them by build-id from a debuginfod server")
-		}
+	}
+	if len(withID) > 0 && f.debuginfodOff {
+		ways = append(ways, "DEBUGINFOD_URLS=URL fetches them by build-id from a debuginfod server")
 	}
 	if len(ways) == 0 {
 		return ""

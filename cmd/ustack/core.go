@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 
-	"github.com/ustack/ustack/capture"
 	"github.com/ustack/ustack/coredump"
 	"github.com/ustack/ustack/minidump"
 	"github.com/ustack/ustack/report"
@@ -64,6 +63,7 @@ func sniffCore(path string) (coredump.Compression, bool) {
 // coreFlags are the flags of ustack report that apply to a core dump.
 type coreFlags struct {
 	opts              report.Options
+	fetch             *fetchLine // debuginfod's progress line, or nil
 	exe               string
 	info, verbose     bool
 	goroutines        bool
@@ -90,9 +90,6 @@ func reportCore(path string, in io.Reader, f coreFlags, stdout, stderr io.Writer
 		return exitUsage
 	}
 	copts := report.CoreOptions{Options: f.opts, Exe: f.exe, Goroutines: f.goroutines}
-	// A minidump holds no image of its vdso; this kernel's serves where
-	// its build-id is the module list's.
-	copts.HostVDSO = capture.ReadVDSO
 	var c *report.Core
 	var err error
 	if in != nil {
@@ -152,6 +149,7 @@ func reportCore(path string, in io.Reader, f coreFlags, stdout, stderr io.Writer
 		return exitUsage
 	}
 	sum, err := report.RunCore(c, copts, sink.Write)
+	f.fetch.finish()
 	unit := "thread"
 	if f.goroutines {
 		unit = "goroutine"

@@ -207,12 +207,16 @@ func TestReportCoreExe(t *testing.T) {
 	fix := "ustack: to use them: --exe FILE gives the main executable (a file of the build the core ran)\n"
 	assert.Regexp(t, "(?m)^  "+regexp.QuoteMeta(tr.Exe)+": not found under .*\n"+regexp.QuoteMeta(fix), errs)
 	assert.Equal(t, 1, strings.Count(errs, "to use them"), errs)
-	// With a root lacking everything, the other objects get --symfs.
+	// With a root lacking everything, the other objects get --symfs, and,
+	// no debuginfod server being named, DEBUGINFOD_URLS (the core's
+	// memory gives their build-ids).
+	t.Setenv("DEBUGINFOD_URLS", "")
+	t.Setenv("DEBUGINFOD_CACHE_PATH", t.TempDir())
 	empty := t.TempDir()
 	code, _, errs = runCore(t, "--symfs", empty, "--format", "json", core)
 	require.Equal(t, exitOK, code, errs)
 	assert.Contains(t, errs, "ustack: to use them: --exe FILE gives the main executable (a file of the build the core ran); "+
-		"--symfs "+empty+" finds them when copied there at their recorded paths\n")
+		"--symfs "+empty+" finds them when copied there at their recorded paths; DEBUGINFOD_URLS=URL fetches them by build-id from a debuginfod server\n")
 
 	code, out, errs = runCore(t, "--symfs", symfs, "--format", "json", "--exe", exe, core)
 	require.Equal(t, exitOK, code, errs)

@@ -5,6 +5,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	hexenc "encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 	"github.com/ustack/ustack/debuginfod"
 	"github.com/ustack/ustack/elfcache"
 	"github.com/ustack/ustack/internal/debuginfodtest"
+	"github.com/ustack/ustack/internal/testprog"
 	"github.com/ustack/ustack/perfdata"
 	"github.com/ustack/ustack/report"
 )
@@ -392,5 +394,68 @@ func TestReportDebuginfod(t *testing.T) {
 				assert.Equal(t, elfcache.OriginFile, o.Sources.Unwind, o.Path)
 			}
 		}
+	})
+}
+
+// TestCoreDebuginfod reports a core of the stripped program and library
+// with Debian's debuginfod serving their executables and debug files, as
+// gdb does with DEBUGINFOD_URLS: with both gone from the machine, the core's
+// stack is the one it has with them local (names, lines, inline chains,
+// the libc frames below main), the objects are fetched by the build-ids
+// the core's memory gives, and without a server the summary says that
+// DEBUGINFOD_URLS would find them. The core is gdb's gcore of the program
+// stopped at lib_work's entry (hand-checked: lib_work, inner inlined in
+// outer, main).
+func TestCoreDebuginfod(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs gdb and debuginfod")
+	}
+	if !debuginfodtest.InNetns(t, "gcc", "objcopy", "strip", "gdb") {
+		return
+	}
+	dir := t.TempDir()
+	srvDir := filepath.Join(dir, "server")
+	require.NoError(t, os.MkdirAll(srvDir, 0o755))
+	prog, lib := buildDebuginfodProg(t, dir, srvDir)
+	srv := debuginfodtest.Start(t, srvDir, dir)
+	srv.WaitScanned(t, 4)
+
+	core := filepath.Join(dir, "core")
+	ctx, cancel := context.WithTimeout(context.Background(), testprog.Timeout)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "gdb", "-nx", "-batch", "-ex", "break lib_work", "-ex", "run", "-ex", "gcore "+core,
+		"-ex", "kill", "--args", prog.path).CombinedOutput(); err != nil {
+		t.Fatalf("gdb gcore: %v\n%s", err, out)
+	}
+	empty := t.TempDir()
+	ureport := func(args ...string) (int, string, string) {
+		return run3(append([]string{"report", "-buildid-dir", empty, "-format", "json", "-i", core}, args...))
+	}
+	t.Setenv("DEBUGINFOD_URLS", "")
+	t.Setenv("DEBUGINFOD_CACHE_PATH", filepath.Join(dir, "unused-cache"))
+	rc, out, errs := ureport("-debug-dir", debugDirOf(t, filepath.Join(dir, "localdebug"), prog, lib))
+	require.Equal(t, exitOK, rc, errs)
+	want, _ := jsonSamples(t, out)
+	require.Len(t, want, 1)
+	require.True(t, hasChain(want, "lib_work lib.c:4 inlined=false", "inner prog.c:3 inlined=true", "outer prog.c:4 inlined=false",
+		"main prog.c:5 inlined=false"), "the core's stack with the objects local: %v", want)
+
+	require.NoError(t, os.Rename(filepath.Join(dir, "run"), filepath.Join(dir, "gone")))
+	t.Run("without a server", func(t *testing.T) {
+		rc, out, errs := ureport("-debug-dir", empty)
+		require.Equal(t, exitOK, rc, errs)
+		got, _ := jsonSamples(t, out)
+		assert.NotEqual(t, want, got)
+		assert.Contains(t, errs, "DEBUGINFOD_URLS=URL fetches them by build-id")
+	})
+	t.Run("objects and debug files only on the server", func(t *testing.T) {
+		t.Setenv("DEBUGINFOD_URLS", srv.Base)
+		t.Setenv("DEBUGINFOD_CACHE_PATH", filepath.Join(dir, "cache"))
+		rc, out, errs := ureport("-debug-dir", empty)
+		require.Equal(t, exitOK, rc, errs)
+		got, _ := jsonSamples(t, out)
+		assert.Equal(t, want, got)
+		assert.Equal(t, 2, srv.Metric(t, `http_requests_total{type="executable"}`), "one executable request per object")
+		assert.NotContains(t, errs, "warning")
 	})
 }

@@ -169,6 +169,18 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 			f.Close()
 		}()
 	}
+	// Objects and debug files missing here come by build-id from
+	// debuginfod (a recording's, a core's or a minidump's), the progress
+	// of downloads on the terminal.
+	var fetch *fetchLine
+	if !*noDebuginfod {
+		fetch = newFetchLine(stderr, showProgress(stdout, stderr, *output != ""))
+		opts.Warn = fetch.around(opts.Warn)
+		opts.Debuginfod = newDebuginfod(opts.Warn, fetch)
+		defer opts.Debuginfod.Close()
+	}
+	opts.HostVDSO = capture.ReadVDSO
+
 	// A core dump is recognised by its first bytes, also on standard input
 	// (coredumpctl dump PID | ustack report -i -).
 	opts.ObjectSources = *verbose
@@ -176,7 +188,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	if *goroutines {
 		events = []string{report.GoroutineEvent}
 	}
-	cf := coreFlags{opts: opts, verbose: *verbose, fpAudit: *fpAudit, exe: *exe, info: *coreInfo, goroutines: *goroutines, output: *output, format: *format, otlp: otlp,
+	cf := coreFlags{opts: opts, fetch: fetch, verbose: *verbose, fpAudit: *fpAudit, exe: *exe, info: *coreInfo, goroutines: *goroutines, output: *output, format: *format, otlp: otlp,
 		fields: *fields, time: filt.time, cpu: filt.cpu,
 		wo: report.WriterOptions{Events: events, Raw: *noDemangle, Srcline: *srcline,
 			Title: *title, Inverted: *inverted, Width: *width, MinWidth: *minWidth, GroupBy: *groupBy, FPAudit: *fpAudit}}
@@ -295,17 +307,6 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		out = outFile
 	}
 	out, sent := otlp.output(out, toFile)
-
-	// Objects and debug files missing here come by build-id from
-	// debuginfod, the progress of downloads on the terminal.
-	var fetch *fetchLine
-	if !*noDebuginfod {
-		fetch = newFetchLine(stderr, showProgress(stdout, stderr, toFile))
-		opts.Warn = fetch.around(opts.Warn)
-		opts.Debuginfod = newDebuginfod(opts.Warn, fetch)
-		defer opts.Debuginfod.Close()
-	}
-	opts.HostVDSO = capture.ReadVDSO
 
 	var names []string
 	for _, a := range r.Session().Attrs {
