@@ -396,6 +396,9 @@ func checkFlameInBrowser(t *testing.T, b *browser, base, name string, folded []b
 			case strings.Contains(k.Class, "fb"):
 				seen["fallback"] = true
 				assert.NotEqual(t, "none", k.Dash, "fallback box %q has no dashed outline", k.Name)
+			case k.Class == "i":
+				// Aqua, never JIT's green.
+				assert.True(t, bl > g && g > r, "inlined box %q is not aqua: %s", k.Name, k.Fill)
 			case k.Class == "k":
 				seen["kernel"] = true
 				assert.Equal(t, "none", k.Dash)

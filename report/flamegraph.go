@@ -568,7 +568,9 @@ func flameColour(kind frameKind, name string) string {
 	case kindKernel:
 		r, g, bl = 225+30*a, 150+50*a, 10+30*b
 	case kindInlined:
-		r, g, bl = 50+60*a, 170+50*a, 170+60*b
+		// Aqua: blue at least as strong as green, so that no shade
+		// reads as JIT green (it reached (110,220,172) before).
+		r, g, bl = 40+50*a, 160+40*a, 205+40*b
 	case kindJIT:
 		r, g, bl = 60+60*a, 190+60*a, 60+50*b
 	case kindTailCall:

@@ -601,3 +601,28 @@ func BenchmarkFlameGraphRecording(b *testing.B) {
 	b.ReportMetric(float64(len(ss)), "samples")
 	b.ReportMetric(float64(size), "bytes")
 }
+
+// TestFlameColoursReadApart: whatever a function's name, its box has the
+// hue the legend and the glossary give its kind: user code red, the kernel
+// orange, inlined functions aqua, JIT code green, tail calls violet. An
+// inlined box once came out (110,220,172), a green a reader took for JIT.
+func TestFlameColoursReadApart(t *testing.T) {
+	hue := map[frameKind]func(r, g, b int) bool{
+		kindUser:     func(r, g, b int) bool { return r > g+100 && r > b+100 },
+		kindKernel:   func(r, g, b int) bool { return r > g && g > b+100 },
+		kindInlined:  func(r, g, b int) bool { return b > g && g > r+60 },
+		kindJIT:      func(r, g, b int) bool { return g > r+60 && g > b+60 },
+		kindTailCall: func(r, g, b int) bool { return b > r && r > g },
+	}
+	for kind, ok := range hue {
+		for i := range 5000 {
+			name := fmt.Sprintf("fn%d", i)
+			var r, g, b int
+			_, err := fmt.Sscanf(flameColour(kind, name), "rgb(%d,%d,%d)", &r, &g, &b)
+			require.NoError(t, err)
+			if !ok(r, g, b) {
+				t.Fatalf("kind %s, %s: rgb(%d,%d,%d) is not its hue", kindClass[kind], name, r, g, b)
+			}
+		}
+	}
+}
