@@ -3,9 +3,12 @@ package perfdata
 import (
 	"bufio"
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"io"
 	"math/bits"
 	"os"
+	"path/filepath"
 
 	"github.com/ustack/ustack/internal/mmapfile"
 )
@@ -134,6 +137,10 @@ func Open(path string) (*Reader, error) {
 		f.Close()
 		return nil, err
 	}
+	if st.IsDir() {
+		f.Close()
+		return nil, dirFormatError(path)
+	}
 	r, err := NewFileReader(f, st.Size())
 	if err != nil {
 		f.Close()
@@ -142,6 +149,27 @@ func Open(path string) (*Reader, error) {
 	r.closer = f
 	r.path = path
 	return r, nil
+}
+
+// ErrDirectoryFormat is returned (wrapped, naming the directory) for perf's
+// directory format: perf record --threads writes a directory holding the
+// header file data and one file of records per thread (data.0, data.1...),
+// which this package does not read. perf inject -i DIR -o - > FILE joins
+// them into one recording (pipe mode), which it does.
+var ErrDirectoryFormat = errors.New("perf's directory format (perf record --threads)")
+
+// dirFormatError says why the directory at path cannot be read.
+func dirFormatError(path string) error {
+	var magic [8]byte
+	if f, err := os.Open(filepath.Join(path, "data")); err == nil {
+		n, _ := io.ReadFull(f, magic[:])
+		f.Close()
+		if n == len(magic) && checkMagic(magic[:]) == nil {
+			return fmt.Errorf("%s is a directory in %w: its records are split over data and data.N, which ustack does not join; "+
+				"perf inject -i %s -o - > %s.joined joins them into one recording", path, ErrDirectoryFormat, path, filepath.Clean(path))
+		}
+	}
+	return fmt.Errorf("%s is a directory, not a perf.data file", path)
 }
 
 // OpenMapped is Open for reading a whole file at speed: records are
