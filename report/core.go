@@ -716,6 +716,7 @@ func RunCore(c *Core, opts CoreOptions, emit func(*Sample) error) (*Summary, err
 		return sum, nil
 	}
 	out := Sample{Event: CoreEvent, Period: 1, space: s.space}
+	notDumped := 0 // threads whose stack the kernel left out of the core
 	for i := range c.Threads {
 		th := &c.Threads[i]
 		comm := th.Name
@@ -747,6 +748,13 @@ func RunCore(c *Core, opts CoreOptions, emit func(*Sample) error) (*Summary, err
 		out.Stop, out.StopErr = res.Stop.String(), ""
 		if res.Err != nil {
 			out.StopErr = res.Err.Error()
+		} else if res.Stop == unwinder.StopTruncated {
+			if why, filtered := stackNotDumped(c.Core, th); why != "" {
+				out.StopErr = why
+				if filtered {
+					notDumped++
+				}
+			}
 		}
 		if opts.unwound != nil {
 			opts.unwound(frames[:res.Frames])
@@ -768,6 +776,10 @@ func RunCore(c *Core, opts CoreOptions, emit func(*Sample) error) (*Summary, err
 		if err := emit(&out); err != nil {
 			return sum, err
 		}
+	}
+	if notDumped > 0 {
+		s.warn(fmt.Sprintf("%s holds no stack memory of %d of %d threads: the kernel did not dump it (the process's /proc/PID/coredump_filter "+
+			"left out anonymous private memory, bit 0, or the stacks were marked MADV_DONTDUMP): those stacks end where their registers alone lead", c.File, notDumped, sum.Samples))
 	}
 	s.finish(sum)
 	return sum, nil
@@ -806,6 +818,26 @@ func (s *coreSession) finish(sum *Summary) {
 	sum.warned = s.opts.Warn != nil
 	if s.opts.ObjectSources {
 		sum.Objects = s.resolver.Objects()
+	}
+}
+
+// stackNotDumped says, for a thread whose unwind ran out of stack, when
+// the core holds none of its stack at the stack pointer: the kernel did
+// not dump that memory (filtered: /proc/PID/coredump_filter left out
+// anonymous private memory, or the process marked it MADV_DONTDUMP), or
+// the core file was cut short before it. "" when the core holds the
+// stack there.
+func stackNotDumped(c *coredump.Core, th *coredump.Thread) (why string, filtered bool) {
+	sp, _ := th.Regs.Get(c.Arch.SP())
+	sg, ok := c.Memory().SegmentAt(sp)
+	switch {
+	case !ok || sp < sg.Addr+sg.Present:
+		return "", false
+	case sp >= sg.Addr+sg.Dumped:
+		return fmt.Sprintf("the core holds none of the stack: the memory at the stack pointer %#x is mapped but was not dumped "+
+			"(the process's /proc/PID/coredump_filter left out anonymous private memory, bit 0, or it was marked MADV_DONTDUMP)", sp), true
+	default:
+		return fmt.Sprintf("the core holds none of the stack: the memory at the stack pointer %#x lies past the end of the truncated core", sp), false
 	}
 }
 
