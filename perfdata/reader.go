@@ -3,12 +3,9 @@ package perfdata
 import (
 	"bufio"
 	"encoding/binary"
-	"errors"
-	"fmt"
 	"io"
 	"math/bits"
 	"os"
-	"path/filepath"
 
 	"github.com/ustack/ustack/internal/mmapfile"
 )
@@ -86,6 +83,13 @@ type Reader struct {
 	winOff   int64
 	winBuf   []byte
 	scan     int64 // the offset being scanned
+
+	// parts read the data.N files of perf's directory format after the
+	// data file's own records (dirformat.go); ownDone says those are
+	// read, ownErr what ended them if not io.EOF.
+	parts   []*Reader
+	ownDone bool
+	ownErr  error
 }
 
 // Pages of a mapped file are dropped from memory in steps of dropStep,
@@ -139,7 +143,7 @@ func Open(path string) (*Reader, error) {
 	}
 	if st.IsDir() {
 		f.Close()
-		return nil, dirFormatError(path)
+		return openDir(path)
 	}
 	r, err := NewFileReader(f, st.Size())
 	if err != nil {
@@ -149,27 +153,6 @@ func Open(path string) (*Reader, error) {
 	r.closer = f
 	r.path = path
 	return r, nil
-}
-
-// ErrDirectoryFormat is returned (wrapped, naming the directory) for perf's
-// directory format: perf record --threads writes a directory holding the
-// header file data and one file of records per thread (data.0, data.1...),
-// which this package does not read. perf inject -i DIR -o - > FILE joins
-// them into one recording (pipe mode), which it does.
-var ErrDirectoryFormat = errors.New("perf's directory format (perf record --threads)")
-
-// dirFormatError says why the directory at path cannot be read.
-func dirFormatError(path string) error {
-	var magic [8]byte
-	if f, err := os.Open(filepath.Join(path, "data")); err == nil {
-		n, _ := io.ReadFull(f, magic[:])
-		f.Close()
-		if n == len(magic) && checkMagic(magic[:]) == nil {
-			return fmt.Errorf("%s is a directory in %w: its records are split over data and data.N, which ustack does not join; "+
-				"perf inject -i %s -o - > %s.joined joins them into one recording", path, ErrDirectoryFormat, path, filepath.Clean(path))
-		}
-	}
-	return fmt.Errorf("%s is a directory, not a perf.data file", path)
 }
 
 // OpenMapped is Open for reading a whole file at speed: records are
@@ -506,6 +489,12 @@ func (r *Reader) Close() error {
 		r.z.close()
 	}
 	var err error
+	for _, p := range r.parts {
+		if perr := p.Close(); err == nil {
+			err = perr
+		}
+	}
+	r.parts = nil
 	r.pf.stop()
 	if r.unmap != nil {
 		err = r.unmap()
@@ -598,6 +587,28 @@ func (r *Reader) skip(n int64, what string) error {
 // hold are, in order, each with the Offset of the COMPRESSED record that
 // completed it (as perf reports them).
 func (r *Reader) Next() (Record, error) {
+	if len(r.parts) == 0 {
+		return r.nextOwn()
+	}
+	if !r.ownDone {
+		rec, err := r.nextOwn()
+		if err == nil {
+			return rec, nil
+		}
+		r.ownDone = true
+		if err != io.EOF {
+			r.ownErr = err
+		}
+	}
+	rec, err := r.nextPart()
+	if err == io.EOF && r.ownErr != nil {
+		return nil, r.ownErr
+	}
+	return rec, err
+}
+
+// nextOwn returns the next record of the Reader's own file or stream.
+func (r *Reader) nextOwn() (Record, error) {
 	if r.err != nil {
 		return nil, r.err
 	}

@@ -76,10 +76,25 @@ func (d Damage) String() string {
 
 // Damages returns the damage met so far (at most the first 100), in file
 // order; Damaged counts them all.
-func (r *Reader) Damages() []Damage { return r.damages }
+func (r *Reader) Damages() []Damage {
+	if len(r.parts) == 0 {
+		return r.damages
+	}
+	out := append([]Damage(nil), r.damages...)
+	for _, p := range r.parts {
+		out = append(out, p.damages...)
+	}
+	return out[:min(len(out), maxDamages)]
+}
 
 // Damaged returns how many times reading resumed after damage.
-func (r *Reader) Damaged() int { return r.nDamaged }
+func (r *Reader) Damaged() int {
+	n := r.nDamaged
+	for _, p := range r.parts {
+		n += p.nDamaged
+	}
+	return n
+}
 
 // damaged handles a record at off that could not be read: reading resumes
 // at the next valid record when there is one (nil, nil: Next reads on),
