@@ -23,11 +23,44 @@ const maxSymlinks = 40
 // are followed inside it (an absolute target starts again at SymFS, as in a
 // chroot), so neither a path nor a link under SymFS leads outside it; the
 // resolved path is then checked again with filepath.EvalSymlinks.
+//
+// A path of this machine that already lies in SymFS, where nothing is at
+// SymFS/path, is taken as the path under SymFS it names: qemu-user runs a
+// program with -L ROOT and opens a file its guest names absolutely by
+// ROOT/PATH, else by PATH on the host, so a core's list of libraries mixes
+// the guest's paths (/lib/aarch64-linux-gnu/libc.so.6) with the host's
+// (ROOT/usr/lib/python3.11/lib-dynload/_ctypes...so, where the program
+// found its own files from its host path); with --symfs ROOT both are
+// found, neither outside ROOT.
 func (o *Options) symfsPath(path string) (string, error) {
 	if o.SymFS == "" {
 		return path, nil
 	}
-	return resolveUnder(o.SymFS, path)
+	p, err := resolveUnder(o.SymFS, path)
+	if err == nil {
+		if _, serr := os.Lstat(p); serr == nil {
+			return p, nil
+		}
+	}
+	if root, aerr := filepath.Abs(o.SymFS); aerr == nil {
+		if rest, ok := strings.CutPrefix(filepath.Clean(path), filepath.Clean(root)+"/"); ok {
+			if q, qerr := resolveUnder(o.SymFS, rest); qerr == nil {
+				if _, serr := os.Lstat(q); serr == nil {
+					return q, nil
+				}
+			}
+		}
+	}
+	return p, err
+}
+
+// SymFSPath returns where the file at path on the profiled machine is
+// found under symfs (perf's --symfs: a copy of that machine's root; ""
+// for this machine), resolved as Options.SymFS resolves object paths: as
+// if symfs were the root, symbolic links followed inside it, never outside.
+func SymFSPath(symfs, path string) (string, error) {
+	o := Options{SymFS: symfs}
+	return o.symfsPath(path)
 }
 
 // inDebugDirs returns where rel, a path below a debug directory, is looked

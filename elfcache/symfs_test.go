@@ -142,3 +142,27 @@ func TestWithin(t *testing.T) {
 		}
 	}
 }
+
+// TestSymFSPathHostPathInRoot: a path of this machine that lies in the
+// symfs (qemu-user's -L ROOT records such paths for files its guest
+// found by their host path) is found where it lies; a path to the same
+// place through "..", or to the file outside the symfs, is not.
+func TestSymFSPathHostPathInRoot(t *testing.T) {
+	symfs, secret := symfsTree(t)
+	want := filepath.Join(symfs, "usr/lib/libx.so")
+	for _, p := range []string{"/usr/lib/libx.so", filepath.Join(symfs, "usr/lib/libx.so")} {
+		got, err := SymFSPath(symfs, p)
+		if err != nil || got != want {
+			t.Errorf("SymFSPath(%q) = %q, %v; want %q", p, got, err, want)
+		}
+	}
+	for _, p := range []string{secret, symfs + "/../secret.so", symfs + "/links/abs-out"} {
+		got, err := SymFSPath(symfs, p)
+		if err == nil && got == secret {
+			t.Errorf("SymFSPath(%q) = %q: outside the symfs", p, got)
+		}
+	}
+	if got, _ := SymFSPath("", "/usr/lib/libx.so"); got != "/usr/lib/libx.so" {
+		t.Errorf("no symfs: %q", got)
+	}
+}

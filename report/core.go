@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 
@@ -146,11 +145,11 @@ func openCore(name string, opts CoreOptions, open func(*coredump.Options) (*core
 			// (coredump.Options.Executable).
 			return os.Open(cc.exe)
 		}
-		f, err := os.Open(filepath.Join(opts.SymFS, p))
+		f, err := openUnder(opts.SymFS, p)
 		if q, ok := strings.CutSuffix(p, " (deleted)"); ok && err != nil && cc.hasBuildID(p) {
 			// Deleted while mapped: the file now at the path, whose
 			// build-id coredump checks against the core's.
-			return os.Open(filepath.Join(opts.SymFS, q))
+			return openUnder(opts.SymFS, q)
 		}
 		return f, err
 	}
@@ -166,6 +165,16 @@ func openCore(name string, opts CoreOptions, open func(*coredump.Options) (*core
 		return nil, fmt.Errorf("%s: --exe %s: the core names no main executable (no NT_FILE mapping holds AT_ENTRY)", name, opts.Exe)
 	}
 	return cc, nil
+}
+
+// openUnder opens the file at path on the machine a core was dumped on,
+// under symfs as elfcache resolves object paths there.
+func openUnder(symfs, path string) (*os.File, error) {
+	p, err := elfcache.SymFSPath(symfs, path)
+	if err != nil {
+		return nil, err
+	}
+	return os.Open(p)
 }
 
 // mainExecutable returns the recorded path of the mapping holding the

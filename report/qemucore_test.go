@@ -246,3 +246,80 @@ func qemuCrash(t *testing.T, qemu, sysroot, dir, exe string) (string, string) {
 	require.Len(t, cores, 1, "qemu's core of the program; it printed %q", out)
 	return string(out), cores[0]
 }
+
+// qemuPluginC and qemuPlugMainC: a program that loads a library by the
+// path it is given and calls into it, where it aborts.
+const (
+	qemuPluginC = `#include <stdlib.h>
+static volatile int sink;
+__attribute__((noinline)) void plug_leaf(int n) { sink = n; abort(); }
+__attribute__((noinline)) void plug_entry(int n) { plug_leaf(n + 1); sink++; }
+`
+	qemuPlugMainC = `#include <dlfcn.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+	void *h = dlopen(argv[1], RTLD_NOW);
+	if (!h) { puts(dlerror()); return 1; }
+	void (*entry)(int) = (void (*)(int))dlsym(h, "plug_entry");
+	entry(argc);
+	return 0;
+}
+`
+)
+
+// TestQemuCoreHostPathLibrary: qemu-aarch64 -L ROOT opens a path its
+// guest names by ROOT/PATH, or else by PATH on the host, so a program
+// that finds its own files from its host path (python's lib-dynload, here
+// a plugin given by its host path) has libraries in the dynamic linker's
+// list under host paths that lie in ROOT. With --symfs ROOT, before,
+// such a library was looked for at ROOT/ROOT/..., left unmapped with a
+// warning, and the stack through it ended fp_guess (gdb-multiarch, given
+// the sysroot, does not load it either). Now it is found where it lies in
+// ROOT: the stack is the source's (abort, plug_leaf, plug_entry, main,
+// libc's start, _start), outermost, plug_leaf in the plugin.
+func TestQemuCoreHostPathLibrary(t *testing.T) {
+	qemu, sysroot := needQemuARM64(t)
+	dir := t.TempDir()
+	root := filepath.Join(dir, "root")
+	for _, lib := range []string{"libc.so.6", "ld-linux-aarch64.so.1"} {
+		b, err := os.ReadFile(filepath.Join(sysroot, "lib", lib))
+		require.NoError(t, err)
+		require.NoError(t, os.MkdirAll(filepath.Join(root, "lib"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(root, "lib", lib), b, 0o755))
+	}
+	build := t.TempDir()
+	plug := testprog.Compile(t, "aarch64-linux-gnu-gcc", build, "libplug.c", qemuPluginC, "-g", "-O2", "-shared", "-fPIC")
+	exe := testprog.Compile(t, "aarch64-linux-gnu-gcc", build, "prog.c", qemuPlugMainC, "-g", "-O2")
+	for from, to := range map[string]string{plug: "opt/plug/libplug.so", exe: "usr/bin/prog"} {
+		b, err := os.ReadFile(from)
+		require.NoError(t, err)
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(root, to)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(root, to), b, 0o755))
+	}
+	exe, plug = filepath.Join(root, "usr/bin/prog"), filepath.Join(root, "opt/plug/libplug.so")
+	run := filepath.Join(dir, "run")
+	require.NoError(t, os.Mkdir(run, 0o755))
+	cmd := exec.Command("sh", "-c", `ulimit -c unlimited && exec "$@"`, "sh", qemu, "-L", root, exe, plug)
+	cmd.Dir = run
+	out, _ := cmd.CombinedOutput() // it aborts
+	cores, _ := filepath.Glob(filepath.Join(run, "qemu_prog_*.core"))
+	require.Len(t, cores, 1, "qemu's core of the program; it printed %q", out)
+
+	var warnings []string
+	opts := CoreOptions{Options: Options{Kallsyms: "-", BuildIDDir: t.TempDir(), SymFS: root,
+		Warn: func(m string) { warnings = append(warnings, m) }}, Exe: exe}
+	_, s := lastCoreSample(t, cores[0], opts)
+	joined := strings.Join(warnings, "\n")
+	assert.NotContains(t, joined, "left unmapped")
+	assert.Contains(t, joined, "and 3 shared libraries where the dynamic linker's list")
+	var names, modules []string
+	for _, f := range s.Frames {
+		names, modules = append(names, f.Symbol), append(modules, f.Module)
+	}
+	assert.True(t, testprog.HasChain(names, []string{"abort", "plug_leaf", "plug_entry", "main"}), "frames %q", names)
+	assert.Equal(t, []string{"__libc_start_main", "_start"}, names[max(0, len(names)-2):], "frames %q", names)
+	assert.Equal(t, "outermost", s.Stop, "frames %q", names)
+	if i := slices.Index(names, "plug_leaf"); assert.GreaterOrEqual(t, i, 0) {
+		assert.Equal(t, plug, modules[i])
+	}
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ustack/ustack/arch"
 	"github.com/ustack/ustack/coredump"
+	"github.com/ustack/ustack/elfcache"
 )
 
 // LibraryQuery is a shared library named without a directory: a
@@ -68,7 +69,7 @@ func LibraryPaths(a arch.Arch, symfs string, known []string, queries []LibraryQu
 			}
 			for _, d := range dirs {
 				p := filepath.Join(d, q.Name)
-				if libraryMatches(a, filepath.Join(symfs, p), q.BuildID, q.BuildIDPrefix) {
+				if libraryMatches(a, symfs, p, q.BuildID, q.BuildIDPrefix) {
 					out[i] = p
 					for _, r := range runPaths(a, symfs, p) {
 						addDir(r)
@@ -98,10 +99,14 @@ func systemLibraryDirs(a arch.Arch) []string {
 // elfMachine is the ELF machine of each architecture.
 var elfMachine = map[arch.Arch]elf.Machine{arch.AMD64: elf.EM_X86_64, arch.ARM64: elf.EM_AARCH64}
 
-// libraryMatches reports whether file is a 64-bit ELF object of the
-// architecture with the build-id want (any, for nil; one that starts with
-// want, for prefix).
-func libraryMatches(a arch.Arch, file string, want []byte, prefix bool) bool {
+// libraryMatches reports whether the file at path (under symfs) is a
+// 64-bit ELF object of the architecture with the build-id want (any, for
+// nil; one that starts with want, for prefix).
+func libraryMatches(a arch.Arch, symfs, path string, want []byte, prefix bool) bool {
+	file, err := elfcache.SymFSPath(symfs, path)
+	if err != nil {
+		return false
+	}
 	f, err := os.Open(file)
 	if err != nil {
 		return false
@@ -125,7 +130,11 @@ func libraryMatches(a arch.Arch, file string, want []byte, prefix bool) bool {
 // at path (on the profiled machine), $ORIGIN expanded to its directory;
 // other tokens ($LIB, $PLATFORM) leave their entry out.
 func runPaths(a arch.Arch, symfs, path string) []string {
-	f, err := elf.Open(filepath.Join(symfs, path))
+	file, err := elfcache.SymFSPath(symfs, path)
+	if err != nil {
+		return nil
+	}
+	f, err := elf.Open(file)
 	if err != nil {
 		return nil
 	}
