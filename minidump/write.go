@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf16"
@@ -303,8 +304,13 @@ func Write(w io.Writer, c *coredump.Core, opts WriteOptions) (WriteStats, error)
 		b.stream(StreamException, x)
 	}
 
-	// Linux streams.
-	b.stream(StreamLinuxMaps, procMaps(c))
+	// Linux streams. A core made of a module list (a minidump without
+	// /proc/PID/maps: Crashpad's) has no maps to write: lines made of
+	// its modules would claim read-only mappings of whole objects, and
+	// a reader takes maps over the module list.
+	if !slices.ContainsFunc(c.Mappings, func(m coredump.Mapping) bool { return m.Module }) {
+		b.stream(StreamLinuxMaps, procMaps(c))
+	}
 	var auxv []byte
 	for _, e := range c.Auxv {
 		auxv = binary.LittleEndian.AppendUint64(auxv, e.Type)

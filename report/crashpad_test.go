@@ -100,6 +100,19 @@ func TestCrashpadMinidump(t *testing.T) {
 		}
 	}
 	t.Logf("%d threads, each the frames of lldb's bt all; %d go deeper than lldb", len(report), deeper)
+
+	// ustack minidump of it reports the same: with no /proc/PID/maps to
+	// keep, it writes none (before, lines made of the modules claimed
+	// read-only mappings of whole objects, and every stack was one frame).
+	c, err := OpenCore(dmp, opts)
+	require.NoError(t, err)
+	again := filepath.Join(t.TempDir(), "again.dmp")
+	_, err = WriteMinidump(again, c, opts, minidump.WriteOptions{})
+	c.Close()
+	require.NoError(t, err)
+	text, _ := coreReport(t, dmp, "text", opts)
+	textAgain, _ := coreReport(t, again, "text", opts)
+	assert.Equal(t, string(text), string(textAgain), "the report of ustack's minidump of the Crashpad dump")
 }
 
 // chromiumBinary is the program /usr/bin/chromium (a shell script) runs.
