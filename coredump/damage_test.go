@@ -6,7 +6,9 @@ import (
 	"io"
 	"math/rand"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
@@ -86,8 +88,21 @@ func TestCompressedCopiesGiveIdenticalResults(t *testing.T) {
 				}),
 				"lz4": write("core.lz4", func(w io.Writer) io.WriteCloser { return lz4.NewWriter(w) }),
 			}
+			kinds := []string{"raw", "zstd", "xz", "lz4"}
+			// Ubuntu's apport reports, as its problem_report writes
+			// them (testdata/gen/apport_write.py), gzip and legacy zlib.
+			if py, err := exec.LookPath("python3"); err == nil {
+				for kind, args := range map[string][]string{"apport": nil, "apport-legacy": {"--legacy"}} {
+					p := filepath.Join(dir, kind+".crash")
+					cmd := exec.Command(py, append([]string{filepath.Join("..", "testdata", "gen", "apport_write.py"), paths["raw"], p}, args...)...)
+					out, err := cmd.CombinedOutput()
+					require.NoError(t, err, "%s", out)
+					paths[kind] = p
+					kinds = append(kinds, kind)
+				}
+			}
 			var want summary
-			for _, kind := range []string{"raw", "zstd", "xz", "lz4"} {
+			for _, kind := range kinds {
 				head := make([]byte, 64)
 				f, err := os.Open(paths[kind])
 				require.NoError(t, err)
@@ -97,7 +112,7 @@ func TestCompressedCopiesGiveIdenticalResults(t *testing.T) {
 				comp, ok := coredump.Sniff(head)
 				require.True(t, ok, kind)
 				if kind != "raw" {
-					assert.Equal(t, kind, string(comp))
+					assert.Equal(t, strings.TrimSuffix(kind, "-legacy"), string(comp))
 				}
 				c, err := coredump.Open(paths[kind], tr.options())
 				require.NoError(t, err, kind)
@@ -354,5 +369,27 @@ func TestOpenPipe(t *testing.T) {
 		assert.Equal(t, summarize(t, want, tr), summarize(t, c, tr), name)
 		c.Close()
 		r.Close()
+	}
+}
+
+// TestApportReportErrors: an apport report without a core, or with a
+// CoreDump whose base64 is damaged, gives an error naming the file and
+// what is wrong.
+func TestApportReportErrors(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"nocore.crash":  "ProblemType: Crash\nSignal: 11\nExecutablePath: /usr/bin/prog\n",
+		"badb64.crash":  "ProblemType: Crash\nCoreDump: base64\n H4sICAAAAAAC/0NvcmVEdW1wAA==\n !!!not base64!!!\n",
+		"notb64.crash":  "ProblemType: Crash\nCoreDump: some text\n",
+		"cutgzip.crash": "ProblemType: Crash\nCoreDump: base64\n H4sI\n",
+	} {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(body), 0o600))
+		_, err := coredump.Open(p, nil)
+		require.Error(t, err, name)
+		assert.Contains(t, err.Error(), p, name)
+		want := map[string]string{"nocore.crash": "holds no CoreDump", "badb64.crash": "base64", "notb64.crash": "not base64-encoded",
+			"cutgzip.crash": "gzip header cut short"}[name]
+		assert.Contains(t, err.Error(), want, name)
 	}
 }

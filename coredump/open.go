@@ -23,6 +23,9 @@ const (
 	Zstd Compression = "zstd"
 	XZ   Compression = "xz"
 	LZ4  Compression = "lz4"
+	// Apport is an apport report (Ubuntu's /var/crash/*.crash) holding
+	// the core in its CoreDump field (apport.go).
+	Apport Compression = "apport"
 )
 
 const defaultMaxDecompressed = 64 << 30
@@ -40,6 +43,8 @@ func Sniff(head []byte) (compression Compression, ok bool) {
 		return XZ, true
 	case bytes.HasPrefix(head, []byte{0x04, 0x22, 0x4d, 0x18}):
 		return LZ4, true
+	case bytes.HasPrefix(head, []byte(apportPrefix)):
+		return Apport, true
 	}
 	return None, false
 }
@@ -115,7 +120,7 @@ func readHead(r io.Reader, name string, opts *Options) (head []byte, comp Compre
 			c, err := Parse(buf[:n], name, opts)
 			return nil, None, c, err
 		}
-		return nil, None, nil, fmt.Errorf("%s: %w (neither ELF nor zstd, xz or lz4)", name, ErrNotCore)
+		return nil, None, nil, fmt.Errorf("%s: %w (neither ELF nor zstd, xz or lz4, nor an apport report)", name, ErrNotCore)
 	}
 	return buf[:n], comp, nil, nil
 }
@@ -166,6 +171,12 @@ func decompress(f io.Reader, path string, comp Compression, opts *Options) (*os.
 		r = x
 	case LZ4:
 		r = lz4.NewReader(f)
+	case Apport:
+		a, err := apportCore(f)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		r = a
 	}
 	limit := opts.MaxDecompressed
 	if limit <= 0 {

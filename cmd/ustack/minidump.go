@@ -12,7 +12,7 @@ import (
 // cmdMinidump writes a minidump of a core dump (minidump.WriteFile).
 func cmdMinidump(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("minidump", flag.ContinueOnError)
-	input := fs.String("i", "", "the core dump `file` (ELF core, also zstd, xz or lz4 compressed; - reads standard input, as from coredumpctl dump); also given as the argument")
+	input := fs.String("i", "", "the core dump `file` (ELF core, also zstd, xz or lz4 compressed or in an apport .crash report; - reads standard input, as from coredumpctl dump); also given as the argument")
 	alias(fs, "input", "i")
 	output := fs.String("o", "", "write the minidump to `file` (created 0600; an existing one is kept as FILE.old)")
 	alias(fs, "output", "o")

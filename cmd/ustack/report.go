@@ -81,7 +81,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&filt.time, "time", "", "only samples in this time `range`: start,stop in seconds (start, or ,stop for open ranges; several separated by spaces)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: ustack report [flags] [FILE]\n\nUnwinds and symbolizes every sample of a recording (FILE or -i, default perf.data) and prints its stack;\n"+
-			"of an ELF core dump or a minidump (x86_64 or aarch64, also compressed with zstd, xz or lz4), every thread's stack.\n"+
+			"of an ELF core dump or a minidump (x86_64 or aarch64, also compressed with zstd, xz or lz4, or in an apport .crash report), every thread's stack.\n"+
 			"Exit status: 0 ok, 1 error, 2 usage, 3 damaged recording (intact samples reported), 4 no samples in the recording.\n"+
 			"The JSON's \"how\" and \"stop\" values: %s\n\nflags:\n", glossaryURL)
 		printFlags(fs)
