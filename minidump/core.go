@@ -60,6 +60,9 @@ func (d *Dump) Core() (*coredump.Core, error) {
 		p.Warnings = append(p.Warnings, w)
 	}
 	pid := d.Status.PID
+	if pid == 0 {
+		pid = int(d.ProcessID)
+	}
 	if d.Status.Known || len(d.CmdLine) > 0 {
 		p.Process = coredump.Process{PID: d.Status.PID, PPID: d.Status.PPID, Comm: d.Status.Name,
 			UID: d.Status.UID, GID: d.Status.GID, State: d.Status.State, Args: strings.Join(d.CmdLine, " "), Known: true}

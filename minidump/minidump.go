@@ -87,6 +87,10 @@ type Dump struct {
 	// Status is /proc/PID/status (LinuxProcStatus); Status.Known is false
 	// without it.
 	Status ProcStatus
+	// ProcessID is the MiscInfo stream's process id (0 where it gives
+	// none): the process's pid where no Status says it (Crashpad writes
+	// no Linux streams).
+	ProcessID uint32
 	// DSODebug is the dynamic linker's list of loaded objects; nil where
 	// the dump has none.
 	DSODebug *DSODebug
@@ -390,9 +394,22 @@ func (d *Dump) decodeStreams() {
 	d.decodeThreadNames()
 	d.decodeModules()
 	d.decodeException()
+	d.decodeMiscInfo()
 	d.decodeLinux()
 	if d.Arch == arch.Unknown {
 		d.warnf(0, "no architecture: neither the system information nor a thread context says x86_64 or arm64")
+	}
+}
+
+// decodeMiscInfo reads the process id of MINIDUMP_MISC_INFO: SizeOfInfo,
+// Flags1 (MINIDUMP_MISC1_PROCESS_ID, 1: ProcessId is set), ProcessId.
+func (d *Dump) decodeMiscInfo() {
+	b, _, ok := d.stream(StreamMiscInfo)
+	if !ok || len(b) < 12 {
+		return
+	}
+	if le.Uint32(b[4:])&1 != 0 {
+		d.ProcessID = le.Uint32(b[8:])
 	}
 }
 

@@ -335,6 +335,17 @@ func Write(w io.Writer, c *coredump.Core, opts WriteOptions) (WriteStats, error)
 		b.stream(StreamLinuxStatus, []byte(status))
 	}
 
+	// MINIDUMP_MISC_INFO (its first version, 24 bytes) with the process
+	// id alone (MINIDUMP_MISC1_PROCESS_ID): what says the threads'
+	// process where no status stream does.
+	if len(c.Threads) > 0 && c.Threads[0].PID > 0 {
+		mi := make([]byte, 24)
+		le.PutUint32(mi, 24)
+		le.PutUint32(mi[4:], 1)
+		le.PutUint32(mi[8:], uint32(c.Threads[0].PID))
+		b.stream(StreamMiscInfo, mi)
+	}
+
 	// The directory, then the header.
 	b.align(4)
 	dirRVA := uint32(len(b.buf))

@@ -63,6 +63,15 @@ func TestCrashpadMinidump(t *testing.T) {
 	threads, first, out := lldbBacktraces(t, lldb, search, dmp, 3*testprog.Timeout)
 	assert.Contains(t, first, "signal SIGSEGV", "lldb's first thread is the signalled one")
 	require.Len(t, threads, len(report), "lldb's threads: %s", out)
+	// Every thread is the process's: its pid (MiscInfo's process id,
+	// with no /proc/PID/status in the dump) is its main thread's id.
+	// Before, each thread's pid was its own id.
+	mainThread := false
+	for _, s := range report {
+		assert.Equal(t, report[0].Pid, s.Pid, "tid %d", s.Tid)
+		mainThread = mainThread || s.Tid == s.Pid
+	}
+	assert.True(t, mainThread, "no thread's id is the pid %d", report[0].Pid)
 	assert.Equal(t, "SIGSEGV", str(report[0].Signal))
 	deeper := 0
 	for i, s := range report {
