@@ -310,8 +310,18 @@ func (s *coreSession) hostVDSO(img []byte) func() []byte {
 	}
 	for _, o := range s.core.Objects() {
 		if o.Path == "[vdso]" && len(o.BuildID) > 0 && !o.BuildIDPrefix {
+			want := o.BuildID
 			return func() []byte {
-				b, _ := read()
+				// Another kernel's vdso is no surprise: it is left
+				// out quietly (the resolver would warn of the
+				// mismatch).
+				b, err := read()
+				if err != nil {
+					return nil
+				}
+				if id, err := coredump.FileBuildID(bytes.NewReader(b)); err != nil || !bytes.Equal(id, want) {
+					return nil
+				}
 				return b
 			}
 		}
