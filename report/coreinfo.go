@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/ustack/ustack/coredump"
 	"github.com/ustack/ustack/resolve"
@@ -82,9 +83,19 @@ func WriteCoreInfo(w io.Writer, c *Core, opts CoreOptions) error {
 		}
 		fmt.Fprintln(bw)
 	}
-	fmt.Fprintf(bw, "mappings: %d\n", len(c.Mappings))
-	for _, m := range c.Mappings {
-		fmt.Fprintf(bw, "  %016x-%016x %08x %s\n", m.Start, m.End, m.FileOffset, m.Path)
+	if slices.ContainsFunc(c.Mappings, func(m coredump.Mapping) bool { return m.Module }) {
+		// A minidump without /proc/PID/maps (Crashpad's): its modules,
+		// placed segment by segment from each one's file.
+		placed := slices.DeleteFunc(slices.Clone(s.maps), func(m resolve.Mapping) bool { return m.Path == anonPath })
+		fmt.Fprintf(bw, "mappings: %d, of the module list (the dump holds no /proc/PID/maps), placed from each object's segments\n", len(placed))
+		for _, m := range placed {
+			fmt.Fprintf(bw, "  %016x-%016x %08x %s\n", m.Start, m.End, m.PgOff, m.Path)
+		}
+	} else {
+		fmt.Fprintf(bw, "mappings: %d\n", len(c.Mappings))
+		for _, m := range c.Mappings {
+			fmt.Fprintf(bw, "  %016x-%016x %08x %s\n", m.Start, m.End, m.FileOffset, m.Path)
+		}
 	}
 	// Executable memory no file backs (a JIT's code): NT_FILE leaves it
 	// out, the report walks it by frame pointers.
