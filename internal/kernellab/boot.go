@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -26,6 +28,11 @@ type Guest struct {
 	Share string
 	// Timeout bounds the whole boot (default 6 minutes).
 	Timeout time.Duration
+	// Stall, when set, ends the boot early when nothing in Share
+	// changed for that long (Result.Stalled): a guest hung under TCG
+	// (seen once: the arm64 6.12 guest stopped between two commands of
+	// its script, before opening a file on the share, for 20 minutes).
+	Stall time.Duration
 	// CPUs and MemoryMB size the guest (default 2 and 1024).
 	CPUs, MemoryMB int
 }
@@ -36,6 +43,9 @@ type Result struct {
 	Log     string        // the script's output (/share/run.log)
 	Status  int           // the script's exit status
 	Elapsed time.Duration // boot to power-off
+	// Stalled says the boot was ended because nothing in the share
+	// changed for Guest.Stall.
+	Stalled bool
 }
 
 // initScript mounts what ustack needs (proc, sys, tracefs, debugfs, the
@@ -131,6 +141,12 @@ func Boot(ctx context.Context, k *Kernel, g Guest) (*Result, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.Timeout)
 	defer cancel()
+	var stalled atomic.Bool
+	if g.Stall > 0 {
+		stop := make(chan struct{})
+		defer close(stop)
+		go watchStall(g.Share, g.Stall, stop, func() { stalled.Store(true); cancel() })
+	}
 	cmd := exec.CommandContext(ctx, qemu, args...)
 	var console lockedBuffer
 	cmd.Stdout, cmd.Stderr = &console, &console
@@ -146,6 +162,9 @@ func Boot(ctx context.Context, k *Kernel, g Guest) (*Result, error) {
 	if rcErr == nil {
 		res.Status, _ = strconv.Atoi(strings.TrimSpace(string(rc)))
 	}
+	if res.Stalled = stalled.Load(); res.Stalled {
+		return res, fmt.Errorf("kernellab: %s: nothing in the share changed for %v; console ends:\n%s", k, g.Stall, tail(res.Console, 3000))
+	}
 	if ctx.Err() != nil {
 		return res, fmt.Errorf("kernellab: %s did not power off within %v; console ends:\n%s", k, g.Timeout, tail(res.Console, 3000))
 	}
@@ -153,6 +172,47 @@ func Boot(ctx context.Context, k *Kernel, g Guest) (*Result, error) {
 		return res, fmt.Errorf("kernellab: %s: the guest script did not finish (qemu: %v); console ends:\n%s", k, runErr, tail(res.Console, 3000))
 	}
 	return res, nil
+}
+
+// watchStall calls stalled when nothing under dir (its files' names,
+// sizes and times) changed for d, checking every few seconds until stop.
+func watchStall(dir string, d time.Duration, stop <-chan struct{}, stalled func()) {
+	tick := time.NewTicker(min(d/4, 10*time.Second))
+	defer tick.Stop()
+	last, since := shareState(dir), time.Now()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		if now := shareState(dir); now != last {
+			last, since = now, time.Now()
+		} else if time.Since(since) >= d {
+			stalled()
+			return
+		}
+	}
+}
+
+// shareState sums what changes in dir as a guest works in it.
+func shareState(dir string) string {
+	var n, size int64
+	var latest time.Time
+	filepath.WalkDir(dir, func(_ string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if fi, err := e.Info(); err == nil {
+			n++
+			size += fi.Size()
+			if fi.ModTime().After(latest) {
+				latest = fi.ModTime()
+			}
+		}
+		return nil
+	})
+	return fmt.Sprint(n, size, latest.UnixNano())
 }
 
 func tail(s string, n int) string {

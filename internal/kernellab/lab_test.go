@@ -345,7 +345,10 @@ func bootLab(t *testing.T, suite, arch string) *labRun {
 		os.MkdirAll(share, 0o755)
 	}
 	start := time.Now()
-	g := Guest{Share: share, Files: p.files, Script: guestScript(labJobs(p)), Timeout: 20 * time.Minute}
+	// A guest whose share shows no progress for 6 minutes is hung (one
+	// job takes seconds to a minute, 3 alone on a busy machine): it is
+	// booted once more, as one that crashed.
+	g := Guest{Share: share, Files: p.files, Script: guestScript(labJobs(p)), Timeout: 20 * time.Minute, Stall: 6 * time.Minute}
 	if arch == "amd64" {
 		// One CPU: with two, TCG has crashed a 6.12 guest in __schedule
 		// while the kernel patched its own code (an invalid opcode in a
@@ -358,10 +361,16 @@ func bootLab(t *testing.T, suite, arch string) *labRun {
 	ctx, cancel, deadline := bootContext(t)
 	defer cancel()
 	res, err := Boot(ctx, k, g)
-	if err != nil && res != nil && res.Status == -1 && strings.Contains(res.Console, "Oops") && ctx.Err() == nil {
-		// The guest kernel crashed: say so, and boot it once more.
-		t.Logf("%s crashed under TCG; booting it again. Its console ended:\n%s", k, tail(res.Console, 2000))
+	if err != nil && res != nil && res.Status == -1 && (strings.Contains(res.Console, "Oops") || res.Stalled) && ctx.Err() == nil {
+		// The guest kernel crashed or hung: say so, and boot it once
+		// more.
+		what := "crashed"
+		if res.Stalled {
+			what = fmt.Sprintf("hung (nothing in its share changed for %v; its script had printed %q)", g.Stall, tail(res.Log, 300))
+		}
+		t.Logf("%s %s under TCG; booting it again. Its console ended:\n%s", k, what, tail(res.Console, 2000))
 		os.RemoveAll(filepath.Join(share, "out"))
+		os.Remove(filepath.Join(share, "run.log"))
 		res, err = Boot(ctx, k, g)
 	}
 	if err != nil && ctx.Err() != nil && !deadline.IsZero() {
