@@ -18,7 +18,7 @@ import (
 // dumps no /proc/PID/maps, so nothing says which file it was.
 type LibraryQuery struct {
 	Name    string
-	BuildID []byte // the module list's; nil where it gives none
+	BuildID []byte // the module list's; a query without one is not looked for
 	// BuildIDPrefix says that BuildID is only the first bytes of the
 	// build-id (a PDB70 CodeView record keeps 16).
 	BuildIDPrefix bool
@@ -33,8 +33,8 @@ type LibraryQuery struct {
 // architecture. Each directory is looked in under symfs (perf's --symfs:
 // a copy of the machine's root; "" for this machine). A file is taken
 // only where it is an ELF object of the architecture whose build-id is
-// the query's (any, for a query without one): a name alone never picks a
-// file of another build.
+// the query's: a name alone never picks a file of another build, and a
+// query without a build-id is not looked for.
 func LibraryPaths(a arch.Arch, symfs string, known []string, queries []LibraryQuery) []string {
 	out := make([]string, len(queries))
 	var dirs []string
@@ -64,7 +64,7 @@ func LibraryPaths(a arch.Arch, symfs string, known []string, queries []LibraryQu
 	for range len(queries) + 1 {
 		before := len(dirs)
 		for i, q := range queries {
-			if out[i] != "" || q.Name == "" || strings.Contains(q.Name, "/") {
+			if out[i] != "" || q.Name == "" || strings.Contains(q.Name, "/") || len(q.BuildID) == 0 {
 				continue
 			}
 			for _, d := range dirs {
@@ -100,8 +100,8 @@ func systemLibraryDirs(a arch.Arch) []string {
 var elfMachine = map[arch.Arch]elf.Machine{arch.AMD64: elf.EM_X86_64, arch.ARM64: elf.EM_AARCH64}
 
 // libraryMatches reports whether the file at path (under symfs) is a
-// 64-bit ELF object of the architecture with the build-id want (any, for
-// nil; one that starts with want, for prefix).
+// 64-bit ELF object of the architecture with the build-id want (one that
+// starts with want, for prefix).
 func libraryMatches(a arch.Arch, symfs, path string, want []byte, prefix bool) bool {
 	file, err := elfcache.SymFSPath(symfs, path)
 	if err != nil {
@@ -115,9 +115,6 @@ func libraryMatches(a arch.Arch, symfs, path string, want []byte, prefix bool) b
 	ef, err := elf.NewFile(f)
 	if err != nil || ef.Class != elf.ELFCLASS64 || ef.Machine != elfMachine[a] {
 		return false
-	}
-	if want == nil {
-		return true
 	}
 	id, err := coredump.FileBuildID(f)
 	if prefix && len(id) > len(want) {

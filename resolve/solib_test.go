@@ -19,8 +19,8 @@ import (
 // where libB.so is; another build of libB.so (another build-id) sits in
 // the system's library directory, searched before /opt/private is known.
 // Each is found where it was put, by its build-id, never the other
-// build's; a name nothing holds, and a file of another architecture, are
-// not found.
+// build's; a name nothing holds, a file of another architecture, and a
+// name without a build-id (which could be any build) are not found.
 func TestLibraryPaths(t *testing.T) {
 	root := t.TempDir()
 	build := func(dir, name, id string, flags ...string) string {
@@ -60,9 +60,10 @@ func TestLibraryPaths(t *testing.T) {
 		{Name: "libB.so", BuildID: id(idB)[:16], BuildIDPrefix: true},
 		{Name: "libnone.so.1", BuildID: id(idA)},
 		{Name: "libwrong.so"},
+		{Name: "libA.so"},
 		{Name: "libA.so", BuildID: id(idOther)},
 	})
-	assert.Equal(t, []string{libB, libA, "/usr/lib/x86_64-linux-gnu/libB.so", libB, "", "", ""}, got)
+	assert.Equal(t, []string{libB, libA, "/usr/lib/x86_64-linux-gnu/libB.so", libB, "", "", "", ""}, got)
 
 	got = LibraryPaths(arch.ARM64, root, nil, []LibraryQuery{
 		{Name: "libwrong.so", BuildID: id("92a4c03c5ff6411b56978d97a42ee4500f224ba9")},
