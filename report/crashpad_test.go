@@ -147,8 +147,17 @@ func crashpadDump(t *testing.T) string {
 		"--no-first-run", "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0", "--user-data-dir="+data, "about:blank")
 	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var log bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &log, &log
+	// Its output goes to a file (the descriptor itself: no goroutine of
+	// ours copies it while the test reads it).
+	logPath := filepath.Join(dir, "chromium.log")
+	logFile, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	require.NoError(t, err)
+	defer logFile.Close()
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	chromiumLog := func() []byte {
+		b, _ := os.ReadFile(logPath)
+		return b
+	}
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
@@ -164,7 +173,7 @@ func crashpadDump(t *testing.T) string {
 			port, _, _ = strings.Cut(string(b), "\n")
 		}
 	}
-	require.NotEmpty(t, port, "chromium wrote no DevToolsActivePort: %s", log.Bytes())
+	require.NotEmpty(t, port, "chromium wrote no DevToolsActivePort: %s", chromiumLog())
 	req, err := http.NewRequestWithContext(ctx, http.MethodPut, "http://127.0.0.1:"+port+"/json/new?chrome://crash", nil)
 	require.NoError(t, err)
 	resp, err := http.DefaultClient.Do(req)
@@ -192,7 +201,7 @@ func crashpadDump(t *testing.T) string {
 			return dmp
 		}
 	}
-	t.Fatalf("Crashpad wrote no minidump in %s: %s", pending, log.Bytes())
+	t.Fatalf("Crashpad wrote no minidump in %s: %s", pending, chromiumLog())
 	return ""
 }
 
