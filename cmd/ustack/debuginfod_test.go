@@ -91,6 +91,20 @@ func buildDebuginfodProg(t *testing.T, dir, srvDir string) (prog, lib dbgObject)
 	return split(fullProg), split(fullLib)
 }
 
+// serveDebuginfodProg builds the program and library (buildDebuginfodProg)
+// in a new directory, which it returns, and starts Debian's debuginfod
+// serving them, once it has scanned all four files.
+func serveDebuginfodProg(t *testing.T) (dir string, prog, lib dbgObject, srv *debuginfodtest.Server) {
+	t.Helper()
+	dir = t.TempDir()
+	srvDir := filepath.Join(dir, "server")
+	require.NoError(t, os.MkdirAll(srvDir, 0o755))
+	prog, lib = buildDebuginfodProg(t, dir, srvDir)
+	srv = debuginfodtest.Start(t, srvDir, dir)
+	srv.WaitScanned(t, 4)
+	return dir, prog, lib, srv
+}
+
 func mustRun(t *testing.T, name string, args ...string) {
 	t.Helper()
 	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
@@ -197,12 +211,7 @@ func TestReportDebuginfod(t *testing.T) {
 	if !debuginfodtest.InNetns(t, "perf", "gcc", "objcopy", "strip") {
 		return
 	}
-	dir := t.TempDir()
-	srvDir := filepath.Join(dir, "server")
-	require.NoError(t, os.MkdirAll(srvDir, 0o755))
-	prog, lib := buildDebuginfodProg(t, dir, srvDir)
-	srv := debuginfodtest.Start(t, srvDir, dir)
-	srv.WaitScanned(t, 4)
+	dir, prog, lib, srv := serveDebuginfodProg(t)
 
 	data := filepath.Join(dir, "perf.data")
 	// -N: perf's build-id cache must not keep copies of the objects.
@@ -413,12 +422,7 @@ func TestCoreDebuginfod(t *testing.T) {
 	if !debuginfodtest.InNetns(t, "gcc", "objcopy", "strip", "gdb") {
 		return
 	}
-	dir := t.TempDir()
-	srvDir := filepath.Join(dir, "server")
-	require.NoError(t, os.MkdirAll(srvDir, 0o755))
-	prog, lib := buildDebuginfodProg(t, dir, srvDir)
-	srv := debuginfodtest.Start(t, srvDir, dir)
-	srv.WaitScanned(t, 4)
+	dir, prog, lib, srv := serveDebuginfodProg(t)
 
 	core := filepath.Join(dir, "core")
 	ctx, cancel := context.WithTimeout(context.Background(), testprog.Timeout)
