@@ -29,21 +29,13 @@ import (
 // own. A directory that is not one is refused, saying what it is.
 func openDir(path string) (*Reader, error) {
 	main := filepath.Join(path, "data")
-	f, err := os.Open(main)
-	if err != nil {
+	if st, err := os.Stat(main); err != nil || !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s is a directory, not a perf.data file", path)
 	}
-	st, err := f.Stat()
+	r, err := Open(main)
 	if err != nil {
-		f.Close()
 		return nil, err
 	}
-	r, err := NewFileReader(f, st.Size())
-	if err != nil {
-		f.Close()
-		return nil, withPath(err, main)
-	}
-	r.closer, r.path = f, main
 	if r.s.Pipe {
 		r.Close()
 		return nil, fmt.Errorf("%s: %s is pipe-mode perf.data, not the header of perf's directory format", path, main)
