@@ -170,6 +170,9 @@ type Object struct {
 
 	callSite callSiteState // callsites.go
 
+	targetOnce  sync.Once // calltargets.go
+	callTargets []uint64
+
 	// cachedMu guards cached: the unmap functions of sections mapped
 	// from the SectionCache, released by Close.
 	cachedMu sync.Mutex

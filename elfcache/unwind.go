@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sort"
 
 	"github.com/ustack/ustack/arch"
 	"github.com/ustack/ustack/cfi"
@@ -477,6 +478,32 @@ func (o *Object) Outermost(addr uint64) bool {
 func (o *Object) FunctionStart(addr uint64) (uint64, bool) {
 	_, off, ok := o.Symbolize(addr)
 	return addr - off, ok
+}
+
+// StartBefore returns the link-time address of the first instruction of
+// the function symbol nearest before link-time address addr, which no
+// symbol need cover (a function the symbol table leaves out, as a
+// stripped library's hidden ones, lies between two that it names), or the
+// start of the executable section holding addr where that is nearer (no
+// symbol before it in the section). It implements
+// unwinder.StartBeforeObject.
+func (o *Object) StartBefore(addr uint64) (uint64, bool) {
+	start, ok := uint64(0), false
+	for _, s := range o.ef.Sections {
+		if s.Flags&elf.SHF_EXECINSTR != 0 && s.Flags&elf.SHF_ALLOC != 0 && s.Addr <= addr && addr-s.Addr < s.Size {
+			start, ok = s.Addr, true
+			break
+		}
+	}
+	if t := o.symbols(); t != nil {
+		sp := t.spans
+		if i := sort.Search(len(sp), func(i int) bool { return sp[i].start > addr }); i > 0 {
+			if a := t.syms[sp[i-1].sym].addr; !ok || a > start {
+				start, ok = a, true
+			}
+		}
+	}
+	return start, ok
 }
 
 // entryCodeWindow bounds how far past an unnamed entry point a return

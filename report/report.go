@@ -969,7 +969,7 @@ func (s *Summary) WriteSummary(w io.Writer) {
 		fmt.Fprintln(w)
 	}
 	if n := s.Stops["fp_guess"]; n > 0 {
-		fmt.Fprintf(w, "ustack: %d of %d stacks reached their outermost frame only through a frame-pointer guess (fp_guess): a function without CFI that is not shown to set up the frame pointer followed out of it; its caller may be missing, so these stacks are not called complete\n", n, unwound)
+		fmt.Fprintf(w, "ustack: %d of %d stacks reached their outermost frame only through a guess (fp_guess): a function without CFI was left by a frame pointer it is not shown to set up, or by a return address whose call is not shown to be to it; its caller may be missing, so these stacks are not called complete\n", n, unwound)
 	}
 	if n := s.Stops["stack_switch"]; n > 0 {
 		if s.core {
@@ -1057,7 +1057,7 @@ func (s *Summary) WriteLine(w io.Writer) {
 		// the others ended.
 		fmt.Fprintf(w, ", %d of %d unwound to the outermost frame", out, unwound)
 		if guess > 0 {
-			fmt.Fprintf(w, ", %d reached it only through a frame-pointer guess (fp_guess %d)", guess, guess)
+			fmt.Fprintf(w, ", %d reached it only through a guess (fp_guess %d)", guess, guess)
 		}
 		if early > 0 {
 			fmt.Fprintf(w, ", %d stopped early (", early)

@@ -29,9 +29,9 @@ func TestSummaryLine(t *testing.T) {
 		// Stacks that reached the end through a frame-pointer guess
 		// are neither complete nor stopped early.
 		{Summary{Samples: 1, Stops: map[string]int{"fp_guess": 1}}, "thread",
-			"ustack: 1 thread, 0 of 1 unwound to the outermost frame, 1 reached it only through a frame-pointer guess (fp_guess 1)\n"},
+			"ustack: 1 thread, 0 of 1 unwound to the outermost frame, 1 reached it only through a guess (fp_guess 1)\n"},
 		{Summary{Samples: 10, Stops: map[string]int{"outermost": 6, "fp_guess": 2, "truncated": 1, "loop": 1}}, "sample",
-			"ustack: 10 samples, 6 of 10 unwound to the outermost frame, 2 reached it only through a frame-pointer guess (fp_guess 2), 2 stopped early (loop 1, truncated 1)\n"},
+			"ustack: 10 samples, 6 of 10 unwound to the outermost frame, 2 reached it only through a guess (fp_guess 2), 2 stopped early (loop 1, truncated 1)\n"},
 		{Summary{Samples: 0, Filtered: 3}, "sample", ""},
 	} {
 		var b bytes.Buffer
@@ -47,9 +47,9 @@ func TestSummaryFPGuess(t *testing.T) {
 	var b bytes.Buffer
 	s := Summary{Samples: 10, Stops: map[string]int{"outermost": 1, "fp_guess": 9}}
 	s.WriteSummary(&b)
-	assert.Equal(t, "ustack: 9 of 10 stacks reached their outermost frame only through a frame-pointer guess (fp_guess): "+
-		"a function without CFI that is not shown to set up the frame pointer followed out of it; its caller may be missing, "+
-		"so these stacks are not called complete\n", b.String())
+	assert.Equal(t, "ustack: 9 of 10 stacks reached their outermost frame only through a guess (fp_guess): "+
+		"a function without CFI was left by a frame pointer it is not shown to set up, or by a return address whose call "+
+		"is not shown to be to it; its caller may be missing, so these stacks are not called complete\n", b.String())
 }
 
 // TestSummaryStackSwitch: the summary says what stack_switch stacks miss,

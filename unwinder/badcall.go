@@ -2,6 +2,7 @@ package unwinder
 
 import (
 	"encoding/binary"
+	"strings"
 
 	"github.com/ustack/ustack/arch"
 )
@@ -109,6 +110,7 @@ func (u *Unwinder) callsFunction(space *AddressSpace, m *Mapping, ra, target uin
 		case 0xeb: // jmp rel8
 			return at+2+uint64(int64(int8(b[1]))) == target
 		}
+		return importCall(tm, thunk, mappingAt(space, m, target), target)
 	case arch.ARM64:
 		insn := binary.LittleEndian.Uint32(code[4:])
 		if insn&0xfc000000 == 0x94000000 { // bl
@@ -117,6 +119,47 @@ func (u *Unwinder) callsFunction(space *AddressSpace, m *Mapping, ra, target uin
 		return arm64Call(insn) // blr and the authenticating forms
 	}
 	return false
+}
+
+// SymbolObject is implemented by an Object that names the function symbol
+// holding a link-time address (elfcache names a PLT stub "name@plt").
+type SymbolObject interface {
+	Symbolize(addr uint64) (name string, offset uint64, ok bool)
+}
+
+// importCall reports whether the stub at runtime address thunk, in mapping
+// tm, is the PLT entry of the function that begins at runtime address
+// target, in mapping fm: the stub's symbol is "NAME@plt" and the function's
+// is NAME (versions aside). The stub jumps through its GOT slot, which a
+// recording does not hold, but the dynamic linker filled it by that name.
+func importCall(tm *Mapping, thunk uint64, fm *Mapping, target uint64) bool {
+	if fm == nil || tm.Object == nil || fm.Object == nil || target < fm.Bias {
+		return false
+	}
+	ts, ok1 := tm.Object.(SymbolObject)
+	fs, ok2 := fm.Object.(SymbolObject)
+	if !ok1 || !ok2 {
+		return false
+	}
+	stub, off, ok := ts.Symbolize(thunk - tm.Bias)
+	if !ok || off != 0 {
+		return false
+	}
+	name, found := strings.CutSuffix(stub, "@plt")
+	if !found {
+		return false
+	}
+	fn, off, ok := fs.Symbolize(target - fm.Bias)
+	return ok && off == 0 && baseName(fn) == baseName(name)
+}
+
+// baseName is a symbol's name without its version (NAME@VERSION,
+// NAME@@VERSION).
+func baseName(s string) string {
+	if i := strings.IndexByte(s, '@'); i > 0 {
+		return s[:i]
+	}
+	return s
 }
 
 // mappingAt returns the mapping of space holding addr (nil for none), or m

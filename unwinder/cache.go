@@ -88,6 +88,9 @@ type Cache struct {
 	spill  *spillLevel
 	kept   map[iface]Object
 	misses int
+	// sweeps memoizes prologueStep's decoding of functions without CFI
+	// (nil until the first).
+	sweeps *[sweepSets]sweepResult
 	none   cacheEntry   // the entry of mappings without an Object: no row
 	win    window       // the memory of the unwind in progress
 	mem    exprMemory   // win as cfi.Memory
@@ -122,6 +125,7 @@ func (c *Cache) Reset() {
 		c.rows[i] = rowEntry{}
 	}
 	c.resetSpill()
+	c.sweeps = nil
 	c.arch = arch.Unknown
 }
 

@@ -253,7 +253,7 @@ func arm64Return(insn uint32) bool {
 // record it points at is the frame's own and the step misses no frame:
 // the object's symbols give the function's start (FunctionObject), and
 // between that start and lookup lies the instruction that points the frame
-// pointer at the frame record (x86_64 mov %rsp,%rbp; arm64 mov x29, sp or
+// pointer at the frame record (x86_64 push %rbp then mov %rsp,%rbp; arm64 mov x29, sp or
 // add x29, sp, #n), as gdb's prologue analysis finds it; and an exact PC
 // (returnAddress false) is not at a return, past the epilogue that
 // restored the caller's frame pointer. A function that never sets one up
@@ -291,9 +291,12 @@ func (u *Unwinder) framePointerSetUp(m *Mapping, lookup uint64, returnAddress bo
 				return false
 			}
 		}
-		// mov %rsp,%rbp: 48 89 e5, or 48 8b ec.
+		// push %rbp, then mov %rsp,%rbp (48 89 e5, or 48 8b ec): the
+		// frame record. A mov %rsp,%rbp after other pushes or an
+		// allocation (musl's raise keeps a pointer to its locals in
+		// rbp) points at no frame record.
 		c := code[:got]
-		return bytes.Contains(c, []byte{0x48, 0x89, 0xe5}) || bytes.Contains(c, []byte{0x48, 0x8b, 0xec})
+		return bytes.Contains(c, []byte{0x55, 0x48, 0x89, 0xe5}) || bytes.Contains(c, []byte{0x55, 0x48, 0x8b, 0xec})
 	case arch.ARM64:
 		if !returnAddress {
 			var at [4]byte

@@ -41,9 +41,11 @@ const (
 	MethodFrameless
 	// MethodPrologue: the frame below had no CFI and no frame pointer set
 	// up: its function's instructions from its start to its PC were
-	// decoded (x86_64: straight-line code whose pushes and stack
-	// adjustments give the CFA and the callee-saved registers' slots,
-	// prologueStep; arm64: constant SP adjustments and stores of x19-x30
+	// decoded (x86_64: the code as laid out, following branches, whose
+	// pushes and stack adjustments give the CFA and the callee-saved
+	// registers' slots, prologueStep; a return address after a call not
+	// shown to be to the function makes the stack StopFramePointerGuess;
+	// arm64: constant SP adjustments and stores of x19-x30
 	// relative to the SP up to the PC or the first branch,
 	// arm64PrologueStep); the return address is taken only where the
 	// instruction before it is a call to that function's first

@@ -2,6 +2,7 @@ package unwinder
 
 import (
 	"encoding/binary"
+	"errors"
 	"slices"
 	"testing"
 
@@ -55,18 +56,28 @@ func TestPrologueStep(t *testing.T) {
 		delta uint64 // bytes below the return address
 		found bool
 		rbpIn bool // the caller's rbp is still in the register (its slot, if any, is stale)
+		guess bool // found, but the call is not shown to be to fn: fp_guess
 	}{
-		{"six pushes", cat(pushes, callRSI), rel(fn), 48, true, false},
-		{"six pushes, sub $0x28", cat(pushes, []byte{0x48, 0x83, 0xec, 0x28}, callRSI), rel(fn), 88, true, false},
-		{"six pushes, a pop", cat(pushes, []byte{0x41, 0x5f}, callRSI), rel(fn), 40, true, false},
+		{"six pushes", cat(pushes, callRSI), rel(fn), 48, true, false, false},
+		{"six pushes, sub $0x28", cat(pushes, []byte{0x48, 0x83, 0xec, 0x28}, callRSI), rel(fn), 88, true, false, false},
+		{"six pushes, a pop", cat(pushes, []byte{0x41, 0x5f}, callRSI), rel(fn), 40, true, false, false},
 		// rbp pushed and popped back before a call that may overwrite its
 		// slot: rbp is the caller's again, read from the register.
-		{"rbp popped back", cat(pushes[:5], []byte{0x55, 0x5d}, callRSI), rel(fn), 8, true, true},
-		{"call *%rax, rax fn", cat(pushes, callRSI), []byte{0xff, 0xd0}, 48, true, false},
-		{"a jump before the pc", cat(pushes[:6], []byte{0x75, 0x02}, pushes[6:], callRSI), rel(fn), 48, false, false},
-		{"and $-16,%rsp", cat(pushes, []byte{0x48, 0x83, 0xe4, 0xf0}, callRSI), rel(fn), 48, false, false},
-		{"a ret before the pc", cat([]byte{0xc3}, pushes, callRSI), rel(fn), 48, false, false},
-		{"called from elsewhere", cat(pushes, callRSI), rel(0x401800), 48, false, false},
+		{"rbp popped back", cat(pushes[:5], []byte{0x55, 0x5d}, callRSI), rel(fn), 8, true, true, false},
+		{"call *%rax, rax fn", cat(pushes, callRSI), []byte{0xff, 0xd0}, 48, true, false, false},
+		{"a jump before the pc", cat(pushes[:6], []byte{0x75, 0x02}, pushes[6:], callRSI), rel(fn), 48, false, false, false},
+		{"and $-16,%rsp", cat(pushes, []byte{0x48, 0x83, 0xe4, 0xf0}, callRSI), rel(fn), 48, false, false, false},
+		{"a ret before the pc", cat([]byte{0xc3}, pushes, callRSI), rel(fn), 48, true, false, true},
+		{"called from elsewhere", cat(pushes, callRSI), rel(0x401800), 48, true, false, true},
+		// A branch whose target the fall-through reaches with the same
+		// stack: the states agree.
+		{"a branch over a move", cat(pushes[:6], []byte{0x75, 0x02, 0x31, 0xc0}, pushes[6:], callRSI), rel(fn), 48, true, false, false},
+		// An early return's epilogue, then the block its branch skipped
+		// to: the branch's state, not the popped one.
+		{"after an early return", cat(pushes[:6], []byte{0x74, 0x03, 0x5d, 0x5b, 0xc3}, pushes[6:], callRSI), rel(fn), 48, true, false, false},
+		// A jump through a register (a jump table), then a case: the
+		// state at the jump.
+		{"a jump table's case", cat(pushes, []byte{0xff, 0xe0, 0x90}, callRSI), rel(fn), 48, true, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := make([]byte, 16)
@@ -99,7 +110,12 @@ func TestPrologueStep(t *testing.T) {
 			regs.Set(arch.AMD64_RAX, fn)
 			frames := make([]Frame, 8)
 			res := New(arch.AMD64, Options{}).Unwind(&Cache{}, space, &regs, &Stack{Addr: stack, Data: sb.data}, frames)
-			if !twoFramesOr(t, res, tc.found, StopNoUnwindInfo) {
+			if tc.guess {
+				var ge *FramePointerGuessError
+				if res.Stop != StopFramePointerGuess || res.Frames != 2 || !errors.As(res.Err, &ge) || !ge.Call {
+					t.Fatalf("got %d frames, stop %v (%v); want 2, fp_guess by the call", res.Frames, res.Stop, res.Err)
+				}
+			} else if !twoFramesOr(t, res, tc.found, StopNoUnwindInfo) {
 				return
 			}
 			if f := frames[1]; f.PC != ra || f.SP != stack+tc.delta+8 || f.Method != MethodPrologue || f.CFA != rbp+16 {

@@ -121,7 +121,7 @@ func (u *Unwinder) Unwind(c *Cache, space *AddressSpace, regs *arch.Regs, mem Me
 }
 
 // guessed turns a walk that reached the outermost frame through a
-// frame-pointer step nothing proves (walkState.guess) into
+// step nothing proves (walkState.guess) into
 // StopFramePointerGuess: the frames stay, the claim that the stack is
 // complete does not.
 func guessed(res *Result, st *walkState, frames []Frame) {
@@ -130,18 +130,26 @@ func guessed(res *Result, st *walkState, frames []Frame) {
 	}
 	i := st.guess - 1
 	res.Stop = StopFramePointerGuess
-	res.Err = &FramePointerGuessError{Frame: i, PC: frames[i].PC}
+	res.Err = &FramePointerGuessError{Frame: i, PC: frames[i].PC, Call: st.guessCall}
 }
 
 // FramePointerGuessError is the Err of a Result that ended with
 // StopFramePointerGuess: the first frame the walk left by a frame pointer
-// that frame is not shown to have set up.
+// that frame is not shown to have set up, or (Call) by a prologue analysis
+// whose return address follows a call not shown to be to the frame's
+// function (MethodPrologue).
 type FramePointerGuessError struct {
 	Frame int    // the frame's index in the Result's frames
 	PC    uint64 // its PC
+	// Call: the step was MethodPrologue's, and the call before the
+	// return address it found is through memory or to another function.
+	Call bool
 }
 
 func (e *FramePointerGuessError) Error() string {
+	if e.Call {
+		return fmt.Sprintf("unwinder: the frame at pc %#x has no CFI, and the call before the return address its code gives is not shown to be to its function (a call through memory, or to another that may have tail-called it): its caller may be wrong", e.PC)
+	}
 	return fmt.Sprintf("unwinder: the frame at pc %#x has no CFI, and nothing shows that its function set up the frame pointer the walk followed out of it: its caller may be missing", e.PC)
 }
 
@@ -370,7 +378,7 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 			}
 			out, cfa, stepMethod, signal, raFromRegister, restored = st.out, st.cfa, st.method, st.signal, st.raFromRegister, st.restored
 			if st.fpGuess && state.guess == 0 {
-				state.guess = n
+				state.guess, state.guessCall = n, st.method == MethodPrologue || st.method == MethodFrameless
 			}
 			if st.entered {
 				// Returned into at a function's entry (enteredAt):

@@ -16,9 +16,12 @@ type walkState struct {
 	method Method
 	flags  FrameFlags
 	// guess is, once the general loop has stepped out of a frame by a
-	// frame pointer the frame is not shown to have set up, that frame's
-	// index plus one (the first such frame); 0 otherwise.
-	guess int
+	// frame pointer the frame is not shown to have set up, or by a
+	// return address whose call is not shown to be to its function,
+	// that frame's index plus one (the first such frame); 0 otherwise.
+	// guessCall says which.
+	guess     int
+	guessCall bool
 }
 
 // walkSimple is the unwind loop's fast path. From st on it writes frames and

@@ -314,6 +314,13 @@ def capture(name, spec):
     for c in corrections:
         if "callers_frames" not in spec:
             nframes = min(nframes, c["frame"])
+    if "hand" in spec:
+        # A frame past where gdb's analysis ends, checked by hand from the
+        # code (the spec says how).
+        gframes = gframes[:nframes] + [spec["hand"]["frame"]]
+        corrections = [c for c in corrections if c["frame"] < nframes]
+        corrections.append({"frame": nframes, "why": spec["hand"]["why"]})
+        nframes += 1
     stop = spec.get("stop")
     if stop is None:
         last = gframes[nframes - 1]["function"]

@@ -1,0 +1,74 @@
+package elfcache
+
+import (
+	"debug/elf"
+	"encoding/binary"
+	"slices"
+
+	"github.com/ustack/ustack/arch"
+)
+
+// Where a stripped object's symbols leave functions out (a library's
+// hidden ones: musl's libc.so names none of its internal functions), the
+// targets of its direct calls still show where many of them begin, as
+// disassemblers find functions. The unwinder's prologue analysis
+// (unwinder.CallTargetObject) takes such an address, reached after a
+// return or a jump, as a function's first instruction.
+
+// maxCallTargets bounds the table (8 bytes an entry).
+const maxCallTargets = 1 << 22
+
+// CallTarget reports whether a direct call (x86_64 call rel32) in the
+// object's executable sections targets link-time address addr. The table
+// is built on first use, by scanning the sections' bytes for the call
+// opcode (a byte that only looks like one, inside another instruction,
+// adds an address that is rarely an instruction's); it is empty for other
+// architectures. It implements unwinder.CallTargetObject.
+func (o *Object) CallTarget(addr uint64) bool {
+	if o.closed.Load() || o.arch != arch.AMD64 {
+		return false
+	}
+	o.targetOnce.Do(o.findCallTargets)
+	_, ok := slices.BinarySearch(o.callTargets, addr)
+	return ok
+}
+
+func (o *Object) findCallTargets() {
+	var exec []*elf.Section
+	for _, s := range o.ef.Sections {
+		if s.Type == elf.SHT_PROGBITS && s.Flags&elf.SHF_EXECINSTR != 0 && s.Flags&elf.SHF_ALLOC != 0 && s.Flags&elf.SHF_COMPRESSED == 0 && s.Addr+s.Size > s.Addr {
+			exec = append(exec, s)
+		}
+	}
+	inText := func(a uint64) bool {
+		for _, s := range exec {
+			if a >= s.Addr && a-s.Addr < s.Size {
+				return true
+			}
+		}
+		return false
+	}
+	var out []uint64
+	buf := make([]byte, 1<<20)
+	for _, s := range exec {
+		for off := uint64(0); off+5 <= s.Size && len(out) < maxCallTargets; {
+			n := o.ReadCode(s.Addr+off, buf[:min(uint64(len(buf)), s.Size-off)])
+			if n < 5 {
+				break
+			}
+			for i := 0; i+5 <= n; i++ {
+				if buf[i] != 0xe8 {
+					continue
+				}
+				next := s.Addr + off + uint64(i) + 5
+				if t := next + uint64(int64(int32(binary.LittleEndian.Uint32(buf[i+1:])))); inText(t) {
+					out = append(out, t)
+				}
+			}
+			off += uint64(n - 4) // the last four bytes again: a call may straddle
+		}
+	}
+	slices.Sort(out)
+	o.callTargets = slices.Compact(out)
+	o.held.heap.Add(int64(8 * len(o.callTargets)))
+}
