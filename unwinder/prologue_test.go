@@ -124,3 +124,74 @@ func TestPrologueStep(t *testing.T) {
 		})
 	}
 }
+
+// FuzzX86Sweep decodes fuzzed code as an x86_64 function without CFI, from
+// its first instruction (or, with no symbol, from the start of the code) to
+// a fuzzed PC, over a fuzzed stack. The unwind must return; a caller the
+// step found must be at the return address after the call before it, with
+// its SP above the frame's; one whose call is not shown to be to the
+// function must make the stack a guess, never outermost.
+func FuzzX86Sweep(f *testing.F) {
+	const (
+		text  = 0x400000
+		stack = 0x7ff000
+		fn    = 0x401000
+		ra    = 0x402040
+	)
+	f.Add([]byte{0x53, 0x55, 0x48, 0x83, 0xec, 0x28, 0x74, 0x03, 0x5d, 0x5b, 0xc3, 0xff, 0xd6}, uint16(13), []byte{}, true, false)
+	f.Add([]byte{0xc3, 0x90, 0x41, 0x54, 0xff, 0xe0, 0x90, 0xe8, 0, 0, 0, 0}, uint16(12), []byte{}, false, true)
+	f.Fuzz(func(t *testing.T, code []byte, pcOff uint16, stackData []byte, symbol, indirect bool) {
+		if len(code) > 4096 {
+			code = code[:4096]
+		}
+		caller := cfi.Row{Start: 0x402000, End: 0x402100, RA: arch.AMD64_RIP}
+		caller.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.AMD64_RSP, Offset: 8}
+		caller.Regs[arch.AMD64_RIP] = cfi.Rule{Kind: cfi.RuleUndefined}
+		call := []byte{0x90, 0x90, 0x90, 0xe8, 0, 0, 0, 0} // call fn
+		rel := int64(fn) - int64(ra)
+		binary.LittleEndian.PutUint32(call[4:], uint32(int32(rel)))
+		if indirect {
+			copy(call, []byte{0x90, 0x90, 0x90, 0x90, 0x90, 0xff, 0x53, 0x48}) // call *0x48(%rbx)
+		}
+		var starts []uint64
+		if symbol {
+			starts = []uint64{fn}
+		}
+		obj := &startsBefore{funcObject{fakeObject: fakeObject{rows: []cfi.Row{caller},
+			code: map[uint64][]byte{ra - 8: call, fn: code}}, starts: append(starts, 0x402000)}}
+		space := NewAddressSpace([]Mapping{
+			{Start: text, End: text + 0x10000, Exec: true, Object: obj, Name: "a.out"},
+			{Start: stack, End: stack + 0x1000, Name: "[stack]"},
+		})
+		if len(stackData) > 0x1000 {
+			stackData = stackData[:0x1000]
+		}
+		var regs arch.Regs
+		regs.Set(arch.AMD64_RIP, fn+uint64(pcOff)%uint64(len(code)+1))
+		regs.Set(arch.AMD64_RSP, stack)
+		frames := make([]Frame, 8)
+		res := New(arch.AMD64, Options{NoFramePointer: true}).Unwind(&Cache{}, space, &regs, &Stack{Addr: stack, Data: stackData}, frames)
+		if res.Frames > len(frames) {
+			t.Fatalf("%d frames in a buffer of %d", res.Frames, len(frames))
+		}
+		if res.Frames > 1 && (frames[1].Method == MethodPrologue || frames[1].Method == MethodFrameless) {
+			if f := frames[1]; f.PC != ra || f.SP <= stack {
+				t.Fatalf("frame 1 = %+v: stepped by the code, not to the return address %#x after the call", f, uint64(ra))
+			}
+			if indirect && res.Stop == StopOutermost {
+				t.Fatalf("a step after a call through memory, and the stack called complete")
+			}
+		}
+	})
+}
+
+// startsBefore is a funcObject that also names the nearest start before an
+// address (StartBeforeObject): the first of its code without a symbol.
+type startsBefore struct{ funcObject }
+
+func (o *startsBefore) StartBefore(addr uint64) (uint64, bool) {
+	if addr >= 0x401000 && addr < 0x402000 {
+		return 0x401000, true
+	}
+	return 0, false
+}
