@@ -88,9 +88,9 @@ type Cache struct {
 	spill  *spillLevel
 	kept   map[iface]Object
 	misses int
-	// sweeps memoizes prologueStep's decoding of functions without CFI
+	// sweeps keeps prologueStep's decodings of functions without CFI
 	// (nil until the first).
-	sweeps *[sweepSets]sweepResult
+	sweeps *sweepSet
 	none   cacheEntry   // the entry of mappings without an Object: no row
 	win    window       // the memory of the unwind in progress
 	mem    exprMemory   // win as cfi.Memory

@@ -32,8 +32,8 @@ func (u *Unwinder) prologueStep(c *Cache, m *Mapping, lookup, pc uint64, cur, ne
 	if m.Object == nil || lookup < m.Bias || pc < m.Bias {
 		return false
 	}
-	sw := c.sweepAt(m.Object, lookup-m.Bias, pc-m.Bias)
-	if !sw.ok {
+	start, sw, ok := c.sweepAt(m.Object, lookup-m.Bias, pc-m.Bias)
+	if !ok {
 		return false
 	}
 	sp, ok := cur.Get(arch.AMD64_RSP)
@@ -46,7 +46,7 @@ func (u *Unwinder) prologueStep(c *Cache, m *Mapping, lookup, pc uint64, cur, ne
 		return false
 	}
 	guess := false
-	if !u.callsFunction(st.space, m, ra, sw.start+m.Bias, cur) {
+	if !u.callsFunction(st.space, m, ra, start+m.Bias, cur) {
 		if !u.callsUnchecked(st.space, m, ra) {
 			return false
 		}
@@ -101,271 +101,6 @@ type StartBeforeObject interface {
 	StartBefore(addr uint64) (uint64, bool)
 }
 
-// Sweep limits: the bytes decoded from the first instruction to the PC, and
-// the forward branches whose targets are still ahead at once.
-const (
-	sweepMax     = 32 << 10
-	sweepTargets = 64
-	sweepChunk   = 4096
-)
-
-// frameState is what a sweep knows at an instruction: the bytes pushed or
-// allocated below the return address, each DWARF register's slot (delta
-// just after its push; 0 for none) and the registers written before they
-// were pushed.
-type frameState struct {
-	delta   int32
-	slot    [16]int32
-	written uint16
-	known   bool
-}
-
-// sweepResult is a sweep's answer for one PC: the function's first
-// instruction and the frame's state at the PC.
-type sweepResult struct {
-	obj     Object
-	pc      uint64 // the key: the PC's link-time address
-	start   uint64
-	delta   int32
-	slot    [16]int32
-	written uint16
-	ok      bool
-}
-
-// sweepSets is the size of the memo of sweep results (direct-mapped).
-const sweepSets = 256
-
-// sweepAt returns the sweep of obj's function holding link-time address
-// lookup up to link-time pc, from the memo or by decoding: the answer
-// depends on the code alone.
-func (c *Cache) sweepAt(obj Object, lookup, pc uint64) *sweepResult {
-	if c.sweeps == nil {
-		c.sweeps = new([sweepSets]sweepResult)
-	}
-	r := &c.sweeps[(pc*0x9E3779B97F4A7C15)>>(64-8)]
-	if r.pc == pc && r.obj != nil && sameObject(&r.obj, &obj) {
-		return r
-	}
-	*r = sweepResult{obj: obj, pc: pc}
-	start, ok := uint64(0), false
-	if fo, is := obj.(FunctionObject); is {
-		start, ok = fo.FunctionStart(lookup)
-	}
-	if !ok {
-		if so, is := obj.(StartBeforeObject); is {
-			start, ok = so.StartBefore(lookup)
-		}
-	}
-	if !ok || pc <= start || pc-start > sweepMax {
-		return r
-	}
-	var fs frameState
-	r.start, fs, r.ok = sweep(obj, start, pc)
-	r.delta, r.slot, r.written = fs.delta, fs.slot, fs.written
-	return r
-}
-
-// sweepTarget is a forward branch's target and the state the branch takes
-// there.
-type sweepTarget struct {
-	addr uint64
-	st   frameState
-}
-
-// sweep decodes obj's code from link-time address from, a function's first
-// instruction, to end (exclusive), following the state of the frame along
-// the code as laid out. A conditional or direct jump forward records its
-// target's state; arriving there, the state must agree with the one falling
-// through (or is taken from it where none falls through). After a return or
-// a jump, the code that follows has the state a recorded branch gave it, or
-// else, where no recorded branch target lies ahead any more, is the start
-// of the next function (padding skipped): its state is the entry's. Code
-// after a return that only a later backward branch reaches keeps the state
-// from before the epilogue (pops and stack additions before the return), as
-// LLDB does; after a jump, the state at the jump. It returns the start of
-// the function holding end and the state at end; ok is false where the
-// code could not be followed (an undecodable instruction, a change of the
-// stack pointer that is not a constant, two states meeting that disagree,
-// too many branches ahead).
-func sweep(obj Object, from, end uint64) (start uint64, cur frameState, ok bool) {
-	var buf [sweepChunk]byte
-	var bufAt uint64 // the link-time address of buf[0]
-	bufLen := 0
-	var targets [sweepTargets]sweepTarget
-	nt := 0
-	start = from
-	cur = frameState{known: true}
-	body := cur    // the state before the current run of epilogue instructions
-	inEpi := false // the instructions since the last other one are pops and stack additions
-	gap := false   // the last instruction was a return or a jump: nothing falls through
-	afterCall := false
-	var table frameState // the state at the function's jump through a table, if any
-	for addr := from; ; {
-		// The states recorded for this address.
-		arrived := false
-		for i := 0; i < nt; {
-			t := &targets[i]
-			if t.addr != addr {
-				i++
-				continue
-			}
-			switch {
-			case !arrived && (gap || !cur.known):
-				cur = t.st
-			case cur.delta != t.st.delta:
-				return 0, cur, false
-			}
-			arrived = true
-			nt--
-			targets[i] = targets[nt]
-		}
-		if arrived {
-			gap, afterCall = false, false
-		}
-		if addr >= end {
-			if addr > end {
-				return 0, cur, false
-			}
-			if gap {
-				resume(obj, &targets, &nt, addr, &start, &cur, &body, &table)
-			}
-			return start, cur, cur.known
-		}
-		// The instruction at addr.
-		if addr < bufAt || addr+16 > bufAt+uint64(bufLen) {
-			bufAt = addr
-			want := min(uint64(len(buf)), end+16-addr)
-			bufLen = obj.ReadCode(addr, buf[:want])
-			if bufLen == 0 {
-				return 0, cur, false
-			}
-		}
-		code := buf[addr-bufAt : bufLen]
-		size, pad := padding(code)
-		if pad {
-			if afterCall && addr%16 != 0 {
-				gap = true // a call that does not return, then the next function's alignment
-			}
-			addr += uint64(size)
-			continue
-		}
-		if gap || afterCall {
-			if gap {
-				resume(obj, &targets, &nt, addr, &start, &cur, &body, &table)
-			}
-			gap, afterCall = false, false
-		}
-		if size > 0 { // endbr64: a no-op
-			inEpi = false
-			addr += uint64(size)
-			continue
-		}
-		in, err := x86asm.Decode(code, 64)
-		if err != nil || in.Op == 0 || in.Len > len(code) {
-			return 0, cur, false
-		}
-		next := addr + uint64(in.Len)
-		epi := false
-		dst, isReg := in.Args[0].(x86asm.Reg)
-		r := dwarfGPR(dst)
-		switch op := in.Op; {
-		case op == x86asm.PUSH || op == x86asm.PUSHFQ:
-			cur.delta += 8
-			if op == x86asm.PUSH && isReg && r >= 0 && cur.written&(1<<r) == 0 && cur.slot[r] == 0 {
-				cur.slot[r] = cur.delta
-			}
-		case op == x86asm.POP || op == x86asm.POPFQ:
-			epi = true
-			if !inEpi {
-				body = cur
-			}
-			own := op == x86asm.POP && r >= 0 && cur.slot[r] == cur.delta
-			cur.delta -= 8
-			if own {
-				cur.slot[r] = 0
-				cur.written &^= 1 << r // it holds the caller's value again
-			} else if op == x86asm.POP && r >= 0 {
-				cur.written |= 1 << r
-			}
-			dropSlotsBelow(&cur)
-		case (op == x86asm.SUB || op == x86asm.ADD) && isReg && dst == x86asm.RSP:
-			imm, isImm := in.Args[1].(x86asm.Imm)
-			if !isImm || int64(imm) > 1<<20 || int64(imm) < -(1<<20) {
-				cur.known = false
-				break
-			}
-			if op == x86asm.SUB {
-				cur.delta += int32(imm)
-			} else {
-				epi = true
-				if !inEpi {
-					body = cur
-				}
-				cur.delta -= int32(imm)
-			}
-			dropSlotsBelow(&cur)
-		case op == x86asm.LEA && isReg && dst == x86asm.RSP:
-			mem, isMem := in.Args[1].(x86asm.Mem)
-			if !isMem || mem.Base != x86asm.RSP || mem.Index != 0 || mem.Disp > 1<<20 || mem.Disp < -(1<<20) {
-				cur.known = false
-				break
-			}
-			if mem.Disp > 0 {
-				epi = true
-				if !inEpi {
-					body = cur
-				}
-			}
-			cur.delta -= int32(mem.Disp)
-			dropSlotsBelow(&cur)
-		case op == x86asm.LEAVE:
-			epi = true
-			if !inEpi {
-				body = cur
-			}
-			cur.known = false // the frame pointer's value: not followed here
-		case op == x86asm.RET:
-			if !inEpi {
-				body = cur
-			}
-			cur = body
-			gap = true
-		case op == x86asm.JMP:
-			if rel, isRel := in.Args[0].(x86asm.Rel); isRel && cur.known {
-				if t := next + uint64(int64(rel)); !functionStart(obj, t) && !record(&targets, &nt, t, addr, cur) {
-					return 0, cur, false
-				}
-			}
-			if inEpi {
-				cur = body // a tail call: what follows is reached with the frame
-			} else if _, isRel := in.Args[0].(x86asm.Rel); !isRel && cur.known {
-				table = cur
-			}
-			gap = true
-		case isJcc(op) || op == x86asm.JRCXZ || op == x86asm.LOOP || op == x86asm.LOOPE || op == x86asm.LOOPNE:
-			if rel, isRel := in.Args[0].(x86asm.Rel); isRel && cur.known {
-				if !record(&targets, &nt, next+uint64(int64(rel)), addr, cur) {
-					return 0, cur, false
-				}
-			}
-		case op == x86asm.CALL:
-			afterCall = true
-		case op == x86asm.UD2 || op == x86asm.HLT:
-			gap = true
-		case op == x86asm.ENTER || op == x86asm.PUSHF || op == x86asm.POPF || op == x86asm.IRETQ:
-			cur.known = false
-		default:
-			if isReg && (dst == x86asm.RSP || dst == x86asm.ESP || dst == x86asm.SP) && writes(op) {
-				cur.known = false // an SP change not known: and, mov into it
-			} else if r >= 0 && writes(op) {
-				cur.written |= 1 << r
-			}
-		}
-		inEpi = epi
-		addr = next
-	}
-}
-
 // resume gives the state of the instruction at addr, the first after a
 // return or a jump that no recorded branch reaches. Where a function is
 // known to begin there (its symbol, or a direct call to it:
@@ -376,23 +111,21 @@ func sweep(obj Object, from, end uint64) (start uint64, cur frameState, ok bool)
 // or, after the function jumped through a register or memory other than
 // in an epilogue (a jump table: its cases follow, reached by no branch
 // the sweep saw), the state at that jump (table).
-func resume(obj Object, targets *[sweepTargets]sweepTarget, nt *int, addr uint64, start *uint64, cur, body, table *frameState) {
-	if !knownStart(obj, addr) {
-		for i := range *nt {
-			if targets[i].addr > addr {
-				return
-			}
+func (w *sweeper) resume(addr uint64) {
+	if !knownStart(w.obj, addr) {
+		if len(w.pending) > 0 {
+			return // (arrive dropped the targets before addr)
 		}
-		if table.known {
-			*cur = *table // a case of a jump table: the frame of the jump
+		if w.table.known {
+			w.cur = w.table // a case of a jump table: the frame of the jump
 			return
 		}
 	}
-	*table = frameState{}
-	*nt = 0
-	*start = addr
-	*cur = frameState{known: true}
-	*body = *cur
+	w.pending = w.pending[:0]
+	w.start = addr
+	w.cur = frameState{known: true}
+	w.body = w.cur
+	w.table = frameState{}
 }
 
 // CallTargetObject is implemented by an Object that knows whether a direct
@@ -410,27 +143,6 @@ func knownStart(obj Object, addr uint64) bool {
 	return functionStart(obj, addr)
 }
 
-// record notes that a branch at addr to target t takes state st there: a
-// forward branch only (a backward one's target was decoded already). It
-// reports false where t was recorded with another stack depth, or where
-// there is no room.
-func record(targets *[sweepTargets]sweepTarget, nt *int, t, addr uint64, st frameState) bool {
-	if t <= addr {
-		return true
-	}
-	for i := range *nt {
-		if targets[i].addr == t {
-			return targets[i].st.delta == st.delta
-		}
-	}
-	if *nt == len(targets) {
-		return false
-	}
-	targets[*nt] = sweepTarget{addr: t, st: st}
-	*nt++
-	return true
-}
-
 // functionStart reports whether obj's symbols say a function begins at
 // link-time address t: a jump there is a tail call, not a branch of the
 // function that jumps.
@@ -443,27 +155,16 @@ func functionStart(obj Object, t uint64) bool {
 	return ok && s == t
 }
 
-// padding reports whether code begins with an instruction that only pads
-// (nop in its forms, int3), and its length; for endbr64 and endbr32, which
-// the decoder does not know, it gives their length and false.
-func padding(code []byte) (int, bool) {
-	if len(code) >= 4 && code[0] == 0xf3 && code[1] == 0x0f && code[2] == 0x1e && code[3]&0xfe == 0xfa {
-		return 4, false
-	}
-	if len(code) > 0 && (code[0] == 0x90 || code[0] == 0xcc) {
-		return 1, true
-	}
-	in, err := x86asm.Decode(code, 64)
-	if err != nil {
-		return 0, false
-	}
-	if in.Op == x86asm.NOP {
-		return in.Len, true
-	}
-	if in.Op == x86asm.XCHG && in.Args[0] == in.Args[1] {
-		return in.Len, true // 66 90: xchg %ax,%ax
-	}
-	return 0, false
+// endbr reports whether code begins with endbr64 or endbr32, which the
+// decoder does not know: no-ops.
+func endbr(code []byte) bool {
+	return len(code) >= 4 && code[0] == 0xf3 && code[1] == 0x0f && code[2] == 0x1e && code[3]&0xfe == 0xfa
+}
+
+// padding reports whether in only pads: nop in its forms, int3, xchg
+// %ax,%ax.
+func padding(in *x86asm.Inst) bool {
+	return in.Op == x86asm.NOP || in.Op == x86asm.INT && in.Len == 1 || in.Op == x86asm.XCHG && in.Args[0] == in.Args[1]
 }
 
 // dropSlotsBelow forgets the saves that now lie below the stack pointer: a

@@ -1,0 +1,420 @@
+package unwinder
+
+import (
+	"sort"
+	"unsafe"
+
+	"golang.org/x/arch/x86/x86asm"
+)
+
+// The sweep: prologueStep's decoding of x86_64 code without CFI, from a
+// function's first instruction on, following the state of the frame
+// (frameState) along the code as laid out. A conditional or direct jump
+// forward records its target's state; arriving there, the state must
+// agree with the one falling through (or is taken from it where none falls
+// through; where they disagree it is unknown until a branch with a known
+// one arrives). After a return or a jump, the code that follows has the
+// state a recorded branch gave it; else, where a function is known to
+// begin there (knownStart) or no recorded branch target lies ahead any
+// more, it begins the next function (padding skipped): the entry's state;
+// else, after a jump through a register (a jump table), the state at that
+// jump; else the state carried: after a return, the state from before its
+// epilogue (the pops and stack additions before it, moves among them), as
+// LLDB does; after a jump, the state at the jump.
+//
+// The answer depends on the code alone, so a sweep is kept, per object
+// and first address, with the state at each instruction where it changed
+// (rows) and which addresses began instructions, and goes on from where
+// it stopped when a later PC is asked for: a function's frames are
+// answered by one pass over its code.
+
+// Sweep limits: the bytes decoded from the first address, the forward
+// branches whose targets are still ahead at once, the code read at once,
+// and the sweeps a Cache keeps.
+const (
+	sweepMax     = 64 << 10
+	sweepTargets = 1024
+	sweepChunk   = 4096
+	sweepKept    = 512
+)
+
+// frameState is what a sweep knows at an instruction: the bytes pushed or
+// allocated below the return address, each DWARF register's slot (delta
+// just after its push; 0 for none) and the registers written before they
+// were pushed.
+type frameState struct {
+	delta   int32
+	slot    [16]int32
+	written uint16
+	known   bool
+}
+
+// sweepTarget is a forward branch's target and the state the branch takes
+// there (known false where two branches there disagree).
+type sweepTarget struct {
+	addr uint64
+	st   frameState
+}
+
+// sweepRow is the state from an instruction on, and the first instruction
+// of the function it is in.
+type sweepRow struct {
+	addr, start uint64
+	st          frameState
+}
+
+// sweeper is the sweep of obj's code from link-time address from.
+type sweeper struct {
+	obj  Object
+	from uint64
+	used uint64 // when it was last asked (Cache.sweepClock)
+
+	addr uint64 // the next address to decode
+	done bool   // no further: sweepMax, or code that could not be followed
+
+	start            uint64 // the first instruction of the function being decoded
+	cur, body, table frameState
+	gap              bool // the last instruction was a return or a jump: nothing falls through
+	afterCall        bool
+	inEpi            bool          // since the last instruction that builds the frame, branches or calls, the frame was being torn down
+	pending          []sweepTarget // sorted by address
+
+	rows []sweepRow
+	insn []uint64 // bit i: an instruction begins at from+i
+
+	set *sweepSet // for its code buffer
+}
+
+// sweepKey names a sweep: its object, by its interface words (as the row
+// cache's second level), and its first address.
+type sweepKey struct {
+	obj  iface
+	from uint64
+}
+
+// sweepSet is the sweeps a Cache keeps, and the code the last one read.
+type sweepSet struct {
+	kept  map[sweepKey]*sweeper
+	clock uint64
+
+	buf    [sweepChunk]byte
+	bufFor *sweeper // whose code buf holds
+	bufAt  uint64   // the link-time address of buf[0]
+	bufLen int
+}
+
+// sweepAt returns the function's first instruction and the frame's state
+// at link-time address pc of obj, where lookup (pc, or a return address
+// minus one) lies in the function, by the sweep from its symbol's start or,
+// without one, from the nearest symbol or section start before it.
+func (c *Cache) sweepAt(obj Object, lookup, pc uint64) (start uint64, st frameState, ok bool) {
+	from, ok := uint64(0), false
+	if fo, is := obj.(FunctionObject); is {
+		from, ok = fo.FunctionStart(lookup)
+	}
+	if !ok {
+		if so, is := obj.(StartBeforeObject); is {
+			from, ok = so.StartBefore(lookup)
+		}
+	}
+	if !ok || pc <= from || pc-from >= sweepMax {
+		return 0, st, false
+	}
+	if c.sweeps == nil {
+		c.sweeps = new(sweepSet)
+	}
+	w := c.sweeps.find(obj, from)
+	w.advance(pc)
+	if i := pc - from; i/64 >= uint64(len(w.insn)) || w.insn[i/64]&(1<<(i%64)) == 0 {
+		return 0, st, false // not an instruction as decoded, or not reached
+	}
+	rows := w.rows
+	k := sort.Search(len(rows), func(k int) bool { return rows[k].addr > pc }) - 1
+	if k < 0 {
+		return 0, st, false
+	}
+	r := &rows[k]
+	// A stack pointer above the return address is a wrong reading.
+	return r.start, r.st, r.st.known && r.st.delta >= 0 && r.st.delta <= 1<<20
+}
+
+// find returns the sweep of obj from from, a new one where none is kept
+// (in place of the one asked least recently where sweepKept are).
+func (s *sweepSet) find(obj Object, from uint64) *sweeper {
+	s.clock++
+	key := sweepKey{*(*iface)(unsafe.Pointer(&obj)), from}
+	if w := s.kept[key]; w != nil {
+		w.used = s.clock
+		return w
+	}
+	if s.kept == nil {
+		s.kept = make(map[sweepKey]*sweeper)
+	}
+	var w *sweeper
+	if len(s.kept) >= sweepKept {
+		var oldKey sweepKey
+		for k, o := range s.kept {
+			if w == nil || o.used < w.used {
+				w, oldKey = o, k
+			}
+		}
+		delete(s.kept, oldKey)
+	} else {
+		w = &sweeper{set: s}
+	}
+	w.reset(obj, from)
+	w.used = s.clock
+	s.kept[key] = w
+	return w
+}
+
+func (w *sweeper) reset(obj Object, from uint64) {
+	w.obj, w.from, w.addr, w.done = obj, from, from, false
+	w.start = from
+	w.cur = frameState{known: true}
+	w.body, w.table = w.cur, frameState{}
+	w.gap, w.afterCall, w.inEpi = false, false, false
+	w.pending, w.rows, w.insn = w.pending[:0], w.rows[:0], w.insn[:0]
+	if w.set.bufFor == w {
+		w.set.bufFor = nil
+	}
+}
+
+// advance decodes on until the instruction at pc has its state.
+func (w *sweeper) advance(pc uint64) {
+	for !w.done && w.addr <= pc {
+		if !w.step() {
+			w.done = true
+		}
+	}
+}
+
+// step takes the instruction (or padding) at w.addr: the state there, then
+// what it does to it. It reports false where the sweep cannot go on.
+func (w *sweeper) step() bool {
+	addr := w.addr
+	if addr-w.from >= sweepMax {
+		return false
+	}
+	// The state the branches here take.
+	if t, arrived := w.arrive(addr); arrived {
+		switch {
+		case w.gap || !w.cur.known:
+			w.cur = t
+		case !t.known || w.cur.delta != t.delta:
+			w.cur.known = false // the paths disagree
+		}
+		w.gap, w.afterCall, w.inEpi = false, false, false
+	}
+	b := w.set
+	if b.bufFor != w || addr < b.bufAt || addr+16 > b.bufAt+uint64(b.bufLen) {
+		b.bufFor, b.bufAt = w, addr
+		b.bufLen = w.obj.ReadCode(addr, b.buf[:])
+		if b.bufLen == 0 {
+			return false
+		}
+	}
+	code := b.buf[addr-b.bufAt : b.bufLen]
+	size, pad := 0, false
+	var in x86asm.Inst
+	if endbr(code) {
+		size = 4
+	} else {
+		var err error
+		in, err = x86asm.Decode(code, 64)
+		if err != nil || in.Op == 0 || in.Len > len(code) {
+			return false
+		}
+		pad = padding(&in)
+	}
+	if pad {
+		if w.afterCall && addr%16 != 0 {
+			w.gap = true // a call that does not return, then the next function's alignment
+		}
+		if !w.gap {
+			w.note(addr) // a nop executed in a function (a loop's alignment)
+		}
+		w.addr += uint64(in.Len)
+		return true
+	}
+	if w.gap {
+		w.resume(addr)
+	}
+	w.gap, w.afterCall = false, false
+	w.note(addr)
+	if size > 0 { // endbr64: a no-op
+		w.inEpi = false
+		w.addr += uint64(size)
+		return true
+	}
+	in, err := x86asm.Decode(code, 64)
+	if err != nil || in.Op == 0 || in.Len > len(code) {
+		return false
+	}
+	next := addr + uint64(in.Len)
+	epi := false     // the instruction tears the frame down
+	neutral := false // it leaves the stack as it is, and an epilogue goes on past it
+	dst, isReg := in.Args[0].(x86asm.Reg)
+	r := dwarfGPR(dst)
+	switch op := in.Op; {
+	case op == x86asm.PUSH || op == x86asm.PUSHFQ:
+		w.cur.delta += 8
+		if op == x86asm.PUSH && isReg && r >= 0 && w.cur.written&(1<<r) == 0 && w.cur.slot[r] == 0 {
+			w.cur.slot[r] = w.cur.delta
+		}
+	case op == x86asm.POP || op == x86asm.POPFQ:
+		epi = true
+		if !w.inEpi {
+			w.body = w.cur
+		}
+		own := op == x86asm.POP && r >= 0 && w.cur.slot[r] == w.cur.delta
+		w.cur.delta -= 8
+		if own {
+			w.cur.slot[r] = 0
+			w.cur.written &^= 1 << r // it holds the caller's value again
+		} else if op == x86asm.POP && r >= 0 {
+			w.cur.written |= 1 << r
+		}
+		dropSlotsBelow(&w.cur)
+	case (op == x86asm.SUB || op == x86asm.ADD) && isReg && dst == x86asm.RSP:
+		imm, isImm := in.Args[1].(x86asm.Imm)
+		if !isImm || int64(imm) > 1<<20 || int64(imm) < -(1<<20) {
+			w.cur.known = false
+			break
+		}
+		if op == x86asm.SUB {
+			w.cur.delta += int32(imm)
+		} else {
+			epi = true
+			if !w.inEpi {
+				w.body = w.cur
+			}
+			w.cur.delta -= int32(imm)
+		}
+		dropSlotsBelow(&w.cur)
+	case op == x86asm.LEA && isReg && dst == x86asm.RSP:
+		mem, isMem := in.Args[1].(x86asm.Mem)
+		if !isMem || mem.Base != x86asm.RSP || mem.Index != 0 || mem.Disp > 1<<20 || mem.Disp < -(1<<20) {
+			w.cur.known = false
+			break
+		}
+		if mem.Disp > 0 {
+			epi = true
+			if !w.inEpi {
+				w.body = w.cur
+			}
+		}
+		w.cur.delta -= int32(mem.Disp)
+		dropSlotsBelow(&w.cur)
+	case op == x86asm.LEAVE:
+		epi = true
+		if !w.inEpi {
+			w.body = w.cur
+		}
+		w.cur.known = false // the frame pointer's value: not followed here
+	case op == x86asm.RET:
+		if !w.inEpi {
+			w.body = w.cur
+		}
+		w.cur = w.body
+		w.gap = true
+	case op == x86asm.JMP:
+		if rel, isRel := in.Args[0].(x86asm.Rel); isRel && w.cur.known {
+			// A tail call (from an epilogue, or to a known
+			// function) leaves the function: its target is not
+			// code of it.
+			if t := next + uint64(int64(rel)); !w.inEpi && !knownStart(w.obj, t) && !w.record(t, addr, w.cur) {
+				return false
+			}
+		}
+		if w.inEpi {
+			w.cur = w.body // a tail call: what follows is reached with the frame
+		} else if _, isRel := in.Args[0].(x86asm.Rel); !isRel && w.cur.known {
+			w.table = w.cur
+		}
+		w.gap = true
+	case isJcc(op) || op == x86asm.JRCXZ || op == x86asm.LOOP || op == x86asm.LOOPE || op == x86asm.LOOPNE:
+		if rel, isRel := in.Args[0].(x86asm.Rel); isRel && w.cur.known {
+			if !w.record(next+uint64(int64(rel)), addr, w.cur) {
+				return false
+			}
+		}
+	case op == x86asm.CALL:
+		w.afterCall = true
+	case op == x86asm.UD2 || op == x86asm.HLT:
+		w.gap = true
+	case op == x86asm.ENTER || op == x86asm.PUSHF || op == x86asm.POPF || op == x86asm.IRETQ:
+		w.cur.known = false
+	default:
+		if isReg && (dst == x86asm.RSP || dst == x86asm.ESP || dst == x86asm.SP) && writes(op) {
+			w.cur.known = false // an SP change not known: and, mov into it
+		} else {
+			neutral = true // (gcc moves the return value between the pops)
+			if r >= 0 && writes(op) {
+				w.cur.written |= 1 << r
+			}
+		}
+	}
+	if epi {
+		w.inEpi = true
+	} else if !neutral {
+		w.inEpi = false
+	}
+	w.addr = next
+	return true
+}
+
+// note records the state at the instruction at addr.
+func (w *sweeper) note(addr uint64) {
+	i := addr - w.from
+	for uint64(len(w.insn)) <= i/64 {
+		w.insn = append(w.insn, 0)
+	}
+	w.insn[i/64] |= 1 << (i % 64)
+	if n := len(w.rows); n == 0 || w.rows[n-1].st != w.cur || w.rows[n-1].start != w.start {
+		w.rows = append(w.rows, sweepRow{addr: addr, start: w.start, st: w.cur})
+	}
+}
+
+// record notes that a branch at addr to target t takes state st there: a
+// forward branch only (a backward one's target was decoded already). Two
+// branches to one target with different stack depths leave its state
+// unknown. It reports false where there is no room.
+func (w *sweeper) record(t, addr uint64, st frameState) bool {
+	if t <= addr {
+		return true
+	}
+	p := w.pending
+	i := sort.Search(len(p), func(i int) bool { return p[i].addr >= t })
+	if i < len(p) && p[i].addr == t {
+		if p[i].st.delta != st.delta {
+			p[i].st.known = false
+		}
+		return true
+	}
+	if len(p) == sweepTargets {
+		return false
+	}
+	w.pending = append(w.pending, sweepTarget{})
+	copy(w.pending[i+1:], w.pending[i:])
+	w.pending[i] = sweepTarget{addr: t, st: st}
+	return true
+}
+
+// arrive removes the targets before addr (inside an instruction decoded:
+// not code of this function as decoded) and at addr, and returns the
+// state the branches to addr take there (ok false where none does).
+func (w *sweeper) arrive(addr uint64) (st frameState, ok bool) {
+	k := 0
+	for k < len(w.pending) && w.pending[k].addr < addr {
+		k++
+	}
+	if k < len(w.pending) && w.pending[k].addr == addr {
+		st, ok = w.pending[k].st, true
+		k++
+	}
+	if k > 0 {
+		w.pending = w.pending[:copy(w.pending, w.pending[k:])]
+	}
+	return st, ok
+}
