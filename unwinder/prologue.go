@@ -36,11 +36,20 @@ func (u *Unwinder) prologueStep(c *Cache, m *Mapping, lookup, pc uint64, cur, ne
 	if !ok {
 		return false
 	}
-	sp, ok := cur.Get(arch.AMD64_RSP)
-	if !ok {
-		return false
+	var cfa uint64
+	if sw.rbp {
+		bp, ok := cur.Get(arch.AMD64_RBP)
+		if !ok {
+			return false
+		}
+		cfa = bp + 8 + uint64(sw.slot[arch.AMD64_RBP])
+	} else {
+		sp, ok := cur.Get(arch.AMD64_RSP)
+		if !ok {
+			return false
+		}
+		cfa = sp + uint64(sw.delta) + 8
 	}
-	cfa := sp + uint64(sw.delta) + 8
 	ra, ms := c.win.read8(cfa - 8)
 	if ms != MemOK {
 		return false
@@ -71,7 +80,7 @@ func (u *Unwinder) prologueStep(c *Cache, m *Mapping, lookup, pc uint64, cur, ne
 	next.Set(arch.AMD64_RSP, cfa)
 	st.cfa = cfa
 	st.method = MethodPrologue
-	if sw.delta == 0 {
+	if sw.delta == 0 && !sw.rbp {
 		st.method = MethodFrameless // nothing pushed: the word at the SP
 	}
 	st.fpGuess = guess
@@ -170,6 +179,9 @@ func padding(in *x86asm.Inst) bool {
 // dropSlotsBelow forgets the saves that now lie below the stack pointer: a
 // later call may overwrite them, so their registers' values are unknown.
 func dropSlotsBelow(st *frameState) {
+	if st.spLost {
+		return
+	}
 	for r, d := range st.slot {
 		if d > st.delta {
 			st.slot[r] = 0

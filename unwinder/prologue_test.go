@@ -195,3 +195,57 @@ func (o *startsBefore) StartBefore(addr uint64) (uint64, bool) {
 	}
 	return 0, false
 }
+
+// TestPrologueStepFramePointer: a function without CFI that pushes %rbp,
+// computes, and only then points %rbp at the frame record (gcc's
+// scheduling in a function with a variable-length array), then allocates
+// an amount the code computes (sub %rax,%rsp): the SP's depth is lost,
+// but the record gives the CFA (%rbp+16), the return address and the
+// caller's %rbp. Before, a mov %rsp,%rbp not just after the push was
+// taken for no frame record and the step was a frame-pointer guess.
+func TestPrologueStepFramePointer(t *testing.T) {
+	const (
+		text  = 0x400000
+		stack = 0x7ff000
+		fn    = 0x401000
+		ra    = 0x402040
+		rec   = stack + 0x80 // the frame record: [rec] caller's rbp, [rec+8] ra
+	)
+	caller := cfi.Row{Start: 0x402000, End: 0x402100, RA: arch.AMD64_RIP}
+	caller.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.AMD64_RBP, Offset: 16}
+	caller.Regs[arch.AMD64_RIP] = cfi.Rule{Kind: cfi.RuleUndefined}
+	code := []byte{
+		0x55,             // push %rbp
+		0x48, 0x89, 0xf8, // mov %rdi,%rax
+		0x48, 0x89, 0xe5, // mov %rsp,%rbp
+		0x53,             // push %rbx
+		0x48, 0x29, 0xc4, // sub %rax,%rsp
+		0xff, 0xd6, // call *%rsi
+		0x90,
+	}
+	call := []byte{0x90, 0x90, 0x90, 0xe8, 0, 0, 0, 0}
+	rel := int64(fn) - int64(ra)
+	binary.LittleEndian.PutUint32(call[4:], uint32(int32(rel)))
+	obj := &funcObject{fakeObject: fakeObject{rows: []cfi.Row{caller},
+		code: map[uint64][]byte{ra - 8: call, fn: code}}, starts: []uint64{fn, 0x402000}}
+	space := NewAddressSpace([]Mapping{
+		{Start: text, End: text + 0x10000, Exec: true, Object: obj, Name: "a.out"},
+		{Start: stack, End: stack + 0x1000, Name: "[stack]"},
+	})
+	const callerRBP = stack + 0x400
+	sb := &stackBuilder{base: stack, data: make([]byte, 0x200)}
+	sb.put(rec, callerRBP)
+	sb.put(rec+8, ra)
+	var regs arch.Regs
+	regs.Set(arch.AMD64_RIP, fn+11) // at the call
+	regs.Set(arch.AMD64_RSP, stack)
+	regs.Set(arch.AMD64_RBP, rec)
+	frames := make([]Frame, 8)
+	res := New(arch.AMD64, Options{}).Unwind(&Cache{}, space, &regs, &Stack{Addr: stack, Data: sb.data}, frames)
+	if !twoFramesOr(t, res, true, StopNoUnwindInfo) {
+		return
+	}
+	if f := frames[1]; f.PC != ra || f.SP != rec+16 || f.Method != MethodPrologue || f.CFA != callerRBP+16 {
+		t.Errorf("frame 1 = %+v; want pc %#x sp %#x cfa %#x by prologue", f, uint64(ra), uint64(rec+16), uint64(callerRBP+16))
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"sort"
 	"unsafe"
 
+	"github.com/ustack/ustack/arch"
+
 	"golang.org/x/arch/x86/x86asm"
 )
 
@@ -47,6 +49,29 @@ type frameState struct {
 	slot    [16]int32
 	written uint16
 	known   bool
+	// rbp: %rbp points at the frame record (push %rbp, then mov
+	// %rsp,%rbp): the CFA is %rbp+8+slot[rbp], whatever the SP does
+	// after (spLost: an allocation of a size the code computes, a
+	// realignment), as in functions with variable-length arrays.
+	rbp, spLost bool
+}
+
+// sameFrame reports whether two paths' states at one instruction agree on the
+// frame.
+func sameFrame(a, b *frameState) bool {
+	if a.rbp && b.rbp {
+		return a.slot[arch.AMD64_RBP] == b.slot[arch.AMD64_RBP]
+	}
+	return a.delta == b.delta && !a.rbp && !b.rbp && !a.spLost && !b.spLost
+}
+
+// spUnknown notes a change of the SP by an amount the code does not show.
+func (st *frameState) spUnknown() {
+	if st.rbp {
+		st.spLost = true
+	} else {
+		st.known = false
+	}
 }
 
 // sweepTarget is a forward branch's target and the state the branch takes
@@ -135,7 +160,7 @@ func (c *Cache) sweepAt(obj Object, lookup, pc uint64) (start uint64, st frameSt
 	}
 	r := &rows[k]
 	// A stack pointer above the return address is a wrong reading.
-	return r.start, r.st, r.st.known && r.st.delta >= 0 && r.st.delta <= 1<<20
+	return r.start, r.st, r.st.known && (r.st.rbp || !r.st.spLost && r.st.delta >= 0 && r.st.delta <= 1<<20)
 }
 
 // find returns the sweep of obj from from, a new one where none is kept
@@ -201,8 +226,10 @@ func (w *sweeper) step() bool {
 		switch {
 		case w.gap || !w.cur.known:
 			w.cur = t
-		case !t.known || w.cur.delta != t.delta:
+		case !t.known || !sameFrame(&w.cur, &t):
 			w.cur.known = false // the paths disagree
+		default:
+			w.cur.spLost = w.cur.spLost || t.spLost
 		}
 		w.gap, w.afterCall, w.inEpi = false, false, false
 	}
@@ -259,7 +286,7 @@ func (w *sweeper) step() bool {
 	switch op := in.Op; {
 	case op == x86asm.PUSH || op == x86asm.PUSHFQ:
 		w.cur.delta += 8
-		if op == x86asm.PUSH && isReg && r >= 0 && w.cur.written&(1<<r) == 0 && w.cur.slot[r] == 0 {
+		if op == x86asm.PUSH && isReg && r >= 0 && w.cur.written&(1<<r) == 0 && w.cur.slot[r] == 0 && !w.cur.spLost {
 			w.cur.slot[r] = w.cur.delta
 		}
 	case op == x86asm.POP || op == x86asm.POPFQ:
@@ -267,7 +294,13 @@ func (w *sweeper) step() bool {
 		if !w.inEpi {
 			w.body = w.cur
 		}
-		own := op == x86asm.POP && r >= 0 && w.cur.slot[r] == w.cur.delta
+		own := op == x86asm.POP && r >= 0 && w.cur.slot[r] == w.cur.delta && !w.cur.spLost
+		if r == arch.AMD64_RBP && w.cur.rbp {
+			w.cur.rbp = false
+			if w.cur.spLost {
+				w.cur.known = false
+			}
+		}
 		w.cur.delta -= 8
 		if own {
 			w.cur.slot[r] = 0
@@ -279,7 +312,7 @@ func (w *sweeper) step() bool {
 	case (op == x86asm.SUB || op == x86asm.ADD) && isReg && dst == x86asm.RSP:
 		imm, isImm := in.Args[1].(x86asm.Imm)
 		if !isImm || int64(imm) > 1<<20 || int64(imm) < -(1<<20) {
-			w.cur.known = false
+			w.cur.spUnknown()
 			break
 		}
 		if op == x86asm.SUB {
@@ -294,8 +327,19 @@ func (w *sweeper) step() bool {
 		dropSlotsBelow(&w.cur)
 	case op == x86asm.LEA && isReg && dst == x86asm.RSP:
 		mem, isMem := in.Args[1].(x86asm.Mem)
+		if isMem && mem.Base == x86asm.RBP && mem.Index == 0 && w.cur.rbp && mem.Disp <= 0 && mem.Disp > -(1<<20) {
+			// lea -N(%rbp),%rsp: back to the pushes under the record.
+			epi = true
+			if !w.inEpi {
+				w.body = w.cur
+			}
+			w.cur.delta = w.cur.slot[arch.AMD64_RBP] - int32(mem.Disp)
+			w.cur.spLost = false
+			dropSlotsBelow(&w.cur)
+			break
+		}
 		if !isMem || mem.Base != x86asm.RSP || mem.Index != 0 || mem.Disp > 1<<20 || mem.Disp < -(1<<20) {
-			w.cur.known = false
+			w.cur.spUnknown()
 			break
 		}
 		if mem.Disp > 0 {
@@ -311,7 +355,26 @@ func (w *sweeper) step() bool {
 		if !w.inEpi {
 			w.body = w.cur
 		}
-		w.cur.known = false // the frame pointer's value: not followed here
+		if !w.cur.rbp {
+			w.cur.known = false // a frame pointer not set up as the sweep saw
+			break
+		}
+		w.cur.delta = w.cur.slot[arch.AMD64_RBP] - 8 // mov %rbp,%rsp; pop %rbp
+		w.cur.slot[arch.AMD64_RBP] = 0
+		w.cur.written &^= 1 << arch.AMD64_RBP
+		w.cur.rbp, w.cur.spLost = false, false
+		dropSlotsBelow(&w.cur)
+	case op == x86asm.MOV && isReg && dst == x86asm.RBP && in.Args[1] == x86asm.RSP && w.cur.known && !w.cur.rbp && !w.cur.spLost &&
+		w.cur.slot[arch.AMD64_RBP] != 0 && w.cur.slot[arch.AMD64_RBP] == w.cur.delta:
+		w.cur.rbp = true // the frame record: the caller's %rbp, then the return address
+	case op == x86asm.MOV && isReg && dst == x86asm.RSP && in.Args[1] == x86asm.RBP && w.cur.rbp:
+		epi = true
+		if !w.inEpi {
+			w.body = w.cur
+		}
+		w.cur.delta = w.cur.slot[arch.AMD64_RBP]
+		w.cur.spLost = false
+		dropSlotsBelow(&w.cur)
 	case op == x86asm.RET:
 		if !w.inEpi {
 			w.body = w.cur
@@ -347,8 +410,14 @@ func (w *sweeper) step() bool {
 		w.cur.known = false
 	default:
 		if isReg && (dst == x86asm.RSP || dst == x86asm.ESP || dst == x86asm.SP) && writes(op) {
-			w.cur.known = false // an SP change not known: and, mov into it
+			w.cur.spUnknown() // an SP change not known: and, mov into it
 		} else {
+			if r == arch.AMD64_RBP && w.cur.rbp && writes(op) {
+				w.cur.rbp = false // the frame pointer reused
+				if w.cur.spLost {
+					w.cur.known = false
+				}
+			}
 			neutral = true // (gcc moves the return value between the pops)
 			if r >= 0 && writes(op) {
 				w.cur.written |= 1 << r
@@ -387,7 +456,7 @@ func (w *sweeper) record(t, addr uint64, st frameState) bool {
 	p := w.pending
 	i := sort.Search(len(p), func(i int) bool { return p[i].addr >= t })
 	if i < len(p) && p[i].addr == t {
-		if p[i].st.delta != st.delta {
+		if !sameFrame(&p[i].st, &st) {
 			p[i].st.known = false
 		}
 		return true
