@@ -19,11 +19,12 @@ import (
 const maxCallTargets = 1 << 22
 
 // CallTarget reports whether a direct call (x86_64 call rel32) in the
-// object's executable sections targets link-time address addr. The table
-// is built on first use, by scanning the sections' bytes for the call
-// opcode (a byte that only looks like one, inside another instruction,
-// adds an address that is rarely an instruction's); it is empty for other
-// architectures. It implements unwinder.CallTargetObject.
+// object's executable sections targets link-time address addr, an address
+// where a function may begin (aligned to 16 bytes, or after a ret, int3 or
+// nop). The table is built on first use, by scanning the sections' bytes
+// for the call opcode (a byte that only looks like one, inside another
+// instruction, adds an address that is rarely such an instruction's); it
+// is empty for other architectures. It implements unwinder.CallTargetObject.
 func (o *Object) CallTarget(addr uint64) bool {
 	if o.closed.Load() || o.arch != arch.AMD64 {
 		return false
@@ -31,6 +32,22 @@ func (o *Object) CallTarget(addr uint64) bool {
 	o.targetOnce.Do(o.findCallTargets)
 	_, ok := slices.BinarySearch(o.callTargets, addr)
 	return ok
+}
+
+// callTargetBefore returns the greatest call target at or before addr.
+func (o *Object) callTargetBefore(addr uint64) (uint64, bool) {
+	if o.closed.Load() || o.arch != arch.AMD64 {
+		return 0, false
+	}
+	o.targetOnce.Do(o.findCallTargets)
+	i, found := slices.BinarySearch(o.callTargets, addr)
+	if found {
+		return addr, true
+	}
+	if i == 0 {
+		return 0, false
+	}
+	return o.callTargets[i-1], true
 }
 
 func (o *Object) findCallTargets() {
@@ -69,6 +86,18 @@ func (o *Object) findCallTargets() {
 		}
 	}
 	slices.Sort(out)
-	o.callTargets = slices.Compact(out)
+	out = slices.Compact(out)
+	// A function begins aligned (gcc and clang align them to 16 bytes
+	// at -O2) or after the return, trap or nop that ends the one before
+	// (-Os); a target that is neither most likely came from a byte that
+	// only looks like a call, inside another instruction.
+	kept := out[:0]
+	var prev [1]byte
+	for _, t := range out {
+		if t%16 == 0 || o.ReadCode(t-1, prev[:]) == 1 && (prev[0] == 0xc3 || prev[0] == 0xcc || prev[0] == 0x90) {
+			kept = append(kept, t)
+		}
+	}
+	o.callTargets = slices.Clip(kept)
 	o.held.heap.Add(int64(8 * len(o.callTargets)))
 }

@@ -485,8 +485,9 @@ func (o *Object) FunctionStart(addr uint64) (uint64, bool) {
 // symbol need cover (a function the symbol table leaves out, as a
 // stripped library's hidden ones, lies between two that it names), or the
 // start of the executable section holding addr where that is nearer (no
-// symbol before it in the section). It implements
-// unwinder.StartBeforeObject.
+// symbol before it in the section), or the nearest target of a direct call
+// (CallTarget) where that is nearer still: a program stripped of all its
+// symbols names no function. It implements unwinder.StartBeforeObject.
 func (o *Object) StartBefore(addr uint64) (uint64, bool) {
 	start, ok := uint64(0), false
 	for _, s := range o.ef.Sections {
@@ -502,6 +503,9 @@ func (o *Object) StartBefore(addr uint64) (uint64, bool) {
 				start, ok = a, true
 			}
 		}
+	}
+	if a, found := o.callTargetBefore(addr); found && ok && a > start {
+		start = a
 	}
 	return start, ok
 }

@@ -92,7 +92,8 @@ func (u *Unwinder) prologueStep(c *Cache, m *Mapping, lookup, pc uint64, cur, ne
 // target cannot be read (through memory, as a structure's function
 // pointer), or one to a function other than the one the walk is in, which
 // may have tail-called it (musl's _start_c jumps to __libc_start_main
-// through its PLT entry, which jumps to libc_start_main_stage2).
+// through its PLT entry, which jumps to libc_start_main_stage2; Python's
+// PyObject_Vectorcall jumps to _PyObject_MakeTpCall).
 func (u *Unwinder) callsUnchecked(space *AddressSpace, m *Mapping, ra uint64) bool {
 	cm := mappingAt(space, m, ra)
 	if cm == nil || !cm.Exec || cm.Object == nil || ra < cm.Start+8 || ra >= cm.End || ra-cm.Bias < 8 {
@@ -133,7 +134,6 @@ func (w *sweeper) resume(addr uint64) {
 	w.pending = w.pending[:0]
 	w.start = addr
 	w.cur = frameState{known: true}
-	w.body = w.cur
 	w.table = frameState{}
 }
 
