@@ -409,7 +409,9 @@ func (w *sweeper) step() bool {
 		w.gap = true
 	case isJcc(op) || op == x86asm.JRCXZ || op == x86asm.LOOP || op == x86asm.LOOPE || op == x86asm.LOOPNE:
 		if rel, isRel := in.Args[0].(x86asm.Rel); isRel && w.cur.known {
-			if !w.record(next+uint64(int64(rel)), addr, w.cur) {
+			// (A conditional tail call, to a known function, is not a
+			// branch of this one.)
+			if t := next + uint64(int64(rel)); !knownStart(w.obj, t) && !w.record(t, addr, w.cur) {
 				return false
 			}
 		}
