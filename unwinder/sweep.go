@@ -44,6 +44,9 @@ const (
 	sweepTargets = 1024
 	sweepChunk   = 4096
 	sweepKept    = 512
+	// sweepRowBudget bounds the rows all kept sweeps hold (96 bytes
+	// each): past it, the sweeps asked least recently are dropped.
+	sweepRowBudget = 1 << 18
 )
 
 // frameState is what a sweep knows at an instruction: the bytes pushed or
@@ -134,6 +137,7 @@ type sweepKey struct {
 type sweepSet struct {
 	kept  map[sweepKey]*sweeper
 	clock uint64
+	rows  int // the rows all kept sweeps hold
 
 	buf    [sweepChunk]byte
 	bufFor *sweeper // whose code buf holds
@@ -189,16 +193,22 @@ func (s *sweepSet) find(obj Object, from uint64) *sweeper {
 		s.kept = make(map[sweepKey]*sweeper)
 	}
 	var w *sweeper
-	if len(s.kept) >= sweepKept {
+	for len(s.kept) > 0 && (len(s.kept) >= sweepKept || s.rows > sweepRowBudget) {
+		var old *sweeper
 		var oldKey sweepKey
 		for k, o := range s.kept {
-			if w == nil || o.used < w.used {
-				w, oldKey = o, k
+			if old == nil || o.used < old.used {
+				old, oldKey = o, k
 			}
 		}
 		delete(s.kept, oldKey)
-	} else {
+		s.rows -= len(old.rows)
+		w = old
+	}
+	if w == nil {
 		w = &sweeper{set: s}
+	} else {
+		w.rows = nil // (its memory may be a large one's)
 	}
 	w.reset(obj, from)
 	w.used = s.clock
@@ -455,6 +465,7 @@ func (w *sweeper) note(addr uint64) {
 	w.insn[i/64] |= 1 << (i % 64)
 	if n := len(w.rows); n == 0 || w.rows[n-1].st != w.cur || w.rows[n-1].start != w.start {
 		w.rows = append(w.rows, sweepRow{addr: addr, start: w.start, st: w.cur})
+		w.set.rows++
 	}
 }
 
