@@ -16,8 +16,9 @@ import (
 // pushed before being written was saved. The function begins at its
 // symbol's address (FunctionObject), or, for an address no symbol covers
 // (a stripped library's hidden functions), the sweep begins at the nearest
-// symbol before it (StartBeforeObject) and finds where each function after
-// it ends and the next begins.
+// symbol, direct call target or executable section start before it
+// (StartBeforeObject) and finds where each function after it ends and the
+// next begins.
 //
 // The word at the CFA-8 is taken as the return address only where it
 // returns into code whose instruction before it is a call to the
@@ -26,8 +27,9 @@ import (
 // MethodFrameless, or to its PLT entry by name). Where the instruction is
 // a call whose target cannot be checked (a function pointer in a
 // structure, as stdio's f->write) or is another function (which may have
-// tail-called this one), the step is taken but marked a guess (st.fpGuess): the stack is not
-// called complete. It reports whether it stepped (MethodPrologue).
+// tail-called this one), the step is taken but marked a guess
+// (st.fpGuess): the stack is not called complete. It reports whether it
+// stepped (MethodPrologue, or MethodFrameless where nothing was pushed).
 func (u *Unwinder) prologueStep(c *Cache, m *Mapping, lookup, pc uint64, cur, next *arch.Regs, st *stepResult) bool {
 	if m.Object == nil || lookup < m.Bias || pc < m.Bias {
 		return false
