@@ -345,6 +345,15 @@ func (u *Unwinder) framelessReturn(c *Cache, m *Mapping, lookup uint64, cur, nex
 	if ms != MemOK || !u.callsFunction(st.space, m, ra, start+m.Bias, cur) {
 		return false
 	}
+	if ra > m.Start && ra <= m.End {
+		if s, ok := fo.FunctionStart(ra - 1 - m.Bias); ok && s == start {
+			// A return into the function itself: a recursion's,
+			// which an earlier call of it may have left below its
+			// frame (the sweep, where it could tell, found the
+			// word at the SP the frame's own).
+			return false
+		}
+	}
 	*next = *cur
 	next.Set(arch.AMD64_RIP, ra)
 	next.Set(arch.AMD64_RSP, sp+8)

@@ -461,3 +461,61 @@ func x86Outermost() cfi.Row {
 	top.Regs[arch.AMD64_RIP] = cfi.Rule{Kind: cfi.RuleUndefined}
 	return top
 }
+
+// TestX86NoStaleReturnAddress: a function without CFI whose first
+// instruction calls another function (V8's baseline code sets up its frame
+// in a builtin so: a call made with nothing pushed, which would leave an
+// ABI function's stack misaligned), then calls itself. Its frame, whether
+// sampled in it or a caller's at a return address, has at its SP a stale
+// return address after a call to the function (the recursion's, as in node
+// recordings) and no return address of its own: the caller comes from the
+// frame record the builtin made, as perf finds it, and the stack is not
+// called complete.
+func TestX86NoStaleReturnAddress(t *testing.T) {
+	const stack = 0x7ff000
+	code := map[uint64][]byte{
+		// fn: call 0x401800 (the out-of-line prologue); call 0x401000 (itself, returning to 0x40100a); nop...
+		0x401000: {0xe8, 0xfb, 0x07, 0x00, 0x00, 0xe8, 0xf6, 0xff, 0xff, 0xff, 0x90, 0x90, 0xc3},
+		0x401800: {0x55, 0x48, 0x89, 0xe5, 0xc3},
+		0x404000: {0x90, 0x90, 0xc3},
+	}
+	leaf := x86Row(0x404000, 0x404100, 8) // CFA = SP+8
+	for _, tc := range []struct {
+		name string
+		pc   uint64 // the frame sampled
+		sp   uint64 // fn's SP
+	}{
+		{"caller at a return address", 0x404001, stack + 8},
+		{"sampled in it", 0x40100b, stack + 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sb := &stackBuilder{base: stack, data: make([]byte, 0x100)}
+			sb.put(stack, 0x40100a)      // the leaf's return address into fn
+			sb.put(stack+8, 0x40100a)    // stale: fn's SP, a return address after a call to fn
+			sb.put(stack+0x10, 0)        // the frame record at %rbp: the caller's %rbp
+			sb.put(stack+0x18, 0x403020) // and the return address into top
+			obj := &funcObject{fakeObject: fakeObject{rows: []cfi.Row{leaf, x86Outermost()}, code: code},
+				starts: []uint64{0x401000, 0x401800, 0x403000, 0x404000}}
+			var regs arch.Regs
+			regs.Set(arch.AMD64_RIP, tc.pc)
+			regs.Set(arch.AMD64_RSP, stack)
+			if tc.pc < 0x404000 {
+				regs.Set(arch.AMD64_RSP, tc.sp)
+			}
+			regs.Set(arch.AMD64_RBP, stack+0x10)
+			frames := make([]Frame, 8)
+			res := New(arch.AMD64, Options{}).Unwind(&Cache{}, textAndStack(obj), &regs, &Stack{Addr: stack, Data: sb.data}, frames)
+			var pcs []uint64
+			for _, f := range frames[:res.Frames] {
+				pcs = append(pcs, f.PC)
+			}
+			want := []uint64{0x404001, 0x40100a, 0x403020}
+			if tc.pc < 0x404000 {
+				want = []uint64{0x40100b, 0x403020}
+			}
+			require.Equal(t, want, pcs, "frames %+v, stop %v (%v)", frames[:res.Frames], res.Stop, res.Err)
+			assert.Equal(t, MethodFramePointer, frames[len(want)-1].Method)
+			assert.NotEqual(t, StopOutermost, res.Stop, "a stack through an unproven frame-pointer step called complete")
+		})
+	}
+}

@@ -35,8 +35,8 @@ func (u *Unwinder) prologueStep(c *Cache, m *Mapping, lookup, pc uint64, cur, ne
 		return false
 	}
 	start, sw, ok := c.sweepAt(m.Object, lookup-m.Bias, pc-m.Bias)
-	if !ok {
-		return false
+	if !ok || lookup != pc && sw.delta == 0 && !sw.rbp {
+		return false // nothing pushed at a return address: see step
 	}
 	var cfa uint64
 	if sw.rbp {

@@ -427,6 +427,13 @@ func (w *sweeper) step() bool {
 		}
 	case op == x86asm.CALL:
 		w.afterCall = true
+		if w.cur.known && w.cur.delta == 0 && !w.cur.rbp {
+			// A call with nothing pushed leaves an ABI function's
+			// stack misaligned: code outside the ABI, whose callee
+			// may have built the frame (V8's baseline code calls
+			// its prologue so). What it left, only a branch tells.
+			w.cur.known = false
+		}
 	case op == x86asm.UD2 || op == x86asm.HLT:
 		w.gap = true
 	case op == x86asm.ENTER || op == x86asm.PUSHF || op == x86asm.POPF || op == x86asm.IRETQ:
