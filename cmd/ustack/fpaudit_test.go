@@ -105,94 +105,112 @@ func TestFPAuditMatchesKernelChain(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			bin := testprog.Build(t, dir, tc.file, tc.src, tc.flags...)
-			data := filepath.Join(dir, "rec.data")
-			args := []string{"-q", "-F", "2000", "-o", data}
-			for _, p := range tc.probes {
-				args = append(args, "-e", "u:"+bin+":"+p)
-			}
-			for _, e := range tc.events {
-				args = append(args, "-e", e)
-			}
-			rc, stderr := recordBounded(t, append(args, "--", bin, tc.arg)...)
-			if rc != 0 && (tc.probes != nil || tc.events != nil) {
-				t.Skipf("ustack record cannot record these events here: %s", stderr)
-			}
-			require.Zero(t, rc, stderr)
-
-			// The kernel's chains, by (time, tid), read from the
-			// recording itself.
-			kernelChain := map[string]int{}
-			r, err := perfdata.Open(data)
-			require.NoError(t, err)
-			for {
-				rec, err := r.Next()
-				if err != nil {
-					break
-				}
-				if s, ok := rec.(*perfdata.Sample); ok && len(s.Regs) > 0 {
-					n := 0
-					for _, ip := range perfdata.UserCallchain(s.Callchain) {
-						if ip < perfdata.ContextMax {
-							n++
-						}
-					}
-					kernelChain[fmt.Sprint(s.Time, "/", s.Tid)] = n
-				}
-			}
-			r.Close()
-
-			var out, errb bytes.Buffer
-			require.Zero(t, run([]string{"report", "--format", "json", data}, &out, &errb), errb.String())
-			same, compared, audited, shorter := 0, 0, 0, 0
-			var firstDiff string
-			sc := bufio.NewScanner(&out)
-			sc.Buffer(nil, 1<<24)
-			for sc.Scan() {
-				var s struct {
-					Time     uint64  `json:"time"`
-					Tid      int64   `json:"tid"`
-					FPFrames *int    `json:"fp_frames"`
-					FPStop   *string `json:"fp_stop"`
-				}
-				require.NoError(t, json.Unmarshal(sc.Bytes(), &s))
-				if s.FPStop == nil {
-					continue
-				}
-				audited++
-				k, ok := kernelChain[fmt.Sprint(s.Time, "/", s.Tid)]
-				require.True(t, ok, "sample at %d of thread %d is not in the recording", s.Time, s.Tid)
-				if *s.FPStop != "end" && *s.FPStop != "depth" {
-					// The kernel read on, in memory the snapshot
-					// does not hold: it found at least as many.
-					if k < *s.FPFrames {
-						shorter++
-					}
-					continue
-				}
-				compared++
-				if k == *s.FPFrames {
-					same++
-				} else if firstDiff == "" {
-					firstDiff = fmt.Sprintf("sample at %d: kernel %d frames, audit %d (%s)", s.Time, k, *s.FPFrames, *s.FPStop)
-				}
-			}
-			summary := lineWith(errb.String(), "a frame-pointer walk would have found")
-			t.Logf("%d of %d samples compared (of %d audited) have the kernel's chain length; %d of the others a kernel chain shorter than the audit's; %s",
-				same, compared, audited, shorter, summary)
 			// Without frame pointers most chains leave the snapshot
 			// through a register that held a heap pointer: few walks
-			// end inside it (2 of 165 C++ samples on a busy machine),
-			// so one is asked for there, three with frame pointers.
+			// end inside it (6 of 156 C++ samples on a quiet machine,
+			// none of 156 once beside three busy loops, where the
+			// samples fall elsewhere), so one is asked for there,
+			// three with frame pointers; recordings are made until
+			// they hold that many, at most maxRounds.
 			least := 3
 			if slices.Contains(tc.flags, "-fomit-frame-pointer") {
 				least = 1
 			}
-			require.GreaterOrEqual(t, compared, least, "too few samples whose snapshot covers the frame-pointer walk")
-			assert.GreaterOrEqual(t, float64(same), 0.99*float64(compared), "first difference: %s", firstDiff)
-			assert.LessOrEqual(t, float64(shorter), 0.01*float64(audited-compared), "samples whose kernel chain is shorter than the audit's, where the snapshot ended first")
+			const maxRounds = 6
+			var n fpCounts
+			var summary string
+			for round := 0; round < maxRounds && n.compared < least; round++ {
+				data := filepath.Join(dir, fmt.Sprintf("rec%d.data", round))
+				args := []string{"-q", "-F", "2000", "-o", data}
+				for _, p := range tc.probes {
+					args = append(args, "-e", "u:"+bin+":"+p)
+				}
+				for _, e := range tc.events {
+					args = append(args, "-e", e)
+				}
+				rc, stderr := recordBounded(t, append(args, "--", bin, tc.arg)...)
+				if rc != 0 && (tc.probes != nil || tc.events != nil) {
+					t.Skipf("ustack record cannot record these events here: %s", stderr)
+				}
+				require.Zero(t, rc, stderr)
+				summary = n.add(t, data)
+				t.Logf("round %d: %d of %d samples compared (of %d audited) have the kernel's chain length; %d of the others a kernel chain shorter than the audit's; %s",
+					round, n.same, n.compared, n.audited, n.shorter, summary)
+			}
+			require.GreaterOrEqual(t, n.compared, least, "too few samples whose snapshot covers the frame-pointer walk, in %d recordings", maxRounds)
+			assert.GreaterOrEqual(t, float64(n.same), 0.99*float64(n.compared), "first difference: %s", n.firstDiff)
+			assert.LessOrEqual(t, float64(n.shorter), 0.01*float64(n.audited-n.compared), "samples whose kernel chain is shorter than the audit's, where the snapshot ended first")
 			assert.NotEmpty(t, summary, "the summary's audit line")
 		})
 	}
+}
+
+// fpCounts adds up, over recordings, how the frame-pointer audit of each
+// sample compares with the kernel's chain (TestFPAuditMatchesKernelChain).
+type fpCounts struct {
+	same, compared, audited, shorter int
+	firstDiff                        string
+}
+
+// add reports the recording data and counts its samples; it returns the
+// summary's audit line.
+func (n *fpCounts) add(t *testing.T, data string) string {
+	t.Helper()
+	// The kernel's chains, by (time, tid), read from the recording itself.
+	kernelChain := map[string]int{}
+	r, err := perfdata.Open(data)
+	require.NoError(t, err)
+	for {
+		rec, err := r.Next()
+		if err != nil {
+			break
+		}
+		if s, ok := rec.(*perfdata.Sample); ok && len(s.Regs) > 0 {
+			k := 0
+			for _, ip := range perfdata.UserCallchain(s.Callchain) {
+				if ip < perfdata.ContextMax {
+					k++
+				}
+			}
+			kernelChain[fmt.Sprint(s.Time, "/", s.Tid)] = k
+		}
+	}
+	r.Close()
+
+	var out, errb bytes.Buffer
+	require.Zero(t, run([]string{"report", "--format", "json", data}, &out, &errb), errb.String())
+	sc := bufio.NewScanner(&out)
+	sc.Buffer(nil, 1<<24)
+	for sc.Scan() {
+		var s struct {
+			Time     uint64  `json:"time"`
+			Tid      int64   `json:"tid"`
+			FPFrames *int    `json:"fp_frames"`
+			FPStop   *string `json:"fp_stop"`
+		}
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &s))
+		if s.FPStop == nil {
+			continue
+		}
+		n.audited++
+		k, ok := kernelChain[fmt.Sprint(s.Time, "/", s.Tid)]
+		require.True(t, ok, "sample at %d of thread %d is not in the recording", s.Time, s.Tid)
+		if *s.FPStop != "end" && *s.FPStop != "depth" {
+			// The kernel read on, in memory the snapshot does not
+			// hold: it found at least as many.
+			if k < *s.FPFrames {
+				n.shorter++
+			}
+			continue
+		}
+		n.compared++
+		if k == *s.FPFrames {
+			n.same++
+		} else if n.firstDiff == "" {
+			n.firstDiff = fmt.Sprintf("sample at %d: kernel %d frames, audit %d (%s)", s.Time, k, *s.FPFrames, *s.FPStop)
+		}
+	}
+	return lineWith(errb.String(), "a frame-pointer walk would have found")
 }
 
 // lineWith returns the first line of s that contains sub, or "".
