@@ -345,13 +345,9 @@ func (u *Unwinder) framelessReturn(c *Cache, m *Mapping, lookup uint64, cur, nex
 	if ms != MemOK || !u.callsFunction(st.space, m, ra, start+m.Bias, cur) {
 		return false
 	}
-	if ra > m.Start && ra <= m.End {
+	if ra > m.Start && ra <= m.End && ra-1 >= m.Bias {
 		if s, ok := fo.FunctionStart(ra - 1 - m.Bias); ok && s == start {
-			// A return into the function itself: a recursion's,
-			// which an earlier call of it may have left below its
-			// frame (the sweep, where it could tell, found the
-			// word at the SP the frame's own).
-			return false
+			return false // a recursion's return address, maybe stale: see prologueStep
 		}
 	}
 	*next = *cur

@@ -464,13 +464,12 @@ func x86Outermost() cfi.Row {
 
 // TestX86NoStaleReturnAddress: a function without CFI whose first
 // instruction calls another function (V8's baseline code sets up its frame
-// in a builtin so: a call made with nothing pushed, which would leave an
-// ABI function's stack misaligned), then calls itself. Its frame, whether
-// sampled in it or a caller's at a return address, has at its SP a stale
-// return address after a call to the function (the recursion's, as in node
-// recordings) and no return address of its own: the caller comes from the
-// frame record the builtin made, as perf finds it, and the stack is not
-// called complete.
+// in a builtin so; the sweep sees nothing pushed), then calls itself. Its
+// frame, whether sampled in it or a caller's at a return address, has at
+// its SP a stale return address after a call to the function (the
+// recursion's, as in node recordings) and no return address of its own:
+// the caller comes from the frame record the builtin made, as perf finds
+// it, and the stack is not called complete.
 func TestX86NoStaleReturnAddress(t *testing.T) {
 	const stack = 0x7ff000
 	code := map[uint64][]byte{

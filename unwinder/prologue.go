@@ -35,8 +35,8 @@ func (u *Unwinder) prologueStep(c *Cache, m *Mapping, lookup, pc uint64, cur, ne
 		return false
 	}
 	start, sw, ok := c.sweepAt(m.Object, lookup-m.Bias, pc-m.Bias)
-	if !ok || lookup != pc && sw.delta == 0 && !sw.rbp {
-		return false // nothing pushed at a return address: see step
+	if !ok {
+		return false
 	}
 	var cfa uint64
 	if sw.rbp {
@@ -55,6 +55,17 @@ func (u *Unwinder) prologueStep(c *Cache, m *Mapping, lookup, pc uint64, cur, ne
 	ra, ms := c.win.read8(cfa - 8)
 	if ms != MemOK {
 		return false
+	}
+	if sw.delta == 0 && !sw.rbp && ra > m.Start && ra <= m.End && ra-1 >= m.Bias {
+		if s, ok := functionOf(m.Object, ra-1-m.Bias); ok && s == start {
+			// Nothing pushed, and the word at the SP returns into
+			// the function itself: a recursion's return address,
+			// which an earlier call of it may have left there.
+			// Code that set up its frame in a called function
+			// (V8's baseline code calls its prologue so; the sweep
+			// sees nothing pushed) has such words at its SP.
+			return false
+		}
 	}
 	guess := false
 	if !u.callsFunction(st.space, m, ra, start+m.Bias, cur) {

@@ -209,14 +209,7 @@ func (u *Unwinder) step(c *Cache, m *Mapping, cur, next *arch.Regs, lookup, pc u
 			u.linkRegister(cur, next, st)
 			return
 		}
-		// At a return address, a function that pushed nothing made a
-		// call that would leave an ABI function's stack misaligned:
-		// code outside the ABI, as V8's baseline code, whose frame a
-		// called builtin set up. The word at its SP is then no return
-		// address (one left by an earlier call, in a recursion, passes
-		// framelessReturn's check): prologueStep refuses it there, and
-		// the frame pointer is followed.
-		if u.arch == arch.AMD64 && (u.prologueStep(c, m, lookup, pc, cur, next, st) || lookup == pc && u.framelessReturn(c, m, lookup, cur, next, st)) {
+		if u.arch == arch.AMD64 && (u.prologueStep(c, m, lookup, pc, cur, next, st) || u.framelessReturn(c, m, lookup, cur, next, st)) {
 			return
 		}
 	}

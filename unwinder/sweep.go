@@ -150,15 +150,7 @@ type sweepSet struct {
 // minus one) lies in the function, by the sweep from its symbol's start or,
 // without one, from the nearest symbol or section start before it.
 func (c *Cache) sweepAt(obj Object, lookup, pc uint64) (start uint64, st frameState, ok bool) {
-	from, ok := uint64(0), false
-	if fo, is := obj.(FunctionObject); is {
-		from, ok = fo.FunctionStart(lookup)
-	}
-	if !ok {
-		if so, is := obj.(StartBeforeObject); is {
-			from, ok = so.StartBefore(lookup)
-		}
-	}
+	from, ok := functionOf(obj, lookup)
 	if !ok || pc < from || pc-from >= sweepMax {
 		return 0, st, false
 	}
@@ -178,6 +170,21 @@ func (c *Cache) sweepAt(obj Object, lookup, pc uint64) (start uint64, st frameSt
 	r := &rows[k]
 	// A stack pointer above the return address is a wrong reading.
 	return r.start, r.st, r.st.known && (r.st.rbp || !r.st.spLost && r.st.delta >= 0 && r.st.delta <= 1<<20)
+}
+
+// functionOf returns where the sweep of the function holding link-time
+// address addr of obj begins: its symbol's address, else the nearest
+// symbol, direct call target or section start before it.
+func functionOf(obj Object, addr uint64) (uint64, bool) {
+	if fo, is := obj.(FunctionObject); is {
+		if from, ok := fo.FunctionStart(addr); ok {
+			return from, true
+		}
+	}
+	if so, is := obj.(StartBeforeObject); is {
+		return so.StartBefore(addr)
+	}
+	return 0, false
 }
 
 // find returns the sweep of obj from from, a new one where none is kept
@@ -427,13 +434,6 @@ func (w *sweeper) step() bool {
 		}
 	case op == x86asm.CALL:
 		w.afterCall = true
-		if w.cur.known && w.cur.delta == 0 && !w.cur.rbp {
-			// A call with nothing pushed leaves an ABI function's
-			// stack misaligned: code outside the ABI, whose callee
-			// may have built the frame (V8's baseline code calls
-			// its prologue so). What it left, only a branch tells.
-			w.cur.known = false
-		}
 	case op == x86asm.UD2 || op == x86asm.HLT:
 		w.gap = true
 	case op == x86asm.ENTER || op == x86asm.PUSHF || op == x86asm.POPF || op == x86asm.IRETQ:
