@@ -127,16 +127,22 @@ type StartBeforeObject interface {
 // resume gives the state of the instruction at addr, the first after a
 // return or a jump that no recorded branch reaches. Where a function is
 // known to begin there (its symbol, or a direct call to it:
-// CallTargetObject), or no recorded target ahead was branched to with
-// anything pushed, the function has ended and addr begins the next one
-// (start, and the entry's state; the targets still ahead were jumps out
-// of the function, as from a part split off to a cold section back to it,
-// or tail calls); else, after the function jumped through a table it
-// could not read (its cases follow, reached by no branch the sweep saw),
-// the state at that jump (table); else the state carried (cur: unknown
-// after a return or a tail call).
+// CallTargetObject), addr begins the next one (start, and the entry's
+// state). Else, after the function jumped through a table it could not
+// read (a switch; an interpreter's computed goto, whose opcode handlers
+// follow, between its exits' returns, reached by no branch the sweep saw:
+// python's _PyEval_EvalFrameDefault), the state at that jump (table); else,
+// where a recorded target ahead was branched to with anything pushed, the
+// function goes on, with the state carried (cur: unknown after a return or
+// a tail call); else the function has ended and addr begins the next one
+// (the targets still ahead were jumps out of the function, as from a part
+// split off to a cold section back to it, or tail calls).
 func (w *sweeper) resume(addr uint64) {
 	if !knownStart(w.obj, addr) {
+		if w.table.known {
+			w.cur = w.table // a case of a jump table: the frame of the jump
+			return
+		}
 		// (arrive dropped the targets before addr.) A branch ahead
 		// taken with nothing pushed (a tail call from a function
 		// that pushed nothing, as to a function only called
@@ -146,10 +152,6 @@ func (w *sweeper) resume(addr uint64) {
 			if st := &w.pending[i].st; !st.known || st.delta != 0 || st.rbp || st.spLost {
 				return
 			}
-		}
-		if w.table.known {
-			w.cur = w.table // a case of a jump table: the frame of the jump
-			return
 		}
 	}
 	w.pending = w.pending[:0]

@@ -78,6 +78,12 @@ func TestPrologueStep(t *testing.T) {
 		// A jump through a register (a jump table), then a case: the
 		// state at the jump.
 		{"a jump table's case", cat(pushes, []byte{0xff, 0xe0, 0x90}, callRSI), rel(fn), 48, true, false, false},
+		// A computed goto (an interpreter's dispatch: jmp *%rax), an
+		// exit's epilogue and return, then an opcode's handler, which
+		// only the computed goto reaches, in the middle of the function
+		// (a branch ahead is still to arrive): the state at the jump.
+		{"a computed goto's handler after a return", cat(pushes, []byte{0x75, 0x20, 0xff, 0xe0,
+			0x41, 0x5f, 0x41, 0x5e, 0x41, 0x5d, 0x41, 0x5c, 0x5d, 0x5b, 0xc3}, callRSI), rel(fn), 48, true, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := make([]byte, 16)
