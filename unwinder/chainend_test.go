@@ -1,6 +1,7 @@
 package unwinder
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -515,6 +516,59 @@ func TestX86NoStaleReturnAddress(t *testing.T) {
 			require.Equal(t, want, pcs, "frames %+v, stop %v (%v)", frames[:res.Frames], res.Stop, res.Err)
 			assert.Equal(t, MethodFramePointer, frames[len(want)-1].Method)
 			assert.NotEqual(t, StopOutermost, res.Stop, "a stack through an unproven frame-pointer step called complete")
+		})
+	}
+}
+
+// TestX86FramePointerGuessAfterCall: a frame-pointer step out of a function
+// not shown to set up %rbp is a guess, and where the word after the
+// "frame record" is readable code that follows no call, %rbp held
+// something else (code built without frame pointers keeps data in it): no
+// caller is made up from it, the walk stops (no_unwind_info). A return
+// address after a call, at a function's first instruction (returned into
+// at its entry), or in code the capture does not hold is followed, a guess.
+func TestX86FramePointerGuessAfterCall(t *testing.T) {
+	const stack = 0x7ff000
+	nops := func(n int) []byte { return bytes.Repeat([]byte{0x90}, n) }
+	code := map[uint64][]byte{
+		0x401000: nops(16),                          // fn: no CFI, no frame pointer set up
+		0x402038: append(nops(3), 0xe8, 0, 0, 0, 0), // a call ending at 0x402040
+		0x402040: nops(16),
+	}
+	for _, tc := range []struct {
+		name  string
+		ra    uint64
+		taken bool
+	}{
+		{"after a call", 0x402040, true},
+		{"after no call", 0x402048, false},
+		{"a function's first instruction", 0x402048, true},
+		{"code not held", 0x40a000, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			starts := []uint64{0x401000, 0x402000}
+			if tc.name == "a function's first instruction" {
+				starts = append(starts, 0x402048)
+			}
+			obj := &funcObject{fakeObject: fakeObject{code: code}, starts: starts}
+			sb := &stackBuilder{base: stack, data: make([]byte, 0x100)}
+			sb.put(stack+0x20, 0)     // the "frame record" at %rbp
+			sb.put(stack+0x28, tc.ra) // and the word after it
+			var regs arch.Regs
+			regs.Set(arch.AMD64_RIP, 0x401008)
+			regs.Set(arch.AMD64_RSP, stack)
+			regs.Set(arch.AMD64_RBP, stack+0x20)
+			frames := make([]Frame, 8)
+			res := New(arch.AMD64, Options{}).Unwind(&Cache{}, textAndStack(obj), &regs, &Stack{Addr: stack, Data: sb.data}, frames)
+			if !tc.taken {
+				require.Equal(t, 1, res.Frames, "frames %+v", frames[:res.Frames])
+				assert.Equal(t, StopNoUnwindInfo, res.Stop, "%v", res.Err)
+				return
+			}
+			require.GreaterOrEqual(t, res.Frames, 2, "stop %v (%v)", res.Stop, res.Err)
+			assert.Equal(t, tc.ra, frames[1].PC)
+			assert.Equal(t, MethodFramePointer, frames[1].Method)
+			assert.NotEqual(t, StopOutermost, res.Stop)
 		})
 	}
 }

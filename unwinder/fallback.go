@@ -216,6 +216,14 @@ func (u *Unwinder) framePointer(c *Cache, m *Mapping, lookup uint64, cur, next *
 		st.stop = memStop(ms)
 		return
 	}
+	if !setUp && a == arch.AMD64 && notAfterCall(st.space, m, ra) {
+		// The register held something else than a frame record
+		// (code without frame pointers keeps data in it): what
+		// it points at is no return address.
+		st.stop = StopNoUnwindInfo
+		st.err = errNoFramePointer
+		return
+	}
 	// Only the frame record is known; the callee's other registers say
 	// nothing reliable about the caller's.
 	next.Set(a.FP(), callerFP)
@@ -227,6 +235,24 @@ func (u *Unwinder) framePointer(c *Cache, m *Mapping, lookup uint64, cur, next *
 	st.cfa = fp + 16
 	st.method = MethodFramePointer
 	st.fpGuess = !setUp
+}
+
+// notAfterCall reports whether x86_64 code shows that ra is no return
+// address: the 8 bytes before it, readable in its mapping's object, end
+// with no call, and no function begins at ra (where a frame would have
+// returned into at its entry: makecontext's __start_context). Where the
+// code cannot be read (JIT code a perf map names, a missing object),
+// nothing is shown.
+func notAfterCall(space *AddressSpace, m *Mapping, ra uint64) bool {
+	cm := mappingAt(space, m, ra)
+	if cm == nil || cm.Object == nil || ra < cm.Start+8 || ra >= cm.End || ra-cm.Bias < 8 {
+		return false
+	}
+	var code [8]byte
+	if cm.Object.ReadCode(ra-cm.Bias-8, code[:]) != len(code) {
+		return false
+	}
+	return !amd64CallsTo(code, ra, 0, nil) && !functionStart(cm.Object, ra-cm.Bias)
 }
 
 // fpProloguePeek bounds how much of a function framePointerSetUp reads
