@@ -87,8 +87,10 @@ func TestJITDumpNode(t *testing.T) {
 				}
 			}
 		}
-		if k := slices.IndexFunc(how, func(h string) bool { return h == "frameless" || h == "prologue" }); k >= 0 &&
-			len(jit) == len(p.jit)+1 && slices.Equal(slices.Delete(slices.Clone(jit), k, k+1), p.jit) {
+		stepped := func(h string) bool { return h == "frameless" || h == "prologue" }
+		if k, m := slices.IndexFunc(how, stepped), len(jit)-len(p.jit); k >= 0 && (m == 1 || m == 2 && strings.HasPrefix(jit[k], "JS:^")) &&
+			k+m <= len(how) && !slices.ContainsFunc(how[k:k+m], func(h string) bool { return !stepped(h) }) &&
+			slices.Equal(slices.Delete(slices.Clone(jit), k, k+m), p.jit) {
 			// The frame below was caught before it set up its frame
 			// pointer (at its entry: its return address still at the
 			// SP, or after pushes its prologue shows), in JIT code or
@@ -96,7 +98,12 @@ func TestJITDumpNode(t *testing.T) {
 			// the return address where the call before it went to that
 			// function (frameless, prologue). perf follows %rbp, which
 			// is still the caller's, and skips the caller: the one
-			// frame perf lacks.
+			// frame perf lacks. Caught in a builtin that baseline
+			// code (JS:^) calls before its frame is built (its first
+			// instruction calls BaselineOutOfLinePrologue to build
+			// it), the baseline function has no frame either: perf
+			// skips it and its caller, two frames, both found so
+			// (once in CI, in 4,000 samples).
 			entered++
 			jit = slices.Delete(jit, k, k+1)
 		}
