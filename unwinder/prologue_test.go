@@ -255,3 +255,69 @@ func TestPrologueStepFramePointer(t *testing.T) {
 		t.Errorf("frame 1 = %+v; want pc %#x sp %#x cfa %#x by prologue", f, uint64(ra), uint64(rec+16), uint64(callerRBP+16))
 	}
 }
+
+// hiddenObject is a stripped object's code: no symbol covers it, the sweep
+// begins at the nearest direct call's target or at the section's start
+// (StartBeforeObject, CallTargetObject, as elfcache's).
+type hiddenObject struct {
+	fakeObject
+	section uint64
+	targets []uint64
+}
+
+func (o *hiddenObject) CallTarget(addr uint64) bool { return slices.Contains(o.targets, addr) }
+
+func (o *hiddenObject) StartBefore(addr uint64) (uint64, bool) {
+	s := o.section
+	for _, t := range o.targets {
+		if t <= addr && t > s {
+			s = t
+		}
+	}
+	return s, true
+}
+
+// TestPrologueStepFalseCallTarget: in a stripped function (no symbol) an
+// e8 byte inside another instruction reads as a call whose target lies
+// inside the function, mid-instruction (in liblzma, inside a 6-byte mov):
+// that target is no start, as the sweep from the start before it shows,
+// and the step decodes from the real one. Swept from the false target, the
+// frame was left unknown.
+func TestPrologueStepFalseCallTarget(t *testing.T) {
+	const (
+		stack = 0x7ff000
+		fn    = 0x401000
+		ra    = 0x402040
+	)
+	caller := cfi.Row{Start: 0x402000, End: 0x402100, RA: arch.AMD64_RIP}
+	caller.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.AMD64_RSP, Offset: 8}
+	caller.Regs[arch.AMD64_RIP] = cfi.Rule{Kind: cfi.RuleUndefined}
+	call := make([]byte, 16)
+	for i := range call {
+		call[i] = 0x90
+	}
+	call[11] = 0xe8
+	off := int64(fn) - ra
+	binary.LittleEndian.PutUint32(call[12:], uint32(int32(off)))
+	code := []byte{
+		0x53,                               // push %rbx
+		0x41, 0xbc, 0x01, 0x00, 0x00, 0x00, // mov $0x1,%r12d: 0x401003 is inside it
+		0xff, 0xd6, // call *%rsi, at 0x401007
+		0x5b, 0xc3, // pop %rbx; ret
+	}
+	for _, targets := range [][]uint64{nil, {0x401003}} {
+		obj := &hiddenObject{fakeObject: fakeObject{rows: []cfi.Row{caller},
+			code: map[uint64][]byte{ra - 16: call, fn: code}}, section: fn, targets: targets}
+		sb := &stackBuilder{base: stack, data: make([]byte, 0x100)}
+		sb.put(stack+8, ra) // above %rbx's slot
+		var regs arch.Regs
+		regs.Set(arch.AMD64_RIP, 0x401007)
+		regs.Set(arch.AMD64_RSP, stack)
+		frames := make([]Frame, 8)
+		res := New(arch.AMD64, Options{}).Unwind(&Cache{}, textAndStack(obj), &regs, &Stack{Addr: stack, Data: sb.data}, frames)
+		if res.Frames != 2 || res.Stop != StopOutermost || frames[1].PC != ra || frames[1].Method != MethodPrologue {
+			t.Errorf("call targets %#x: %d frames %+v, stop %v (%v); want the caller at %#x by prologue, outermost",
+				targets, res.Frames, frames[:res.Frames], res.Stop, res.Err, uint64(ra))
+		}
+	}
+}

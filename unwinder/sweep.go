@@ -150,7 +150,7 @@ type sweepSet struct {
 // minus one) lies in the function, by the sweep from its symbol's start or,
 // without one, from the nearest symbol or section start before it.
 func (c *Cache) sweepAt(obj Object, lookup, pc uint64) (start uint64, st frameState, ok bool) {
-	from, ok := functionOf(obj, lookup)
+	from, ok := c.startOf(obj, lookup)
 	if !ok || pc < from || pc-from >= sweepMax {
 		return 0, st, false
 	}
@@ -185,6 +185,39 @@ func functionOf(obj Object, addr uint64) (uint64, bool) {
 		return so.StartBefore(addr)
 	}
 	return 0, false
+}
+
+// startOf is functionOf, checked where only a direct call's target says a
+// function begins there (a stripped library's hidden functions): the
+// target must be an instruction of the sweep of the code before it, else
+// the call was no call (its e8 byte another instruction's operand: in
+// liblzma, one such target inside a 6-byte mov started sweeps there, and
+// every frame in the rest of its function stopped) and the start before
+// it applies. Where that sweep cannot tell (it does not reach the target),
+// the target stands.
+func (c *Cache) startOf(obj Object, addr uint64) (uint64, bool) {
+	from, ok := functionOf(obj, addr)
+	ct, isCT := obj.(CallTargetObject)
+	for range 4 {
+		if !ok || !isCT || from == 0 || functionStart(obj, from) || !ct.CallTarget(from) {
+			return from, ok
+		}
+		prev, ok2 := functionOf(obj, from-1)
+		if !ok2 || prev >= from || from-prev >= sweepMax {
+			return from, ok
+		}
+		if c.sweeps == nil {
+			c.sweeps = new(sweepSet)
+		}
+		w := c.sweeps.find(obj, prev)
+		w.advance(from)
+		i := from - prev
+		if w.addr <= from || i/64 < uint64(len(w.insn)) && w.insn[i/64]&(1<<(i%64)) != 0 {
+			return from, ok // an instruction there, or not reached
+		}
+		from = prev
+	}
+	return from, ok
 }
 
 // find returns the sweep of obj from from, a new one where none is kept
