@@ -345,10 +345,8 @@ func (u *Unwinder) framelessReturn(c *Cache, m *Mapping, lookup uint64, cur, nex
 	if ms != MemOK || !u.callsFunction(st.space, m, ra, start+m.Bias, cur) {
 		return false
 	}
-	if ra > m.Start && ra <= m.End && ra-1 >= m.Bias {
-		if s, ok := fo.FunctionStart(ra - 1 - m.Bias); ok && s == start {
-			return false // a recursion's return address, maybe stale: see prologueStep
-		}
+	if c.returnsInto(m, ra, start) {
+		return false // a recursion's return address, maybe stale: see prologueStep
 	}
 	*next = *cur
 	next.Set(arch.AMD64_RIP, ra)

@@ -56,16 +56,14 @@ func (u *Unwinder) prologueStep(c *Cache, m *Mapping, lookup, pc uint64, cur, ne
 	if ms != MemOK {
 		return false
 	}
-	if sw.delta == 0 && !sw.rbp && ra > m.Start && ra <= m.End && ra-1 >= m.Bias {
-		if s, ok := functionOf(m.Object, ra-1-m.Bias); ok && s == start {
-			// Nothing pushed, and the word at the SP returns into
-			// the function itself: a recursion's return address,
-			// which an earlier call of it may have left there.
-			// Code that set up its frame in a called function
-			// (V8's baseline code calls its prologue so; the sweep
-			// sees nothing pushed) has such words at its SP.
-			return false
-		}
+	if sw.delta == 0 && !sw.rbp && c.returnsInto(m, ra, start) {
+		// Nothing pushed, and the word at the SP returns into the
+		// function itself: a recursion's return address, which an
+		// earlier call of it may have left there. Code that set up
+		// its frame in a called function (V8's baseline code calls
+		// its prologue so; the sweep sees nothing pushed) has such
+		// words at its SP.
+		return false
 	}
 	guess := false
 	if !u.callsFunction(st.space, m, ra, start+m.Bias, cur) {

@@ -159,7 +159,7 @@ func (c *Cache) sweepAt(obj Object, lookup, pc uint64) (start uint64, st frameSt
 	}
 	w := c.sweeps.find(obj, from)
 	w.advance(pc)
-	if i := pc - from; i/64 >= uint64(len(w.insn)) || w.insn[i/64]&(1<<(i%64)) == 0 {
+	if !w.isInsn(pc) {
 		return 0, st, false // not an instruction as decoded, or not reached
 	}
 	rows := w.rows
@@ -211,13 +211,30 @@ func (c *Cache) startOf(obj Object, addr uint64) (uint64, bool) {
 		}
 		w := c.sweeps.find(obj, prev)
 		w.advance(from)
-		i := from - prev
-		if w.addr <= from || i/64 < uint64(len(w.insn)) && w.insn[i/64]&(1<<(i%64)) != 0 {
+		if w.addr <= from || w.isInsn(from) {
 			return from, ok // an instruction there, or not reached
 		}
 		from = prev
 	}
 	return from, ok
+}
+
+// isInsn reports whether the sweep decoded an instruction at addr.
+func (w *sweeper) isInsn(addr uint64) bool {
+	i := addr - w.from
+	return addr >= w.from && i/64 < uint64(len(w.insn)) && w.insn[i/64]&(1<<(i%64)) != 0
+}
+
+// returnsInto reports whether return address ra, in m, returns into the
+// function that begins at link-time address start (startOf): a
+// recursion's return address, which an earlier call of it may have left
+// below its frame.
+func (c *Cache) returnsInto(m *Mapping, ra, start uint64) bool {
+	if ra <= m.Start || ra > m.End || ra-1 < m.Bias {
+		return false
+	}
+	s, ok := c.startOf(m.Object, ra-1-m.Bias)
+	return ok && s == start
 }
 
 // find returns the sweep of obj from from, a new one where none is kept
