@@ -181,6 +181,32 @@ func (u *Unwinder) linkRegister(cur, next *arch.Regs, st *stepResult) {
 	next.Set(arch.ARM64_PC, lr)
 }
 
+// ownRecordReach bounds how far above the SP an arm64 first frame's own
+// frame record may lie (ownFrameRecord): the locals a function allocates
+// below its record (stp x29, x30, [sp, #n] after sub sp, sp, #m).
+const ownRecordReach = 1 << 16
+
+// ownFrameRecord reports whether an arm64 first frame without CFI has
+// stored its own frame record: x29 points at most ownRecordReach above the
+// SP at a record whose saved x30 is x30 itself, as stp x29, x30, [sp, #-n]!;
+// mov x29, sp leave it. A leaf that saved nothing has its caller's x29,
+// whose record holds the caller's own return address, not the one into
+// the caller (the same word only where a call site calls itself). Without
+// the function's code (a missing object, JIT code without a perf map) the
+// link register step would keep the frame's SP for the caller's, and the
+// caller's CFI, applied there, would read the frame's record as its own:
+// its return address again, then a stack word as a PC.
+func ownFrameRecord(c *Cache, cur *arch.Regs) bool {
+	fp, ok1 := cur.Get(arch.ARM64_X29)
+	sp, ok2 := cur.Get(arch.ARM64_SP)
+	lr, ok3 := cur.Get(arch.ARM64_X30)
+	if !ok1 || !ok2 || !ok3 || lr == 0 || fp < sp || fp-sp > ownRecordReach || fp&7 != 0 {
+		return false
+	}
+	saved, ms := c.win.read8(fp + 8)
+	return ms == MemOK && saved == lr
+}
+
 // framePointer recovers the caller by following the frame pointer: the
 // frame record at FP holds the caller's FP and the return address (x86_64:
 // push %rbp after the call; arm64: stp x29, x30). lookup is the frame's

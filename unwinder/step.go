@@ -205,6 +205,13 @@ func (u *Unwinder) step(c *Cache, m *Mapping, cur, next *arch.Regs, lookup, pc u
 		if u.arch == arch.ARM64 && u.arm64PrologueStep(c, m, lookup, pc, cur, next, first, st) {
 			return
 		}
+		if first && u.arch == arch.ARM64 && ownFrameRecord(c, cur) {
+			// The function has stored its frame record: its
+			// return address is in it, and the caller's SP is
+			// above it, not the frame's own.
+			u.framePointer(c, m, lookup, cur, next, true, st)
+			return
+		}
 		if first && u.arch.HasLinkRegister() {
 			u.linkRegister(cur, next, st)
 			return

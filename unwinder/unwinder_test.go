@@ -266,3 +266,74 @@ func TestUnwindARM64LinkRegisterThenFramePointer(t *testing.T) {
 		t.Errorf("frame 2 = %+v; want pc 0x400900 via fp", frames[2])
 	}
 }
+
+// An arm64 first frame in code ustack does not have (a missing library)
+// that has stored its frame record (stp x29, x30, [sp, #-16]!; mov x29,
+// sp): the caller is found through the record, with the SP above it, and
+// the caller's CFI (CFA = sp + 64, x29 and x30 at its bottom) then finds
+// its own record through x29. The link register step kept the frame's SP:
+// the caller's rules read the frame's record as the caller's, giving its
+// return address twice.
+func TestUnwindARM64OwnFrameRecord(t *testing.T) {
+	const stack = 0x7ff000
+	caller := cfi.Row{Start: 0x500100, End: 0x500200, RA: arch.ARM64_X30}
+	caller.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.ARM64_SP, Offset: 64}
+	caller.Regs[arch.ARM64_X29] = cfi.Rule{Kind: cfi.RuleOffset, Offset: -64}
+	caller.Regs[arch.ARM64_X30] = cfi.Rule{Kind: cfi.RuleOffset, Offset: -56}
+	outer := cfi.Row{Start: 0x500900, End: 0x500a00, RA: arch.ARM64_X30}
+	outer.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.ARM64_SP, Offset: 16}
+	outer.Regs[arch.ARM64_X30] = cfi.Rule{Kind: cfi.RuleUndefined}
+	obj := &fakeObject{rows: []cfi.Row{caller, outer}}
+	space := NewAddressSpace([]Mapping{
+		{Start: 0x400000, End: 0x410000, Exec: true, Name: "/usr/lib/libgone.so"},
+		{Start: 0x500000, End: 0x510000, Exec: true, Object: obj, Name: "a.out"},
+	})
+	for _, tc := range []struct {
+		name     string
+		fp       uint64 // frame 0's x29
+		wantPCs  []uint64
+		wantStop StopReason
+		wantSP1  uint64
+		wantHow1 Method
+	}{
+		// The record at the SP: through it.
+		{"own record", stack, []uint64{0x400100, 0x500104, 0x500904}, StopOutermost, stack + 16, MethodFramePointer},
+		// x29 still the caller's (a leaf that saved nothing): the link
+		// register, with the SP unchanged, is the caller's.
+		{"caller's record", stack + 16, []uint64{0x400100, 0x500104, 0x500904}, StopOutermost, stack + 16, MethodLinkRegister},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sb := &stackBuilder{base: stack, data: make([]byte, 0x100)}
+			sp := uint64(stack)
+			if tc.fp != stack {
+				sp = stack + 16 // the leaf pushed nothing
+			}
+			sb.put(stack, stack+16)    // frame 0's record: the caller's x29,
+			sb.put(stack+8, 0x500104)  // and its return address
+			sb.put(stack+16, 0)        // the caller's record: main's x29,
+			sb.put(stack+24, 0x500904) // and the return into main
+			var regs arch.Regs
+			regs.Set(arch.ARM64_PC, 0x400100)
+			regs.Set(arch.ARM64_SP, sp)
+			regs.Set(arch.ARM64_X30, 0x500104)
+			regs.Set(arch.ARM64_X29, tc.fp)
+			frames := make([]Frame, 8)
+			res := New(arch.ARM64, Options{}).Unwind(&Cache{}, space, &regs, &Stack{Addr: stack, Data: sb.data}, frames)
+			var pcs []uint64
+			for _, f := range frames[:res.Frames] {
+				pcs = append(pcs, f.PC)
+			}
+			if res.Stop != tc.wantStop || len(pcs) != len(tc.wantPCs) {
+				t.Fatalf("pcs %#x, stop %v (%v); want %#x, %v", pcs, res.Stop, res.Err, tc.wantPCs, tc.wantStop)
+			}
+			for i := range pcs {
+				if pcs[i] != tc.wantPCs[i] {
+					t.Fatalf("pcs %#x; want %#x", pcs, tc.wantPCs)
+				}
+			}
+			if f := frames[1]; f.SP != tc.wantSP1 || f.Method != tc.wantHow1 {
+				t.Errorf("frame 1: SP %#x by %v; want %#x by %v", f.SP, f.Method, tc.wantSP1, tc.wantHow1)
+			}
+		})
+	}
+}
