@@ -113,10 +113,24 @@ func (u *Unwinder) callsFunction(space *AddressSpace, m *Mapping, ra, target uin
 		return importCall(tm, thunk, mappingAt(space, m, target), target)
 	case arch.ARM64:
 		insn := binary.LittleEndian.Uint32(code[4:])
-		if insn&0xfc000000 == 0x94000000 { // bl
-			return DirectCall(arch.ARM64, code[:], ra, target)
+		if insn&0xfc000000 != 0x94000000 { // not bl
+			return arm64Call(insn) // blr and the authenticating forms
 		}
-		return arm64Call(insn) // blr and the authenticating forms
+		if DirectCall(arch.ARM64, code[:], ra, target) {
+			return true
+		}
+		// bl NAME@plt: the stub, after a bti c where the PLT has
+		// them, is the function's import.
+		thunk := ra - 4 + uint64(int64(int32(insn<<6)>>6)*4)
+		tm := mappingAt(space, cm, thunk)
+		var first [4]byte
+		if tm == nil || tm.Object == nil || thunk < tm.Start || thunk-tm.Bias > thunk || tm.Object.ReadCode(thunk-tm.Bias, first[:]) != 4 {
+			return false
+		}
+		if binary.LittleEndian.Uint32(first[:]) == 0xd503245f { // bti c
+			thunk += 4
+		}
+		return importCall(tm, thunk, mappingAt(space, m, target), target)
 	}
 	return false
 }

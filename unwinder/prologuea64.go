@@ -6,6 +6,11 @@ import (
 	"github.com/ustack/ustack/arch"
 )
 
+// arm64ProloguePeek bounds the code arm64PrologueStep decodes: GCC may
+// schedule the prologue's saves among a function's first hundreds of
+// instructions (a store of x30 516 bytes in, before any branch).
+const arm64ProloguePeek = 4096
+
 // arm64PrologueStep is prologueStep for arm64: it steps out of a frame that
 // has no CFI and no frame pointer set up (code built with
 // -fomit-frame-pointer and without unwind tables, hand-written assembly) by
@@ -29,11 +34,13 @@ func (u *Unwinder) arm64PrologueStep(c *Cache, m *Mapping, lookup, pc uint64, cu
 	}
 	start, ok := fo.FunctionStart(lookup - m.Bias)
 	end := pc - m.Bias // the exact PC, or the return address: past the call
-	if !ok || end <= start || end-start > fpProloguePeek || (end-start)%4 != 0 {
+	if !ok || end <= start || (end-start)%4 != 0 {
 		return false
 	}
-	var code [fpProloguePeek]byte
-	n := int(end - start)
+	// Past arm64ProloguePeek bytes, the prologue must have ended at a
+	// branch within them.
+	var code [arm64ProloguePeek]byte
+	n := int(min(end-start, arm64ProloguePeek))
 	if m.Object.ReadCode(start, code[:n]) != n {
 		return false
 	}
@@ -100,6 +107,9 @@ scan:
 		if rd < 31 {
 			written |= 1 << rd
 		}
+	}
+	if !partial && uint64(n) < end-start {
+		return false // the straight-line code runs on past what was read
 	}
 	if delta < 0 || delta > 1<<16 || first && delta == 0 && written&(1<<30) == 0 {
 		return false

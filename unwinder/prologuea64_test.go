@@ -2,6 +2,7 @@ package unwinder
 
 import (
 	"encoding/binary"
+	"slices"
 	"testing"
 
 	"github.com/ustack/ustack/arch"
@@ -137,8 +138,8 @@ func FuzzARM64Prologue(f *testing.F) {
 	f.Add([]byte{0xf3, 0x7b, 0xbc, 0xa9, 0xf3, 0x03, 0x00, 0x2a, 0x00, 0x02, 0x00, 0x94}, uint16(12), []byte{}, uint64(0))
 	f.Add([]byte{0xff, 0x83, 0x00, 0xd1}, uint16(4), []byte{}, uint64(ra))
 	f.Fuzz(func(t *testing.T, code []byte, pcOff uint16, stackData []byte, x30 uint64) {
-		if len(code) > fpProloguePeek {
-			code = code[:fpProloguePeek]
+		if len(code) > arm64ProloguePeek {
+			code = code[:arm64ProloguePeek]
 		}
 		caller := cfi.Row{Start: 0x402000, End: 0x402100, RA: arch.ARM64_X30}
 		caller.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.ARM64_SP}
@@ -170,4 +171,167 @@ func FuzzARM64Prologue(f *testing.F) {
 			}
 		}
 	})
+}
+
+// namedObject is a funcObject whose functions have names (SymbolObject).
+type namedObject struct {
+	funcObject
+	names map[uint64]string
+}
+
+func (o *namedObject) Symbolize(addr uint64) (string, uint64, bool) {
+	best, ok := uint64(0), false
+	for start := range o.names {
+		if start <= addr && (!ok || start > best) {
+			best, ok = start, true
+		}
+	}
+	if !ok {
+		return "", 0, false
+	}
+	return o.names[best], addr - best, true
+}
+
+// TestARM64PrologueStepPLT: a library function without CFI that the
+// program called through its PLT stub (bl NAME@plt, a bti c first where
+// the PLT has them) is stepped out of by its prologue, as where the bl is
+// to the function itself; a stub of another name is no call of it.
+func TestARM64PrologueStepPLT(t *testing.T) {
+	const (
+		stack = 0x7ff000
+		stub  = 0x400500 // in the program
+		ra    = 0x402040 // in the program's caller, outermost
+		fn    = 0x501000 // in the library: no CFI
+	)
+	const (
+		strX30Pre16 = 0xf81f0ffe // str x30, [sp, #-16]!
+		btiC        = 0xd503245f
+		adrpX16     = 0x90000090 // adrp x16, ...
+		nop         = 0xd503201f
+	)
+	caller := cfi.Row{Start: 0x402000, End: 0x402100, RA: arch.ARM64_X30}
+	caller.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.ARM64_SP}
+	caller.Regs[arch.ARM64_X30] = cfi.Rule{Kind: cfi.RuleUndefined}
+	bl := func(at, target uint64) uint32 { return 0x94000000 | uint32((int64(target)-int64(at))/4)&0x03ffffff }
+	le := func(insns ...uint32) []byte {
+		var b []byte
+		for _, i := range insns {
+			b = binary.LittleEndian.AppendUint32(b, i)
+		}
+		return b
+	}
+	for _, tc := range []struct {
+		name     string
+		stubCode []uint32
+		stubSym  uint64 // where the stub's symbol begins
+		stubName string
+		found    bool
+	}{
+		{"bl nocfi_entry@plt", []uint32{adrpX16, nop}, stub, "nocfi_entry@plt", true},
+		{"bl to a bti c before the stub", []uint32{btiC, adrpX16, nop}, stub + 4, "nocfi_entry@plt", true},
+		{"bl other@plt", []uint32{adrpX16, nop}, stub, "other@plt", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prog := &namedObject{
+				funcObject: funcObject{fakeObject: fakeObject{rows: []cfi.Row{caller},
+					code: map[uint64][]byte{ra - 8: le(nop, bl(ra-4, stub)), stub: le(tc.stubCode...)}},
+					starts: []uint64{stub, 0x402000}},
+				names: map[uint64]string{tc.stubSym: tc.stubName, 0x402000: "use_lib"},
+			}
+			lib := &namedObject{
+				funcObject: funcObject{fakeObject: fakeObject{code: map[uint64][]byte{fn: le(strX30Pre16, nop)}},
+					starts: []uint64{fn}},
+				names: map[uint64]string{fn: "nocfi_entry"},
+			}
+			space := NewAddressSpace([]Mapping{
+				{Start: 0x400000, End: 0x410000, Exec: true, Object: prog, Name: "prog"},
+				{Start: 0x500000, End: 0x510000, Exec: true, Object: lib, Name: "lib.so"},
+			})
+			sb := &stackBuilder{base: stack, data: make([]byte, 0x100)}
+			sb.put(stack, ra) // str x30, [sp, #-16]!
+			var regs arch.Regs
+			regs.Set(arch.ARM64_PC, fn+4)
+			regs.Set(arch.ARM64_SP, stack)
+			regs.Set(arch.ARM64_X29, 0x7ff800)
+			regs.Set(arch.ARM64_X30, 0xbad0)
+			frames := make([]Frame, 8)
+			res := New(arch.ARM64, Options{}).Unwind(&Cache{}, space, &regs, &Stack{Addr: stack, Data: sb.data}, frames)
+			stepped := res.Frames > 1 && frames[1].Method == MethodPrologue
+			if stepped != tc.found {
+				t.Fatalf("frame 1 stepped by the prologue: %v, want %v (%d frames, %+v)", stepped, tc.found, res.Frames, frames[1])
+			}
+			if tc.found && (frames[1].PC != ra || frames[1].SP != stack+16 || res.Stop != StopOutermost) {
+				t.Errorf("frame 1 = %+v, stop %v; want pc %#x sp %#x, outermost", frames[1], res.Stop, ra, stack+16)
+			}
+		})
+	}
+}
+
+// TestARM64PrologueStepLong: the prologue's saves may come hundreds of
+// instructions in (GCC scheduled a store of x30 516 bytes into a function
+// of straight-line code); they are found up to 4096 bytes from the start.
+// A PC further in is stepped only where a branch within them ended the
+// prologue.
+func TestARM64PrologueStepLong(t *testing.T) {
+	const (
+		stack  = 0x7ff000
+		ra     = 0x402040 // in the caller, outermost
+		callee = 0x403000
+		fn     = 0x404000 // no CFI, no frame record
+	)
+	const (
+		subSP32        = 0xd10083ff // sub sp, sp, #0x20
+		stpX29X30At16  = 0xa9017bfd // stp x29, x30, [sp, #16]
+		stpX19X30Pre64 = 0xa9bc7bf3 // stp x19, x30, [sp, #-64]!
+		movW19W0       = 0x2a0003f3 // mov w19, w0
+		bne8           = 0x54000041 // b.ne .+8
+	)
+	caller := cfi.Row{Start: 0x402000, End: 0x402100, RA: arch.ARM64_X30}
+	caller.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.ARM64_SP}
+	caller.Regs[arch.ARM64_X30] = cfi.Rule{Kind: cfi.RuleUndefined}
+	bl := func(at, target uint64) uint32 { return 0x94000000 | uint32((int64(target)-int64(at))/4)&0x03ffffff }
+	movs := func(n int) []uint32 { return slices.Repeat([]uint32{movW19W0}, n) }
+	for _, tc := range []struct {
+		name   string
+		code   []uint32 // then a bl callee, the PC after it
+		delta  uint64
+		raSlot int64
+		found  bool
+	}{
+		{"x30 saved 516 bytes in", slices.Concat([]uint32{subSP32}, movs(128), []uint32{stpX29X30At16}, movs(300)), 32, -8, true},
+		{"straight-line code past 4096 bytes", slices.Concat([]uint32{stpX19X30Pre64}, movs(1100)), 64, -56, false},
+		{"a branch early, the PC 5000 bytes in", slices.Concat([]uint32{stpX19X30Pre64, bne8}, movs(1250)), 64, -56, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var code []byte
+			for _, insn := range tc.code {
+				code = binary.LittleEndian.AppendUint32(code, insn)
+			}
+			code = binary.LittleEndian.AppendUint32(code, bl(fn+uint64(len(code)), callee))
+			pc := fn + uint64(len(code))
+			code = binary.LittleEndian.AppendUint32(code, 0xd503201f) // nop
+			before := binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, 0xd503201f), bl(ra-4, fn))
+			obj := &funcObject{fakeObject: fakeObject{rows: []cfi.Row{caller},
+				code: map[uint64][]byte{ra - 8: before, fn: code}},
+				starts: []uint64{0x402000, callee, fn}}
+			space := NewAddressSpace([]Mapping{{Start: 0x400000, End: 0x410000, Exec: true, Object: obj, Name: "a.out"}})
+			sb := &stackBuilder{base: stack, data: make([]byte, 0x200)}
+			cfa := stack + tc.delta
+			sb.put(uint64(int64(cfa)+tc.raSlot), ra)
+			var regs arch.Regs
+			regs.Set(arch.ARM64_PC, pc)
+			regs.Set(arch.ARM64_SP, stack)
+			regs.Set(arch.ARM64_X29, 0x7ff800)
+			regs.Set(arch.ARM64_X30, 0xbad0)
+			frames := make([]Frame, 8)
+			res := New(arch.ARM64, Options{}).Unwind(&Cache{}, space, &regs, &Stack{Addr: stack, Data: sb.data}, frames)
+			stepped := res.Frames > 1 && frames[1].Method == MethodPrologue
+			if stepped != tc.found {
+				t.Fatalf("frame 1 stepped by the prologue: %v, want %v (%d frames, %+v)", stepped, tc.found, res.Frames, frames[1])
+			}
+			if tc.found && (frames[1].PC != ra || frames[1].SP != cfa) {
+				t.Errorf("frame 1 = %+v; want pc %#x sp %#x", frames[1], ra, cfa)
+			}
+		})
+	}
 }
