@@ -116,7 +116,10 @@ const (
 // dynamic linker points at its r_debug, whose r_map heads the list of
 // loaded objects (link_map: l_addr, l_name, l_ld, l_next). Each library
 // whose file's dynamic section lies where the list's l_ld says is taken as
-// mapped at l_addr; the others are listed with why not. Everything is
+// mapped at l_addr; the others are listed with why not. A relative name
+// (dlopen("./x.so")) is relative to the process's working directory, which
+// the core does not record: it is looked for as gdb does, relative to the
+// symfs root or, without one, to ustack's own directory. Everything is
 // read from the core's dumped memory, each read bounded.
 func (c *Core) mapLibraries(dynamic uint64) {
 	if dynamic == 0 {
@@ -150,11 +153,18 @@ func (c *Core) mapLibraries(dynamic uint64) {
 		}
 		lm = next
 		name, err := c.mem.ReadCString(nameAt, 4096)
-		if err != nil || !strings.HasPrefix(name, "/") {
+		if err != nil || !strings.Contains(name, "/") {
 			continue // the executable (""), the vdso ("linux-vdso.so.1")
 		}
 		lib := Library{Path: name, Base: base}
 		lib.Err = c.mapLibrary(name, base, ld)
+		if lib.Err != nil && !strings.HasPrefix(name, "/") {
+			// dlopen("./x.so"): the name is relative to the
+			// process's working directory, which the core does not
+			// record; it was looked for as gdb does, relative to
+			// ustack's (or the symfs root).
+			lib.Err = fmt.Errorf("a path relative to the process's working directory, which the core does not record: %w", lib.Err)
+		}
 		c.Libraries = append(c.Libraries, lib)
 	}
 }

@@ -323,3 +323,69 @@ func TestQemuCoreHostPathLibrary(t *testing.T) {
 		assert.Equal(t, plug, modules[i])
 	}
 }
+
+// TestQemuCoreRelativeLibrary: a library the program loaded by a relative
+// path (dlopen("./libplug.so")) is named so in the dynamic linker's list,
+// relative to the process's working directory, which a core does not
+// record. Before, such a name was skipped without a word (taken for the
+// executable's or the vdso's), and the stack through it ended fp_guess.
+// Now it is looked for as gdb looks for it, relative to the symfs root
+// (ustack's own directory without one): found there, the stack is the
+// source's, outermost, plug_leaf in the library; not found, the warning
+// names it and says why, and no stack through it is called complete.
+func TestQemuCoreRelativeLibrary(t *testing.T) {
+	qemu, sysroot := needQemuARM64(t)
+	dir := t.TempDir()
+	build := t.TempDir()
+	plug := testprog.Compile(t, "aarch64-linux-gnu-gcc", build, "libplug.c", qemuPluginC, "-g", "-O2", "-shared", "-fPIC")
+	exe := testprog.Compile(t, "aarch64-linux-gnu-gcc", build, "prog.c", qemuPlugMainC, "-g", "-O2")
+	run := filepath.Join(dir, "run")
+	require.NoError(t, os.Mkdir(run, 0o755))
+	b, err := os.ReadFile(plug)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(run, "libplug.so"), b, 0o755))
+	cmd := exec.Command("sh", "-c", `ulimit -c unlimited && exec "$@"`, "sh", qemu, "-L", sysroot, exe, "./libplug.so")
+	cmd.Dir = run
+	out, _ := cmd.CombinedOutput() // it aborts
+	cores, _ := filepath.Glob(filepath.Join(run, "qemu_prog_*.core"))
+	require.Len(t, cores, 1, "qemu's core of the program; it printed %q", out)
+
+	// A symfs holding the sysroot's libraries and, at its root, the
+	// plugin.
+	root := filepath.Join(dir, "root")
+	for _, lib := range []string{"libc.so.6", "ld-linux-aarch64.so.1"} {
+		b, err := os.ReadFile(filepath.Join(sysroot, "lib", lib))
+		require.NoError(t, err)
+		require.NoError(t, os.MkdirAll(filepath.Join(root, "lib"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(root, "lib", lib), b, 0o755))
+	}
+	report := func() ([]string, *Sample) {
+		var warnings []string
+		opts := CoreOptions{Options: Options{Kallsyms: "-", BuildIDDir: t.TempDir(), SymFS: root,
+			Warn: func(m string) { warnings = append(warnings, m) }}, Exe: exe}
+		_, s := lastCoreSample(t, cores[0], opts)
+		return warnings, s
+	}
+
+	warnings, s := report()
+	joined := strings.Join(warnings, "\n")
+	assert.Contains(t, joined, "shared library ./libplug.so")
+	assert.Contains(t, joined, "left unmapped: a path relative to the process's working directory")
+	assert.NotEqual(t, "outermost", s.Stop, "a stack through an unmapped library")
+
+	require.NoError(t, os.WriteFile(filepath.Join(root, "libplug.so"), b, 0o755))
+	warnings, s = report()
+	joined = strings.Join(warnings, "\n")
+	assert.NotContains(t, joined, "left unmapped")
+	assert.Contains(t, joined, "and 3 shared libraries where the dynamic linker's list")
+	var names, modules []string
+	for _, f := range s.Frames {
+		names, modules = append(names, f.Symbol), append(modules, f.Module)
+	}
+	assert.True(t, testprog.HasChain(names, []string{"abort", "plug_leaf", "plug_entry", "main"}), "frames %q", names)
+	assert.Equal(t, []string{"__libc_start_main", "_start"}, names[max(0, len(names)-2):], "frames %q", names)
+	assert.Equal(t, "outermost", s.Stop, "frames %q", names)
+	if i := slices.Index(names, "plug_leaf"); assert.GreaterOrEqual(t, i, 0) {
+		assert.Equal(t, "./libplug.so", modules[i])
+	}
+}
