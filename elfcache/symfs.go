@@ -121,7 +121,7 @@ func resolveUnder(root, path string) (string, error) {
 			continue
 		}
 		if links++; links > maxSymlinks {
-			return "", fmt.Errorf("%s: too many levels of symbolic links", path)
+			return "", fmt.Errorf("%s: too many levels of symbolic links under the symfs %s (an absolute link target there is taken inside it, as in a chroot: a link such as usr -> /usr points at itself)", path, root)
 		}
 		target, err := os.Readlink(next)
 		if err != nil {

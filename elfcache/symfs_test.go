@@ -166,3 +166,18 @@ func TestSymFSPathHostPathInRoot(t *testing.T) {
 		t.Errorf("no symfs: %q", got)
 	}
 }
+
+// TestSymFSSelfLinkSaysWhy: a symfs made of links to this machine's
+// directories (usr -> /usr) loops, since an absolute target is taken
+// inside the symfs; the error says so, naming the symfs.
+func TestSymFSSelfLinkSaysWhy(t *testing.T) {
+	symfs := t.TempDir()
+	if err := os.Symlink("/usr", filepath.Join(symfs, "usr")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := SymFSPath(symfs, "/usr/lib/libc.so.6")
+	if err == nil || !strings.Contains(err.Error(), "too many levels of symbolic links under the symfs "+mustReal(t, symfs)) ||
+		!strings.Contains(err.Error(), "usr -> /usr points at itself") {
+		t.Fatalf("err = %v; want the loop explained", err)
+	}
+}
