@@ -95,7 +95,7 @@ func isJITModule(path string) bool {
 // is no fallback: its kind (violet) says what it is.
 func isFallback(how resolve.How) bool {
 	switch how {
-	case "fp", "lr", "bad_call", "frameless", "prologue", "callchain":
+	case "fp", "lr", "bad_call", "frameless", "prologue", "scan", "callchain":
 		return true
 	}
 	return false
@@ -452,7 +452,7 @@ func (l *flameLayout) legend(w *bufio.Writer) {
 		{"inlined", flameColour(kindInlined, "legend"), ""},
 		{"JIT", flameColour(kindJIT, "legend"), ""},
 		{"tail call", flameColour(kindTailCall, "legend"), ""},
-		{"fallback (fp, lr, bad_call, frameless, callchain)", "rgb(245,245,238)", ` stroke="rgb(0,0,0)" stroke-width="1.5" stroke-dasharray="4 2"`},
+		{"fallback (fp, lr, bad_call, frameless, prologue, scan, callchain)", "rgb(245,245,238)", ` stroke="rgb(0,0,0)" stroke-width="1.5" stroke-dasharray="4 2"`},
 	}
 	if l.o.FPAudit {
 		entries = append(entries, entry{"lost by frame pointers", flameColour(kindUser, "legend"), ` fill-opacity="0.3"`})

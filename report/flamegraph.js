@@ -148,7 +148,7 @@
 		if (!b) return;
 		var s = b.title;
 		if (b.kind) s += " [" + b.kind + "]";
-		if (b.fallback) s += ", recovered without CFI (frame pointer or link register, or the kernel's frame-pointer call chain) in " + b.fallback + " samples";
+		if (b.fallback) s += ", recovered without CFI (a frame pointer, the link register, the function's code, a stack scan, or the kernel's frame-pointer call chain) in " + b.fallback + " samples";
 		if (b.fplost) s += ", lost by a frame-pointer walk in " + b.fplost + " samples";
 		details.textContent = s;
 	});

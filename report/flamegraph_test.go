@@ -384,11 +384,11 @@ func TestFlameGraphTailCallBoxes(t *testing.T) {
 }
 
 // TestFlameGraphFallbackKinds: every how the glossary says is dashed (not
-// recovered by CFI: fp, lr, bad_call, frameless, callchain) draws its box
+// recovered by CFI: fp, lr, bad_call, frameless, prologue, scan, callchain) draws its box
 // dashed, and the legend names them; cfi, context and tailcall do not.
 func TestFlameGraphFallbackKinds(t *testing.T) {
 	var ss []*Sample
-	for i, how := range []string{"fp", "lr", "bad_call", "frameless", "callchain", "cfi", "context", "signal"} {
+	for i, how := range []string{"fp", "lr", "bad_call", "frameless", "prologue", "scan", "callchain", "cfi", "context", "signal"} {
 		fr := frames("leaf@context", "f_"+how+"@"+how, "main", "_start")
 		ss = append(ss, &Sample{Index: i, Pid: 1, Tid: 1, Comm: "prog", Event: "cpu-clock", Period: 1, Frames: fr})
 	}
@@ -401,9 +401,9 @@ func TestFlameGraphFallbackKinds(t *testing.T) {
 			dashed[strings.TrimPrefix(b.Name, "f_")] = b.Fallback
 		}
 	}
-	assert.Equal(t, map[string]bool{"fp": true, "lr": true, "bad_call": true, "frameless": true, "callchain": true,
-		"cfi": false, "context": false, "signal": false}, dashed)
-	assert.Contains(t, string(svg), ">fallback (fp, lr, bad_call, frameless, callchain)</text>")
+	assert.Equal(t, map[string]bool{"fp": true, "lr": true, "bad_call": true, "frameless": true, "prologue": true, "scan": true,
+		"callchain": true, "cfi": false, "context": false, "signal": false}, dashed)
+	assert.Contains(t, string(svg), ">fallback (fp, lr, bad_call, frameless, prologue, scan, callchain)</text>")
 }
 
 func TestFlameGraphOptions(t *testing.T) {

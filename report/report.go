@@ -969,7 +969,7 @@ func (s *Summary) WriteSummary(w io.Writer) {
 		fmt.Fprintln(w)
 	}
 	if n := s.Stops["fp_guess"]; n > 0 {
-		fmt.Fprintf(w, "ustack: %d of %d stacks reached their outermost frame only through a guess (fp_guess): a function without CFI was left by a frame pointer it is not shown to set up, or by a return address whose call is not shown to be to it; its caller may be missing, so these stacks are not called complete\n", n, unwound)
+		fmt.Fprintf(w, "ustack: %d of %d stacks reached their outermost frame only through a guess (fp_guess): a function without CFI was left by a frame pointer it is not shown to set up, by a return address whose call is not shown to be to it, or by scanning the stack for a return address where its code is missing; its caller may be missing, so these stacks are not called complete\n", n, unwound)
 	}
 	if n := s.Stops["stack_switch"]; n > 0 {
 		if s.core {

@@ -48,8 +48,9 @@ func TestSummaryFPGuess(t *testing.T) {
 	s := Summary{Samples: 10, Stops: map[string]int{"outermost": 1, "fp_guess": 9}}
 	s.WriteSummary(&b)
 	assert.Equal(t, "ustack: 9 of 10 stacks reached their outermost frame only through a guess (fp_guess): "+
-		"a function without CFI was left by a frame pointer it is not shown to set up, or by a return address whose call "+
-		"is not shown to be to it; its caller may be missing, so these stacks are not called complete\n", b.String())
+		"a function without CFI was left by a frame pointer it is not shown to set up, by a return address whose call "+
+		"is not shown to be to it, or by scanning the stack for a return address where its code is missing; its caller "+
+		"may be missing, so these stacks are not called complete\n", b.String())
 }
 
 // TestSummaryStackSwitch: the summary says what stack_switch stacks miss,

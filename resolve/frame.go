@@ -78,6 +78,7 @@ const (
 	HowBadCall      How = "bad_call"      // unwinder.MethodBadCall
 	HowFrameless    How = "frameless"     // unwinder.MethodFrameless
 	HowPrologue     How = "prologue"      // unwinder.MethodPrologue
+	HowScan         How = "scan"          // unwinder.MethodScan
 	// HowCallchain: a user address of the kernel's call chain, in a
 	// recording without a stack copy.
 	HowCallchain How = "callchain"

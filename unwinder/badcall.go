@@ -78,12 +78,8 @@ func (u *Unwinder) callBefore(m *Mapping, ra uint64) (call, known bool) {
 // shows any more. ra's code is read from its own mapping in space (or m,
 // the callee's, without one).
 func (u *Unwinder) callsFunction(space *AddressSpace, m *Mapping, ra, target uint64, cur *arch.Regs) bool {
-	cm := mappingAt(space, m, ra)
-	if cm == nil || !cm.Exec || cm.Object == nil || ra < cm.Start+8 || ra >= cm.End || ra-cm.Bias < 8 {
-		return false
-	}
-	var code [8]byte
-	if cm.Object.ReadCode(ra-cm.Bias-8, code[:]) != len(code) {
+	code, cm, ok := codeBefore(space, m, ra)
+	if !ok {
 		return false
 	}
 	switch u.arch {
@@ -133,6 +129,21 @@ func (u *Unwinder) callsFunction(space *AddressSpace, m *Mapping, ra, target uin
 		return importCall(tm, thunk, mappingAt(space, m, target), target)
 	}
 	return false
+}
+
+// codeBefore returns the 8 bytes of code before return address ra, read
+// from ra's own mapping in space (m without one), and that mapping; ok is
+// false where ra is in no executable mapping with an Object, or too near
+// its start, or the code cannot be read.
+func codeBefore(space *AddressSpace, m *Mapping, ra uint64) (code [8]byte, cm *Mapping, ok bool) {
+	cm = mappingAt(space, m, ra)
+	if cm == nil || !cm.Exec || cm.Object == nil || ra < cm.Start+8 || ra >= cm.End || cm.Bias > ra || ra-cm.Bias < 8 {
+		return code, nil, false
+	}
+	if cm.Object.ReadCode(ra-cm.Bias-8, code[:]) != len(code) {
+		return code, nil, false
+	}
+	return code, cm, true
 }
 
 // SymbolObject is implemented by an Object that names the function symbol

@@ -3,6 +3,7 @@ package unwinder
 import (
 	"bytes"
 	"encoding/binary"
+	"strings"
 
 	"github.com/ustack/ustack/arch"
 )
@@ -416,4 +417,88 @@ func chainEnd(m *Mapping, lookup uint64, st *stepResult, err error) {
 		err = errNoObject
 	}
 	st.stop, st.err = StopNoUnwindInfo, err
+}
+
+// fileMapping reports whether a mapping of this name maps a file (a library
+// the capture lacks, or whose file is another build), not memory a JIT
+// writes its code into (anonymous memory, /dev/zero, a memfd, SysV shared
+// memory), whose frames keep return addresses into the JIT's own code,
+// past which a scan would skip to a runtime's frame: there the walk stops
+// where the JIT left no frame pointer, which says what to do about it.
+func fileMapping(name string) bool {
+	if !strings.HasPrefix(name, "/") {
+		return false
+	}
+	for _, p := range []string{"//", "/dev/", "/memfd:", "/anon_hugepage", "/SYSV"} {
+		if strings.HasPrefix(name, p) {
+			return false
+		}
+	}
+	return true
+}
+
+// scanWords bounds the words scanStep reads above a frame's SP.
+const scanWords = 1024
+
+// scanStep is the last resort for a frame in a file's code the capture
+// cannot show (m has no Object; fileMapping) whose frame pointer is
+// unusable: the caller's return
+// address is taken to be the first word above the frame's SP, within
+// scanWords, that points just after a call (x86_64: call rel32 or an
+// indirect call; arm64: bl, blr) in code that has CFI there, so that the
+// walk can go on from it (MethodScan). The caller's SP is just above the
+// word; its other registers are unknown. The step proves nothing
+// (st.fpGuess). It leaves st as it is where no such word is found before
+// the scan's bound or the end of the captured stack.
+func (u *Unwinder) scanStep(c *Cache, m *Mapping, cur, next *arch.Regs, st *stepResult) {
+	a := u.arch
+	sp, ok := cur.Get(a.SP())
+	if !ok || sp&7 != 0 {
+		return
+	}
+	for i := uint64(0); i < scanWords; i++ {
+		at := sp + 8*i
+		w, ms := c.win.read8(at)
+		if ms != MemOK {
+			return
+		}
+		ra := a.StripPAC(w, u.opts.PACMask)
+		if !u.afterCallWithCFI(c, st.space, m, ra) {
+			continue
+		}
+		next.Reset()
+		next.Set(a.PC(), ra)
+		next.Set(a.SP(), at+8)
+		if a == arch.ARM64 {
+			next.Set(arch.ARM64_X30, ra)
+		}
+		st.stop, st.err = stopNone, nil
+		st.cfa = at + 8
+		st.method = MethodScan
+		st.fpGuess = true
+		return
+	}
+}
+
+// afterCallWithCFI reports whether ra, a word found on the stack, is a
+// return address scanStep may take: in an executable mapping with an
+// Object, just after a call, with a CFI row at the call.
+func (u *Unwinder) afterCallWithCFI(c *Cache, space *AddressSpace, m *Mapping, ra uint64) bool {
+	code, cm, ok := codeBefore(space, m, ra)
+	if !ok {
+		return false
+	}
+	switch u.arch {
+	case arch.AMD64:
+		if !amd64CallsTo(code, ra, 0, nil) {
+			return false
+		}
+	case arch.ARM64:
+		if !arm64Call(binary.LittleEndian.Uint32(code[4:])) {
+			return false
+		}
+	default:
+		return false
+	}
+	return c.fullRow(cm.Object, ra-1-cm.Bias).err == nil
 }

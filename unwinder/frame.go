@@ -51,12 +51,23 @@ const (
 	// instruction before it is a call to that function's first
 	// instruction (arm64: or a blr).
 	MethodPrologue
+	// MethodScan: the frame below was in a file's code the capture
+	// cannot show (a mapping of a file without an object: a missing or
+	// mismatched library; not a JIT's anonymous memory) and had no usable
+	// frame pointer; its caller's return address is the first word above its
+	// SP, within 8 KiB, that points just after a call in code with CFI,
+	// as breakpad's and rust-minidump's stack scanning find it. Every
+	// register but the PC and the SP (the word's address plus one word)
+	// is unknown. Callers in between, in the unknown code, are missing,
+	// and a word left by an earlier call may be taken: the stack is
+	// StopFramePointerGuess, never complete.
+	MethodScan
 )
 
-var methodNames = [...]string{"context", "cfi", "fp", "lr", "signal", "signal_marker", "bad_call", "frameless", "prologue"}
+var methodNames = [...]string{"context", "cfi", "fp", "lr", "signal", "signal_marker", "bad_call", "frameless", "prologue", "scan"}
 
 // String returns the short name used in reports: context, cfi, fp, lr,
-// signal, signal_marker, bad_call, frameless, prologue.
+// signal, signal_marker, bad_call, frameless, prologue, scan.
 func (m Method) String() string {
 	if int(m) < len(methodNames) {
 		return methodNames[m]

@@ -167,6 +167,20 @@ func FuzzUnwind(f *testing.F) {
 			}
 		}
 
+		// A caller found by scanning the stack is one of a frame in code
+		// the capture cannot show, and no stack through one is complete.
+		for i, fr := range got {
+			if fr.Method != unwinder.MethodScan {
+				continue
+			}
+			if prev := got[i-1]; prev.Mapping >= 0 && p.Space.Mapping(int(prev.Mapping)).Object != nil {
+				t.Fatalf("%s: frame %d found by scanning, below it frame %d in an object", fc.name, i, i-1)
+			}
+			if res.Stop == unwinder.StopOutermost {
+				t.Fatalf("%s: frame %d found by scanning, and the stack called outermost", fc.name, i)
+			}
+		}
+
 		// A cold cache must agree with the warm one.
 		frames2 := make([]unwinder.Frame, fuzzFrameBuf)
 		res2 := u.Unwind(new(unwinder.Cache), p.Space, &regs, &stack, frames2)

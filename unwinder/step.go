@@ -221,6 +221,9 @@ func (u *Unwinder) step(c *Cache, m *Mapping, cur, next *arch.Regs, lookup, pc u
 		}
 	}
 	u.framePointer(c, m, lookup, cur, next, setUp, st)
+	if st.stop == StopNoUnwindInfo && m.Object == nil && fileMapping(m.Name) {
+		u.scanStep(c, m, cur, next, st)
+	}
 }
 
 // applyCFI steps by the row e: a signal frame's when its FDE says so.

@@ -130,7 +130,7 @@ func guessed(res *Result, st *walkState, frames []Frame) {
 	}
 	i := st.guess - 1
 	res.Stop = StopFramePointerGuess
-	res.Err = &FramePointerGuessError{Frame: i, PC: frames[i].PC, Call: st.guessCall}
+	res.Err = &FramePointerGuessError{Frame: i, PC: frames[i].PC, Call: st.guessCall, Scan: st.guessScan}
 }
 
 // FramePointerGuessError is the Err of a Result that ended with
@@ -144,9 +144,16 @@ type FramePointerGuessError struct {
 	// Call: the step was MethodPrologue's, and the call before the
 	// return address it found is through memory or to another function.
 	Call bool
+	// Scan: the step was MethodScan's: the frame's code was not in the
+	// capture, and its caller's return address was found by scanning
+	// the stack.
+	Scan bool
 }
 
 func (e *FramePointerGuessError) Error() string {
+	if e.Scan {
+		return fmt.Sprintf("unwinder: the frame at pc %#x has no CFI, its code is not in the capture and its frame pointer is unusable: its caller was found by scanning the stack for a return address (after a call, in code with CFI), and callers in between may be missing", e.PC)
+	}
 	if e.Call {
 		return fmt.Sprintf("unwinder: the frame at pc %#x has no CFI, and the call before the return address its code gives is not shown to be to its function (a call through memory, or to another that may have tail-called it): its caller may be wrong", e.PC)
 	}
@@ -379,6 +386,7 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 			out, cfa, stepMethod, signal, raFromRegister, restored = st.out, st.cfa, st.method, st.signal, st.raFromRegister, st.restored
 			if st.fpGuess && state.guess == 0 {
 				state.guess, state.guessCall = n, st.method == MethodPrologue || st.method == MethodFrameless
+				state.guessScan = st.method == MethodScan
 			}
 			if st.entered {
 				// Returned into at a function's entry (enteredAt):

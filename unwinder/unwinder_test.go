@@ -2,6 +2,8 @@ package unwinder
 
 import (
 	"encoding/binary"
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -333,6 +335,77 @@ func TestUnwindARM64OwnFrameRecord(t *testing.T) {
 			}
 			if f := frames[1]; f.SP != tc.wantSP1 || f.Method != tc.wantHow1 {
 				t.Errorf("frame 1: SP %#x by %v; want %#x by %v", f.SP, f.Method, tc.wantSP1, tc.wantHow1)
+			}
+		})
+	}
+}
+
+// TestScanStep: a first frame in code the capture cannot show (a mapping
+// without an object: a library replaced on disk after the process loaded
+// it), whose frame pointer is unusable, is left by scanning the stack: the
+// first word above its SP that points just after a call in code with CFI
+// is its caller's return address (how scan), the caller's SP just above
+// it, and the stack, outermost by the caller's CFI, is fp_guess, its error
+// saying the caller was found by scanning. Words that point into code
+// after no call, or after a call in code without CFI, are passed over;
+// where none is left, the walk stops as before (no_unwind_info).
+func TestScanStep(t *testing.T) {
+	const stack = 0x7ff000
+	caller := x86Row(0x402000, 0x402100, 16)
+	outer := x86Row(0x403000, 0x403100, 16)
+	outer.Regs[arch.AMD64_RIP] = cfi.Rule{Kind: cfi.RuleUndefined}
+	call := []byte{0x90, 0x90, 0x90, 0xe8, 0x10, 0x00, 0x00, 0x00} // ...; call rel32
+	noCall := []byte{0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90}
+	obj := &fakeObject{rows: []cfi.Row{caller, outer}, code: map[uint64][]byte{
+		0x402040 - 8: call, 0x402060 - 8: noCall, 0x403050 - 8: call, 0x404040 - 8: call,
+	}}
+	space := NewAddressSpace([]Mapping{
+		{Start: 0x300000, End: 0x310000, Exec: true, Name: "/usr/lib/libgone.so (deleted)"},
+		{Start: 0x400000, End: 0x410000, Exec: true, Object: obj, Name: "a.out"},
+	})
+	for _, tc := range []struct {
+		name  string
+		words []uint64 // from the SP up
+		want  []uint64 // the PCs
+		stop  StopReason
+	}{
+		{"the first return address after a call", []uint64{0x1234, 0x402060, 0x404040, 0x402040, 0x402040}, []uint64{0x300100, 0x402040, 0x403050}, StopFramePointerGuess},
+		{"none", []uint64{0x1234, 0x402060, 0x404040}, []uint64{0x300100}, StopNoUnwindInfo},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sb := &stackBuilder{base: stack, data: make([]byte, 8*len(tc.words)+16)}
+			for i, w := range tc.words {
+				sb.put(stack+uint64(8*i), w)
+			}
+			// The caller's frame, 16 bytes from its SP: the return into outer.
+			at := stack + 8*uint64(len(tc.words)-1) + 8
+			if tc.stop == StopFramePointerGuess {
+				at = stack + 8*4 // found at word 3: the caller's SP is word 4, its CFA word 6
+				sb.data = append(sb.data, make([]byte, 32)...)
+				sb.put(at+8, 0x403050)
+			}
+			var regs arch.Regs
+			regs.Set(arch.AMD64_RIP, 0x300100)
+			regs.Set(arch.AMD64_RSP, stack)
+			regs.Set(arch.AMD64_RBP, 1) // no frame record
+			frames := make([]Frame, 8)
+			res := New(arch.AMD64, Options{}).Unwind(&Cache{}, space, &regs, &Stack{Addr: stack, Data: sb.data}, frames)
+			var pcs []uint64
+			for _, f := range frames[:res.Frames] {
+				pcs = append(pcs, f.PC)
+			}
+			if res.Stop != tc.stop || !slices.Equal(pcs, tc.want) {
+				t.Fatalf("pcs %#x, stop %v (%v); want %#x, %v", pcs, res.Stop, res.Err, tc.want, tc.stop)
+			}
+			if tc.stop != StopFramePointerGuess {
+				return
+			}
+			if f := frames[1]; f.Method != MethodScan || f.SP != stack+8*4 {
+				t.Errorf("frame 1 = %+v; want by scan, SP %#x", f, stack+8*4)
+			}
+			var ge *FramePointerGuessError
+			if !errors.As(res.Err, &ge) || !ge.Scan || ge.Frame != 0 || !strings.Contains(ge.Error(), "scanning the stack") {
+				t.Errorf("err %v; want a FramePointerGuessError of frame 0 by scanning", res.Err)
 			}
 		})
 	}

@@ -22,6 +22,7 @@ type walkState struct {
 	// guessCall says which.
 	guess     int
 	guessCall bool
+	guessScan bool // the step was a stack scan's (MethodScan)
 }
 
 // walkSimple is the unwind loop's fast path. From st on it writes frames and
