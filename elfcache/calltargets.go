@@ -18,15 +18,17 @@ import (
 // maxCallTargets bounds the table (8 bytes an entry).
 const maxCallTargets = 1 << 22
 
-// CallTarget reports whether a direct call (x86_64 call rel32) in the
-// object's executable sections targets link-time address addr, an address
-// where a function may begin (aligned to 16 bytes, or after a ret, int3 or
-// nop). The table is built on first use, by scanning the sections' bytes
-// for the call opcode (a byte that only looks like one, inside another
-// instruction, adds an address that is rarely such an instruction's); it
-// is empty for other architectures. It implements unwinder.CallTargetObject.
+// CallTarget reports whether a direct call in the object's executable
+// sections targets link-time address addr: x86_64 call rel32, to an
+// address where a function may begin (aligned to 16 bytes, or after a ret,
+// int3 or nop); arm64 bl. The table is built on first use, by scanning the
+// sections for the call's encoding (x86_64: a byte that only looks like
+// the opcode, inside another instruction, adds an address that is rarely
+// such an instruction's; arm64's instructions are words, so only a literal
+// word in the code can look like a bl). It implements
+// unwinder.CallTargetObject.
 func (o *Object) CallTarget(addr uint64) bool {
-	if o.closed.Load() || o.arch != arch.AMD64 {
+	if o.closed.Load() || o.arch != arch.AMD64 && o.arch != arch.ARM64 {
 		return false
 	}
 	o.targetOnce.Do(o.findCallTargets)
@@ -36,7 +38,7 @@ func (o *Object) CallTarget(addr uint64) bool {
 
 // callTargetBefore returns the greatest call target at or before addr.
 func (o *Object) callTargetBefore(addr uint64) (uint64, bool) {
-	if o.closed.Load() || o.arch != arch.AMD64 {
+	if o.closed.Load() || o.arch != arch.AMD64 && o.arch != arch.ARM64 {
 		return 0, false
 	}
 	o.targetOnce.Do(o.findCallTargets)
@@ -64,6 +66,11 @@ func (o *Object) findCallTargets() {
 			}
 		}
 		return false
+	}
+	if o.arch == arch.ARM64 {
+		o.callTargets = o.arm64CallTargets(exec, inText)
+		o.held.heap.Add(int64(8 * len(o.callTargets)))
+		return
 	}
 	var out []uint64
 	buf := make([]byte, 1<<20)
@@ -100,4 +107,36 @@ func (o *Object) findCallTargets() {
 	}
 	o.callTargets = slices.Clip(kept)
 	o.held.heap.Add(int64(8 * len(o.callTargets)))
+}
+
+// arm64CallTargets returns the sorted targets of the bl instructions of
+// the sections exec that inText holds.
+func (o *Object) arm64CallTargets(exec []*elf.Section, inText func(uint64) bool) []uint64 {
+	var out []uint64
+	buf := make([]byte, 1<<20)
+	for _, s := range exec {
+		if s.Addr%4 != 0 {
+			continue
+		}
+		for off := uint64(0); off+4 <= s.Size && len(out) < maxCallTargets; {
+			n := o.ReadCode(s.Addr+off, buf[:min(uint64(len(buf)), s.Size-off)])
+			n &^= 3
+			if n < 4 {
+				break
+			}
+			for i := 0; i+4 <= n; i += 4 {
+				insn := binary.LittleEndian.Uint32(buf[i:])
+				if insn&0xfc000000 != 0x94000000 { // bl imm26
+					continue
+				}
+				at := s.Addr + off + uint64(i)
+				if t := at + uint64(int64(int32(insn<<6)>>6)*4); inText(t) {
+					out = append(out, t)
+				}
+			}
+			off += uint64(n)
+		}
+	}
+	slices.Sort(out)
+	return slices.Clip(slices.Compact(out))
 }

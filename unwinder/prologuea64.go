@@ -33,6 +33,20 @@ func (u *Unwinder) arm64PrologueStep(c *Cache, m *Mapping, lookup, pc uint64, cu
 		return false
 	}
 	start, ok := fo.FunctionStart(lookup - m.Bias)
+	// Where no symbol covers the PC (a stripped library's hidden
+	// functions), the nearest target of a bl before it may be its
+	// function's start: taken only where the return address found
+	// follows a bl to it, which no decoding from a wrong start gives.
+	byCall := false
+	if !ok {
+		if ct, is := m.Object.(CallTargetObject); is {
+			if so, is := m.Object.(StartBeforeObject); is {
+				start, ok = so.StartBefore(lookup - m.Bias)
+				byCall = ok && ct.CallTarget(start)
+				ok = byCall
+			}
+		}
+	}
 	end := pc - m.Bias // the exact PC, or the return address: past the call
 	if !ok || end <= start || (end-start)%4 != 0 {
 		return false
@@ -138,6 +152,12 @@ scan:
 	ra = u.arch.StripPAC(ra, u.opts.PACMask)
 	if !u.callsFunction(st.space, m, ra, start+m.Bias, cur) {
 		return false
+	}
+	if byCall {
+		code, _, ok := codeBefore(st.space, m, ra)
+		if !ok || !DirectCall(arch.ARM64, code[:], ra, start+m.Bias) {
+			return false
+		}
 	}
 	*next = *cur
 	for r := 19; r <= 29; r++ {

@@ -335,3 +335,89 @@ func TestARM64PrologueStepLong(t *testing.T) {
 		})
 	}
 }
+
+// strippedObject is a fakeObject whose symbols cover no function
+// (FunctionStart fails), with the starts StartBefore gives and the targets
+// of direct calls (CallTargetObject).
+type strippedObject struct {
+	fakeObject
+	starts, targets []uint64
+}
+
+func (o *strippedObject) FunctionStart(uint64) (uint64, bool) { return 0, false }
+
+func (o *strippedObject) StartBefore(addr uint64) (uint64, bool) {
+	best, ok := uint64(0), false
+	for _, s := range slices.Concat(o.starts, o.targets) {
+		if s <= addr && (!ok || s > best) {
+			best, ok = s, true
+		}
+	}
+	return best, ok
+}
+
+func (o *strippedObject) CallTarget(addr uint64) bool { return slices.Contains(o.targets, addr) }
+
+// TestARM64PrologueStepStripped: in a stripped object without CFI, whose
+// symbols name none of its hidden functions, the function of a PC starts
+// at the nearest target of a bl before it; its prologue step is taken only
+// where the return address found follows a bl to that start. A blr (whose
+// target cannot be checked) or a start no bl targets leaves the frame to
+// the other fallbacks.
+func TestARM64PrologueStepStripped(t *testing.T) {
+	const (
+		stack = 0x7ff000
+		ra    = 0x402040 // in the caller, outermost
+		fn    = 0x401000 // hidden, no CFI
+	)
+	const (
+		strX30Pre16 = 0xf81f0ffe // str x30, [sp, #-16]!
+		nop         = 0xd503201f
+		blrX3       = 0xd63f0060
+	)
+	caller := cfi.Row{Start: 0x402000, End: 0x402100, RA: arch.ARM64_X30}
+	caller.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.ARM64_SP}
+	caller.Regs[arch.ARM64_X30] = cfi.Rule{Kind: cfi.RuleUndefined}
+	bl := func(at, target uint64) uint32 { return 0x94000000 | uint32((int64(target)-int64(at))/4)&0x03ffffff }
+	le := func(insns ...uint32) []byte {
+		var b []byte
+		for _, i := range insns {
+			b = binary.LittleEndian.AppendUint32(b, i)
+		}
+		return b
+	}
+	for _, tc := range []struct {
+		name    string
+		call    uint32
+		starts  []uint64 // symbols' starts before fn
+		targets []uint64
+		found   bool
+	}{
+		{"a bl to the nearest call target", bl(ra-4, fn), []uint64{0x400000}, []uint64{0x400800, fn}, true},
+		{"a blr", blrX3, []uint64{0x400000}, []uint64{0x400800, fn}, false},
+		{"no call target: a symbol's start before", bl(ra-4, fn), []uint64{fn}, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := &strippedObject{fakeObject: fakeObject{rows: []cfi.Row{caller},
+				code: map[uint64][]byte{ra - 8: le(nop, tc.call), fn: le(strX30Pre16, nop)}},
+				starts: tc.starts, targets: tc.targets}
+			space := NewAddressSpace([]Mapping{{Start: 0x400000, End: 0x410000, Exec: true, Object: obj, Name: "/usr/lib/libstripped.so"}})
+			sb := &stackBuilder{base: stack, data: make([]byte, 0x100)}
+			sb.put(stack, ra)
+			var regs arch.Regs
+			regs.Set(arch.ARM64_PC, fn+4)
+			regs.Set(arch.ARM64_SP, stack)
+			regs.Set(arch.ARM64_X29, 0x7ff800)
+			regs.Set(arch.ARM64_X30, 0xbad0)
+			frames := make([]Frame, 8)
+			res := New(arch.ARM64, Options{}).Unwind(&Cache{}, space, &regs, &Stack{Addr: stack, Data: sb.data}, frames)
+			stepped := res.Frames > 1 && frames[1].Method == MethodPrologue
+			if stepped != tc.found {
+				t.Fatalf("frame 1 stepped by the prologue: %v, want %v (%d frames, %+v)", stepped, tc.found, res.Frames, frames[1])
+			}
+			if tc.found && (frames[1].PC != ra || frames[1].SP != stack+16 || res.Stop != StopOutermost) {
+				t.Errorf("frame 1 = %+v, stop %v; want pc %#x sp %#x, outermost", frames[1], res.Stop, ra, stack+16)
+			}
+		})
+	}
+}
