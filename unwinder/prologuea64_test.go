@@ -209,17 +209,7 @@ func TestARM64PrologueStepPLT(t *testing.T) {
 		adrpX16     = 0x90000090 // adrp x16, ...
 		nop         = 0xd503201f
 	)
-	caller := cfi.Row{Start: 0x402000, End: 0x402100, RA: arch.ARM64_X30}
-	caller.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.ARM64_SP}
-	caller.Regs[arch.ARM64_X30] = cfi.Rule{Kind: cfi.RuleUndefined}
-	bl := func(at, target uint64) uint32 { return 0x94000000 | uint32((int64(target)-int64(at))/4)&0x03ffffff }
-	le := func(insns ...uint32) []byte {
-		var b []byte
-		for _, i := range insns {
-			b = binary.LittleEndian.AppendUint32(b, i)
-		}
-		return b
-	}
+	caller, bl, le := a64Outermost(0x402000, 0x402100), a64BL, a64Code
 	for _, tc := range []struct {
 		name     string
 		stubCode []uint32
@@ -286,10 +276,7 @@ func TestARM64PrologueStepLong(t *testing.T) {
 		movW19W0       = 0x2a0003f3 // mov w19, w0
 		bne8           = 0x54000041 // b.ne .+8
 	)
-	caller := cfi.Row{Start: 0x402000, End: 0x402100, RA: arch.ARM64_X30}
-	caller.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.ARM64_SP}
-	caller.Regs[arch.ARM64_X30] = cfi.Rule{Kind: cfi.RuleUndefined}
-	bl := func(at, target uint64) uint32 { return 0x94000000 | uint32((int64(target)-int64(at))/4)&0x03ffffff }
+	caller, bl := a64Outermost(0x402000, 0x402100), a64BL
 	movs := func(n int) []uint32 { return slices.Repeat([]uint32{movW19W0}, n) }
 	for _, tc := range []struct {
 		name   string
@@ -375,17 +362,7 @@ func TestARM64PrologueStepStripped(t *testing.T) {
 		nop         = 0xd503201f
 		blrX3       = 0xd63f0060
 	)
-	caller := cfi.Row{Start: 0x402000, End: 0x402100, RA: arch.ARM64_X30}
-	caller.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.ARM64_SP}
-	caller.Regs[arch.ARM64_X30] = cfi.Rule{Kind: cfi.RuleUndefined}
-	bl := func(at, target uint64) uint32 { return 0x94000000 | uint32((int64(target)-int64(at))/4)&0x03ffffff }
-	le := func(insns ...uint32) []byte {
-		var b []byte
-		for _, i := range insns {
-			b = binary.LittleEndian.AppendUint32(b, i)
-		}
-		return b
-	}
+	caller, bl, le := a64Outermost(0x402000, 0x402100), a64BL, a64Code
 	for _, tc := range []struct {
 		name    string
 		call    uint32
@@ -420,4 +397,27 @@ func TestARM64PrologueStepStripped(t *testing.T) {
 			}
 		})
 	}
+}
+
+// a64Outermost returns an arm64 row for [start, end) that ends the stack:
+// CFA = SP, x30 undefined.
+func a64Outermost(start, end uint64) cfi.Row {
+	r := cfi.Row{Start: start, End: end, RA: arch.ARM64_X30}
+	r.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.ARM64_SP}
+	r.Regs[arch.ARM64_X30] = cfi.Rule{Kind: cfi.RuleUndefined}
+	return r
+}
+
+// a64BL encodes bl target at address at.
+func a64BL(at, target uint64) uint32 {
+	return 0x94000000 | uint32((int64(target)-int64(at))/4)&0x03ffffff
+}
+
+// a64Code encodes instructions as code bytes.
+func a64Code(insns ...uint32) []byte {
+	var b []byte
+	for _, i := range insns {
+		b = binary.LittleEndian.AppendUint32(b, i)
+	}
+	return b
 }
