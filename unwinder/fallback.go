@@ -442,14 +442,14 @@ const scanWords = 1024
 
 // scanStep is the last resort for a frame in a file's code the capture
 // cannot show (m has no Object; fileMapping) whose frame pointer is
-// unusable: the caller's return
-// address is taken to be the first word above the frame's SP, within
-// scanWords, that points just after a call (x86_64: call rel32 or an
-// indirect call; arm64: bl, blr) in code that has CFI there, so that the
-// walk can go on from it (MethodScan). The caller's SP is just above the
-// word; its other registers are unknown. The step proves nothing
-// (st.fpGuess). It leaves st as it is where no such word is found before
-// the scan's bound or the end of the captured stack.
+// unusable: the caller's return address is taken to be the first word
+// above the frame's SP, within scanWords, that points just after a call
+// (x86_64: call rel32 or an indirect call; arm64: bl, blr) in code that
+// has CFI there, so that the walk can go on from it (MethodScan). The
+// caller's SP is just above the word; its other registers are unknown.
+// The step proves nothing (st.fpGuess). It leaves st as it is where no
+// such word is found before the scan's bound or the end of the captured
+// stack.
 func (u *Unwinder) scanStep(c *Cache, m *Mapping, cur, next *arch.Regs, st *stepResult) {
 	a := u.arch
 	sp, ok := cur.Get(a.SP())
