@@ -182,6 +182,74 @@ func (u *Unwinder) linkRegister(cur, next *arch.Regs, st *stepResult) {
 	next.Set(arch.ARM64_PC, lr)
 }
 
+// linkRegisterUsable reports whether an arm64 first frame's x30 may be its
+// return address: code that keeps a frame record reuses x30 once it saved
+// it (OpenSSL's assembly: as data, zeroed, or holding the return address
+// of the function's own last call), and there the link register step
+// would end the stack (a zero return address, one outside code, a loop at
+// the same PC) or repeat the function. x30 is not the return address
+// where, PAC stripped, it is 0 in a function not known to begin a stack
+// (where one is, 0 ends it: chainEnd), the PC itself, outside executable
+// code (unless the kernel's signal frame marker lies at the SP: a return
+// into a sigreturn trampoline the capture does not hold), or an earlier
+// return address of the frame's own function (ownEarlierReturn). An
+// unknown x30 is left to linkRegister to say so.
+func (u *Unwinder) linkRegisterUsable(c *Cache, space *AddressSpace, m *Mapping, cur *arch.Regs, pc uint64) bool {
+	lr, ok := cur.Get(arch.ARM64_X30)
+	if !ok {
+		return true
+	}
+	lr = u.arch.StripPAC(lr, u.opts.PACMask)
+	switch {
+	case lr == 0:
+		o, ok := m.Object.(OutermostObject)
+		return ok && pc >= m.Bias && o.Outermost(pc-m.Bias)
+	case lr == pc:
+		return false
+	}
+	lm := mappingAt(space, m, lr)
+	if lm == nil || !lm.Exec {
+		sp, ok := cur.Get(arch.ARM64_SP)
+		return ok && u.signalMarker(&c.win, sp)
+	}
+	return !ownEarlierReturn(lm, m, lr, pc)
+}
+
+// ownEarlierReturn bounds how far before the PC ownEarlierReturn looks.
+const ownEarlierReach = 4096
+
+// ownEarlierReturn reports whether lr, in mapping lm, is a return address
+// into the function of pc, in m, from a call it made earlier: it lies in
+// the same object before pc, at most ownEarlierReach bytes, and the code
+// between them holds nothing that ends a function (ret, b, br) and no
+// address where one begins (a symbol's or a bl's target), so that the
+// call returned into the code that now runs. A caller's return address
+// lies in another function: one whose code ends before its callee's
+// begins.
+func ownEarlierReturn(lm, m *Mapping, lr, pc uint64) bool {
+	if lm != m || m.Object == nil || lr >= pc || pc-lr > ownEarlierReach || lr < m.Bias || (pc-lr)%4 != 0 {
+		return false
+	}
+	var code [ownEarlierReach]byte
+	n := int(pc - lr)
+	if m.Object.ReadCode(lr-m.Bias, code[:n]) != n {
+		return false
+	}
+	for off := 0; off < n; off += 4 {
+		insn := binary.LittleEndian.Uint32(code[off:])
+		if insn&0xfc000000 == 0x14000000 || // b
+			insn&0xfffffc1f == 0xd65f0000 || insn&0xfffffc1f == 0xd61f0000 || // ret xn, br xn
+			insn == 0xd65f0bff || insn == 0xd65f0fff || // retaa, retab
+			insn&0xfffff800 == 0xd71f0800 || insn&0xfffff81f == 0xd61f081f { // braa, brab; braaz, brabz
+			return false
+		}
+		if off > 0 && knownStart(m.Object, lr-m.Bias+uint64(off)) {
+			return false
+		}
+	}
+	return !knownStart(m.Object, pc-m.Bias)
+}
+
 // ownRecordReach bounds how far above the SP an arm64 first frame's own
 // frame record may lie (ownFrameRecord): the locals a function allocates
 // below its record (stp x29, x30, [sp, #n] after sub sp, sp, #m).

@@ -421,3 +421,65 @@ func a64Code(insns ...uint32) []byte {
 	}
 	return b
 }
+
+// TestARM64LinkRegisterReused: a first frame without CFI in code that keeps
+// a frame record and reuses x30 (OpenSSL's assembly: as data, zeroed, or
+// holding the return address of the function's own last call) is left
+// through its frame record, as a guess (fp, fp_guess), where x30 is 0 in a
+// function not known to begin a stack, the PC itself, outside code, or a
+// return address into the same function before the PC with nothing that
+// ends a function between. Before, the link register step ended the stack
+// (a zero return address, a loop) or repeated the function. An x30 before
+// the PC with a ret between is a caller's, as before (lr).
+func TestARM64LinkRegisterReused(t *testing.T) {
+	const (
+		stack  = 0x7ff000
+		fn     = 0x401000 // no CFI, no symbol: paciasp; stp x29, x30, [sp, #-16]!; mov x29, sp; ...
+		caller = 0x402040 // the return address in fn's frame record; outermost
+	)
+	const (
+		nop   = 0xd503201f
+		ret   = 0xd65f03c0
+		other = 0x400f00 // a function before fn that ends with a ret
+	)
+	code := a64Code(0xd503233f, 0xa9bf7bfd, 0x910003fd, nop, nop, nop, nop, nop, nop, nop) // fn: 10 instructions
+	before := a64Code(nop, nop, nop, ret)                                                  // other's end, at other+0x20
+	for _, tc := range []struct {
+		name string
+		x30  uint64
+		pc   uint64
+		how  Method
+		stop StopReason
+	}{
+		{"x30 zero", 0, fn + 0x20, MethodFramePointer, StopFramePointerGuess},
+		{"x30 the PC", fn + 0x20, fn + 0x20, MethodFramePointer, StopFramePointerGuess},
+		{"x30 data", 0x1793943100804e30, fn + 0x20, MethodFramePointer, StopFramePointerGuess},
+		{"x30 an earlier return into fn", fn + 0x10, fn + 0x20, MethodFramePointer, StopFramePointerGuess},
+		{"x30 before a ret: a caller's", other + 0x1c, fn + 0x20, MethodLinkRegister, StopNoMapping},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := &fakeObject{rows: []cfi.Row{a64Outermost(0x402000, 0x402100)},
+				code: map[uint64][]byte{fn: code, other + 0x10: before, caller - 8: a64Code(nop, a64BL(caller-4, fn))}}
+			space := NewAddressSpace([]Mapping{{Start: 0x400000, End: 0x410000, Exec: true, Object: obj, Name: "/usr/lib/libcrypto.so.3"}})
+			sb := &stackBuilder{base: stack, data: make([]byte, 0x100)}
+			sb.put(stack, 0)        // the caller's x29
+			sb.put(stack+8, caller) // the return address
+			var regs arch.Regs
+			regs.Set(arch.ARM64_PC, tc.pc)
+			regs.Set(arch.ARM64_SP, stack)
+			regs.Set(arch.ARM64_X29, stack)
+			regs.Set(arch.ARM64_X30, tc.x30)
+			frames := make([]Frame, 8)
+			res := New(arch.ARM64, Options{}).Unwind(&Cache{}, space, &regs, &Stack{Addr: stack, Data: sb.data}, frames)
+			if res.Frames < 2 || frames[1].Method != tc.how {
+				t.Fatalf("%d frames (%v %v), frame 1 %+v; want frame 1 by %v", res.Frames, res.Stop, res.Err, frames[1], tc.how)
+			}
+			if tc.how == MethodFramePointer && (frames[1].PC != caller || res.Stop != tc.stop) {
+				t.Errorf("frame 1 pc %#x, stop %v; want %#x, %v", frames[1].PC, res.Stop, caller, tc.stop)
+			}
+			if tc.how == MethodLinkRegister && frames[1].PC != tc.x30 {
+				t.Errorf("frame 1 pc %#x; want x30 %#x", frames[1].PC, tc.x30)
+			}
+		})
+	}
+}

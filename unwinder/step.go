@@ -212,10 +212,12 @@ func (u *Unwinder) step(c *Cache, m *Mapping, cur, next *arch.Regs, lookup, pc u
 			u.framePointer(c, m, lookup, cur, next, true, st)
 			return
 		}
-		if first && u.arch.HasLinkRegister() {
+		if first && u.arch.HasLinkRegister() && u.linkRegisterUsable(c, st.space, m, cur, pc) {
 			u.linkRegister(cur, next, st)
 			return
 		}
+		// Else x30 holds no return address into a caller (0, data,
+		// the frame's own code): the frame record is the guess left.
 		if u.arch == arch.AMD64 && (u.prologueStep(c, m, lookup, pc, cur, next, st) || u.framelessReturn(c, m, lookup, cur, next, st)) {
 			return
 		}
