@@ -412,7 +412,12 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 			fr.Flags = fr.Flags&^FrameReturnAddress | FrameSignalTrampoline
 		}
 
-		if !newPCOK || newPC == 0 {
+		// A signal that interrupted the thread at address 0 (a call
+		// through a NULL function pointer, which faulted there) restores
+		// a PC of 0: no end of the stack, but the frame at 0, whose
+		// caller the call left (badCall) or nothing is known of.
+		nullCall := signal && newPCOK && newPC == 0 && newSPOK
+		if !nullCall && (!newPCOK || newPC == 0) {
 			if stepMethod == MethodFramePointer || stepMethod == MethodLinkRegister {
 				// A zero return address from a heuristic
 				// proves the end only in a function that

@@ -410,3 +410,84 @@ func TestScanStep(t *testing.T) {
 		})
 	}
 }
+
+// TestSignalAtNull: a signal that interrupted a call through a NULL
+// function pointer (SIGSEGV at address 0, a handler installed) restores a
+// PC of 0. That is no end of the stack: the frame at 0 follows, and its
+// caller is found by the call before the return address it left (arm64:
+// x30 after a blr; x86_64: the word at the SP after a call through a
+// register), as gdb shows it. Before, the PC of 0 was taken for the end,
+// and the stack called complete.
+func TestSignalAtNull(t *testing.T) {
+	const (
+		stack   = 0x7ff000
+		handler = 0x400100
+		tramp   = 0x500000
+		callRA  = 0x400244 // in the caller, after its call through a register; the caller's CFI ends the stack
+	)
+	for _, a := range []arch.Arch{arch.ARM64, arch.AMD64} {
+		t.Run(a.String(), func(t *testing.T) {
+			var hrow, crow cfi.Row
+			var before []byte
+			var regs arch.Regs
+			sb := &stackBuilder{base: stack, data: make([]byte, 0x1000)}
+			interruptedSP := uint64(stack + 0x800)
+			if a == arch.ARM64 {
+				hrow = cfi.Row{Start: 0x400100, End: 0x400180, RA: arch.ARM64_X30} // a leaf: CFA = SP, return address in x30
+				hrow.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.ARM64_SP}
+				crow = a64Outermost(0x400200, 0x400300)
+				before = a64Code(0xd503201f, 0xd63f0020) // nop; blr x1
+				base := uint64(stack) + arm64SigcontextOff
+				sb.put(base+8*30, callRA)             // x30: the blr's return address
+				sb.put(base+8*31, interruptedSP)      // sp
+				sb.put(base+8*32, 0)                  // pc: the NULL the blr went to
+				sb.put(stack+592, 528<<32|0x46508001) // fpsimd_context
+				regs.Set(arch.ARM64_PC, handler+0x10)
+				regs.Set(arch.ARM64_SP, stack)
+				regs.Set(arch.ARM64_X30, tramp)
+			} else {
+				hrow = x86Row(0x400100, 0x400180, 8)
+				crow = x86Row(0x400200, 0x400300, 8)
+				crow.Regs[arch.AMD64_RIP] = cfi.Rule{Kind: cfi.RuleUndefined}
+				before = []byte{0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0xff, 0xd0} // call *%rax
+				sb.put(stack, tramp)                                            // the handler's return address: the trampoline
+				base := uint64(stack+8) + amd64SigcontextOff
+				for i, r := range amd64SigRegs {
+					switch r {
+					case arch.AMD64_RSP:
+						sb.put(base+uint64(8*i), interruptedSP)
+					case arch.AMD64_RIP:
+						sb.put(base+uint64(8*i), 0)
+					}
+				}
+				sb.put(interruptedSP, callRA) // the call's return address, at the SP
+				regs.Set(arch.AMD64_RIP, handler+0x10)
+				regs.Set(arch.AMD64_RSP, stack)
+			}
+			code := sigreturnAMD64
+			if a == arch.ARM64 {
+				code = sigreturnARM64
+			}
+			obj := &fakeObject{rows: []cfi.Row{hrow, crow}, code: map[uint64][]byte{callRA - 8: before}}
+			trampObj := &fakeObject{code: map[uint64][]byte{tramp: code}}
+			space := NewAddressSpace([]Mapping{
+				{Start: 0x400000, End: 0x410000, Exec: true, Object: obj, Name: "/usr/bin/prog"},
+				{Start: tramp, End: tramp + 0x1000, Exec: true, Object: trampObj, Name: "/usr/lib/libc.so.6"},
+			})
+			frames := make([]Frame, 8)
+			res := New(a, Options{}).Unwind(&Cache{}, space, &regs, &Stack{Addr: stack, Data: sb.data}, frames)
+			var pcs []uint64
+			var hows []Method
+			for _, f := range frames[:res.Frames] {
+				pcs, hows = append(pcs, f.PC), append(hows, f.Method)
+			}
+			want := []uint64{handler + 0x10, tramp, 0, callRA}
+			if !slices.Equal(pcs, want) || res.Stop != StopOutermost {
+				t.Fatalf("pcs %#x (%v), stop %v (%v); want %#x, outermost", pcs, hows, res.Stop, res.Err, want)
+			}
+			if hows[2] != MethodSignal || hows[3] != MethodBadCall {
+				t.Errorf("hows %v; want the frame at 0 by signal, its caller by bad_call", hows)
+			}
+		})
+	}
+}
