@@ -149,6 +149,12 @@ scan:
 	default:
 		return false
 	}
+	if delta == 0 {
+		// Nothing allocated: the caller's SP is the frame's, as a leaf's
+		// is (OpenSSL's KeccakF1600_int saves x30 in its caller's
+		// outgoing area, stp x28, x30, [sp, #16]).
+		st.raFromRegister = true
+	}
 	ra = u.arch.StripPAC(ra, u.opts.PACMask)
 	if !u.callsFunction(st.space, m, ra, start+m.Bias, cur) {
 		return false

@@ -67,6 +67,9 @@ func TestARM64PrologueStep(t *testing.T) {
 		{"and sp, x1, #-16", []uint32{stpX19X30Pre64, andSPX1, 0}, 0, 64, -56, false, false},
 		{"called from elsewhere", []uint32{stpX19X30Pre64, 0}, 0x94000000 | 0x100, 64, -56, false, false},
 		{"saved and restored: the lr step's", []uint32{stpX29X30Pre16, ldpX29X30Post}, 0, 0, 0, false, false},
+		// OpenSSL's KeccakF1600_int: nothing allocated, x30 saved in the
+		// caller's outgoing area; the caller's SP is the frame's.
+		{"stp x28, x30 above the SP, then a call", []uint32{0xa9017bfc, 0}, 0, 0, 24, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code := make([]byte, 4*len(tc.code)+4)
