@@ -85,6 +85,12 @@ type Row struct {
 	// BKey is true when the CIE has arm64's 'B' augmentation (signed with
 	// the B key).
 	BKey bool
+	// OtherStack is true where the caller's frame may lie on another
+	// stack than this frame's, below it: set by an Object for code that
+	// moved SP to another stack and finds its CFA from its frame pointer
+	// (Go's vDSO calls on the g0 stack, whose callers are on a
+	// goroutine's), never by CFI.
+	OtherStack bool
 	// ArgsSize is the last DW_CFA_GNU_args_size operand in effect.
 	ArgsSize uint64
 	// FDEStart is the link-time start address of the FDE (the function).

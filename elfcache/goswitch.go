@@ -47,7 +47,23 @@ type goSwitch struct {
 	Range
 	fn        string
 	outermost bool // mcall: the stack ends; else the caller is on the other stack
+	// bpFrame: a range of goBPFuncs, where the CFA is %rbp+16.
+	bpFrame bool
 }
+
+// goBPFuncs are the runtime's amd64 functions that call into the vDSO:
+// each moves SP, onto the g0 stack when it runs on a goroutine's and
+// aligned to 16 bytes (MOVQ 0x38(DX), SP; SUBQ; ANDQ $-0x10, SP), calls
+// clock_gettime or getrandom there, and moves it back (MOVQ R12, SP).
+// Their CFI (.debug_frame and the pclntab's pcsp alike) gives an SP-based
+// CFA throughout, wrong past the move: a thread stopped in the vDSO under
+// nanotime1 read a zero for its return address (a stack called complete
+// at two frames), or a stale word (a made-up caller), and a goroutine in
+// time.now lost its frames. Each sets up a frame pointer first (PUSHQ BP;
+// MOVQ SP, BP), so from there to the POPQ BP before its RET, and in the
+// code after that RET (the system call it falls back to, which jumps
+// back), the CFA is %rbp+16, as Go's own traceback finds it (m.vdsoSP).
+var goBPFuncs = [...]string{"runtime.nanotime1", "runtime.walltime", "runtime.walltime1", "time.now", "runtime.vgetrandom1"}
 
 // goSwitchFuncs are the runtime's stack-switching functions, by their
 // pclntab names.
@@ -78,18 +94,70 @@ func (o *Object) findGoSwitches() {
 	}
 	o.goFunctions(names[:], bounds[:])
 	for i, f := range goSwitchFuncs {
-		entry, end := bounds[i].Start, bounds[i].End
-		if entry >= end || end-entry > 4096 {
+		code, ok := o.functionCode(bounds[i])
+		if !ok {
 			continue
 		}
-		code := make([]byte, end-entry)
-		if o.ReadCode(entry, code) != len(code) {
-			continue
-		}
-		if r, ok := goSwitchRange(o.arch, code, entry); ok {
-			o.goSwitches = append(o.goSwitches, goSwitch{r, f.name, f.outermost})
+		if r, ok := goSwitchRange(o.arch, code, bounds[i].Start); ok {
+			o.goSwitches = append(o.goSwitches, goSwitch{Range: r, fn: f.name, outermost: f.outermost})
 		}
 	}
+	if o.arch != arch.AMD64 {
+		return
+	}
+	var bpBounds [len(goBPFuncs)]Range
+	o.goFunctions(goBPFuncs[:], bpBounds[:])
+	for i, name := range goBPFuncs {
+		code, ok := o.functionCode(bpBounds[i])
+		if !ok {
+			continue
+		}
+		for _, r := range goBPRanges(code, bpBounds[i].Start) {
+			o.goSwitches = append(o.goSwitches, goSwitch{Range: r, fn: name, bpFrame: true})
+		}
+	}
+}
+
+// functionCode returns the code of the function at r, a runtime assembly
+// function of at most 4 KiB.
+func (o *Object) functionCode(r Range) ([]byte, bool) {
+	if r.Start >= r.End || r.End-r.Start > 4096 {
+		return nil, false
+	}
+	code := make([]byte, r.End-r.Start)
+	return code, o.ReadCode(r.Start, code) == len(code)
+}
+
+// goBPRanges decodes code, an amd64 function at addr with a frame pointer,
+// and returns where the CFA is %rbp+16: from the end of its MOVQ SP, BP to
+// the POPQ BP before its first RET, and from that RET's end to the end of
+// the code. It returns nothing for code of another shape.
+func goBPRanges(code []byte, addr uint64) []Range {
+	var set, pop uint64 // the end of MOVQ SP, BP; the start of the POPQ BP last seen
+	for off := 0; off < len(code); {
+		in, err := x86asm.Decode(code[off:], 64)
+		if err != nil {
+			return nil
+		}
+		at := addr + uint64(off)
+		off += in.Len
+		switch {
+		case in.Op == x86asm.MOV && in.Args[0] == x86asm.RBP && in.Args[1] == x86asm.RSP && set == 0:
+			set = at + uint64(in.Len)
+		case in.Op == x86asm.POP && in.Args[0] == x86asm.RBP:
+			pop = at
+		case in.Op == x86asm.RET:
+			if set == 0 || pop == 0 || pop+1 != at || pop <= set {
+				return nil
+			}
+			out := []Range{{set, pop}}
+			if end := addr + uint64(len(code)); at+uint64(in.Len) < end {
+				out = append(out, Range{at + uint64(in.Len), end})
+			}
+			return out
+		}
+	}
+	return nil
 }
 
 // goSwitchRange decodes code (a function at addr) up to the first
@@ -152,6 +220,17 @@ func (o *Object) goSwitchRow(addr uint64, row *cfi.Row) error {
 		s := &o.goSwitches[i]
 		if !s.Contains(addr) {
 			continue
+		}
+		if s.bpFrame {
+			if err := o.row(addr, row); err != nil {
+				return err
+			}
+			row.Start, row.End = max(row.Start, s.Start), min(row.End, s.End)
+			row.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.AMD64_RBP, Offset: 16}
+			row.Regs[row.RA] = cfi.Rule{Kind: cfi.RuleOffset, Offset: -8}
+			row.Regs[arch.AMD64_RBP] = cfi.Rule{Kind: cfi.RuleOffset, Offset: -16}
+			row.OtherStack = true // on the g0 stack, its caller on a goroutine's
+			return nil
 		}
 		if !s.outermost {
 			return newErr(o.path, "", -1, fmt.Errorf("%s at %#x: %w", s.fn, addr, cfi.ErrStackSwitch))

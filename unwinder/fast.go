@@ -87,8 +87,8 @@ func (f *fastRow) compile(a arch.Arch, row *cfi.Row, explicit uint64) {
 	f.arch = a
 	f.flags = 0
 	f.nrules, f.noff, f.nwalk = 0, 0, 0
-	if a == arch.Unknown {
-		return
+	if a == arch.Unknown || row.OtherStack {
+		return // the general step, which lets the caller's SP lie below
 	}
 	f.flags = f.compact(a, row, explicit)
 }

@@ -32,6 +32,7 @@ type stepResult struct {
 	raFromRegister bool   // the return address came from a register, not memory
 	restored       bool   // a register kept its value: its save slot was below SP
 	entered        bool   // the frame's PC is a function's entry it was returned into (enteredAt)
+	otherStack     bool   // the row says the caller may lie on another stack, below (cfi.Row.OtherStack)
 	// fpGuess: the step followed a frame pointer the frame is not shown
 	// to have set up (framePointerSetUp): a frame may be missing.
 	fpGuess bool
@@ -231,6 +232,7 @@ func (u *Unwinder) step(c *Cache, m *Mapping, cur, next *arch.Regs, lookup, pc u
 // applyCFI steps by the row e: a signal frame's when its FDE says so.
 func (u *Unwinder) applyCFI(c *Cache, e *rowEntry, cur, next *arch.Regs, st *stepResult) {
 	st.signal = e.row.Signal
+	st.otherStack = e.row.OtherStack
 	st.method = MethodCFI
 	if e.row.Signal {
 		st.method = MethodSignal

@@ -176,6 +176,7 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 	cur, next := &c.regs[0], &c.regs[1]
 	method, flags, n := st.method, st.flags, st.n
 	lastSignalSP := uint64(0)
+	stackReturns := 0 // steps to a caller below the frame on another stack (cfi.Row.OtherStack)
 	signalFrames := 0
 	prevSameSP := false
 	// The frame's PC and SP travel in locals from one frame to the next,
@@ -372,7 +373,7 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 				newPCOK, newSPOK, raFromRegister, restored = compactApplied(e, w, known, pcReg, spReg)
 			}
 		}
-		cfaGuess := false
+		cfaGuess, otherStack := false, false
 		if stop != stopNone {
 			var st stepResult
 			st.spGuess, st.space = spGuess, space
@@ -394,7 +395,7 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 				fr.Flags &^= FrameReturnAddress
 			}
 			newPC, newSP, newPCOK, newSPOK = st.pc, st.sp, st.pcOK, st.spOK
-			cfaGuess = st.cfaGuess
+			cfaGuess, otherStack = st.cfaGuess, st.otherStack
 		}
 		spGuess = false
 		fr.CFA = cfa
@@ -454,6 +455,12 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 			lastSignalSP = newSP
 			if signalFrames > 64 {
 				return n, StopLoop, fmt.Errorf("unwinder: more than 64 signal frames (the last at pc %#x)", pc), 0
+			}
+		case otherStack && newSP < sp:
+			// Back from another stack (Go's g0, where a vDSO call
+			// ran) to the one below it: a few times a stack at most.
+			if stackReturns++; stackReturns > 8 {
+				return n, StopLoop, loopError(pc, sp, newPC, newSP), 0
 			}
 		case !callerSane(newSP, sp, newPC, pc, raFromRegister, prevSameSP):
 			return n, StopLoop, loopError(pc, sp, newPC, newSP), 0

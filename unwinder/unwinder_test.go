@@ -491,3 +491,57 @@ func TestSignalAtNull(t *testing.T) {
 		})
 	}
 }
+
+// TestOtherStackRow: a row an Object marks OtherStack (Go's vDSO calls,
+// which move SP onto the g0 stack and find their CFA from %rbp) may give a
+// caller whose SP lies below the frame's, on the goroutine's stack: the
+// walk goes on there, where the same row without the mark stops (loop).
+func TestOtherStackRow(t *testing.T) {
+	const (
+		g0    = 0x7ff000 // the g0 stack, above the goroutine's
+		gstk  = 0x500000 // the goroutine's stack
+		vdso  = 0x600100 // frame 0: CFA = rsp+8
+		nano  = 0x401050 // nanotime1's return address: CFA = rbp+16
+		outer = 0x402050 // its caller, on the goroutine's stack: outermost
+	)
+	for _, mark := range []bool{true, false} {
+		leaf := x86Row(0x600000, 0x600200, 8)
+		switched := cfi.Row{Start: 0x401000, End: 0x401100, RA: arch.AMD64_RIP, OtherStack: mark}
+		switched.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.AMD64_RBP, Offset: 16}
+		switched.Regs[arch.AMD64_RIP] = cfi.Rule{Kind: cfi.RuleOffset, Offset: -8}
+		switched.Regs[arch.AMD64_RBP] = cfi.Rule{Kind: cfi.RuleOffset, Offset: -16}
+		top := x86Row(0x402000, 0x402100, 16)
+		top.Regs[arch.AMD64_RIP] = cfi.Rule{Kind: cfi.RuleUndefined}
+		obj := &fakeObject{rows: []cfi.Row{leaf, switched, top}}
+		space := NewAddressSpace([]Mapping{
+			{Start: 0x400000, End: 0x410000, Exec: true, Object: obj, Name: "/usr/bin/goprog"},
+			{Start: 0x600000, End: 0x601000, Exec: true, Object: obj, Name: "[vdso]"},
+		})
+		g0Data := make([]byte, 0x100)
+		binary.LittleEndian.PutUint64(g0Data[0:], nano) // the vDSO's return address
+		gData := make([]byte, 0x100)
+		binary.LittleEndian.PutUint64(gData[0x10:], 0)     // nanotime1's saved rbp
+		binary.LittleEndian.PutUint64(gData[0x18:], outer) // its return address
+		mem, err := NewSegments([]Segment{{Addr: g0, Size: 0x100, Data: g0Data}, {Addr: gstk, Size: 0x100, Data: gData}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var regs arch.Regs
+		regs.Set(arch.AMD64_RIP, vdso)
+		regs.Set(arch.AMD64_RSP, g0)
+		regs.Set(arch.AMD64_RBP, gstk+0x10) // nanotime1's frame record, on the goroutine's stack
+		frames := make([]Frame, 8)
+		res := New(arch.AMD64, Options{}).Unwind(&Cache{}, space, &regs, mem, frames)
+		var pcs []uint64
+		for _, f := range frames[:res.Frames] {
+			pcs = append(pcs, f.PC)
+		}
+		if mark {
+			if !slices.Equal(pcs, []uint64{vdso, nano, outer}) || res.Stop != StopOutermost || frames[2].SP != gstk+0x20 {
+				t.Errorf("marked: pcs %#x, stop %v (%v), frame 2 SP %#x; want the caller on the goroutine's stack, outermost", pcs, res.Stop, res.Err, frames[2].SP)
+			}
+		} else if res.Stop != StopLoop || len(pcs) != 2 {
+			t.Errorf("unmarked: pcs %#x, stop %v; want 2 frames, loop", pcs, res.Stop)
+		}
+	}
+}
