@@ -321,6 +321,11 @@ type Goroutine struct {
 	// (g.sched, or g.syscallsp, pc and bp in a system call; LR on arm64
 	// only, while the PC is in a function that has not saved it).
 	SP, PC, BP, LR uint64
+	// SchedSP, SchedPC, SchedBP and SchedLR are g.sched itself: SP, PC,
+	// BP and LR outside a system call; in one, what runtime.systemstack
+	// saved where the thread left the goroutine's stack for its g0 stack
+	// inside entersyscall or exitsyscall (gosave_systemstack_switch).
+	SchedSP, SchedPC, SchedBP, SchedLR uint64
 	// M is its m's address while it runs (or is in a system call) and
 	// ThreadID that thread's id (m.procid); both 0 otherwise.
 	M, ThreadID uint64
@@ -395,6 +400,7 @@ func (r *Runtime) Goroutines() ([]Goroutine, error) {
 		if r.arch == arch.ARM64 {
 			g.LR = u64(l.SchedLR)
 		}
+		g.SchedSP, g.SchedPC, g.SchedBP, g.SchedLR = g.SP, g.PC, g.BP, g.LR
 		st := g.Status &^ StatusScan
 		if st == StatusWaiting {
 			g.WaitReason = r.waitReason(buf[l.WaitReason])

@@ -3,6 +3,7 @@ package report
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/ustack/ustack/arch"
 	"github.com/ustack/ustack/coredump"
@@ -148,7 +149,7 @@ func (s *coreSession) goSwitched(u *unwinder.Unwinder, cache *unwinder.Cache, g 
 		return res
 	}
 	var regs arch.Regs
-	savedRegs(s.core.Arch, g, &regs)
+	switchedRegs(s.core.Arch, g, s.frameFunction(&frames[n-1]), &regs)
 	if regs.KnownMask() == 0 {
 		return res
 	}
@@ -159,6 +160,40 @@ func (s *coreSession) goSwitched(u *unwinder.Unwinder, cache *unwinder.Cache, g 
 	s.savedPCFrame(&frames[n])
 	more.Frames += n
 	return more
+}
+
+// switchedRegs sets regs to the registers goroutine g's stack goes on
+// from where its thread's walk stopped at a stack switch in function
+// switchFn: savedRegs', except after runtime.systemstack, which saved
+// them in g.sched as it left the goroutine's stack. A goroutine in a
+// system call whose thread is in entersyscall's or exitsyscall's
+// systemstack goes on from there, not from the system call's g.syscallsp
+// (which skipped runtime.exitsyscall, and gave syscall.Syscall the PC of
+// its entersyscall call).
+func switchedRegs(a arch.Arch, g *goruntime.Goroutine, switchFn string, regs *arch.Regs) {
+	if strings.HasPrefix(switchFn, "runtime.systemstack") && g.SchedSP != 0 && g.SchedPC != 0 {
+		sched := *g
+		sched.SP, sched.PC, sched.BP, sched.LR = g.SchedSP, g.SchedPC, g.SchedBP, g.SchedLR
+		savedRegs(a, &sched, regs)
+		return
+	}
+	savedRegs(a, g, regs)
+}
+
+// frameFunction returns the symbol of the function of frame f (its
+// object's symbol table's), "" where none is known.
+func (s *coreSession) frameFunction(f *unwinder.Frame) string {
+	as := s.space.AddressSpace()
+	if f.Mapping < 0 || int(f.Mapping) >= as.Len() {
+		return ""
+	}
+	m := as.Mapping(int(f.Mapping))
+	so, ok := m.Object.(unwinder.SymbolObject)
+	if !ok || f.LookupPC() < m.Bias {
+		return ""
+	}
+	name, _, _ := so.Symbolize(f.LookupPC() - m.Bias)
+	return name
 }
 
 // runGoroutines reports every live goroutine of a Go core as a sample of

@@ -21,6 +21,8 @@ import (
 	"github.com/google/pprof/profile"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/ustack/ustack/arch"
+	"github.com/ustack/ustack/goruntime"
 	"github.com/ustack/ustack/internal/testprog"
 )
 
@@ -603,4 +605,32 @@ func TestGoCoreThreadsComplete(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.Greater(t, threads, 1, "the runtime's threads are in the core")
+}
+
+// TestSwitchedRegs: a goroutine in a system call whose thread's walk
+// stopped in runtime.systemstack (entersyscall's or exitsyscall's) goes on
+// from g.sched, which systemstack saved; stopped in runtime.asmcgocall (a
+// cgo call), from the system call's g.syscallsp; a goroutine outside a
+// system call from g.sched either way.
+func TestSwitchedRegs(t *testing.T) {
+	g := goruntime.Goroutine{Status: goruntime.StatusSyscall,
+		SP: 0x1000, PC: 0x4973a5, BP: 0x1010, // g.syscallsp, pc, bp
+		SchedSP: 0x0f00, SchedPC: 0x47f8e8, SchedBP: 0x0f00}
+	for _, c := range []struct {
+		fn     string
+		sp, pc uint64
+	}{
+		{"runtime.systemstack.abi0", 0x0f00, 0x47f8e8},
+		{"runtime.systemstack", 0x0f00, 0x47f8e8},
+		{"runtime.asmcgocall.abi0", 0x1000, 0x4973a5},
+		{"", 0x1000, 0x4973a5},
+	} {
+		var regs arch.Regs
+		switchedRegs(arch.AMD64, &g, c.fn, &regs)
+		sp, _ := regs.Get(arch.AMD64_RSP)
+		pc, _ := regs.Get(arch.AMD64_RIP)
+		if sp != c.sp || pc != c.pc {
+			t.Errorf("stopped in %q: sp %#x pc %#x; want %#x %#x", c.fn, sp, pc, c.sp, c.pc)
+		}
+	}
 }
