@@ -180,6 +180,26 @@ func switchedRegs(a arch.Arch, g *goruntime.Goroutine, switchFn string, regs *ar
 	savedRegs(a, g, regs)
 }
 
+// onG0 reports whether goroutine g, running on a thread whose registers are
+// regs, was walked (res, into frames) only through the thread's g0 stack:
+// the thread's SP lies outside g's stack, the walk ended at
+// runtime.mcall, where the g0 stack begins, and g.sched, where g's own
+// frames go on, lies in g's stack.
+func (s *coreSession) onG0(g *goruntime.Goroutine, regs *arch.Regs, frames []unwinder.Frame, res unwinder.Result) bool {
+	sp, ok := regs.Get(s.core.Arch.SP())
+	if !ok || res.Stop != unwinder.StopOutermost || res.Frames == 0 {
+		return false
+	}
+	return onG0Stack(g, sp, s.frameFunction(&frames[res.Frames-1]))
+}
+
+// onG0Stack is onG0 for a walk that ended outermost in function lastFn,
+// from SP sp.
+func onG0Stack(g *goruntime.Goroutine, sp uint64, lastFn string) bool {
+	in := func(a uint64) bool { return a >= g.StackLo && a < g.StackHi }
+	return g.StackLo < g.StackHi && !in(sp) && in(g.SchedSP) && g.SchedPC != 0 && strings.HasPrefix(lastFn, "runtime.mcall")
+}
+
 // frameFunction returns the symbol of the function of frame f (its
 // object's symbol table's), "" where none is known.
 func (s *coreSession) frameFunction(f *unwinder.Frame) string {
@@ -283,6 +303,13 @@ func (s *coreSession) runGoroutines(sum *Summary, u *unwinder.Unwinder, cache *u
 				s.savedPCFrame(&frames[0])
 			}
 			if th != nil && res.Stop == unwinder.StopStackSwitch {
+				res = s.goSwitched(u, cache, g, frames, res)
+			}
+			if th != nil && s.onG0(g, &regs, frames, res) {
+				// The thread runs the scheduler for g on its g0
+				// stack (execute about to resume it): g's own
+				// frames are those g.sched holds, after the g0
+				// ones, as delve shows them.
 				res = s.goSwitched(u, cache, g, frames, res)
 			}
 			out.Stop = res.Stop.String()

@@ -634,3 +634,32 @@ func TestSwitchedRegs(t *testing.T) {
 		}
 	}
 }
+
+// TestOnG0Stack: a running goroutine's walk that ended at runtime.mcall
+// from an SP outside its stack went only through its thread's g0 stack
+// (the scheduler about to resume it), and goes on from g.sched where that
+// lies in its stack; a walk from its own stack, or ending elsewhere, or a
+// g.sched outside its stack, does not.
+func TestOnG0Stack(t *testing.T) {
+	g := goruntime.Goroutine{StackLo: 0xc000100000, StackHi: 0xc000108000, SchedSP: 0xc000107f00, SchedPC: 0x4e87da}
+	g0 := uint64(0x7f1d6ea1acd0)
+	for _, c := range []struct {
+		name   string
+		sp     uint64
+		lastFn string
+		sched  uint64
+		want   bool
+	}{
+		{"g0 frames ending at mcall", g0, "runtime.mcall", g.SchedSP, true},
+		{"the ABI0 symbol", g0, "runtime.mcall.abi0", g.SchedSP, true},
+		{"walked from its own stack", 0xc000107e00, "runtime.mcall", g.SchedSP, false},
+		{"ended elsewhere", g0, "runtime.goexit", g.SchedSP, false},
+		{"g.sched outside its stack", g0, "runtime.mcall", g0, false},
+	} {
+		h := g
+		h.SchedSP = c.sched
+		if got := onG0Stack(&h, c.sp, c.lastFn); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
