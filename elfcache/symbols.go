@@ -1,6 +1,7 @@
 package elfcache
 
 import (
+	"bytes"
 	"cmp"
 	"debug/elf"
 	"encoding/binary"
@@ -297,6 +298,12 @@ func isMappingSymbol(name []byte) bool {
 // local, fewer leading underscores, the longer name, then the first in the
 // symbol table.
 func (c *candidate) better(d *candidate) bool {
+	// Go's linker names each host object's text "PKG(.text)" (a sized
+	// FUNC symbol at its first function: runtime/cgo(.text) at cgo's
+	// crosscall1 and threadentry), a section, not a function.
+	if cs, ds := bytes.HasSuffix(c.name, []byte("(.text)")), bytes.HasSuffix(d.name, []byte("(.text)")); cs != ds {
+		return ds
+	}
 	if (c.size > 0) != (d.size > 0) {
 		return c.size > 0
 	}
