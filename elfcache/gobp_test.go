@@ -22,18 +22,7 @@ func TestGoVDSOCallRows(t *testing.T) {
 	testfiles.MustUnpack(t, testfiles.Dir())
 	path := filepath.Join(testfiles.Dir(), "objects", "x86_64", "goprog")
 	dis := run(t, "go", "tool", "objdump", "-s", `runtime\.nanotime1`, path)
-	at := func(re string) uint64 {
-		t.Helper()
-		m := regexp.MustCompile(`(?m)^\s+\S+\s+0x([0-9a-f]+)\s+[0-9a-f]+\s+` + re).FindStringSubmatch(dis)
-		if m == nil {
-			t.Fatalf("no %q in go tool objdump's runtime.nanotime1:\n%s", re, dis)
-		}
-		v, err := strconv.ParseUint(m[1], 16, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
+	at := func(re string) uint64 { v, _ := objdumpAt(t, dis, re); return v }
 	push, call, pop, syscall := at(`PUSHQ BP`), at(`CALL AX`), at(`POPQ BP`), at(`SYSCALL`)
 	o := mustOpen(t, path, Options{})
 	bp := cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.AMD64_RBP, Offset: 16}
@@ -58,4 +47,62 @@ func TestGoVDSOCallRows(t *testing.T) {
 	if row := (cfi.Row{}); o.FindRow(push, &row) == nil && (row.CFA != cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.AMD64_RSP, Offset: 8}) {
 		t.Errorf("at PUSHQ BP: CFA %+v; want rsp+8", row.CFA)
 	}
+}
+
+// TestGoVDSOCallRowsARM64: arm64's runtime.nanotime1 moves RSP onto the
+// g0 stack, aligned, after its frame record (MOVD.W R30, -N(RSP); MOVD
+// R29, -8(RSP); SUB $8, RSP, R29), and its CFI's SP-based CFA is wrong
+// past the move. FindRow gives the CFA as x29+8+N (x30 at CFA-N, x29 at
+// CFA-N-8), marked OtherStack, from the end of the SUB to the MOVD -8(RSP),
+// R29 of its epilogue: at its calls to the vDSO and its SVC; at its first
+// instruction the CFA is still SP-based. The addresses and N are go tool
+// objdump's, in a program built here for arm64, unstripped and stripped.
+func TestGoVDSOCallRowsARM64(t *testing.T) {
+	full, stripped := buildGoprogWith(t, "", "arm64")
+	// The twins' code is laid out alike (TestGoRowsMatchDebugFrame);
+	// objdump reads the unstripped one's symbols.
+	dis := run(t, "go", "tool", "objdump", "-s", `runtime\.nanotime1`, full)
+	for _, path := range []string{full, stripped} {
+		at := func(re string) (uint64, []string) { return objdumpAt(t, dis, re) }
+		entry, n := at(`MOVD\.W R30, -(\d+)\(RSP\)`)
+		size, err := strconv.ParseInt(n[0], 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		call, _ := at(`CALL \(R2\)`)
+		svc, _ := at(`SVC \$0`)
+		restore, _ := at(`MOVD -8\(RSP\), R29`)
+		o := mustOpen(t, path, Options{})
+		fp := cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.ARM64_X29, Offset: 8 + size}
+		for _, c := range []struct {
+			addr uint64
+			fp   bool
+		}{{entry, false}, {call, true}, {svc, true}, {restore - 4, true}, {restore, false}} {
+			var row cfi.Row
+			if err := o.FindRow(c.addr, &row); err != nil {
+				t.Fatalf("%s %#x: %v", path, c.addr, err)
+			}
+			if got := row.CFA == fp; got != c.fp || got != row.OtherStack {
+				t.Errorf("%s %#x: CFA %+v, other stack %v; want x29+%d: %v", path, c.addr, row.CFA, row.OtherStack, 8+size, c.fp)
+			}
+			if c.fp && (row.Regs[arch.ARM64_X30] != cfi.Rule{Kind: cfi.RuleOffset, Offset: -size} || row.Regs[arch.ARM64_X29] != cfi.Rule{Kind: cfi.RuleOffset, Offset: -size - 8}) {
+				t.Errorf("%s %#x: x30 %+v, x29 %+v; want CFA-%d, CFA-%d", path, c.addr, row.Regs[arch.ARM64_X30], row.Regs[arch.ARM64_X29], size, size+8)
+			}
+		}
+	}
+}
+
+// objdumpAt returns the address of the first instruction of go tool
+// objdump's listing dis that matches re, and re's submatches.
+func objdumpAt(t *testing.T, dis, re string) (uint64, []string) {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^\s+\S+\s+0x([0-9a-f]+)\s+[0-9a-f]+\s+` + re).FindStringSubmatch(dis)
+	if m == nil {
+		t.Fatalf("no %q in go tool objdump's listing:\n%s", re, dis)
+	}
+	v, err := strconv.ParseUint(m[1], 16, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v, m[2:]
 }

@@ -175,10 +175,16 @@ func TestGoRowsMatchDebugFrame(t *testing.T) {
 					}
 					flag := f.flag
 					if sw := switchAt(stripped, pc); sw != nil && sw.bpFrame {
-						// Where a vDSO call moves SP, the CFA is
-						// %rbp+16, not .debug_frame's: TestGoVDSOCallRows.
+						// Where a vDSO call moves SP, the CFA is the
+						// frame pointer's, not .debug_frame's:
+						// TestGoVDSOCallRows and TestGoVDSOCallRowsARM64.
 						require.NoError(t, stripped.FindRow(pc, &got), "pc %#x", pc)
-						require.Equal(t, cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.AMD64_RBP, Offset: 16}, got.CFA, "pc %#x", pc)
+						fp := uint16(arch.AMD64_RBP)
+						if c.goarch == "arm64" {
+							fp = arch.ARM64_X29
+						}
+						require.Equal(t, fp, got.CFA.Reg, "pc %#x", pc)
+						require.True(t, got.OtherStack, "pc %#x", pc)
 						continue
 					} else if sw != nil {
 						// Past a stack switch: TestGoStackSwitches.

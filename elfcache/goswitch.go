@@ -1,6 +1,7 @@
 package elfcache
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"golang.org/x/arch/arm64/arm64asm"
@@ -47,11 +48,15 @@ type goSwitch struct {
 	Range
 	fn        string
 	outermost bool // mcall: the stack ends; else the caller is on the other stack
-	// bpFrame: a range of goBPFuncs, where the CFA is %rbp+16.
-	bpFrame bool
+	// bpFrame: a range of goBPFuncs, where the CFA is the frame pointer
+	// plus cfaOff (amd64 %rbp+16; arm64 x29+8+the frame's size), the
+	// return address at CFA+raOff and the caller's frame pointer at
+	// CFA+fpOff.
+	bpFrame              bool
+	cfaOff, raOff, fpOff int64
 }
 
-// goBPFuncs are the runtime's amd64 functions that call into the vDSO:
+// goBPFuncs are the runtime's functions that call into the vDSO:
 // each moves SP, onto the g0 stack when it runs on a goroutine's and
 // aligned to 16 bytes (MOVQ 0x38(DX), SP; SUBQ; ANDQ $-0x10, SP), calls
 // clock_gettime or getrandom there, and moves it back (MOVQ R12, SP).
@@ -63,6 +68,10 @@ type goSwitch struct {
 // MOVQ SP, BP), so from there to the POPQ BP before its RET, and in the
 // code after that RET (the system call it falls back to, which jumps
 // back), the CFA is %rbp+16, as Go's own traceback finds it (m.vdsoSP).
+// On arm64 they do the same (MOVD R1, RSP; MOVD R20, RSP back) after
+// their frame record (MOVD.W R30, -N(RSP); MOVD R29, -8(RSP); SUB $8, RSP,
+// R29): up to the MOVD -8(RSP), R29 of their epilogue the CFA is
+// x29+8+N.
 var goBPFuncs = [...]string{"runtime.nanotime1", "runtime.walltime", "runtime.walltime1", "time.now", "runtime.vgetrandom1"}
 
 // goSwitchFuncs are the runtime's stack-switching functions, by their
@@ -102,9 +111,6 @@ func (o *Object) findGoSwitches() {
 			o.goSwitches = append(o.goSwitches, goSwitch{Range: r, fn: f.name, outermost: f.outermost})
 		}
 	}
-	if o.arch != arch.AMD64 {
-		return
-	}
 	var bpBounds [len(goBPFuncs)]Range
 	o.goFunctions(goBPFuncs[:], bpBounds[:])
 	for i, name := range goBPFuncs {
@@ -112,8 +118,15 @@ func (o *Object) findGoSwitches() {
 		if !ok {
 			continue
 		}
+		if o.arch == arch.ARM64 {
+			if r, size, ok := goFrameRangeARM64(code, bpBounds[i].Start); ok {
+				o.goSwitches = append(o.goSwitches, goSwitch{Range: r, fn: name, bpFrame: true,
+					cfaOff: 8 + size, raOff: -size, fpOff: -size - 8})
+			}
+			continue
+		}
 		for _, r := range goBPRanges(code, bpBounds[i].Start) {
-			o.goSwitches = append(o.goSwitches, goSwitch{Range: r, fn: name, bpFrame: true})
+			o.goSwitches = append(o.goSwitches, goSwitch{Range: r, fn: name, bpFrame: true, cfaOff: 16, raOff: -8, fpOff: -16})
 		}
 	}
 }
@@ -126,6 +139,31 @@ func (o *Object) functionCode(r Range) ([]byte, bool) {
 	}
 	code := make([]byte, r.End-r.Start)
 	return code, o.ReadCode(r.Start, code) == len(code)
+}
+
+// goFrameRangeARM64 decodes code, an arm64 function at addr whose first
+// instructions set up Go's frame record (str x30, [sp, #-N]!; stur x29,
+// [sp, #-8]; sub x29, sp, #8), and returns the addresses from the end of
+// those to its ldur x29, [sp, #-8], where x29 holds the record, and N.
+func goFrameRangeARM64(code []byte, addr uint64) (Range, int64, bool) {
+	if len(code) < 12 {
+		return Range{}, 0, false
+	}
+	w := func(off int) uint32 { return binary.LittleEndian.Uint32(code[off:]) }
+	str := w(0)
+	if str&^(0x1ff<<12) != 0xf8000ffe || w(4) != 0xf81f83fd || w(8) != 0xd10023fd { // str x30, [sp, #imm9]!; stur x29, [sp, #-8]; sub x29, sp, #8
+		return Range{}, 0, false
+	}
+	size := -(int64(int32(str<<11)) >> 23) // imm9, sign-extended: -N
+	if size <= 0 {
+		return Range{}, 0, false
+	}
+	for off := 12; off+4 <= len(code); off += 4 {
+		if w(off) == 0xf85f83fd { // ldur x29, [sp, #-8]
+			return Range{addr + 12, addr + uint64(off)}, size, true
+		}
+	}
+	return Range{}, 0, false
 }
 
 // goBPRanges decodes code, an amd64 function at addr with a frame pointer,
@@ -226,9 +264,13 @@ func (o *Object) goSwitchRow(addr uint64, row *cfi.Row) error {
 				return err
 			}
 			row.Start, row.End = max(row.Start, s.Start), min(row.End, s.End)
-			row.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.AMD64_RBP, Offset: 16}
-			row.Regs[row.RA] = cfi.Rule{Kind: cfi.RuleOffset, Offset: -8}
-			row.Regs[arch.AMD64_RBP] = cfi.Rule{Kind: cfi.RuleOffset, Offset: -16}
+			fp := uint16(arch.AMD64_RBP)
+			if o.arch == arch.ARM64 {
+				fp = arch.ARM64_X29
+			}
+			row.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: fp, Offset: s.cfaOff}
+			row.Regs[row.RA] = cfi.Rule{Kind: cfi.RuleOffset, Offset: s.raOff}
+			row.Regs[fp] = cfi.Rule{Kind: cfi.RuleOffset, Offset: s.fpOff}
 			row.OtherStack = true // on the g0 stack, its caller on a goroutine's
 			return nil
 		}
