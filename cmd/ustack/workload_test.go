@@ -124,9 +124,18 @@ func TestRecordLongOptions(t *testing.T) {
 		return testprog.Output(t, testprog.PerfCommand(t, "evlist", "-F", "-i", data))
 	}
 
+	// The recorded process sleeps: a running one, sampled at
+	// perf_event_max_sample_rate (100 kHz) with its stack copied, can
+	// need minutes of the kernel's time for the shortest command on a
+	// virtual machine (perf record -F max --call-graph dwarf -- true took
+	// 81 s here once), as the kernel throttles only NMI-driven events.
+	sleeper := exec.Command("sleep", "600")
+	require.NoError(t, sleeper.Start())
+	t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
 	freqData := filepath.Join(dir, "freq.data")
 	before := maxRate()
-	rc, stderr := recordBounded(t, "-q", "--no-archive", "--event", "task-clock", "--freq", "max", "--output", freqData, "--", "true")
+	rc, stderr := recordBounded(t, "-q", "--no-archive", "--event", "task-clock", "--freq", "max", "--output", freqData,
+		"-p", strconv.Itoa(sleeper.Process.Pid), "--", "sleep", "0.1")
 	require.Equal(t, 0, rc, stderr)
 	after := maxRate() // the kernel lowers it when sampling interrupts take too long
 	ev := evlist(freqData)
