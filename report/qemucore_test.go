@@ -281,12 +281,7 @@ func TestQemuCoreHostPathLibrary(t *testing.T) {
 	qemu, sysroot := needQemuARM64(t)
 	dir := t.TempDir()
 	root := filepath.Join(dir, "root")
-	for _, lib := range []string{"libc.so.6", "ld-linux-aarch64.so.1"} {
-		b, err := os.ReadFile(filepath.Join(sysroot, "lib", lib))
-		require.NoError(t, err)
-		require.NoError(t, os.MkdirAll(filepath.Join(root, "lib"), 0o755))
-		require.NoError(t, os.WriteFile(filepath.Join(root, "lib", lib), b, 0o755))
-	}
+	copySysrootLibs(t, sysroot, root)
 	build := t.TempDir()
 	plug := testprog.Compile(t, "aarch64-linux-gnu-gcc", build, "libplug.c", qemuPluginC, "-g", "-O2", "-shared", "-fPIC")
 	exe := testprog.Compile(t, "aarch64-linux-gnu-gcc", build, "prog.c", qemuPlugMainC, "-g", "-O2")
@@ -309,6 +304,27 @@ func TestQemuCoreHostPathLibrary(t *testing.T) {
 	opts := CoreOptions{Options: Options{Kallsyms: "-", BuildIDDir: t.TempDir(), SymFS: root,
 		Warn: func(m string) { warnings = append(warnings, m) }}, Exe: exe}
 	_, s := lastCoreSample(t, cores[0], opts)
+	assertPluginStack(t, warnings, s, plug)
+}
+
+// copySysrootLibs copies the sysroot's libc and dynamic linker into the
+// symfs root's lib.
+func copySysrootLibs(t *testing.T, sysroot, root string) {
+	t.Helper()
+	for _, lib := range []string{"libc.so.6", "ld-linux-aarch64.so.1"} {
+		b, err := os.ReadFile(filepath.Join(sysroot, "lib", lib))
+		require.NoError(t, err)
+		require.NoError(t, os.MkdirAll(filepath.Join(root, "lib"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(root, "lib", lib), b, 0o755))
+	}
+}
+
+// assertPluginStack checks the report of a qemu core of qemuPlugMainC
+// whose plugin was found as module: no library left unmapped, the
+// source's stack (abort, plug_leaf, plug_entry, main, libc's start,
+// _start), outermost, plug_leaf in module.
+func assertPluginStack(t *testing.T, warnings []string, s *Sample, module string) {
+	t.Helper()
 	joined := strings.Join(warnings, "\n")
 	assert.NotContains(t, joined, "left unmapped")
 	assert.Contains(t, joined, "and 3 shared libraries where the dynamic linker's list")
@@ -320,7 +336,7 @@ func TestQemuCoreHostPathLibrary(t *testing.T) {
 	assert.Equal(t, []string{"__libc_start_main", "_start"}, names[max(0, len(names)-2):], "frames %q", names)
 	assert.Equal(t, "outermost", s.Stop, "frames %q", names)
 	if i := slices.Index(names, "plug_leaf"); assert.GreaterOrEqual(t, i, 0) {
-		assert.Equal(t, plug, modules[i])
+		assert.Equal(t, module, modules[i])
 	}
 }
 
@@ -353,12 +369,7 @@ func TestQemuCoreRelativeLibrary(t *testing.T) {
 	// A symfs holding the sysroot's libraries and, at its root, the
 	// plugin.
 	root := filepath.Join(dir, "root")
-	for _, lib := range []string{"libc.so.6", "ld-linux-aarch64.so.1"} {
-		b, err := os.ReadFile(filepath.Join(sysroot, "lib", lib))
-		require.NoError(t, err)
-		require.NoError(t, os.MkdirAll(filepath.Join(root, "lib"), 0o755))
-		require.NoError(t, os.WriteFile(filepath.Join(root, "lib", lib), b, 0o755))
-	}
+	copySysrootLibs(t, sysroot, root)
 	report := func() ([]string, *Sample) {
 		var warnings []string
 		opts := CoreOptions{Options: Options{Kallsyms: "-", BuildIDDir: t.TempDir(), SymFS: root,
@@ -375,17 +386,5 @@ func TestQemuCoreRelativeLibrary(t *testing.T) {
 
 	require.NoError(t, os.WriteFile(filepath.Join(root, "libplug.so"), b, 0o755))
 	warnings, s = report()
-	joined = strings.Join(warnings, "\n")
-	assert.NotContains(t, joined, "left unmapped")
-	assert.Contains(t, joined, "and 3 shared libraries where the dynamic linker's list")
-	var names, modules []string
-	for _, f := range s.Frames {
-		names, modules = append(names, f.Symbol), append(modules, f.Module)
-	}
-	assert.True(t, testprog.HasChain(names, []string{"abort", "plug_leaf", "plug_entry", "main"}), "frames %q", names)
-	assert.Equal(t, []string{"__libc_start_main", "_start"}, names[max(0, len(names)-2):], "frames %q", names)
-	assert.Equal(t, "outermost", s.Stop, "frames %q", names)
-	if i := slices.Index(names, "plug_leaf"); assert.GreaterOrEqual(t, i, 0) {
-		assert.Equal(t, "./libplug.so", modules[i])
-	}
+	assertPluginStack(t, warnings, s, "./libplug.so")
 }

@@ -242,20 +242,7 @@ func TestARM64PrologueStepPLT(t *testing.T) {
 			})
 			sb := &stackBuilder{base: stack, data: make([]byte, 0x100)}
 			sb.put(stack, ra) // str x30, [sp, #-16]!
-			var regs arch.Regs
-			regs.Set(arch.ARM64_PC, fn+4)
-			regs.Set(arch.ARM64_SP, stack)
-			regs.Set(arch.ARM64_X29, 0x7ff800)
-			regs.Set(arch.ARM64_X30, 0xbad0)
-			frames := make([]Frame, 8)
-			res := New(arch.ARM64, Options{}).Unwind(&Cache{}, space, &regs, &Stack{Addr: stack, Data: sb.data}, frames)
-			stepped := res.Frames > 1 && frames[1].Method == MethodPrologue
-			if stepped != tc.found {
-				t.Fatalf("frame 1 stepped by the prologue: %v, want %v (%d frames, %+v)", stepped, tc.found, res.Frames, frames[1])
-			}
-			if tc.found && (frames[1].PC != ra || frames[1].SP != stack+16 || res.Stop != StopOutermost) {
-				t.Errorf("frame 1 = %+v, stop %v; want pc %#x sp %#x, outermost", frames[1], res.Stop, ra, stack+16)
-			}
+			checkPrologueStep(t, space, fn+4, stack, sb.data, tc.found, ra, stack+16, true)
 		})
 	}
 }
@@ -308,20 +295,7 @@ func TestARM64PrologueStepLong(t *testing.T) {
 			sb := &stackBuilder{base: stack, data: make([]byte, 0x200)}
 			cfa := stack + tc.delta
 			sb.put(uint64(int64(cfa)+tc.raSlot), ra)
-			var regs arch.Regs
-			regs.Set(arch.ARM64_PC, pc)
-			regs.Set(arch.ARM64_SP, stack)
-			regs.Set(arch.ARM64_X29, 0x7ff800)
-			regs.Set(arch.ARM64_X30, 0xbad0)
-			frames := make([]Frame, 8)
-			res := New(arch.ARM64, Options{}).Unwind(&Cache{}, space, &regs, &Stack{Addr: stack, Data: sb.data}, frames)
-			stepped := res.Frames > 1 && frames[1].Method == MethodPrologue
-			if stepped != tc.found {
-				t.Fatalf("frame 1 stepped by the prologue: %v, want %v (%d frames, %+v)", stepped, tc.found, res.Frames, frames[1])
-			}
-			if tc.found && (frames[1].PC != ra || frames[1].SP != cfa) {
-				t.Errorf("frame 1 = %+v; want pc %#x sp %#x", frames[1], ra, cfa)
-			}
+			checkPrologueStep(t, space, pc, stack, sb.data, tc.found, ra, cfa, false)
 		})
 	}
 }
@@ -384,21 +358,30 @@ func TestARM64PrologueStepStripped(t *testing.T) {
 			space := NewAddressSpace([]Mapping{{Start: 0x400000, End: 0x410000, Exec: true, Object: obj, Name: "/usr/lib/libstripped.so"}})
 			sb := &stackBuilder{base: stack, data: make([]byte, 0x100)}
 			sb.put(stack, ra)
-			var regs arch.Regs
-			regs.Set(arch.ARM64_PC, fn+4)
-			regs.Set(arch.ARM64_SP, stack)
-			regs.Set(arch.ARM64_X29, 0x7ff800)
-			regs.Set(arch.ARM64_X30, 0xbad0)
-			frames := make([]Frame, 8)
-			res := New(arch.ARM64, Options{}).Unwind(&Cache{}, space, &regs, &Stack{Addr: stack, Data: sb.data}, frames)
-			stepped := res.Frames > 1 && frames[1].Method == MethodPrologue
-			if stepped != tc.found {
-				t.Fatalf("frame 1 stepped by the prologue: %v, want %v (%d frames, %+v)", stepped, tc.found, res.Frames, frames[1])
-			}
-			if tc.found && (frames[1].PC != ra || frames[1].SP != stack+16 || res.Stop != StopOutermost) {
-				t.Errorf("frame 1 = %+v, stop %v; want pc %#x sp %#x, outermost", frames[1], res.Stop, ra, stack+16)
-			}
+			checkPrologueStep(t, space, fn+4, stack, sb.data, tc.found, ra, stack+16, true)
 		})
+	}
+}
+
+// checkPrologueStep unwinds an arm64 first frame at pc, its SP at stack
+// (over data), whose x29 and x30 point nowhere useful. Frame 1 must be
+// stepped by the prologue exactly when found, then be at ra with SP sp,
+// and, with outermost, end the stack.
+func checkPrologueStep(t *testing.T, space *AddressSpace, pc, stack uint64, data []byte, found bool, ra, sp uint64, outermost bool) {
+	t.Helper()
+	var regs arch.Regs
+	regs.Set(arch.ARM64_PC, pc)
+	regs.Set(arch.ARM64_SP, stack)
+	regs.Set(arch.ARM64_X29, 0x7ff800)
+	regs.Set(arch.ARM64_X30, 0xbad0)
+	frames := make([]Frame, 8)
+	res := New(arch.ARM64, Options{}).Unwind(&Cache{}, space, &regs, &Stack{Addr: stack, Data: data}, frames)
+	stepped := res.Frames > 1 && frames[1].Method == MethodPrologue
+	if stepped != found {
+		t.Fatalf("frame 1 stepped by the prologue: %v, want %v (%d frames, %+v)", stepped, found, res.Frames, frames[1])
+	}
+	if found && (frames[1].PC != ra || frames[1].SP != sp || (outermost && res.Stop != StopOutermost)) {
+		t.Errorf("frame 1 = %+v, stop %v; want pc %#x sp %#x (outermost: %v)", frames[1], res.Stop, ra, sp, outermost)
 	}
 }
 
