@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -132,8 +133,13 @@ type Stats struct {
 	// dropped because a ring buffer was full); LostRecords how many LOST
 	// records there were.
 	Lost, LostRecords uint64
-	// LostSamples is the sum of LOST_SAMPLES records (samples the kernel
-	// could not produce).
+	// LostSamples is the sum of LOST_SAMPLES records: those the kernel
+	// wrote, and those written at the end from each event's own count of
+	// the records it could not write (read with PERF_FORMAT_LOST, Linux
+	// 6.0 on, as perf record does). That count includes the drops LOST
+	// records report, and those no LOST record could report: the kernel
+	// writes one only when a later record fits in the ring. The samples
+	// lost are at least the larger of Lost and LostSamples.
 	LostSamples uint64
 	// Throttled counts THROTTLE records (the kernel lowered the rate).
 	Throttled uint64
@@ -476,6 +482,9 @@ func (r *Recorder) buildAttr(i int, ev *Event) *perfdata.Attr {
 	// address held at a sample's time.
 	a.Flags |= perfdata.AttrUseClockID
 	a.ClockID = unix.CLOCK_MONOTONIC
+	if lostCountable() {
+		a.ReadFormat |= perfdata.FormatLost
+	}
 	// Wake the reader when a quarter of the ring is full.
 	a.Flags |= perfdata.AttrWatermark
 	a.WakeupEvents = uint32(r.wakeupBytes())
@@ -1021,11 +1030,64 @@ loop:
 	if err := r.drainAll(); err != nil && loopErr == nil {
 		loopErr = err
 	}
+	if err := r.writeLostCounts(); err != nil && loopErr == nil {
+		loopErr = err
+	}
 	if err := r.finish(); err != nil && loopErr == nil {
 		loopErr = err
 	}
 	st := r.st
 	return &st, loopErr
+}
+
+// lostCountable reports whether the kernel keeps each event's count of
+// the records it could not write, for read (PERF_FORMAT_LOST, Linux 6.0):
+// an older kernel refuses the bit, as it does a dummy event opened with it.
+var lostCountable = sync.OnceValue(func() bool {
+	a := unix.PerfEventAttr{Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_DUMMY,
+		Size: uint32(unsafe.Sizeof(unix.PerfEventAttr{})), Read_format: perfdata.FormatLost,
+		Bits: unix.PerfBitDisabled | unix.PerfBitExcludeKernel | unix.PerfBitExcludeHv}
+	fd, err := unix.PerfEventOpen(&a, 0, -1, -1, unix.PERF_FLAG_FD_CLOEXEC)
+	if err != nil {
+		return false
+	}
+	unix.Close(fd)
+	return true
+})
+
+// writeLostCounts reads, once the events are disabled and their rings
+// drained, each event's count of the records the kernel could not write,
+// and writes the counts as LOST_SAMPLES, as perf record does: a drop at
+// the end of a recording (a full ring nothing is written to afterwards)
+// has no LOST record.
+func (r *Recorder) writeLostCounts() error {
+	// The records' time: now, on the events' clock.
+	var now unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &now)
+	for i, fds := range r.eventFDs {
+		if r.attrs[i].ReadFormat&perfdata.FormatLost == 0 {
+			continue
+		}
+		for j, fd := range fds {
+			// read_format LOST alone: the value, then the lost count.
+			var b [16]byte
+			if n, err := unix.Read(fd, b[:]); err != nil || n != len(b) || j >= len(r.attrs[i].IDs) {
+				continue
+			}
+			lost := binary.LittleEndian.Uint64(b[8:])
+			if lost == 0 {
+				continue
+			}
+			l := perfdata.LostSamples{Lost: lost}
+			l.Attr = r.w.Attrs()[i]
+			l.ID, l.Time = r.attrs[i].IDs[j], uint64(now.Nano())
+			if err := r.w.WriteLostSamples(&l); err != nil {
+				return err
+			}
+			r.st.LostSamples += lost
+		}
+	}
+	return nil
 }
 
 // commandIsTarget reports whether the command is what is recorded (not

@@ -321,6 +321,15 @@ func (w *Writer) WriteLost(l *Lost) error {
 	return w.WriteRecord(RecordLost, l.Misc, b)
 }
 
+// WriteLostSamples writes a LOST_SAMPLES record.
+func (w *Writer) WriteLostSamples(l *LostSamples) error {
+	b := w.buf[:0]
+	b = le.AppendUint64(b, l.Lost)
+	b = w.appendTrailer(b, &l.RecordHeader)
+	w.buf = b
+	return w.WriteRecord(RecordLostSamples, l.Misc, b)
+}
+
 // WriteFinishedRound writes a FINISHED_ROUND marker: every record written
 // before it has a timestamp no later than any record written after the
 // next marker.

@@ -313,3 +313,40 @@ func TestInPLTHeader(t *testing.T) {
 	require.True(t, unnamedPLT("\t 1 _init+0x"+hex(plt.Addr+6)+" ("+bin+")", "\t 1 [unknown] ("+bin+")"))
 	require.False(t, unnamedPLT("\t 1 _init+0x"+hex(plt.Addr+16)+" ("+bin+")", "\t 1 [unknown] ("+bin+")"))
 }
+
+// TestLostCountedOnce: perf record (6.0 on) writes the samples the kernel
+// dropped twice: LOST records, per ring as they happen, and LOST_SAMPLES
+// at the end, per event from the kernel's own count. ustack report added
+// both, and said twice as many samples were lost as perf report does. The
+// summary's count is now the kernel's, the LOST_SAMPLES that perf report
+// -D reads, which a tiny ring and fast sampling make certain to exist.
+func TestLostCountedOnce(t *testing.T) {
+	requirePerf(t)
+	dir := t.TempDir()
+	data := testprog.Record(t, filepath.Join(dir, "perf.data"), "-m", "1", "-F", "20000",
+		"--call-graph", "dwarf,2048", "--", "sh", "-c", "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done")
+	dump := testprog.Output(t, testprog.PerfCommand(t, "report", "-D", "-i", data))
+	var lostSamples, lostInRecords uint64
+	for _, line := range strings.Split(dump, "\n") {
+		if _, n, ok := strings.Cut(line, "PERF_RECORD_LOST_SAMPLES:"); ok {
+			_, n, _ = strings.Cut(n, "lost samples :")
+			v, err := strconv.ParseUint(strings.TrimSpace(n), 10, 64)
+			require.NoError(t, err, line)
+			lostSamples += v
+		} else if _, n, ok := strings.Cut(line, "PERF_RECORD_LOST:"); ok {
+			_, n, _ = strings.Cut(n, "lost:")
+			v, err := strconv.ParseUint(strings.TrimSpace(n), 10, 64)
+			require.NoError(t, err, line)
+			lostInRecords += v
+		}
+	}
+	if lostSamples == 0 {
+		t.Skipf("perf wrote no LOST_SAMPLES (perf before 6.0, or nothing dropped: %d in LOST records)", lostInRecords)
+	}
+	r, err := perfdata.Open(data)
+	require.NoError(t, err)
+	defer r.Close()
+	sum, err := Run(r, Options{Kallsyms: "-"}, func(*Sample) error { return nil })
+	require.NoError(t, err)
+	require.Equal(t, lostSamples, sum.Lost, "samples lost: perf report -D reads LOST_SAMPLES of %d, LOST records of %d", lostSamples, lostInRecords)
+}

@@ -216,7 +216,7 @@ type Summary struct {
 	// Skipped counts, by record type, the records skipped that may hold
 	// samples (compressed or of a type this reader does not know).
 	Skipped     map[string]int
-	Lost        uint64 // samples the kernel reported lost
+	Lost        uint64 // samples the kernel reported lost: the larger of the LOST and the LOST_SAMPLES records' sums
 	Stops       map[string]int
 	Missing     map[string]string // object path -> why it could not be used
 	DecodeError error             // a damaged recording: where reading stopped
@@ -605,6 +605,7 @@ func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary,
 		}
 	}
 	sorter := perfdata.NewSorter(r, 0)
+	var lostInRecords, lostSamples uint64
 
 	perBatch := batchJobs
 	if p.session.Pipe {
@@ -698,9 +699,9 @@ func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary,
 		case *perfdata.Exit:
 			p.tracker.ThreadExit(rec.Pid, rec.Tid)
 		case *perfdata.Lost:
-			sum.Lost += rec.Lost
+			lostInRecords += rec.Lost
 		case *perfdata.LostSamples:
-			sum.Lost += rec.Lost
+			lostSamples += rec.Lost
 		case *perfdata.Raw:
 			// Records that may hold samples ustack cannot read.
 			if t := rec.Type; t == perfdata.RecordCompressed || t == recordCompressed2 || strings.HasPrefix(t.String(), "type(") {
@@ -708,6 +709,11 @@ func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary,
 			}
 		}
 	}
+	// perf record (6.0 on) and ustack record count the same drops twice:
+	// in LOST records, per ring as they happen, and at the end in
+	// LOST_SAMPLES, per event from the kernel's count, which also holds
+	// the drops no LOST record could tell.
+	sum.Lost = max(lostInRecords, lostSamples)
 	send()
 	close(queue)
 	close(ordered)

@@ -191,9 +191,9 @@ func cmdRecord(args []string, stdout, stderr io.Writer) int {
 		if st.Archive != "" {
 			fmt.Fprintf(stderr, "[ ustack record: archived %d objects, vdso and kallsyms in %s ]\n", st.Objects, st.Archive)
 		}
-		if st.Lost > 0 || st.LostSamples > 0 {
-			fmt.Fprintf(stderr, "[ ustack record: %d samples lost (%d LOST records), %d LOST_SAMPLES: raise -m or lower -F/--stack-size ]\n",
-				st.Lost, st.LostRecords, st.LostSamples)
+		if lost := max(st.Lost, st.LostSamples); lost > 0 {
+			fmt.Fprintf(stderr, "[ ustack record: %d samples lost (%d LOST records counting %d, %d in the events' own counts): raise -m or lower -F/--stack-size ]\n",
+				lost, st.LostRecords, st.Lost, st.LostSamples)
 		} else {
 			fmt.Fprintf(stderr, "[ ustack record: 0 samples lost ]\n")
 		}
