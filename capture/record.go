@@ -294,6 +294,9 @@ func NewRecorder(opts Options) (*Recorder, error) {
 			r.events = append(r.events, ev)
 		}
 	}
+	if err := r.checkFreq(); err != nil {
+		return nil, err
+	}
 	if len(opts.Command) > 0 && r.events[0].watch != nil {
 		// A watchpoint by name is enabled only once its object is
 		// mapped, too late to see the command's exec and first mmaps:
@@ -312,6 +315,56 @@ func NewRecorder(opts Options) (*Recorder, error) {
 		}
 	}
 	return r, nil
+}
+
+// maxSampleRatePath holds the kernel's highest sampling frequency.
+var maxSampleRatePath = "/proc/sys/kernel/perf_event_max_sample_rate"
+
+// MaxSampleRate returns the kernel's highest sampling frequency in Hz
+// (perf_event_max_sample_rate, which the kernel lowers itself when
+// sampling interrupts take too long): what -F max asks for.
+func MaxSampleRate() (uint64, error) {
+	b, err := os.ReadFile(maxSampleRatePath)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil || n == 0 {
+		return 0, fmt.Errorf("%s holds %q, not a frequency", maxSampleRatePath, strings.TrimSpace(string(b)))
+	}
+	return n, nil
+}
+
+// checkFreq holds the frequency of the events sampled by frequency to the
+// kernel's highest, which refuses more with a bare EINVAL: a frequency
+// asked for (-F) above it is an error that says so, the default is
+// lowered to it with a warning, as perf record does.
+func (r *Recorder) checkFreq() error {
+	if r.opts.Period != 0 {
+		return nil
+	}
+	byFreq := false
+	for _, ev := range r.events {
+		if (ev.Kind == KindSoftware || ev.Kind == KindHardware) && (r.opts.Freq != 0 || ev.DefaultPeriod == 0) {
+			byFreq = true
+		}
+	}
+	limit, err := MaxSampleRate()
+	if !byFreq || err != nil {
+		return nil
+	}
+	switch {
+	case r.opts.Freq > limit:
+		return fmt.Errorf("-F %d: above the kernel's highest sampling frequency, %d Hz (%s): give a lower one, or -F max, or raise it ('sysctl kernel.perf_event_max_sample_rate=%d')",
+			r.opts.Freq, limit, maxSampleRatePath, r.opts.Freq)
+	case r.opts.Freq == 0 && DefaultFreq > limit:
+		if r.opts.Log != nil {
+			fmt.Fprintf(r.opts.Log, "ustack record: warning: the kernel's highest sampling frequency is %d Hz (%s; lowered by the kernel when sampling took too long): sampling at it rather than at %d Hz\n",
+				limit, maxSampleRatePath, DefaultFreq)
+		}
+		r.opts.Freq = limit
+	}
+	return nil
 }
 
 // unwindStackSize is the stack snapshot --unwind takes by default. The

@@ -729,3 +729,39 @@ func TestErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestFreqAboveKernelLimit: the kernel refuses a frequency above
+// perf_event_max_sample_rate with a bare EINVAL ("perf_event_open
+// cpu-clock (pid N, cpu 0): invalid argument" before). -F above it is now
+// refused before anything is opened, naming the limit; perf record's
+// default frequency above a limit the kernel lowered is lowered to it, with
+// a warning, as perf record does. Tracepoints take no frequency.
+func TestFreqAboveKernelLimit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "max_rate")
+	if err := os.WriteFile(path, []byte("2500\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	defer func(p string) { maxSampleRatePath = p }(maxSampleRatePath)
+	maxSampleRatePath = path
+	_, err := NewRecorder(Options{Freq: 3000, Command: []string{"true"}})
+	if err == nil || !strings.Contains(err.Error(), "-F 3000: above the kernel's highest sampling frequency, 2500 Hz") {
+		t.Errorf("-F 3000 with a limit of 2500: %v", err)
+	}
+	var log strings.Builder
+	r, err := NewRecorder(Options{Command: []string{"true"}, Log: &log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.opts.Freq != 2500 || !strings.Contains(log.String(), "sampling at it rather than at 4000 Hz") {
+		t.Errorf("default frequency with a limit of 2500: %d Hz, log %q", r.opts.Freq, log.String())
+	}
+	if r, err := NewRecorder(Options{Freq: 2500, Command: []string{"true"}}); err != nil || r.opts.Freq != 2500 {
+		t.Errorf("-F 2500 with a limit of 2500: %v", err)
+	}
+	if _, err := NewRecorder(Options{Freq: 3000, Events: []string{"syscalls:sys_enter_close"}, Command: []string{"true"}}); err != nil {
+		t.Errorf("-F 3000 with only a tracepoint: %v", err)
+	}
+	if _, err := NewRecorder(Options{Period: 100000, Command: []string{"true"}}); err != nil {
+		t.Errorf("-c 100000: %v", err)
+	}
+}

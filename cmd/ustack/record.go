@@ -268,10 +268,6 @@ func stackFullNote(st *capture.Stats) string {
 	return fmt.Sprintf("%s and may be cut short: record with --stack-size %d for deeper stacks", msg, next)
 }
 
-// maxSampleRatePath holds the kernel's highest sampling frequency, which
-// -F max asks for (as perf record -F max does).
-var maxSampleRatePath = "/proc/sys/kernel/perf_event_max_sample_rate"
-
 // freqValue is -F: a frequency in Hz, or max for the kernel's highest.
 type freqValue uint64
 
@@ -281,13 +277,9 @@ func (f *freqValue) String() string { return strconv.FormatUint(uint64(*f), 10) 
 // Set parses a frequency or "max" (flag.Value).
 func (f *freqValue) Set(s string) error {
 	if s == "max" {
-		b, err := os.ReadFile(maxSampleRatePath)
+		n, err := capture.MaxSampleRate()
 		if err != nil {
 			return fmt.Errorf("max: %v", err)
-		}
-		n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
-		if err != nil || n == 0 {
-			return fmt.Errorf("max: %s holds %q, not a frequency", maxSampleRatePath, strings.TrimSpace(string(b)))
 		}
 		*f = freqValue(n)
 		return nil
