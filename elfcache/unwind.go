@@ -437,6 +437,12 @@ var stackBases = map[string]bool{
 	"_start": true, "__start": true, "_dl_start_user": true,
 	"clone": true, "__clone": true, "clone3": true, "__clone3": true, "__bionic_clone": true,
 	"runtime.clone": true, "runtime.clone.abi0": true, // Go's symbol table names assembly functions with their ABI
+	// Go: the bottom of every goroutine's stack (newproc puts goexit's
+	// return address there, above a zero word), and of the threads'
+	// g0 stacks, whose CFI reads a zero return address above them.
+	"runtime.goexit": true, "runtime.goexit.abi0": true,
+	"runtime.mstart": true, "runtime.mstart.abi0": true,
+	"runtime.rt0_go": true, "runtime.rt0_go.abi0": true,
 	// glibc's makecontext starts each context's function with its
 	// return address at the first instruction of __start_context
 	// (arm64: __startcontext), which sets the context uc_link names

@@ -102,11 +102,13 @@ func TestBadCallARM64(t *testing.T) {
 		stack = 0x7ff000
 		ra    = 0x401040
 	)
-	// caller at 0x401000: CFA = sp+16, x29 at CFA-16, x30 at CFA-8.
+	// caller at 0x401000: CFA = sp+16, x29 at CFA-16, x30 undefined: the
+	// outermost frame (a zero return address at CFA-8 would prove that
+	// only in a function that begins a stack).
 	caller := cfi.Row{Start: 0x401000, End: 0x401100, RA: arch.ARM64_X30}
 	caller.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.ARM64_SP, Offset: 16}
 	caller.Regs[arch.ARM64_X29] = cfi.Rule{Kind: cfi.RuleOffset, Offset: -16}
-	caller.Regs[arch.ARM64_X30] = cfi.Rule{Kind: cfi.RuleOffset, Offset: -8}
+	caller.Regs[arch.ARM64_X30] = cfi.Rule{Kind: cfi.RuleUndefined}
 	code := map[uint64][]byte{}
 	obj := &fakeObject{rows: []cfi.Row{caller}, code: code}
 	space := NewAddressSpace([]Mapping{
@@ -114,8 +116,8 @@ func TestBadCallARM64(t *testing.T) {
 		{Start: stack, End: stack + 0x1000, Name: "[stack]"},
 	})
 	sb := &stackBuilder{base: stack, data: make([]byte, 0x100)}
-	sb.put(stack, 0)   // the caller's x29
-	sb.put(stack+8, 0) // its return address: 0, the outermost frame
+	sb.put(stack, 0) // the caller's x29
+	sb.put(stack+8, 0)
 	bl := func(target uint64) uint32 { return 0x94000000 | uint32((int64(target)-(ra-4))/4)&0x3ffffff }
 	for _, tc := range []struct {
 		name  string

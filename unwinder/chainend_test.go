@@ -572,3 +572,60 @@ func TestX86FramePointerGuessAfterCall(t *testing.T) {
 		})
 	}
 }
+
+// TestCFIZeroReturnAddress: a return address of zero where a frame's CFI
+// says it lies ends the stack as complete only in a function its object
+// says begins one (an entry point whose CFI does not mark the return
+// address undefined, Go's goexit). In any other function it is an
+// overwritten stack (a buffer overflow zeroed the slot): the walk stops
+// with no_mapping at pc 0, as gdb shows a caller at 0. Both the fast walk
+// (a Stack, compact rows) and the general loop (a core's Segments) say the
+// same.
+func TestCFIZeroReturnAddress(t *testing.T) {
+	const (
+		text  = 0x400000
+		stack = 0x7ff000
+	)
+	// victim at 0x402000 (CFA = rsp+8) calls into 0x403000 (CFA =
+	// rsp+8), whose return address is 0x402011; victim's is the word at
+	// stack+8: 0.
+	rows := []cfi.Row{x86Row(0x402000, 0x402100, 8), x86Row(0x403000, 0x403100, 8)}
+	for _, tc := range []struct {
+		name   string
+		lo, hi uint64 // the functions that begin a stack
+		stop   StopReason
+	}{
+		{"in a function that begins a stack", 0x402000, 0x402100, StopOutermost},
+		{"elsewhere", 0x401000, 0x401020, StopNoMapping},
+	} {
+		for _, general := range []bool{false, true} {
+			obj := &entryObject{fakeObject: fakeObject{rows: rows}, lo: tc.lo, hi: tc.hi}
+			space := NewAddressSpace([]Mapping{{Start: text, End: text + 0x10000, Exec: true, Object: obj, Name: "a.out"}})
+			sb := &stackBuilder{base: stack, data: make([]byte, 0x40)}
+			sb.put(stack, 0x402011)
+			sb.put(stack+8, 0)
+			var regs arch.Regs
+			regs.Set(arch.AMD64_RIP, 0x403010)
+			regs.Set(arch.AMD64_RSP, stack)
+			frames := make([]Frame, 8)
+			var res Result
+			if general {
+				// Memory other than a Stack (a core's Segments)
+				// leaves the walk to the general loop.
+				segs, err := NewSegments([]Segment{{Addr: stack, Size: uint64(len(sb.data)), Data: sb.data}})
+				require.NoError(t, err)
+				res = New(arch.AMD64, Options{}).Unwind(&Cache{}, space, &regs, segs, frames)
+			} else {
+				res = New(arch.AMD64, Options{}).Unwind(&Cache{}, space, &regs, &Stack{Addr: stack, Data: sb.data}, frames)
+			}
+			require.Equal(t, 2, res.Frames, "%s (general %v): %+v", tc.name, general, res)
+			assert.Equal(t, tc.stop, res.Stop, "%s (general %v): %v", tc.name, general, res.Err)
+			if tc.stop == StopNoMapping {
+				var nm *NoMappingError
+				if assert.ErrorAs(t, res.Err, &nm) {
+					assert.Zero(t, nm.PC)
+				}
+			}
+		}
+	}
+}

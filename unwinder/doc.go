@@ -20,9 +20,9 @@
 // the frame-pointer chain (or, for arm64's first frame, the link register) is
 // followed; every Frame records which of these recovered it, and the Result
 // says why the walk ended. A walk ends complete (StopOutermost) only where
-// that is proven: CFI leaves the return address undefined (or zero), or a
-// fallback's chain ends in a function its object says begins a stack
-// (OutermostObject).
+// that is proven: CFI leaves the return address undefined, or it or a
+// fallback's chain finds a zero return address or frame pointer in a
+// function its object says begins a stack (OutermostObject).
 //
 // Two rules correct what CFI says. A save slot below the frame's SP (gcc's
 // rows at the ret of "leave; ret" and "pop %rbp; ret" epilogues still name

@@ -80,10 +80,11 @@ type StopReason uint8
 
 const (
 	// StopOutermost: the outermost frame was reached: its CFI marks the
-	// return address undefined (as in _start or clone) or gives a zero
-	// return address; or, without CFI, the frame pointer or the return
-	// address is zero in a function its object says begins a stack
-	// (OutermostObject). A zero frame pointer elsewhere, or in a mapping
+	// return address undefined (as in _start or clone), or gives a zero
+	// return address in a function its object says begins a stack
+	// (OutermostObject; elsewhere a zero return address is an overwritten
+	// stack: StopNoMapping at PC 0); or, without CFI, the frame pointer or
+	// the return address is zero in such a function. A zero frame pointer elsewhere, or in a mapping
 	// without an object, is StopNoUnwindInfo.
 	StopOutermost StopReason = iota
 	// StopTruncated: a value needed for the next frame lies beyond the end

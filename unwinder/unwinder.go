@@ -107,6 +107,10 @@ func (u *Unwinder) Unwind(c *Cache, space *AddressSpace, regs *arch.Regs, mem Me
 		// general loop.
 		if n, done := u.walkSimple(c, space, cur, &w, frames, pacMask, &st); done {
 			res.Frames, res.Stop = n, StopOutermost
+			if st.zeroRA {
+				f := &frames[n-1]
+				res.Stop, res.Err = zeroReturn(&space.maps[f.Mapping], f)
+			}
 			return res
 		}
 		if st.n > 0 {
@@ -335,8 +339,12 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 					w.restored = 0 // of the handler's row, not the interrupted frame's
 					continue
 				}
-				if known&(1<<uint(pcReg)) == 0 || newPC == 0 {
+				if known&(1<<uint(pcReg)) == 0 {
 					return n, StopOutermost, nil, 0
+				}
+				if newPC == 0 {
+					stop, err := zeroReturn(m, fr)
+					return n, stop, err, 0
 				}
 				if known&(1<<uint(spReg)) == 0 {
 					return n, StopUnknownRegister, errCallerSP, 0
@@ -438,6 +446,10 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 				prevSameSP = false
 				continue
 			}
+			if newPCOK {
+				stop, err := zeroReturn(m, fr)
+				return n, stop, err, 0
+			}
 			return n, StopOutermost, nil, 0
 		}
 		if !newSPOK {
@@ -492,6 +504,23 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 			flags |= FrameRestoredRegister
 		}
 	}
+}
+
+// zeroReturn ends the walk where the step out of frame f, in mapping m,
+// read a return address of zero (its CFI does not mark the return address
+// undefined): the outermost frame where f's object says f's function
+// begins a stack (an entry point or a thread's start whose CFI leaves the
+// word to the zero the kernel or clone put there; makecontext's
+// __start_context, returned into at its entry), else a stop at a caller
+// in no mapping: a zero in any other function's return address slot is an
+// overwritten stack (a buffer overflow), whose caller gdb shows at 0
+// ("#1 0x0000000000000000 in ??").
+func zeroReturn(m *Mapping, f *Frame) (StopReason, error) {
+	lookup := f.PC - uint64(f.Flags&FrameReturnAddress)
+	if o, ok := m.Object.(OutermostObject); ok && o.Outermost(lookup-m.Bias) {
+		return StopOutermost, nil
+	}
+	return StopNoMapping, &NoMappingError{PC: 0}
 }
 
 // loopError says where the stack did not move: the frame at pc with SP

@@ -23,6 +23,10 @@ type walkState struct {
 	guess     int
 	guessCall bool
 	guessScan bool // the step was a stack scan's (MethodScan)
+	// zeroRA is set when walkSimple's walk ended at a return address of
+	// zero, which proves the end only in a function that begins a
+	// stack (zeroReturn).
+	zeroRA bool
 }
 
 // walkSimple is the unwind loop's fast path. From st on it writes frames and
@@ -33,7 +37,7 @@ type walkState struct {
 // its SP, updating r in place; then it leaves st at the first frame it did
 // not write, for the general loop to take. It returns true and the number
 // of frames when the walk ended at the outermost frame (the caller's PC is
-// undefined or zero): scalars, not a Result, which at 40 bytes the compiler
+// undefined) or a zero return address (st.zeroRA): scalars, not a Result, which at 40 bytes the compiler
 // passes through memory, with a store-forwarding stall at every return.
 //
 // For those frames it does exactly what the general loop and applyFast do,
@@ -149,7 +153,7 @@ func (u *Unwinder) walkSimple(c *Cache, space *AddressSpace, r *arch.Regs, w *wi
 		adj = 1
 		loadSaved(vals, p, uintptr(off), f, int(f.nwalk))
 		if pc == 0 {
-			outermost = true
+			outermost, st.zeroRA = true, true
 			break
 		}
 	}
