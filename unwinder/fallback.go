@@ -296,7 +296,12 @@ func (u *Unwinder) framePointer(c *Cache, m *Mapping, lookup uint64, cur, next *
 		chainEnd(m, lookup, st, errZeroFramePointer)
 		return
 	}
-	if !ok || fp < sp || fp&7 != 0 {
+	if !ok || fp < sp || fp&7 != 0 || fp-sp >= maxFrameRecordSpan {
+		// Below the SP, misaligned, or too far above it to be on
+		// the same stack (code without frame pointers keeps data
+		// in the register: a sum, a hash): no frame record, rather
+		// than one beyond the end of the snapshot (StopTruncated,
+		// whose advice, a larger snapshot, would not help).
 		st.stop = StopNoUnwindInfo
 		st.err = errNoFramePointer
 		return
@@ -331,6 +336,11 @@ func (u *Unwinder) framePointer(c *Cache, m *Mapping, lookup uint64, cur, next *
 	st.method = MethodFramePointer
 	st.fpGuess = !setUp
 }
+
+// maxFrameRecordSpan bounds how far above the SP a frame pointer may
+// point and still be taken for a frame record on the same stack: 4 GiB,
+// more than any thread's stack.
+const maxFrameRecordSpan = 1 << 32
 
 // notAfterCall reports whether x86_64 code shows that ra is no return
 // address: the 8 bytes before it, readable in its mapping's object, end
