@@ -310,7 +310,7 @@ func NewReader(rd io.Reader) (*Reader, error) {
 		return nil, err
 	}
 	if hs := le.Uint64(h[8:]); hs != pipeHeaderSize {
-		return nil, formatErr(8, "header size %d: a stream must be pipe-mode data (size 16); open file-mode data with Open or NewFileReader", hs)
+		return nil, formatErr(8, "header size %d: file-mode data (perf record -o FILE) in a stream that cannot seek, which needs pipe-mode data (perf record -o -, header size 16): give the file itself (from Go: Open or NewFileReader)", hs)
 	}
 	r := newPipe(rd)
 	r.off = pipeHeaderSize

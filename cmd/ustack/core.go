@@ -39,6 +39,24 @@ func isMinidump(path string) bool {
 	return minidump.Sniff(head[:n])
 }
 
+// streamInput opens an input that is no regular file (a named pipe, a
+// shell's <(...), a character device) to be read once, as standard input
+// is: sniffing it and opening it again would lose what the first read took
+// or, on a pipe whose writer has gone, wait forever. It returns false for a
+// regular file, a directory, or a path that cannot be examined (its own
+// reader says why).
+func streamInput(path string) (*os.File, bool, error) {
+	st, err := os.Stat(path)
+	if err != nil || st.Mode().IsRegular() || st.IsDir() {
+		return nil, false, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, false, err
+	}
+	return f, true, nil
+}
+
 // stdinReader, when set (by tests), is what -i - reads instead of os.Stdin.
 var stdinReader io.Reader
 
@@ -78,7 +96,7 @@ type coreFlags struct {
 // read from in), or describes it (--core-info). A core that could be read
 // only in part is reported as far as it goes and exits with exitPartial.
 func reportCore(path string, in io.Reader, f coreFlags, stdout, stderr io.Writer) int {
-	if in != nil {
+	if in != nil && path == "-" {
 		path = "standard input"
 	}
 	switch {
@@ -93,7 +111,7 @@ func reportCore(path string, in io.Reader, f coreFlags, stdout, stderr io.Writer
 	var c *report.Core
 	var err error
 	if in != nil {
-		c, err = report.OpenCoreReader(in, "standard input", copts)
+		c, err = report.OpenCoreReader(in, path, copts)
 	} else {
 		c, err = report.OpenCore(path, copts)
 	}

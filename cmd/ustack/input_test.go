@@ -334,3 +334,83 @@ func TestReportCompressedNotSilent(t *testing.T) {
 	require.Equal(t, exitOK, rc, errs)
 	require.Equal(t, want, headers(out, true))
 }
+
+// reportBounded is runReport, failed when it has not returned after a
+// minute: an input that never ends must not hold it forever.
+func reportBounded(t *testing.T, args ...string) (rc int, stdout, stderr string) {
+	t.Helper()
+	type result struct {
+		rc       int
+		out, err string
+	}
+	done := make(chan result, 1)
+	go func() {
+		rc, out, errs := runReport(args...)
+		done <- result{rc, out, errs}
+	}()
+	select {
+	case r := <-done:
+		return r.rc, r.out, r.err
+	case <-time.After(time.Minute):
+		t.Fatalf("ustack report %v still runs after a minute", args)
+	}
+	return 0, "", ""
+}
+
+// feedFIFO makes a named pipe in a new directory and writes data into it
+// once a reader opens it (nothing, when data is nil: the writer opens it
+// and closes it).
+func feedFIFO(t *testing.T, data []byte) string {
+	t.Helper()
+	fifo := filepath.Join(t.TempDir(), "in.fifo")
+	require.NoError(t, unix.Mkfifo(fifo, 0o600))
+	go func() {
+		f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		if err != nil {
+			return
+		}
+		f.Write(data)
+		f.Close()
+	}()
+	return fifo
+}
+
+// TestReportNamedPipe: an input that is no regular file (a named pipe, a
+// shell's <(...)) is read once, as standard input is. Before, ustack read
+// its first bytes to tell a core from a recording, then opened it again:
+// a named pipe whose writer had gone left it waiting forever, and a
+// recording or core given through <(...) lost its first bytes ("not an ELF
+// core dump"). A pipe-mode recording and a core given through a named pipe
+// report as the files do; an empty one is an error that names it; a
+// file-mode recording, which cannot be read from a stream, says so.
+func TestReportNamedPipe(t *testing.T) {
+	pipeData := filepath.Join("..", "..", "perfdata", "testdata", "pipe.data")
+	b, err := os.ReadFile(pipeData)
+	require.NoError(t, err)
+	rc, want, errs := reportBounded(t, "-i", pipeData)
+	require.Equal(t, exitOK, rc, errs)
+	rc, got, errs := reportBounded(t, "-i", feedFIFO(t, b))
+	require.Equal(t, exitOK, rc, errs)
+	require.Equal(t, want, got)
+
+	fifo := feedFIFO(t, nil)
+	rc, out, errs := reportBounded(t, "-i", fifo)
+	require.Equal(t, exitError, rc)
+	require.Empty(t, out)
+	require.Contains(t, errs, fifo+": ")
+
+	b, err = os.ReadFile(dwarfData)
+	require.NoError(t, err)
+	rc, _, errs = reportBounded(t, "-i", feedFIFO(t, b))
+	require.Equal(t, exitError, rc)
+	require.Contains(t, errs, "file-mode data (perf record -o FILE) in a stream that cannot seek")
+
+	core := filepath.Join("..", "..", "testdata", "cores", "x86_64", "crash_O2.core.zst")
+	b, err = os.ReadFile(core)
+	require.NoError(t, err)
+	rc, want, errs = reportBounded(t, "-i", core, "--format", "json")
+	require.Equal(t, exitOK, rc, errs)
+	rc, got, errs = reportBounded(t, "-i", feedFIFO(t, b), "--format", "json")
+	require.Equal(t, exitOK, rc, errs)
+	require.Equal(t, want, got)
+}

@@ -52,6 +52,11 @@ func cmdMinidump(args []string, stdout, stderr io.Writer) int {
 	var err error
 	if in == "-" {
 		c, err = report.OpenCoreReader(standardInput(), "standard input", copts)
+	} else if f, ok, serr := streamInput(in); serr != nil {
+		err = serr
+	} else if ok {
+		defer f.Close()
+		c, err = report.OpenCoreReader(f, in, copts)
 	} else {
 		c, err = report.OpenCore(in, copts)
 	}

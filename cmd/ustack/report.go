@@ -193,10 +193,22 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		wo: report.WriterOptions{Events: events, Raw: *noDemangle, Srcline: *srcline,
 			Title: *title, Inverted: *inverted, Width: *width, MinWidth: *minWidth, GroupBy: *groupBy, FPAudit: *fpAudit}}
 	stdin := standardInput()
-	if *input == "-" {
+	streamed := *input == "-"
+	if !streamed {
+		f, ok, err := streamInput(*input)
+		if err != nil {
+			fmt.Fprintf(stderr, "ustack report: %v\n", err)
+			return exitError
+		}
+		if ok {
+			defer f.Close()
+			stdin, streamed = f, true
+		}
+	}
+	if streamed {
 		br := bufio.NewReaderSize(stdin, 1<<16)
 		if head, _ := br.Peek(64); coreHead(head) {
-			return reportCore("-", br, cf, stdout, stderr)
+			return reportCore(*input, br, cf, stdout, stderr)
 		}
 		stdin = br
 	} else if isCore(*input) {
@@ -207,8 +219,11 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	var r *perfdata.Reader
-	if *input == "-" {
+	if streamed {
 		r, err = perfdata.NewReader(stdin)
+		if err != nil && *input != "-" {
+			err = fmt.Errorf("%s: %w", *input, err)
+		}
 	} else {
 		r, err = perfdata.OpenMapped(*input)
 		// node --perf-prof writes its jitdump in its working directory,
@@ -216,7 +231,11 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		opts.JITDumpDirs = []string{filepath.Dir(*input)}
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "ustack report: %v%s\n", err, notPerfData(*input))
+		hint := ""
+		if !streamed {
+			hint = notPerfData(*input)
+		}
+		fmt.Fprintf(stderr, "ustack report: %v%s\n", err, hint)
 		return exitError
 	}
 	defer r.Close()
@@ -233,7 +252,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	// kallsyms in <input>.ustack: use them, so the report works on a
 	// machine that has none of the binaries.
 	archivePath := *archiveFile
-	if archivePath == "" && *input != "-" {
+	if archivePath == "" && !streamed {
 		if _, err := os.Stat(*input + ".ustack"); err == nil {
 			archivePath = *input + ".ustack"
 		}
@@ -261,7 +280,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	// A perf recording's objects may come in perf archive's tarball: unpack
 	// it into a private directory that serves as a further build-id cache.
 	tarball := *perfArchive
-	if tarball == "" && *input != "-" {
+	if tarball == "" && !streamed {
 		for _, ext := range []string{".tar.bz2", ".tar.gz"} {
 			if _, err := os.Stat(*input + ext); err == nil {
 				tarball = *input + ext
@@ -314,7 +333,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	}
 	wo := report.WriterOptions{Events: names, Raw: *noDemangle, Srcline: *srcline, Attrs: r.Session().Attrs, Fields: spec,
 		Title: *title, Inverted: *inverted, Width: *width, MinWidth: *minWidth, GroupBy: *groupBy, FPAudit: *fpAudit}
-	if *input != "-" {
+	if !streamed {
 		// perf and ustack write the file as the recording ends: its
 		// time is the wall clock at (about) the last sample.
 		if st, err := os.Stat(*input); err == nil {
@@ -332,7 +351,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	// A progress line on stderr for long runs, when it cannot land in
 	// the report.
 	var prog *progress
-	if *input != "-" && showProgress(stdout, stderr, toFile) {
+	if !streamed && showProgress(stdout, stderr, toFile) {
 		if st, err := os.Stat(*input); err == nil && st.Size() > 64<<20 {
 			prog = newProgress(stderr, st.Size(), time.Now)
 			opts.Progress = prog.update
