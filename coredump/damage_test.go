@@ -335,19 +335,54 @@ func exercise(c *coredump.Core) {
 	}
 }
 
-// TestDamagedCompressedCore: a zstd core cut short is refused with an error
-// naming the file, the format and how far decompression got.
+// TestDamagedCompressedCore: a zstd core cut short is read as far as its
+// data goes, as the plain core cut where decompression stopped is, with a
+// warning naming the file, the format and that offset. Before, it was
+// refused whole: a core whose compressed copy lost its last 10 bytes gave
+// no thread at all, though every byte of the core had come out.
 func TestDamagedCompressedCore(t *testing.T) {
 	tr := fixtures(t)[0]
 	data, err := os.ReadFile(tr.corePath())
 	require.NoError(t, err)
-	p := filepath.Join(t.TempDir(), "core.zst")
-	require.NoError(t, os.WriteFile(p, data[:len(data)/2], 0o600))
+	dir := t.TempDir()
+	p := filepath.Join(dir, "core.zst")
+	cut := data[:len(data)/2]
+
+	// What a decoder gets out of the cut data before it fails, as a
+	// plain core (at the same path: messages name it).
+	d, err := zstd.NewReader(bytes.NewReader(cut))
+	require.NoError(t, err)
+	got, err := io.ReadAll(d)
+	d.Close()
+	require.Error(t, err, "the cut stream decodes without error")
+	require.NotEmpty(t, got, "nothing decodes from half the stream")
+	require.NoError(t, os.WriteFile(p, got, 0o600))
+	want, err := coredump.Open(p, nil)
+	require.NoError(t, err)
+	defer want.Close()
+	wantSum, wantWarnings := summarize(t, want, tr), len(want.Warnings)
+
+	// A new file at the path: the one want maps stays as it is.
+	require.NoError(t, os.Remove(p))
+	require.NoError(t, os.WriteFile(p, cut, 0o600))
+	c, err := coredump.Open(p, nil)
+	require.NoError(t, err)
+	defer c.Close()
+	require.NotEmpty(t, c.Warnings)
+	w := c.Warnings[len(c.Warnings)-1].Error()
+	assert.Contains(t, w, p)
+	assert.Contains(t, w, "zstd")
+	assert.Contains(t, w, fmt.Sprintf("decompressed offset %#x", len(got)))
+	assert.NotEmpty(t, c.Threads)
+	assert.Equal(t, wantSum, summarize(t, c, tr))
+	assert.Equal(t, wantWarnings+1, len(c.Warnings), "%v", c.Warnings)
+
+	// Nothing decodes from the first bytes alone: an error.
+	require.NoError(t, os.WriteFile(p, data[:16], 0o600))
 	_, err = coredump.Open(p, nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), p)
 	assert.Contains(t, err.Error(), "zstd")
-	assert.Contains(t, err.Error(), "decompressed offset")
 }
 
 // TestOpenPipe: a core read from a pipe (ustack report -i - < core.zst),

@@ -128,12 +128,22 @@ func readHead(r io.Reader, name string, opts *Options) (head []byte, comp Compre
 // openStream copies a core (decompressing it) into a temporary file and
 // maps that.
 func openStream(r io.Reader, name string, comp Compression, opts *Options) (*Core, error) {
-	src, err := decompress(r, name, comp, opts)
+	src, damage, err := decompress(r, name, comp, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer src.Close()
-	return openMapped(src, name, opts)
+	c, err := openMapped(src, name, opts)
+	if err != nil {
+		if damage != nil {
+			err = fmt.Errorf("%w (%v)", err, damage)
+		}
+		return nil, err
+	}
+	if damage != nil {
+		c.Warnings = append(c.Warnings, damage)
+	}
+	return c, nil
 }
 
 // openMapped maps an uncompressed core file and parses it.
@@ -152,21 +162,24 @@ func openMapped(f *os.File, name string, opts *Options) (*Core, error) {
 }
 
 // decompress streams the core in f, compressed with comp or not (None),
-// into an unlinked temporary file.
-func decompress(f io.Reader, path string, comp Compression, opts *Options) (*os.File, error) {
+// into an unlinked temporary file. Where the compressed data ends early or
+// is damaged after some bytes came out, the file holds those and damage
+// says where it stopped: a core cut short is read as far as it goes, as a
+// plain one is.
+func decompress(f io.Reader, path string, comp Compression, opts *Options) (_ *os.File, damage, _ error) {
 	r := f
 	switch comp {
 	case Zstd:
 		d, err := zstd.NewReader(f, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(1<<30))
 		if err != nil {
-			return nil, fmt.Errorf("%s: zstd: %w", path, err)
+			return nil, nil, fmt.Errorf("%s: zstd: %w", path, err)
 		}
 		defer d.Close()
 		r = d
 	case XZ:
 		x, err := xz.NewReader(f)
 		if err != nil {
-			return nil, fmt.Errorf("%s: xz: %w", path, err)
+			return nil, nil, fmt.Errorf("%s: xz: %w", path, err)
 		}
 		r = x
 	case LZ4:
@@ -174,7 +187,7 @@ func decompress(f io.Reader, path string, comp Compression, opts *Options) (*os.
 	case Apport:
 		a, err := apportCore(f)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
+			return nil, nil, fmt.Errorf("%s: %w", path, err)
 		}
 		r = a
 	}
@@ -184,10 +197,21 @@ func decompress(f io.Reader, path string, comp Compression, opts *Options) (*os.
 	}
 	tmp, err := os.CreateTemp(opts.TempDir, "ustack-core-*")
 	if err != nil {
-		return nil, fmt.Errorf("%s: can't decompress: %w", path, err)
+		return nil, nil, fmt.Errorf("%s: can't decompress: %w", path, err)
 	}
 	os.Remove(tmp.Name()) // the descriptor keeps it; nothing is left behind
 	n, err := io.Copy(tmp, io.LimitReader(r, limit+1))
+	name := string(comp)
+	if comp == None {
+		name = "copying"
+	}
+	if err != nil && n > 0 && comp != None && comp != Apport {
+		// What came out before the damage is the core's beginning.
+		var we *os.PathError
+		if !errors.As(err, &we) {
+			return tmp, fmt.Errorf("%s: %s: the compressed data ends or is damaged at decompressed offset %#x (%v): read as far as that", path, name, n, err), nil
+		}
+	}
 	if err == nil && n > limit {
 		err = fmt.Errorf("core exceeds %d bytes (Options.MaxDecompressed)", limit)
 	}
@@ -196,13 +220,9 @@ func decompress(f io.Reader, path string, comp Compression, opts *Options) (*os.
 	}
 	if err != nil {
 		tmp.Close()
-		name := string(comp)
-		if comp == None {
-			name = "copying"
-		}
-		return nil, fmt.Errorf("%s: %s: at decompressed offset %#x: %w", path, name, n, err)
+		return nil, nil, fmt.Errorf("%s: %s: at decompressed offset %#x: %w", path, name, n, err)
 	}
-	return tmp, nil
+	return tmp, nil, nil
 }
 
 // mapFile maps f read-only.
@@ -238,7 +258,10 @@ type Image struct {
 	Data []byte
 	// Compression is how the file was compressed (None for plain).
 	Compression Compression
-	close       func() error
+	// Damage, when not nil, says that the compressed data ended early or
+	// was damaged: Data holds what came out before.
+	Damage error
+	close  func() error
 }
 
 // Close unmaps the image.
@@ -295,7 +318,7 @@ func OpenImageReader(r io.Reader, name string, opts *Options) (*Image, error) {
 }
 
 func imageFromStream(r io.Reader, name string, comp Compression, opts *Options) (*Image, error) {
-	src, err := decompress(r, name, comp, opts)
+	src, damage, err := decompress(r, name, comp, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -304,5 +327,5 @@ func imageFromStream(r io.Reader, name string, comp Compression, opts *Options) 
 	if err != nil {
 		return nil, err
 	}
-	return &Image{Data: data, Compression: comp, close: unmap}, nil
+	return &Image{Data: data, Compression: comp, Damage: damage, close: unmap}, nil
 }

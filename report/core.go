@@ -121,6 +121,9 @@ func parseImage(im *coredump.Image, name string, copts *coredump.Options, symfs 
 			im.Close()
 			return nil, nil, err
 		}
+		if im.Damage != nil {
+			c.Warnings = append(c.Warnings, im.Damage)
+		}
 		c.OnClose(im.Close)
 		return c, d, nil
 	}
@@ -130,7 +133,13 @@ func parseImage(im *coredump.Image, name string, copts *coredump.Options, symfs 
 		if len(im.Data) >= 4 && string(im.Data[:4]) != "\x7fELF" {
 			return nil, nil, fmt.Errorf("%s: %w (%s-compressed, but neither an ELF core nor a minidump inside)", name, coredump.ErrNotCore, im.Compression)
 		}
+		if im.Damage != nil {
+			err = fmt.Errorf("%w (%v)", err, im.Damage)
+		}
 		return nil, nil, err
+	}
+	if im.Damage != nil {
+		c.Warnings = append(c.Warnings, im.Damage)
 	}
 	c.OnClose(im.Close)
 	return c, nil, nil
