@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -193,13 +194,8 @@ func TestBuildIDMismatch(t *testing.T) {
 // device and inode) and refuses it with one warning naming the file and
 // both inodes, leaving its frames unnamed.
 func TestReplacedWithoutBuildID(t *testing.T) {
-	requirePerf(t)
 	dir := t.TempDir()
-	bin := build(t, dir, "chain", chainSrc, "-O2", "-g", "-fomit-frame-pointer")
-	data := testprog.Record(t, filepath.Join(dir, "close.data"), "-e", "syscalls:sys_enter_close", "--call-graph", "dwarf", "--", bin)
-	if ids := testprog.Output(t, testprog.PerfCommand(t, "buildid-list", "-i", data)); strings.Contains(ids, bin) {
-		t.Skipf("perf listed a build-id for %s (no need to guess):\n%s", bin, ids)
-	}
+	bin, data := recordWithoutBuildID(t, dir)
 	if !strings.Contains(testprog.Script(t, data), " mid+") {
 		t.Skip("perf script shows no frame of mid before the rebuild")
 	}
@@ -223,4 +219,50 @@ func TestReplacedWithoutBuildID(t *testing.T) {
 	text, _, _, _, warnings = runAll(t, data, Options{BuildIDDir: t.TempDir(), SymFS: "/"})
 	require.Empty(t, warningsAbout(warnings, bin+":"), "with --symfs /")
 	require.Contains(t, string(text), " rebuilt_mid+", "with --symfs /")
+}
+
+// recordWithoutBuildID builds chainSrc in dir and records its close
+// tracepoints with perf, whose IPs are in libc: perf lists no build-id for
+// the program (the test skips where it does).
+func recordWithoutBuildID(t *testing.T, dir string) (bin, data string) {
+	t.Helper()
+	requirePerf(t)
+	bin = build(t, dir, "chain", chainSrc, "-O2", "-g", "-fomit-frame-pointer")
+	data = testprog.Record(t, filepath.Join(dir, "close.data"), "-e", "syscalls:sys_enter_close", "--call-graph", "dwarf", "--", bin)
+	if ids := testprog.Output(t, testprog.PerfCommand(t, "buildid-list", "-i", data)); strings.Contains(ids, bin) {
+		t.Skipf("perf listed a build-id for %s (no need to guess):\n%s", bin, ids)
+	}
+	return bin, data
+}
+
+// TestOverwrittenInPlaceWithoutBuildID: TestReplacedWithoutBuildID's
+// program, but the new build is copied over the old file (cp onto an
+// existing file keeps its inode and generation), so the inodes cannot
+// tell. Before, its frames were named from the new build, and stacks
+// through it were called complete (a bad-input sweep's case: 46 stacks of
+// lib_work <- padfn, outermost). The file's modification time, after the
+// recording ended (Options.RecordingEnd, the recording file's own time),
+// tells: one warning naming the file and both times, its frames unnamed.
+func TestOverwrittenInPlaceWithoutBuildID(t *testing.T) {
+	bin, data := recordWithoutBuildID(t, t.TempDir())
+	st, err := os.Stat(data)
+	require.NoError(t, err)
+	end := st.ModTime()
+	other := build(t, t.TempDir(), "chain", strings.ReplaceAll(chainSrc, "mid", "rebuilt_mid"), "-O1", "-g")
+	b, err := os.ReadFile(other)
+	require.NoError(t, err)
+	f, err := os.OpenFile(bin, os.O_WRONLY|os.O_TRUNC, 0)
+	require.NoError(t, err)
+	_, err = f.Write(b)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	require.True(t, strings.Contains(testprog.Script(t, data), " rebuilt_mid+"), "perf script does not name frames from the copied-over program")
+
+	text, _, _, _, warnings := runAll(t, data, Options{BuildIDDir: t.TempDir(), RecordingEnd: end})
+	mine := warningsAbout(warnings, bin+":")
+	require.Len(t, mine, 1, "one warning naming %s: %q", bin, warnings)
+	require.Contains(t, mine[0], "not the mapped file")
+	require.Contains(t, mine[0], "after the recording ended")
+	require.NotContains(t, string(text), "rebuilt_mid", "frames named from the program copied over the mapped one")
+	require.Contains(t, string(text), "[unknown] ("+bin+")")
 }

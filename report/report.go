@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/ustack/ustack/arch"
 	"github.com/ustack/ustack/debuginfod"
@@ -33,6 +34,11 @@ type Options struct {
 	// SymFS is a directory prepended to every object path, like perf's
 	// --symfs.
 	SymFS string
+	// RecordingEnd is when the recording ended (its file's modification
+	// time; zero: unknown). On the machine that made it, a file at a
+	// mapping's path modified after it, and not named by a build-id, is
+	// not taken for what the process mapped (resolve.Options).
+	RecordingEnd time.Time
 	// DebugDirs are searched for separate debug files (default
 	// /usr/lib/debug).
 	DebugDirs []string

@@ -48,6 +48,7 @@ func newResolver(opts *Options, s *perfdata.Session, warn func(string), jitClock
 		Warn:            warn,
 		Fetcher:         fetcher(opts.Debuginfod),
 		SameMachine:     sameMachine(s),
+		RecordingEnd:    opts.RecordingEnd,
 	})
 }
 

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -135,6 +136,12 @@ type Options struct {
 	// warning, when it is on the device the process mapped but another
 	// inode (rebuilt, reinstalled or replaced since the recording).
 	SameMachine bool
+	// RecordingEnd, with SameMachine, is when the recording ended (its
+	// file's modification time; zero: unknown): a file at a mapping's
+	// path that the recording gives no build-id for, the very inode the
+	// process mapped but modified after that (copied over in place, which
+	// keeps the inode), is refused as another inode is.
+	RecordingEnd time.Time
 }
 
 // DefaultBuildIDDir returns perf's build-id cache, $HOME/.debug, or "" when
@@ -918,6 +925,12 @@ func (r *Resolver) replaced(obj *elfcache.Object, m *Mapping) string {
 	if r.opts.SymFS != "" {
 		return ""
 	}
+	if mt, ok := r.modifiedAfter(obj.File(), m); ok {
+		return fmt.Sprintf("%s: %s names no build-id for it (perf record lists only objects with samples; perf record --buildid-all lists every one), "+
+			"and %s, the inode the process mapped, was modified at %s, after the recording ended (%s): its frames are left unnamed, not named from what was written over it "+
+			"(if it is the same build, --symfs / uses it)",
+			notMapped, r.origin(), obj.File(), mt.Format(time.RFC3339), r.opts.RecordingEnd.Format(time.RFC3339))
+	}
 	ino, ok := r.otherInode(obj, m)
 	if !ok {
 		return ""
@@ -964,6 +977,24 @@ func checkInode(file string, m *Mapping) (inodeCheck, uint64) {
 	return inodeSame, st.Ino
 }
 
+// modifiedAfter returns the modification time of file when, with
+// Options.SameMachine and Options.RecordingEnd, it is the inode the
+// process mapped but was written after the recording ended: its contents
+// are not the mapped ones.
+func (r *Resolver) modifiedAfter(file string, m *Mapping) (time.Time, bool) {
+	if !r.opts.SameMachine || r.opts.RecordingEnd.IsZero() {
+		return time.Time{}, false
+	}
+	if c, _ := checkInode(file, m); c != inodeSame {
+		return time.Time{}, false
+	}
+	st, err := os.Stat(file)
+	if err != nil || !st.ModTime().After(r.opts.RecordingEnd) {
+		return time.Time{}, false
+	}
+	return st.ModTime(), true
+}
+
 // otherInode returns the inode of obj's file when, with
 // Options.SameMachine, it is on the device the process mapped but is not
 // the inode it mapped (or a reused number of it): not the mapped file.
@@ -991,6 +1022,10 @@ func (r *Resolver) mappedFile(m *Mapping) *elfcache.Object {
 		return nil
 	}
 	if c, _ := checkInode(obj.File(), m); c != inodeSame {
+		r.release(obj)
+		return nil
+	}
+	if _, ok := r.modifiedAfter(obj.File(), m); ok {
 		r.release(obj)
 		return nil
 	}

@@ -338,6 +338,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		// time is the wall clock at (about) the last sample.
 		if st, err := os.Stat(*input); err == nil {
 			wo.LastSample = st.ModTime()
+			opts.RecordingEnd = st.ModTime()
 		}
 	}
 	if r.Session().Pipe {
