@@ -801,6 +801,7 @@ func RunCore(c *Core, opts CoreOptions, emit func(*Sample) error) (*Summary, err
 		}
 		sum.Samples++
 		sum.Stops[out.Stop]++
+		sum.countNoUnwind(&out)
 		if err := emit(&out); err != nil {
 			return sum, err
 		}

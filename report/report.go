@@ -242,6 +242,11 @@ type Summary struct {
 	// module.
 	JITStops  int
 	JITModule string
+	// NoUnwindIn counts, by the module of the frame where they ended,
+	// the other stacks that stopped with no_unwind_info: an object
+	// found, but without CFI for the frame (or missing: Missing says
+	// why).
+	NoUnwindIn map[string]int
 	// SnapshotCut counts the stacks that stopped truncated at the end of
 	// a snapshot the kernel filled to the size asked for: those a larger
 	// size would carry further. A truncated stack whose snapshot came
@@ -759,7 +764,7 @@ func emitJob(sum *Summary, j *job, emit func(*Sample) error, err error) error {
 		} else if j.noUserData {
 			sum.NoUserData++
 		}
-		sum.countJITStop(&j.out)
+		sum.countNoUnwind(&j.out)
 		sum.addFP(&j.fp)
 		err = emit(&j.out)
 	}
@@ -1001,6 +1006,7 @@ func (s *Summary) WriteSummary(w io.Writer) {
 	if fix := s.StackSizeFix(); fix != "" {
 		fmt.Fprintf(w, "ustack: %d of %d stacks were cut short by the size of the stack snapshot; %s\n", s.SnapshotCut, s.Samples, fix)
 	}
+	s.writeNoUnwindIn(w)
 	s.writeObjects(w)
 	if len(s.Missing) > 0 {
 		keys := make([]string, 0, len(s.Missing))
@@ -1126,9 +1132,10 @@ func (s *Summary) writeObjects(w io.Writer) {
 	}
 }
 
-// countJITStop counts out in JITStops when its stack stopped for want of
-// unwind information in JIT code.
-func (s *Summary) countJITStop(out *Sample) {
+// countNoUnwind counts out when its stack stopped for want of unwind
+// information: in JITStops when it ended in JIT code, else in NoUnwindIn
+// by the module of its last user frame.
+func (s *Summary) countNoUnwind(out *Sample) {
 	if out.Stop != "no_unwind_info" {
 		return
 	}
@@ -1146,9 +1153,43 @@ func (s *Summary) countJITStop(out *Sample) {
 			if s.JITModule == "" {
 				s.JITModule = f.Module
 			}
+			return
+		}
+		if f.Module != "" {
+			if s.NoUnwindIn == nil {
+				s.NoUnwindIn = map[string]int{}
+			}
+			s.NoUnwindIn[f.Module]++
 		}
 		return
 	}
+}
+
+// writeNoUnwindIn names the objects where stacks stopped for want of
+// unwind information that were found (those missing are listed with why
+// below): the stop reason alone does not say which object lacks its CFI.
+func (s *Summary) writeNoUnwindIn(w io.Writer) {
+	var mods []string
+	for m := range s.NoUnwindIn {
+		if _, missing := s.Missing[m]; !missing {
+			mods = append(mods, m)
+		}
+	}
+	if len(mods) == 0 {
+		return
+	}
+	sort.Slice(mods, func(i, j int) bool {
+		a, b := s.NoUnwindIn[mods[i]], s.NoUnwindIn[mods[j]]
+		return a > b || a == b && mods[i] < mods[j]
+	})
+	var parts []string
+	n := 0
+	for _, m := range mods {
+		parts = append(parts, fmt.Sprintf("%s (%d)", m, s.NoUnwindIn[m]))
+		n += s.NoUnwindIn[m]
+	}
+	fmt.Fprintf(w, "ustack: %d stacks stopped (no_unwind_info) in code without unwind information that no fallback could leave: %s; install the objects' debug files, or build them with -fasynchronous-unwind-tables or frame pointers\n",
+		n, strings.Join(parts, ", "))
 }
 
 // memfdProgram reports whether module is the memfd a process whose name is

@@ -130,3 +130,38 @@ func TestMissingFixCore(t *testing.T) {
 		t.Errorf("--exe given (its warning says why it was not used), yet %q", got)
 	}
 }
+
+// TestNoUnwindInNamesObjects: "no_unwind_info 48" alone did not say which
+// object lacked its unwind information when the object was found (a
+// missing one is listed with why). The summary now names the objects
+// where such stacks ended, by the last user frame's module, most first;
+// JIT code has its own line, missing objects theirs.
+func TestNoUnwindInNamesObjects(t *testing.T) {
+	s := &Summary{Stops: map[string]int{}, Missing: map[string]string{"/gone/libx.so": "not found"}}
+	stop := func(stopReason string, modules ...string) {
+		out := &Sample{Stop: stopReason}
+		for _, m := range modules {
+			out.Frames = append(out.Frames, Frame{Module: m})
+		}
+		out.Frames = append(out.Frames, Frame{Module: "[kernel.kallsyms]", Kernel: true})
+		s.Samples++
+		s.Stops[stopReason]++
+		s.countNoUnwind(out)
+	}
+	for range 3 {
+		stop("no_unwind_info", "/usr/lib/libc.so.6", "/opt/app/prog")
+	}
+	stop("no_unwind_info", "/usr/lib/libc.so.6", "/opt/app/libplugin.so")
+	stop("no_unwind_info", "/gone/libx.so")
+	stop("no_unwind_info", "//anon")
+	stop("outermost", "/usr/lib/libc.so.6", "/opt/app/other")
+	var b bytes.Buffer
+	s.WriteSummary(&b)
+	want := "ustack: 4 stacks stopped (no_unwind_info) in code without unwind information that no fallback could leave: /opt/app/prog (3), /opt/app/libplugin.so (1);"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("summary lacks %q:\n%s", want, b.String())
+	}
+	if s.JITStops != 1 || !strings.Contains(b.String(), "/gone/libx.so: not found") {
+		t.Errorf("JIT stops %d; summary:\n%s", s.JITStops, b.String())
+	}
+}
