@@ -266,3 +266,22 @@ func TestOverwrittenInPlaceWithoutBuildID(t *testing.T) {
 	require.NotContains(t, string(text), "rebuilt_mid", "frames named from the program copied over the mapped one")
 	require.Contains(t, string(text), "[unknown] ("+bin+")")
 }
+
+// TestGroupReadWarned: perf record -e '{cpu-clock,page-faults}:S' samples
+// the leader only; each sample carries the group's counts, from which perf
+// script also makes page-faults samples. ustack reports the leader's
+// samples and said nothing of the others; it now says so, naming both.
+func TestGroupReadWarned(t *testing.T) {
+	requirePerf(t)
+	dir := t.TempDir()
+	bin := build(t, dir, "chain", chainSrc, "-O2", "-g")
+	data := testprog.Record(t, filepath.Join(dir, "group.data"), "-e", "{cpu-clock,page-faults}:S", "--call-graph", "dwarf", "--", bin)
+	script := testprog.Script(t, data, "-F", "event")
+	if !strings.Contains(script, "page-faults") {
+		t.Skipf("perf script shows no page-faults samples made from the group's counts:\n%.400s", script)
+	}
+	_, _, _, _, warnings := runAll(t, data, Options{BuildIDDir: t.TempDir()})
+	mine := warningsAbout(warnings, "cpu-clock:")
+	require.Len(t, mine, 1, "warnings: %q", warnings)
+	require.Contains(t, mine[0], "samples of page-faults")
+}

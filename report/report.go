@@ -284,6 +284,7 @@ func Run(r *perfdata.Reader, opts Options, emit func(*Sample) error) (*Summary, 
 	if opts.Debuginfod.Enabled() {
 		p.prepareObjects()
 	}
+	p.warnGroupRead()
 	sum, err := p.run(r, emit)
 	if sum != nil {
 		sum.fix = missingFix{symFS: opts.SymFS, buildIDs: p.buildID, buildIDDir: opts.BuildIDDir != "",
@@ -291,6 +292,29 @@ func Run(r *perfdata.Reader, opts Options, emit func(*Sample) error) (*Summary, 
 		sum.warned = opts.Warn != nil
 	}
 	return sum, err
+}
+
+// warnGroupRead says, once per event, that an event's samples carry its
+// event group's counts (perf record -e '{a,b}:S': the leader samples, the
+// members only count), from which perf script makes samples of the
+// members too; ustack reports the leader's samples alone.
+func (p *processor) warnGroupRead() {
+	for _, a := range p.session.Attrs {
+		if a.SampleType&perfdata.SampleRead == 0 || a.ReadFormat&perfdata.FormatGroup == 0 {
+			continue
+		}
+		var members []string
+		for _, b := range p.session.Attrs {
+			if b != a && b.SamplePeriod == 0 {
+				members = append(members, b.Name)
+			}
+		}
+		if len(members) == 0 {
+			continue
+		}
+		p.warn("%s: its samples carry the counts of its event group (perf record -e '{...}:S'), from which perf script also makes samples of %s; ustack reports %s's samples only, with their stacks",
+			a.Name, strings.Join(members, ", "), a.Name)
+	}
 }
 
 type processor struct {
