@@ -935,6 +935,14 @@ func (r *Resolver) replaced(obj *elfcache.Object, m *Mapping) string {
 	if !ok {
 		return ""
 	}
+	if ino == m.Ino {
+		// The same inode number, another generation: a new file that
+		// was given the number of the one deleted.
+		return fmt.Sprintf("%s: %s names no build-id for it (perf record lists only objects with samples; perf record --buildid-all lists every one), "+
+			"and the process mapped generation %d of inode %d of device %d:%d, where %s is another generation of that inode now (rebuilt or replaced since the recording): its frames are left unnamed, not named from another build "+
+			"(if it is the same build, --symfs / uses it)",
+			notMapped, r.origin(), m.InoGen, m.Ino, m.Maj, m.Min, obj.File())
+	}
 	return fmt.Sprintf("%s: %s names no build-id for it (perf record lists only objects with samples; perf record --buildid-all lists every one), "+
 		"and the process mapped inode %d of device %d:%d, where %s is inode %d now (rebuilt or replaced since the recording): its frames are left unnamed, not named from another build "+
 		"(if it is the same build, --symfs / uses it)",
