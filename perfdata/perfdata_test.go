@@ -334,3 +334,45 @@ func TestDamagedSize(t *testing.T) {
 		}
 	}
 }
+
+// TestUnfinishedHeader: perf record writes the file header as it starts,
+// its feature bits set, and the data size (and the feature sections after
+// the data) only as it ends. Killed, it leaves data size 0, the bits set
+// and no section: perf script reads nothing ("Was the 'perf record'
+// command properly terminated?"), and ustack took the first record for a
+// feature table ("feature section ... exceeds file size"), 0 samples.
+// Such a file (dwarf.data cut after its data, its data size zeroed) now
+// gives every record of the data, then an error that says what happened.
+func TestUnfinishedHeader(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "dwarf.data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := NewFileReader(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := readAll(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := full.Session()
+	killed := bytes.Clone(data[:s.DataOffset+s.DataSize])
+	le.PutUint64(killed[48:], 0)
+	r, err := NewFileReader(bytes.NewReader(killed), int64(len(killed)))
+	if err != nil {
+		t.Fatalf("the unfinished header is refused: %v", err)
+	}
+	got, err := readAll(r)
+	if err == nil || !strings.Contains(err.Error(), "the header was never finished") {
+		t.Errorf("after the records: %v; want an error saying the header was never finished", err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d records, want the intact file's %d", len(got), len(want))
+	}
+	for i := range got {
+		if got[i].Header().Type != want[i].Header().Type || got[i].Header().Offset != want[i].Header().Offset {
+			t.Fatalf("record %d: %v at %#x, want %v at %#x", i, got[i].Header().Type, got[i].Header().Offset, want[i].Header().Type, want[i].Header().Offset)
+		}
+	}
+}

@@ -270,6 +270,15 @@ func NewFileReader(ra io.ReaderAt, size int64) (*Reader, error) {
 		r.end = size
 	} else {
 		r.featErr = r.readFeatures(feat, int64(dataOff+dataLen), size)
+		if r.featErr != nil && dataLen == 0 && int64(dataOff) < size {
+			// perf record writes the header, its features flagged,
+			// as it starts, and the data size and the feature
+			// sections only as it ends: killed, it left data size 0
+			// and records where the feature table would be.
+			s.Features = Features{}
+			r.end = size
+			r.featErr = formatErr(48, "data size 0, feature sections flagged but none where they would be: the header was never finished (perf record was killed?); the records from %#x to the end of the file are read", dataOff)
+		}
 	}
 	s.applyEventDesc()
 	r.off = int64(dataOff)
