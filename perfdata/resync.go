@@ -137,6 +137,11 @@ func (r *Reader) resync(off int64) (int64, bool) {
 		start = max(start, r.resumed+1)
 	}
 	for o := start; o+8 <= r.limit(); o++ {
+		if o == off {
+			// The record that just failed to read, whatever its
+			// header says (a type validAt takes on trust).
+			continue
+		}
 		r.scan = o
 		if r.chainAt(o) {
 			return o, true
