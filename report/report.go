@@ -451,11 +451,14 @@ func (p *processor) kernelSyms() *kallsyms.Table {
 		} else {
 			t, err = kallsyms.Load(p.ksymsPath)
 		}
-		if err == nil {
+		switch {
+		case err != nil:
+			p.warn("kernel frames will not be symbolized: %v", err)
+		case t.Len() == 0:
+			p.warn("kernel frames will not be symbolized: %s holds no kernel symbol (a copy of /proc/kallsyms has lines of address, type and name)", p.ksymsPath)
+		default:
 			p.ksyms = t
 			p.relocateKernel(t)
-		} else {
-			p.warn("kernel frames will not be symbolized: %v", err)
 		}
 	})
 	return p.ksyms

@@ -3,8 +3,15 @@ package report
 import (
 	"bytes"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ustack/ustack/perfdata"
 )
 
 func TestWriteSummary(t *testing.T) {
@@ -164,4 +171,28 @@ func TestNoUnwindInNamesObjects(t *testing.T) {
 	if s.JITStops != 1 || !strings.Contains(b.String(), "/gone/libx.so: not found") {
 		t.Errorf("JIT stops %d; summary:\n%s", s.JITStops, b.String())
 	}
+}
+
+// TestKallsymsWithoutSymbols: --kallsyms given a file that is no copy of
+// /proc/kallsyms (no line parses) was taken as an empty table: every
+// kernel frame [unknown], exit 0, not a word. It now warns, naming it.
+func TestKallsymsWithoutSymbols(t *testing.T) {
+	notKallsyms := filepath.Join(t.TempDir(), "run.sh")
+	require.NoError(t, os.WriteFile(notKallsyms, []byte("#!/bin/sh\nexec ustack report \"$@\"\n"), 0o600))
+	r, err := perfdata.Open(filepath.Join("..", "perfdata", "testdata", "dwarf.data"))
+	require.NoError(t, err)
+	defer r.Close()
+	var warnings []string
+	kernel := 0
+	_, err = Run(r, Options{Kallsyms: notKallsyms, Warn: func(m string) { warnings = append(warnings, m) }}, func(s *Sample) error {
+		for _, f := range s.Frames {
+			if f.Kernel {
+				kernel++
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Positive(t, kernel, "the recording has kernel frames")
+	assert.Contains(t, strings.Join(warnings, "\n"), notKallsyms+" holds no kernel symbol")
 }
