@@ -242,6 +242,9 @@ type Summary struct {
 	// module.
 	JITStops  int
 	JITModule string
+	// NoMaps, when not "", says how many samples with user registers
+	// were of processes the recording holds no maps of, and names them.
+	NoMaps string
 	// NoUnwindIn counts, by the module of the frame where they ended,
 	// the other stacks that stopped with no_unwind_info: an object
 	// found, but without CFI for the frame (or missing: Missing says
@@ -294,6 +297,35 @@ func Run(r *perfdata.Reader, opts Options, emit func(*Sample) error) (*Summary, 
 	return sum, err
 }
 
+// noMapsLine describes the samples of processes the recording holds no
+// maps of (processor.noMaps): how many, of how many processes, the three
+// with the most samples named. "" when there were none.
+func (p *processor) noMapsLine() string {
+	if len(p.noMaps) == 0 {
+		return ""
+	}
+	pids := make([]uint32, 0, len(p.noMaps))
+	n := 0
+	for pid, k := range p.noMaps {
+		pids = append(pids, pid)
+		n += k
+	}
+	sort.Slice(pids, func(i, j int) bool {
+		a, b := p.noMaps[pids[i]], p.noMaps[pids[j]]
+		return a > b || a == b && pids[i] < pids[j]
+	})
+	var names []string
+	for _, pid := range pids[:min(3, len(pids))] {
+		names = append(names, fmt.Sprintf("%d %s: %d", pid, p.commOf(pid), p.noMaps[pid]))
+	}
+	if len(pids) > 3 {
+		names = append(names, "...")
+	}
+	return fmt.Sprintf("%s of %s the recording holds no maps of (pid comm: samples %s): their user frames cannot be placed (no_mapping); "+
+		"a recording of some CPUs only (perf record -C) holds the maps of processes whose exec and mmaps ran on them",
+		plural(n, "sample"), processes(len(pids)), strings.Join(names, ", "))
+}
+
 // warnGroupRead says, once per event, that an event's samples carry its
 // event group's counts (perf record -e '{a,b}:S': the leader samples, the
 // members only count), from which perf script makes samples of the
@@ -318,7 +350,10 @@ func (p *processor) warnGroupRead() {
 }
 
 type processor struct {
-	opts Options
+	// noMaps counts, by pid, the samples with user registers of
+	// processes the recording holds no maps of (the reader's).
+	noMaps map[uint32]int
+	opts   Options
 	// warm builds objects' tables ahead (warmSpace) of the build-ids
 	// in hit, the recording's list of objects hit by samples.
 	warm       warmer
@@ -758,6 +793,7 @@ func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary,
 	wg.Wait()
 	err := <-emitErr
 	sum.Missing = p.resolver.Missing()
+	sum.NoMaps = p.noMapsLine()
 	if p.opts.ObjectSources {
 		sum.Objects = p.resolver.Objects()
 	}
@@ -879,6 +915,12 @@ func (p *processor) newJob(s *perfdata.Sample, index int) *job {
 		}
 	}
 	snap := p.tracker.Maps(s.Pid)
+	if j.hasReg && len(snap.Maps) == 0 && s.Pid != 0 && s.Pid != ^uint32(0) {
+		if p.noMaps == nil {
+			p.noMaps = map[uint32]int{}
+		}
+		p.noMaps[s.Pid]++
+	}
 	j.space = p.spaceFor(s.Pid, snap).At(s.Time)
 	j.out.space = j.space
 	return j
@@ -1033,6 +1075,9 @@ func (s *Summary) WriteSummary(w io.Writer) {
 	if fix := s.StackSizeFix(); fix != "" {
 		fmt.Fprintf(w, "ustack: %d of %d stacks were cut short by the size of the stack snapshot; %s\n", s.SnapshotCut, s.Samples, fix)
 	}
+	if s.NoMaps != "" {
+		fmt.Fprintf(w, "ustack: %s\n", s.NoMaps)
+	}
 	s.writeNoUnwindIn(w)
 	s.writeObjects(w)
 	if len(s.Missing) > 0 {
@@ -1123,6 +1168,14 @@ func (s *Summary) WriteLine(w io.Writer) {
 }
 
 // plural returns "1 object", "2 objects".
+// processes is plural's for "process".
+func processes(n int) string {
+	if n == 1 {
+		return "1 process"
+	}
+	return fmt.Sprintf("%d processes", n)
+}
+
 func plural(n int, noun string) string {
 	if n == 1 {
 		return "1 " + noun

@@ -414,3 +414,28 @@ func TestReportNamedPipe(t *testing.T) {
 	require.Equal(t, exitOK, rc, errs)
 	require.Equal(t, want, got)
 }
+
+// TestReportSamplesOfUnmappedProcess: a recording of some CPUs only
+// (perf record -C) misses the fork, exec and mmaps of a process that
+// made them on other CPUs, and has its samples. They stopped no_mapping
+// with no word of why; the summary now says how many samples of which
+// processes the recording holds no maps of.
+func TestReportSamplesOfUnmappedProcess(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "nomaps.data")
+	var samples []*perfdata.Sample
+	for i := 0; i < 3; i++ {
+		s := &perfdata.Sample{RecordHeader: perfdata.RecordHeader{SampleIDFields: perfdata.SampleIDFields{Pid: 4242, Tid: 4243, Time: uint64(10 + i)}},
+			IP: 0x401000, Period: 1, RegsABI: perfdata.RegsABI64, RegsMask: 0xff0fff,
+			Regs: make([]uint64, 20), StackData: make([]byte, 64), StackDynSize: 64}
+		s.Regs[16] = 0x401000 // rip (perf's order: ax bx cx dx si di bp sp ip ...)
+		s.Misc = perfdata.MiscUser
+		samples = append(samples, s)
+	}
+	writeRecording(t, path, samples)
+	rc, _, errs := runReport(path)
+	require.Equal(t, exitOK, rc, errs)
+	require.Contains(t, errs, "3 samples of 1 process the recording holds no maps of (pid comm: samples 4242 :4242: 3)")
+
+	_, _, errs = runReport(dwarfData)
+	require.NotContains(t, errs, "holds no maps of")
+}
