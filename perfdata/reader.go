@@ -476,6 +476,11 @@ func (s *Session) parseExtraFeature(f Feature, b []byte, off int64) error {
 	return nil
 }
 
+// SetName names the input in the errors and Damages that follow, as Open
+// names its file: for a Reader made by NewReader or NewFileReader
+// ("standard input", a pipe's path).
+func (r *Reader) SetName(name string) { r.path = name }
+
 // Session returns what the file says about itself. In pipe mode it grows as
 // Next consumes header records.
 func (r *Reader) Session() *Session { return r.s }

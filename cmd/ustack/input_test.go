@@ -439,3 +439,15 @@ func TestReportSamplesOfUnmappedProcess(t *testing.T) {
 	_, _, errs = runReport(dwarfData)
 	require.NotContains(t, errs, "holds no maps of")
 }
+
+// TestReportStdinDamageNamed: the damage met reading standard input is
+// told as a file's is, naming it ("perfdata: offset 0x368: ..." before).
+func TestReportStdinDamageNamed(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "perfdata", "testdata", "pipe.data"))
+	require.NoError(t, err)
+	defer func(r io.Reader) { stdinReader = r }(stdinReader)
+	stdinReader = bytes.NewReader(b[:2000])
+	rc, _, errs := runReport("-i", "-")
+	require.Equal(t, exitPartial, rc, errs)
+	require.Contains(t, errs, "perfdata: standard input: offset ")
+}

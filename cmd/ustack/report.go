@@ -220,9 +220,15 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	}
 	var r *perfdata.Reader
 	if streamed {
+		name := *input
+		if name == "-" {
+			name = "standard input"
+		}
 		r, err = perfdata.NewReader(stdin)
-		if err != nil && *input != "-" {
-			err = fmt.Errorf("%s: %w", *input, err)
+		if err != nil {
+			err = fmt.Errorf("%s: %w", name, err)
+		} else {
+			r.SetName(name)
 		}
 	} else {
 		r, err = perfdata.OpenMapped(*input)
