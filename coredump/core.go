@@ -401,12 +401,20 @@ func (c *Core) parseProgramHeaders(data []byte) ([]segment, []noteSeg, error) {
 	}
 	cut.warn(c, len(data))
 	sort.SliceStable(segs, func(i, j int) bool { return segs[i].vaddr < segs[j].vaddr })
-	// Overlapping segments would make reads ambiguous; keep the first.
+	// Overlapping segments would make reads ambiguous: where the first
+	// one's dumped bytes end before the next begins, only its size
+	// (p_memsz, damaged: a segment spanning terabytes) runs over the
+	// next, and it is cut there; else the next is ignored.
 	out := segs[:0]
 	for _, s := range segs {
 		if n := len(out); n > 0 && s.vaddr < out[n-1].vaddr+out[n-1].memsz {
-			c.warnf(int64(s.offset), "PT_LOAD at %#x overlaps the segment at %#x; ignored", s.vaddr, out[n-1].vaddr)
-			continue
+			prev := &out[n-1]
+			if prev.vaddr+prev.filesz > s.vaddr {
+				c.warnf(int64(s.offset), "PT_LOAD at %#x overlaps the segment at %#x; ignored", s.vaddr, prev.vaddr)
+				continue
+			}
+			c.warnf(int64(prev.offset), "PT_LOAD at %#x claims %#x bytes, over the segment at %#x: cut there", prev.vaddr, prev.memsz, s.vaddr)
+			prev.memsz = s.vaddr - prev.vaddr
 		}
 		out = append(out, s)
 	}

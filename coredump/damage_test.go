@@ -2,6 +2,8 @@ package coredump_test
 
 import (
 	"bytes"
+	"debug/elf"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"math/rand"
@@ -427,4 +429,37 @@ func TestApportReportErrors(t *testing.T) {
 			"cutgzip.crash": "gzip header cut short"}[name]
 		assert.Contains(t, err.Error(), want, name)
 	}
+}
+
+// TestDamagedSegmentSize: one PT_LOAD's p_memsz overwritten with a size
+// of terabytes ran over every segment above it, which were then ignored
+// as overlaps (the thread stacks among them, blamed on coredump_filter).
+// Its dumped bytes end where they did: it is cut at the next segment, and
+// the core reads as the intact one does, with one warning.
+func TestDamagedSegmentSize(t *testing.T) {
+	tr := fixtures(t)[0]
+	raw := rawCore(t, tr)
+	ef, err := elf.NewFile(bytes.NewReader(raw))
+	require.NoError(t, err)
+	var loads []int
+	for i, p := range ef.Progs {
+		if p.Type == elf.PT_LOAD && p.Filesz > 0 {
+			loads = append(loads, i)
+		}
+	}
+	require.Greater(t, len(loads), 4)
+	k := loads[len(loads)/2]
+	phoff := binary.LittleEndian.Uint64(raw[32:])
+	damaged := bytes.Clone(raw)
+	binary.LittleEndian.PutUint64(damaged[phoff+uint64(k)*56+40:], 0x650000001000)
+
+	want, err := coredump.Parse(raw, "core", nil)
+	require.NoError(t, err)
+	got, err := coredump.Parse(damaged, "core", nil)
+	require.NoError(t, err)
+	require.Len(t, got.Warnings, len(want.Warnings)+1, "%v", got.Warnings)
+	assert.Contains(t, got.Warnings[len(got.Warnings)-1].Error(), "claims 0x650000001000 bytes")
+	assert.Equal(t, summarize(t, want, tr).Threads, summarize(t, got, tr).Threads)
+	assert.Equal(t, summarize(t, want, tr).Words, summarize(t, got, tr).Words)
+	assert.Equal(t, len(want.Memory().Segments()), len(got.Memory().Segments()))
 }
