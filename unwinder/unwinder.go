@@ -199,6 +199,11 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 			// The common frames, in a loop of their own.
 			ws.pc, ws.sp, ws.n, ws.method, ws.flags = pc, sp, n, method, flags
 			if n, done := u.walkSimple(c, space, cur, w, frames, pacMask, &ws); done {
+				if ws.zeroRA {
+					f := &frames[n-1]
+					stop, err := zeroReturn(&space.maps[f.Mapping], f)
+					return n, stop, err, 0
+				}
 				return n, StopOutermost, nil, 0
 			}
 			if ws.n != n {
@@ -339,10 +344,13 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 					w.restored = 0 // of the handler's row, not the interrupted frame's
 					continue
 				}
-				if known&(1<<uint(pcReg)) == 0 {
+				if known&(1<<uint(pcReg)) == 0 && e.fastRow.flags&fastUnsetPC != 0 {
 					return n, StopOutermost, nil, 0
 				}
 				if newPC == 0 {
+					// A zero, or (arm64) a return address column that
+					// copies an unknown x30, which the general step
+					// reads as zero too.
 					stop, err := zeroReturn(m, fr)
 					return n, stop, err, 0
 				}
