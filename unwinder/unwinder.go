@@ -344,10 +344,10 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 					w.restored = 0 // of the handler's row, not the interrupted frame's
 					continue
 				}
-				if known&(1<<uint(pcReg)) == 0 && e.fastRow.flags&fastUnsetPC != 0 {
-					return n, StopOutermost, nil, 0
-				}
-				if newPC == 0 {
+				if known&(1<<uint(pcReg)) == 0 || newPC == 0 {
+					if known&(1<<uint(pcReg)) == 0 && e.fastRow.flags&fastUnsetPC != 0 {
+						return n, StopOutermost, nil, 0
+					}
 					// A zero, or (arm64) a return address column that
 					// copies an unknown x30, which the general step
 					// reads as zero too.

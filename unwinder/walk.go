@@ -37,8 +37,9 @@ type walkState struct {
 // its SP, updating r in place; then it leaves st at the first frame it did
 // not write, for the general loop to take. It returns true and the number
 // of frames when the walk ended at the outermost frame (the caller's PC is
-// undefined) or a zero return address (st.zeroRA): scalars, not a Result, which at 40 bytes the compiler
-// passes through memory, with a store-forwarding stall at every return.
+// undefined) or at a zero return address (st.zeroRA): scalars, not a
+// Result, which at 40 bytes the compiler passes through memory, with a
+// store-forwarding stall at every return.
 //
 // For those frames it does exactly what the general loop and applyFast do,
 // and nothing else, in a function of its own so that its few variables stay
