@@ -96,6 +96,12 @@ type Cache struct {
 	mem    exprMemory   // win as cfi.Memory
 	regs   [2]arch.Regs // the current frame's and the caller's registers
 	last   [2]int       // indexes of the mappings found last
+	// zeroEnd is zeroReturn's last answer, for zeroObj's link-time
+	// address zeroAddr: every Go stack ends at runtime.goexit, whose
+	// symbol lookup would cost every walk.
+	zeroObj  Object
+	zeroAddr uint64
+	zeroEnd  bool
 	// ready is false in a Cache never Reset (see Reset).
 	ready bool
 	// arch is the architecture every entry's compact form was compiled
@@ -127,6 +133,7 @@ func (c *Cache) Reset() {
 	c.resetSpill()
 	c.sweeps = nil
 	c.arch = arch.Unknown
+	c.zeroObj, c.zeroAddr, c.zeroEnd = nil, 0, false
 }
 
 // iface is the layout of a non-empty interface value.

@@ -109,7 +109,7 @@ func (u *Unwinder) Unwind(c *Cache, space *AddressSpace, regs *arch.Regs, mem Me
 			res.Frames, res.Stop = n, StopOutermost
 			if st.zeroRA {
 				f := &frames[n-1]
-				res.Stop, res.Err = zeroReturn(&space.maps[f.Mapping], f)
+				res.Stop, res.Err = zeroReturn(c, &space.maps[f.Mapping], f)
 			}
 			return res
 		}
@@ -201,7 +201,7 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 			if n, done := u.walkSimple(c, space, cur, w, frames, pacMask, &ws); done {
 				if ws.zeroRA {
 					f := &frames[n-1]
-					stop, err := zeroReturn(&space.maps[f.Mapping], f)
+					stop, err := zeroReturn(c, &space.maps[f.Mapping], f)
 					return n, stop, err, 0
 				}
 				return n, StopOutermost, nil, 0
@@ -351,7 +351,7 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 					// A zero, or (arm64) a return address column that
 					// copies an unknown x30, which the general step
 					// reads as zero too.
-					stop, err := zeroReturn(m, fr)
+					stop, err := zeroReturn(c, m, fr)
 					return n, stop, err, 0
 				}
 				if known&(1<<uint(spReg)) == 0 {
@@ -455,7 +455,7 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 				continue
 			}
 			if newPCOK {
-				stop, err := zeroReturn(m, fr)
+				stop, err := zeroReturn(c, m, fr)
 				return n, stop, err, 0
 			}
 			return n, StopOutermost, nil, 0
@@ -523,9 +523,13 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 // in no mapping: a zero in any other function's return address slot is an
 // overwritten stack (a buffer overflow), whose caller gdb shows at 0
 // ("#1 0x0000000000000000 in ??").
-func zeroReturn(m *Mapping, f *Frame) (StopReason, error) {
-	lookup := f.PC - uint64(f.Flags&FrameReturnAddress)
-	if o, ok := m.Object.(OutermostObject); ok && o.Outermost(lookup-m.Bias) {
+func zeroReturn(c *Cache, m *Mapping, f *Frame) (StopReason, error) {
+	addr := f.PC - uint64(f.Flags&FrameReturnAddress) - m.Bias
+	if m.Object == nil || c.zeroObj == nil || !sameObject(&c.zeroObj, &m.Object) || c.zeroAddr != addr {
+		o, ok := m.Object.(OutermostObject)
+		c.zeroObj, c.zeroAddr, c.zeroEnd = m.Object, addr, ok && o.Outermost(addr)
+	}
+	if c.zeroEnd {
 		return StopOutermost, nil
 	}
 	return StopNoMapping, &NoMappingError{PC: 0}
