@@ -74,21 +74,35 @@ func LoadProc(dir, perfCache string) (t *Table, store func(), err error) {
 	if t := loadEntry(filepath.Join(dir, boot)); t != nil {
 		return t, nil, nil
 	}
-	storeTable := func(t *Table, prefix []byte) func() {
+	// The table handed back is the entry's, as the next report loads it:
+	// the text read and a Symbol per line (10 MB for a distribution
+	// kernel, held for the whole report) give way to the entry's packed
+	// arrays (4 MB), and this report answers as the next one will.
+	storeTable := func(t *Table, prefix []byte) (*Table, func()) {
 		syms, lo, hi, ok := t.core()
 		if !ok {
-			return nil
+			return t, nil
 		}
-		return func() { storeEntry(dir, boot, syms, lo, hi, prefix) }
+		buf := encodeEntry(syms, lo, hi, prefix)
+		if buf == nil {
+			return t, nil
+		}
+		if packed, _ := decodeEntry(buf, false); packed != nil {
+			t = packed
+		}
+		return t, func() { storeEntry(dir, boot, buf) }
 	}
 	if t, prefix := fromPerfCache(perfCache); t != nil {
-		return t, storeTable(t, prefix), nil
+		t, store := storeTable(t, prefix)
+		return t, store, nil
 	}
+	procReads.Add(1)
 	t, b, err := load(procKallsyms)
 	if err != nil {
 		return nil, nil, err
 	}
-	return t, storeTable(t, prefixOf(b)), nil
+	tab, store := storeTable(t, prefixOf(b))
+	return tab, store, nil
 }
 
 // fromPerfCache returns the kernel image's symbols from perf's copy of
@@ -280,20 +294,18 @@ func (t *Table) core() (syms []Symbol, lo, hi uint64, ok bool) {
 	return t.syms[first : last+1], t.syms[first].Addr, t.syms[last].Addr, true
 }
 
-// storeEntry writes the kernel image's symbols, answering for lo-hi, as
-// the entry of boot, through a temporary file renamed into place
-// (concurrent reports never see a partial entry), and removes the entries
-// of other boots.
-func storeEntry(dir, boot string, syms []Symbol, lo, hi uint64, prefix []byte) {
-	if len(syms) == 0 || len(syms) > maxEntrySyms || len(prefix) == 0 {
-		return
+// encodeEntry returns the entry of the kernel image's symbols, answering
+// for lo-hi; nil when they cannot make one.
+func encodeEntry(syms []Symbol, lo, hi uint64, prefix []byte) []byte {
+	if len(syms) == 0 || len(syms) > maxEntrySyms || len(prefix) == 0 || len(prefix) > prefixLen {
+		return nil
 	}
 	names := 0
 	for _, s := range syms {
 		names += len(s.Name)
 	}
 	if names > maxTable {
-		return
+		return nil
 	}
 	buf := make([]byte, entryHdrSize, entryHdrSize+len(prefix)+12*len(syms)+names)
 	le := binary.LittleEndian
@@ -316,7 +328,13 @@ func storeEntry(dir, boot string, syms []Symbol, lo, hi uint64, prefix []byte) {
 		buf = append(buf, s.Name...)
 	}
 	le.PutUint32(buf[36:], crc32.Checksum(buf[entryHdrSize:], castagnoli))
+	return buf
+}
 
+// storeEntry writes buf (encodeEntry's) as the entry of boot, through a
+// temporary file renamed into place (concurrent reports never see a
+// partial entry), and removes the entries of other boots.
+func storeEntry(dir, boot string, buf []byte) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return
 	}
@@ -351,6 +369,10 @@ func storeEntry(dir, boot string, syms []Symbol, lo, hi uint64, prefix []byte) {
 		os.Remove(filepath.Join(dir, n))
 	}
 }
+
+// procReads counts LoadProc's whole reads of /proc/kallsyms made to
+// rebuild an entry (tests).
+var procReads atomic.Int64
 
 // entriesChecked counts the entries loadEntry read in full (tests).
 var entriesChecked atomic.Int64

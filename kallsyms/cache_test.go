@@ -28,6 +28,14 @@ func loadProc(dir string) (*Table, error) {
 	return t, err
 }
 
+// readsWhole reports whether f made LoadProc read /proc/kallsyms whole
+// (rather than answer from its entry or from perf's copy).
+func readsWhole(f func()) bool {
+	n := procReads.Load()
+	f()
+	return procReads.Load() > n
+}
+
 // fakeKernel stands in for the running kernel: a kallsyms file and a boot
 // id file, restored when the test ends.
 func fakeKernel(t *testing.T, text, boot string) (kallsymsFile, bootFile string) {
@@ -108,9 +116,12 @@ func TestLoadProcCache(t *testing.T) {
 	fakeKernel(t, text, boot)
 	dir := filepath.Join(t.TempDir(), "kallsyms")
 
-	first, store, err := LoadProc(dir, "")
+	var first *Table
+	var store func()
+	var err error
+	assert.True(t, readsWhole(func() { first, store, err = LoadProc(dir, "") }), "the first load reads the whole table")
 	require.NoError(t, err)
-	assert.False(t, first.partial, "the first load reads the whole table")
+	assert.True(t, first.partial, "the table handed on is the entry's")
 	entry := filepath.Join(dir, boot)
 	_, err = os.Stat(entry)
 	require.ErrorIs(t, err, os.ErrNotExist, "the entry was written before store ran")
@@ -120,9 +131,10 @@ func TestLoadProcCache(t *testing.T) {
 	require.NoError(t, err, "no cache entry written")
 	assert.Equal(t, os.FileMode(0o600), st.Mode().Perm(), "kernel addresses readable by others")
 
-	cached, store, err := LoadProc(dir, "")
+	var cached *Table
+	require.False(t, readsWhole(func() { cached, store, err = LoadProc(dir, "") }), "the second load did not use the cache")
 	require.NoError(t, err)
-	require.True(t, cached.partial, "the second load did not use the cache")
+	require.True(t, cached.partial)
 	assert.Nil(t, store, "nothing to write after a cache hit")
 	assert.Equal(t, 3000*2, cached.Len(), "the kernel image's text symbols, aliases folded")
 	n := checkAgainstReference(t, cached, text)
@@ -142,9 +154,9 @@ func TestLoadProcCache(t *testing.T) {
 	// The entry is mapped, not read: a third load of the same file reuses
 	// the mapping (its pages leave the resident set after the checks),
 	// and both tables still answer from it.
-	again, _, err := LoadProc(dir, "")
+	var again *Table
+	require.False(t, readsWhole(func() { again, _, err = LoadProc(dir, "") }), "the third load did not use the cache")
 	require.NoError(t, err)
-	require.True(t, again.partial, "the third load did not use the cache")
 	checkAgainstReference(t, again, text)
 	checkAgainstReference(t, cached, text)
 	var nilTable *Table
@@ -172,9 +184,10 @@ func TestLoadProcCacheRebuilds(t *testing.T) {
 	for name, f := range damage {
 		t.Run(name, func(t *testing.T) {
 			require.NoError(t, os.WriteFile(entry, f(append([]byte(nil), good...)), 0o600))
-			tab, err := loadProc(dir)
+			var tab *Table
+			var err error
+			assert.True(t, readsWhole(func() { tab, err = loadProc(dir) }), "a damaged entry was used")
 			require.NoError(t, err)
-			assert.False(t, tab.partial, "a damaged entry was used")
 			checkAgainstReference(t, tab, text)
 			again, err := os.ReadFile(entry)
 			require.NoError(t, err)
@@ -188,13 +201,13 @@ func TestLoadProcCacheRebuilds(t *testing.T) {
 		// entry of the old ones.
 		moved := fakeTable(0xffffffff9a200000, 500)
 		require.NoError(t, os.WriteFile(kfile, []byte(moved), 0o600))
-		tab, err := loadProc(dir)
+		var tab *Table
+		var err error
+		assert.True(t, readsWhole(func() { tab, err = loadProc(dir) }))
 		require.NoError(t, err)
-		assert.False(t, tab.partial)
 		checkAgainstReference(t, tab, moved)
-		tab, err = loadProc(dir)
+		assert.False(t, readsWhole(func() { tab, err = loadProc(dir) }), "the entry was not rebuilt for the new addresses")
 		require.NoError(t, err)
-		assert.True(t, tab.partial, "the entry was not rebuilt for the new addresses")
 		checkAgainstReference(t, tab, moved)
 	})
 
@@ -209,9 +222,9 @@ func TestLoadProcCacheRebuilds(t *testing.T) {
 		require.NoError(t, os.WriteFile(kfile, []byte(text), 0o600))
 		const boot2 = "11111111-2222-4333-8444-555555555555"
 		require.NoError(t, os.WriteFile(bfile, []byte(boot2+"\n"), 0o600))
-		tab, err := loadProc(dir)
+		var err error
+		assert.True(t, readsWhole(func() { _, err = loadProc(dir) }), "another boot's entry was used")
 		require.NoError(t, err)
-		assert.False(t, tab.partial, "another boot's entry was used")
 		_, err = os.Stat(filepath.Join(dir, boot2))
 		require.NoError(t, err)
 		_, err = os.Stat(entry)
@@ -279,11 +292,9 @@ func FuzzDecodeEntry(f *testing.F) {
 		f.Fatal(err)
 	}
 	syms, lo, hi, _ := tab.core()
-	dir := f.TempDir()
-	storeEntry(dir, "boot", syms, lo, hi, prefixOf([]byte(text)))
-	good, err := os.ReadFile(filepath.Join(dir, "boot"))
-	if err != nil {
-		f.Fatal(err)
+	good := encodeEntry(syms, lo, hi, prefixOf([]byte(text)))
+	if good == nil {
+		f.Fatal("no entry made")
 	}
 	f.Add(good)
 	f.Add(good[:entryHdrSize])
@@ -397,16 +408,19 @@ func TestLoadProcFromPerfCache(t *testing.T) {
 	require.NoError(t, os.WriteFile(kfile, append(append([]byte(nil), first...), "not kallsyms\n"...), 0o600))
 
 	dir := t.TempDir()
-	tab, store, err := LoadProc(dir, perf)
+	var tab *Table
+	var store func()
+	var err error
+	require.False(t, readsWhole(func() { tab, store, err = LoadProc(dir, perf) }), "perf's copy was not used")
 	require.NoError(t, err)
-	require.True(t, tab.partial, "perf's copy was not used")
+	require.True(t, tab.partial)
 	require.Greater(t, checkAgainstReference(t, tab, text), 4*800)
 	assert.False(t, tab.Covers(0xffffffffc1000000), "a module of perf's copy answered")
 	require.NotNil(t, store)
 	store()
-	again, store, err := LoadProc(dir, "")
+	var again *Table
+	assert.False(t, readsWhole(func() { again, store, err = LoadProc(dir, "") }), "the entry made from perf's copy was not used")
 	require.NoError(t, err)
-	assert.True(t, again.partial, "the entry made from perf's copy was not used")
 	assert.Nil(t, store)
 	checkAgainstReference(t, again, text)
 
@@ -422,9 +436,10 @@ func TestLoadProcFromPerfCache(t *testing.T) {
 			require.NoError(t, os.WriteFile(perfCopy, c.copy, 0o644))
 			require.NoError(t, os.WriteFile(notesFile, c.notes, 0o600))
 			dir := t.TempDir()
-			tab, _, err := LoadProc(dir, perf)
+			var tab *Table
+			var err error
+			assert.True(t, readsWhole(func() { tab, _, err = LoadProc(dir, perf) }), "perf's copy was used")
 			require.NoError(t, err)
-			assert.False(t, tab.partial, "perf's copy was used")
 			checkAgainstReference(t, tab, text)
 		})
 	}
@@ -523,9 +538,8 @@ func TestLoadProcCacheStamp(t *testing.T) {
 	bad[len(bad)-3] ^= 0x20
 	require.NoError(t, os.WriteFile(entry, bad, 0o600))
 	require.NoError(t, os.Chtimes(entry, st.ModTime(), st.ModTime()))
-	tab, err = loadProc(dir)
+	assert.True(t, readsWhole(func() { tab, err = loadProc(dir) }), "the damaged entry was trusted by its stamp")
 	require.NoError(t, err)
-	assert.False(t, tab.partial, "the damaged entry was trusted by its stamp")
 	assert.Equal(t, n+2, entriesChecked.Load())
 	checkAgainstReference(t, tab, text)
 
