@@ -67,7 +67,10 @@ func (o *Object) functionNames() *funcNames {
 	}
 	f, err := buildFuncNames(o, owner)
 	if key != nil && err == nil {
-		o.storeFuncNames(key, f)
+		if m := o.storeFuncNames(key, f); m != f {
+			f = m
+			owner.dropSymtab()
+		}
 	}
 	return f
 }
@@ -140,9 +143,20 @@ func (f *funcNames) sortUnique(ents []nameEnt) []nameEnt {
 //	dyn   [ndyn]nameEnt
 //	all   [nall]nameEnt
 //	text  the rest
-func (o *Object) storeFuncNames(key []byte, f *funcNames) {
+//
+// storeFuncNames keeps f for key and returns the names to use from now
+// on: the entry's, mapped, once written.
+func (o *Object) storeFuncNames(key []byte, f *funcNames) *funcNames {
 	hdr := derivedHeaderBytes(funcNamesMagic, 0, uint64(len(f.dyn)), uint64(len(f.all)))
-	o.storeDerived(funcNamesEntry, key, hdr, asBytes(f.dyn), asBytes(f.all), []byte(f.text))
+	mapped := f
+	o.storeMapped(funcNamesEntry, key, func(b []byte) (ok bool) {
+		mapped, ok = decodeFuncNames(b)
+		if !ok {
+			mapped = f
+		}
+		return ok
+	}, hdr, asBytes(f.dyn), asBytes(f.all), unsafe.Slice(unsafe.StringData(f.text), len(f.text)))
+	return mapped
 }
 
 // decodeFuncNames reads an entry's contents, in place (b must be 8-byte

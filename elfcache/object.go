@@ -561,6 +561,7 @@ func (o *Object) viaCache(s *elf.Section, size uint64, open func() (io.Reader, e
 	}
 	if r, err := open(); err == nil && c.putFrom(o.buildID, s.Name, src, r, size) {
 		if data, ok := o.cachedSection(c, s, src, size, false); ok {
+			o.src.drop(s.Offset, s.FileSize) // the compressed bytes, read once
 			return data, nil
 		}
 	}

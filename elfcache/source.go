@@ -73,6 +73,21 @@ func (s *source) readAt(p []byte, off uint64) int {
 	return n
 }
 
+// drop lets the kernel take back the pages of [off, off+n) of a mapped
+// file, read through once to build what is kept instead (a section
+// decompressed into the SectionCache, a symbol table): they would
+// otherwise stay in the resident set until the object is closed. Read
+// again, they come back from the page cache. A file read into memory
+// keeps its bytes.
+func (s *source) drop(off, n uint64) {
+	if s.unmap == nil || off >= uint64(len(s.data)) {
+		return
+	}
+	end := off + min(n, uint64(len(s.data))-off)
+	start := off &^ uint64(os.Getpagesize()-1) // the mapping starts on a page
+	mmapfile.Drop(s.data[start:end])
+}
+
 func (s *source) close() error {
 	if s.unmap != nil {
 		f := s.unmap

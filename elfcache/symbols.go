@@ -178,9 +178,29 @@ func (o *Object) buildSymbols() {
 	}
 	cands = o.pltSymbols(cands)
 	o.syms = buildSymtab(cands)
-	o.held.heap.Add(o.syms.heldBytes())
 	if key != nil && o.symErr == nil {
-		o.storeSymtab(key, o.syms, o.symFrom)
+		if t := o.storeSymtab(key, o.syms, o.symFrom); t != o.syms {
+			o.syms = t
+			o.held.heap.Add(int64(len(t.names))) // as when loaded
+			owner.dropSymtab()
+			return
+		}
+	}
+	o.held.heap.Add(o.syms.heldBytes())
+}
+
+// dropSymtab lets the pages of o's .symtab and its strings go from the
+// resident set (source.drop): what is built from them is kept elsewhere.
+func (o *Object) dropSymtab() {
+	s := o.section(".symtab")
+	if s == nil || s.Type != elf.SHT_SYMTAB || s.Flags&elf.SHF_COMPRESSED != 0 {
+		return
+	}
+	o.src.drop(s.Offset, s.FileSize)
+	if int(s.Link) < len(o.ef.Sections) && s.Link != 0 {
+		if str := o.ef.Sections[s.Link]; str.Type == elf.SHT_STRTAB && str.Flags&elf.SHF_COMPRESSED == 0 {
+			o.src.drop(str.Offset, str.FileSize)
+		}
 	}
 }
 

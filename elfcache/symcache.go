@@ -150,7 +150,14 @@ func (o *Object) appendSectionSum(k []byte, s *elf.Section) []byte {
 // loadDerived maps o's entry of kind for key and gives its contents to
 // decode; when decode takes them they stay mapped until o is closed.
 func (o *Object) loadDerived(kind string, key []byte, decode func([]byte) bool) bool {
-	data, unmap, ok := o.opts.SectionCache.get(o.buildID, derivedEntry(kind, key), key, anySize)
+	return o.mapDerived(kind, key, decode, true)
+}
+
+// mapDerived is loadDerived; without checkData the entry's data is
+// trusted without being read for its checksum (an entry storeDerived has
+// just written).
+func (o *Object) mapDerived(kind string, key []byte, decode func([]byte) bool, checkData bool) bool {
+	data, unmap, ok := o.opts.SectionCache.getEntry(o.buildID, derivedEntry(kind, key), key, anySize, checkData)
 	if !ok {
 		return false
 	}
@@ -165,15 +172,26 @@ func (o *Object) loadDerived(kind string, key []byte, decode func([]byte) bool) 
 }
 
 // storeDerived keeps parts, one after the other, as o's entry of kind for
-// key.
-func (o *Object) storeDerived(kind string, key []byte, parts ...[]byte) {
+// key, and reports whether it was written.
+func (o *Object) storeDerived(kind string, key []byte, parts ...[]byte) bool {
 	rs := make([]io.Reader, len(parts))
 	size := 0
 	for i, p := range parts {
 		rs[i] = bytes.NewReader(p)
 		size += len(p)
 	}
-	o.opts.SectionCache.putFrom(o.buildID, derivedEntry(kind, key), key, io.MultiReader(rs...), uint64(size))
+	return o.opts.SectionCache.putFrom(o.buildID, derivedEntry(kind, key), key, io.MultiReader(rs...), uint64(size))
+}
+
+// storeMapped is storeDerived for a table built on the heap, which the
+// object would hold until it is closed: the entry written is mapped back
+// and given to decode, so that a report that built the table holds it as
+// the next one will, in the page cache instead of its heap (a large
+// program's symbol tables are megabytes, which the garbage collector's
+// headroom doubles). false when it was not written or not taken back:
+// the caller keeps what it built.
+func (o *Object) storeMapped(kind string, key []byte, decode func([]byte) bool, parts ...[]byte) bool {
+	return o.storeDerived(kind, key, parts...) && o.mapDerived(kind, key, decode, false)
 }
 
 // derivedHeaderBytes is the header of an entry of kind magic: the magic,
@@ -245,8 +263,19 @@ func decodeSymtab(b []byte) (*symtab, Origin, bool) {
 	return t, from, true
 }
 
-// storeSymtab keeps t for key.
-func (o *Object) storeSymtab(key []byte, t *symtab, from Origin) {
+// storeSymtab keeps t for key and returns the table to use from now on:
+// the entry's, mapped, once written.
+func (o *Object) storeSymtab(key []byte, t *symtab, from Origin) *symtab {
 	hdr := derivedHeaderBytes(symtabMagic, byte(from), uint64(len(t.syms)), uint64(len(t.spans)), uint64(len(t.names)))
-	o.storeDerived(symtabEntry, key, hdr, asBytes(t.syms), asBytes(t.spans), []byte(t.names))
+	mapped := t
+	if !o.storeMapped(symtabEntry, key, func(b []byte) bool {
+		m, mfrom, ok := decodeSymtab(b)
+		if ok && mfrom == from {
+			mapped = m
+		}
+		return ok && mfrom == from
+	}, hdr, asBytes(t.syms), asBytes(t.spans), unsafe.Slice(unsafe.StringData(t.names), len(t.names))) {
+		return t
+	}
+	return mapped
 }

@@ -60,6 +60,39 @@ func cacheEntries(t *testing.T, dir, prefix string) []string {
 	return out
 }
 
+// TestSymbolTablesBuiltThenMapped: the report that builds an object's
+// symbol table and function names holds them as the next report will,
+// mapped from the entries it wrote, not on its heap (a large program's
+// are megabytes, which the collector's headroom doubles), and they answer
+// as the tables built without a cache do.
+func TestSymbolTablesBuiltThenMapped(t *testing.T) {
+	needFile(t, libcAMD64)
+	want := viewSymbols(t, libcAMD64, Options{})
+	c, err := NewSectionCache(t.TempDir(), 0)
+	require.NoError(t, err)
+	o, err := Open(libcAMD64, Options{SectionCache: c})
+	require.NoError(t, err)
+	defer o.Close()
+	o.Symbols()
+	require.NotNil(t, o.syms)
+	assert.Equal(t, int64(len(o.syms.names)), o.held.heap.Load(), "the table built is on the heap, not the entry's")
+	_, ok := o.FunctionNamed("malloc")
+	require.True(t, ok)
+	o.cachedMu.Lock()
+	mapped := len(o.cached)
+	o.cachedMu.Unlock()
+	assert.GreaterOrEqual(t, mapped, 2, "the tables built were not taken back from their entries")
+	got := symbolView{Syms: o.Symbols(), From: o.symFrom, ByName: map[string]uint64{}}
+	assert.Equal(t, want.Syms, got.Syms)
+	assert.Equal(t, want.From, got.From)
+	for name, addr := range want.ByName {
+		a, ok := o.FunctionNamed(name)
+		if !assert.True(t, ok, name) || !assert.Equal(t, addr, a, name) {
+			break
+		}
+	}
+}
+
 // TestSymbolTableCache checks that the symbol table and the function names
 // kept in a SectionCache answer as the tables built without one: cold,
 // warm (used from the entries, not rebuilt), with and without the debug
