@@ -69,7 +69,7 @@ func (o *Object) functionNames() *funcNames {
 	if key != nil && err == nil {
 		if m := o.storeFuncNames(key, f); m != f {
 			f = m
-			owner.dropSymtab()
+			o.dropSymtabs(owner)
 		}
 	}
 	return f

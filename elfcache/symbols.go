@@ -182,18 +182,25 @@ func (o *Object) buildSymbols() {
 		if t := o.storeSymtab(key, o.syms, o.symFrom); t != o.syms {
 			o.syms = t
 			o.held.heap.Add(int64(len(t.names))) // as when loaded
-			owner.dropSymtab()
+			o.dropSymtabs(owner)
 			return
 		}
 	}
 	o.held.heap.Add(o.syms.heldBytes())
 }
 
-// dropSymtab lets the pages of o's .symtab and its strings go from the
-// resident set (source.drop): what is built from them is kept elsewhere.
-func (o *Object) dropSymtab() {
-	s := o.section(".symtab")
-	if s == nil || s.Type != elf.SHT_SYMTAB || s.Flags&elf.SHF_COMPRESSED != 0 {
+// dropSymtabs lets the pages of o's .dynsym and owner's .symtab, with
+// their strings, go from the resident set (source.drop): what is built
+// from them is kept elsewhere.
+func (o *Object) dropSymtabs(owner *Object) {
+	o.dropSymbolPages(".dynsym")
+	owner.dropSymbolPages(".symtab")
+}
+
+// dropSymbolPages is dropSymtabs for one symbol table of o.
+func (o *Object) dropSymbolPages(name string) {
+	s := o.section(name)
+	if s == nil || s.Type != elf.SHT_SYMTAB && s.Type != elf.SHT_DYNSYM || s.Flags&elf.SHF_COMPRESSED != 0 {
 		return
 	}
 	o.src.drop(s.Offset, s.FileSize)
