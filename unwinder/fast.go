@@ -93,16 +93,102 @@ func (f *fastRow) compile(a arch.Arch, row *cfi.Row, explicit uint64) {
 	f.flags = f.compact(a, row, explicit)
 }
 
-// setFrom makes f the compact row g, copying only the rules g uses: every
-// reader of rules stops at nrules, and most rows have a few of the 23 (a
-// second-level row is then one or two cache lines to read, not four).
-// TestSetFromCopiesEveryField keeps it in step with fastRow's fields.
-func (f *fastRow) setFrom(g *fastRow) {
-	f.cfaOff, f.offMask, f.minOff, f.maxOff, f.raOff = g.cfaOff, g.offMask, g.minOff, g.maxOff, g.raOff
-	f.flags, f.arch, f.cfaReg, f.raReg, f.pcReg, f.spReg = g.flags, g.arch, g.cfaReg, g.raReg, g.pcReg, g.spReg
-	f.nrules, f.noff, f.nwalk = g.nrules, g.noff, g.nwalk
-	n := min(int(g.nrules), len(g.rules))
-	copy(f.rules[:n], g.rules[:n])
+// spillRow is a fastRow packed for the row cache's second level: 64 bytes
+// instead of 224, for rows of at most maxSpillRules rules whose offsets fit
+// 16 bits and whose CFA offset fits 32 (every row of an ordinary function;
+// not a signal frame's), which pack returns false for. offMask, minOff and
+// maxOff are not kept: setFromSpill computes them again from the rules.
+type spillRow struct {
+	cfaOff int32
+	raOff  int32
+	flags  uint16
+	arch   arch.Arch
+	cfaReg uint8
+	raReg  uint8
+	pcReg  uint8
+	spReg  uint8
+	nrules uint8
+	noff   uint8
+	nwalk  uint8
+	rules  [maxSpillRules]spillRule
+}
+
+// maxSpillRules is as many rules as a spillRow holds in 64 bytes: x86_64's
+// return address and six callee-saved registers, arm64's x19 to x30.
+const maxSpillRules = 11
+
+// spillRule is a fastRule packed: off is the offset, or for a RuleRegister
+// rule the source register; kv is the kind, with spillVTL for vtl.
+type spillRule struct {
+	off int16
+	col uint8
+	kv  uint8
+}
+
+const spillVTL = 0x80
+
+var _ [64 - unsafe.Sizeof(spillRow{})]byte // no larger than 64 bytes
+
+// pack stores f in s; false when f does not pack (s is then unchanged).
+func (s *spillRow) pack(f *fastRow) bool {
+	if f.flags&fastOK == 0 {
+		// No compact form: the general step, which reads only flags.
+		*s = spillRow{flags: f.flags, arch: f.arch}
+		return true
+	}
+	n := int(f.nrules)
+	if n > maxSpillRules || n > len(f.rules) || int64(int32(f.cfaOff)) != f.cfaOff {
+		return false
+	}
+	var rules [maxSpillRules]spillRule
+	for i := range n {
+		fr := &f.rules[i]
+		off := fr.off
+		if fr.kind == cfi.RuleRegister {
+			off = int32(fr.reg)
+		}
+		if int32(int16(off)) != off || fr.kind >= spillVTL {
+			return false
+		}
+		kv := uint8(fr.kind)
+		if fr.vtl {
+			kv |= spillVTL
+		}
+		rules[i] = spillRule{off: int16(off), col: fr.col, kv: kv}
+	}
+	*s = spillRow{cfaOff: int32(f.cfaOff), raOff: f.raOff, flags: f.flags, arch: f.arch,
+		cfaReg: f.cfaReg, raReg: f.raReg, pcReg: f.pcReg, spReg: f.spReg,
+		nrules: f.nrules, noff: f.noff, nwalk: f.nwalk, rules: rules}
+	return true
+}
+
+// setFromSpill makes f the row s packed.
+func (f *fastRow) setFromSpill(s *spillRow) {
+	f.cfaOff, f.raOff, f.flags, f.arch = int64(s.cfaOff), s.raOff, s.flags, s.arch
+	f.cfaReg, f.raReg, f.pcReg, f.spReg = s.cfaReg, s.raReg, s.pcReg, s.spReg
+	f.nrules, f.noff, f.nwalk = s.nrules, s.noff, s.nwalk
+	f.offMask, f.minOff, f.maxOff = 0, 0, 0
+	n := min(int(s.nrules), maxSpillRules)
+	for i := range n {
+		r := &s.rules[i]
+		fr := fastRule{col: r.col, kind: cfi.RuleKind(r.kv &^ spillVTL), vtl: r.kv&spillVTL != 0}
+		if fr.kind == cfi.RuleRegister {
+			fr.reg = uint8(r.off)
+		} else {
+			fr.off = int32(r.off)
+		}
+		if i < int(s.noff) {
+			// As compact computes them, over the RuleOffset rules.
+			if i == 0 || fr.off < f.minOff {
+				f.minOff = fr.off
+			}
+			if i == 0 || fr.off > f.maxOff {
+				f.maxOff = fr.off
+			}
+			f.offMask |= 1 << fr.col
+		}
+		f.rules[i] = fr
+	}
 }
 
 // plainRule is a rule with its expression, if any, compiled: kind is

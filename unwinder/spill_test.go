@@ -1,6 +1,7 @@
 package unwinder
 
 import (
+	"math/rand/v2"
 	"testing"
 	"unsafe"
 
@@ -119,28 +120,102 @@ func TestSpillLevel(t *testing.T) {
 	}
 }
 
-// TestSetFromCopiesEveryField fills every byte of two fastRows with
-// different values and checks that setFrom copies each field, and the rules
-// in use, of one into the other: a field added to fastRow and not to setFrom
-// fails here (the second level would hand back rows without it).
-func TestSetFromCopiesEveryField(t *testing.T) {
-	fill := func(f *fastRow, seed byte) {
-		b := unsafe.Slice((*byte)(unsafe.Pointer(f)), unsafe.Sizeof(*f))
+// TestSpillRowRoundTrip compiles rows of random rules, as CFI gives them,
+// for both architectures, packs each into a spillRow and unpacks it over a
+// fastRow filled with other bytes: what comes back must be the compiled
+// row, every field of it (a field added to fastRow and not to spillRow
+// fails here: the second level would hand back rows without it), the rules
+// past nrules aside and a rule's source register where only RuleRegister
+// reads it. Rows that cannot pack (too many rules, offsets too large) must
+// say so and leave the spillRow as it was.
+func TestSpillRowRoundTrip(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(1, 2))
+	kinds := []cfi.RuleKind{cfi.RuleOffset, cfi.RuleOffset, cfi.RuleOffset, cfi.RuleValOffset, cfi.RuleRegister, cfi.RuleUndefined}
+	packed, refused, compact := 0, 0, 0
+	for iter := range 20000 {
+		a := arch.AMD64
+		if iter%2 == 1 {
+			a = arch.ARM64
+		}
+		var row cfi.Row
+		row.RA = uint16(a.PC())
+		if a == arch.ARM64 {
+			row.RA = 30
+		}
+		row.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: uint16(a.SP()), Offset: int64(rnd.IntN(512)) * 8}
+		if rnd.IntN(50) == 0 {
+			row.CFA.Offset = 1 << 33 // too far for 32 bits
+		}
+		row.Regs[row.RA] = cfi.Rule{Kind: cfi.RuleOffset, Offset: -8}
+		for range rnd.IntN(14) {
+			r := rnd.IntN(arch.MaxRegs)
+			k := kinds[rnd.IntN(len(kinds))]
+			rule := cfi.Rule{Kind: k, Offset: -8 * int64(1+rnd.IntN(64))}
+			if rnd.IntN(40) == 0 {
+				rule.Offset = -1 << 20 // too far for 16 bits
+			}
+			if k == cfi.RuleRegister {
+				rule.Reg = uint16(rnd.IntN(arch.MaxRegs + 4))
+			}
+			row.Regs[r] = rule
+		}
+		row.Signal = rnd.IntN(30) == 0
+		var f fastRow
+		f.compile(a, &row, explicitRules(&row))
+
+		var s spillRow
+		before := spillRow{cfaOff: 77, nrules: 99}
+		s = before
+		if !s.pack(&f) {
+			refused++
+			if s != before {
+				t.Fatalf("row %d: a refused pack changed the spillRow", iter)
+			}
+			if f.flags&fastOK == 0 {
+				t.Fatalf("row %d: a row without compact form refused", iter)
+			}
+			if int(f.nrules) <= maxSpillRules && int64(int32(f.cfaOff)) == f.cfaOff {
+				fits := true
+				for _, fr := range f.rules[:f.nrules] {
+					if fr.kind != cfi.RuleRegister && int32(int16(fr.off)) != fr.off {
+						fits = false
+					}
+				}
+				if fits {
+					t.Fatalf("row %d: %+v refused though it fits", iter, f)
+				}
+			}
+			continue
+		}
+		packed++
+		var got fastRow
+		b := unsafe.Slice((*byte)(unsafe.Pointer(&got)), unsafe.Sizeof(got))
 		for i := range b {
-			b[i] = seed + byte(i)*7
+			b[i] = byte(i)*7 + 100
+		}
+		got.setFromSpill(&s)
+		if f.flags&fastOK == 0 {
+			// No compact form: only the flags are read.
+			if got.flags != f.flags {
+				t.Fatalf("row %d: flags %#x unpacked as %#x", iter, f.flags, got.flags)
+			}
+			continue
+		}
+		compact++
+		want := f
+		n := int(f.nrules)
+		copy(want.rules[n:], got.rules[n:]) // never read
+		for i := range want.rules[:n] {
+			if want.rules[i].kind != cfi.RuleRegister {
+				want.rules[i].reg = got.rules[i].reg // never read
+			}
+		}
+		if got != want {
+			t.Fatalf("row %d: unpacked\n%+v\nwant\n%+v", iter, got, want)
 		}
 	}
-	for _, n := range []uint8{0, 3, maxFastRules} {
-		var src, dst fastRow
-		fill(&src, 1)
-		fill(&dst, 100)
-		src.nrules = n
-		dst.setFrom(&src)
-		want := src
-		// The rules past nrules are never read: dst keeps its own.
-		copy(want.rules[n:], dst.rules[n:])
-		if dst != want {
-			t.Errorf("nrules %d: setFrom gave\n%+v\nwant\n%+v", n, dst, want)
-		}
+	t.Logf("%d rows packed and unpacked (%d with a compact form), %d refused", packed, compact, refused)
+	if compact < 5000 || refused < 500 {
+		t.Errorf("%d packed with a compact form, %d refused: the rows do not try both", compact, refused)
 	}
 }
