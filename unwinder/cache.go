@@ -237,7 +237,7 @@ func (c *Cache) rowMiss(a arch.Arch, obj Object, addr, set uint64) *cacheEntry {
 // report's resident set over 64 MB for 1% less CPU).
 //
 // A lookup reads the set's two tags (a hash of the key, 0 for an empty
-// way) from an array of 128 KiB that mostly stays in the CPU's caches, and
+// way) from an array of 64 KiB that mostly stays in the CPU's caches, and
 // an entry, key and row together, only when its tag matches: a hit reads
 // one entry of the 1.4 MiB, a miss none. Each page of entries is first
 // touched by the write that fills it. (Read first, a fresh page is the
