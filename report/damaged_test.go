@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/ustack/ustack/internal/testprog"
 	"github.com/ustack/ustack/perfdata"
 )
@@ -517,4 +520,25 @@ func TestDamagedResyncSummary(t *testing.T) {
 	if s := buf.String(); !strings.Contains(s, want) || !strings.Contains(s, skip) {
 		t.Errorf("summary does not name the damage (%q ... %q):\n%s", want, skip, s)
 	}
+	// The JSON summary record says the same.
+	buf.Reset()
+	jw := NewJSONWriter(&buf, false)
+	require.NoError(t, jw.WriteSummary(got.sum))
+	require.NoError(t, jw.Flush())
+	var rec struct {
+		Summary struct {
+			Damage []struct {
+				Offset, Resume int64
+				Error          string
+			}
+			DecodeError *string `json:"decode_error"`
+		}
+	}
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &rec), buf.String())
+	require.Len(t, rec.Summary.Damage, 1, buf.String())
+	d := rec.Summary.Damage[0]
+	assert.Equal(t, int64(v.off), d.Offset, "JSON damage offset")
+	assert.Equal(t, int64(next), d.Resume, "JSON damage resume")
+	assert.NotEmpty(t, d.Error)
+	assert.Nil(t, rec.Summary.DecodeError)
 }

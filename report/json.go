@@ -203,6 +203,27 @@ type jsonSummary struct {
 	Missing  []jsonMissing `json:"missing"`
 	// FPAudit is the frame-pointer audit (fpaudit.go).
 	FPAudit jsonFPAudit `json:"fp_audit"`
+	// What the text summary's lines count: the stacks by stop, those the
+	// stack snapshot's size cut, the samples without user registers or
+	// stack, or of processes the recording holds no maps of, the stacks
+	// that stopped for want of unwind information by object, the records
+	// skipped, and the damage read past.
+	Stops       map[string]int `json:"stops"`
+	SnapshotCut int            `json:"snapshot_cut"`
+	NoUserData  int            `json:"no_user_data"`
+	NoMaps      int            `json:"no_maps"`
+	NoUnwindIn  map[string]int `json:"no_unwind_in"`
+	Skipped     map[string]int `json:"skipped_records"`
+	Damage      []jsonDamage   `json:"damage"`
+	DecodeError *string        `json:"decode_error"`
+}
+
+// jsonDamage is a damaged stretch of a recording that reading resumed
+// after (perfdata.Damage).
+type jsonDamage struct {
+	Offset int64  `json:"offset"`
+	Resume int64  `json:"resume"`
+	Error  string `json:"error"`
 }
 
 type jsonObject struct {
@@ -244,5 +265,27 @@ func (j *JSONWriter) WriteSummary(s *Summary) error {
 	}
 	sort.Slice(out.Missing, func(a, b int) bool { return out.Missing[a].Path < out.Missing[b].Path })
 	out.FPAudit = fpAuditJSON(&s.FP)
+	out.Stops = orEmpty(s.Stops)
+	out.SnapshotCut, out.NoUserData, out.NoMaps = s.SnapshotCut, s.NoUserData, s.noMapsSamples
+	out.NoUnwindIn, out.Skipped = orEmpty(s.NoUnwindIn), orEmpty(s.Skipped)
+	out.Damage = make([]jsonDamage, 0, len(s.Damage))
+	for _, d := range s.Damage {
+		jd := jsonDamage{Offset: d.Offset, Resume: d.Resume}
+		if d.Err != nil {
+			jd.Error = d.Err.Error()
+		}
+		out.Damage = append(out.Damage, jd)
+	}
+	if s.DecodeError != nil {
+		out.DecodeError = orNull(s.DecodeError.Error())
+	}
 	return j.enc.Encode(jsonSummaryRecord{out})
+}
+
+// orEmpty is m, or an empty map for nil (JSON's {} rather than null).
+func orEmpty(m map[string]int) map[string]int {
+	if m == nil {
+		return map[string]int{}
+	}
+	return m
 }

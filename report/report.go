@@ -259,6 +259,9 @@ type Summary struct {
 	// FP is the frame-pointer audit (fpaudit.go).
 	FP FPAudit
 
+	// noMapsSamples is the samples NoMaps counts (JSON's no_maps).
+	noMapsSamples int
+
 	core bool // a core dump's threads: no stack snapshot to enlarge
 	// goroutines: a Go core's goroutines (CoreOptions.Goroutines).
 	goroutines bool
@@ -794,6 +797,9 @@ func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary,
 	err := <-emitErr
 	sum.Missing = p.resolver.Missing()
 	sum.NoMaps = p.noMapsLine()
+	for _, n := range p.noMaps {
+		sum.noMapsSamples += n
+	}
 	if p.opts.ObjectSources {
 		sum.Objects = p.resolver.Objects()
 	}

@@ -133,3 +133,35 @@ func TestJSONTraceFieldsAndNulls(t *testing.T) {
 	require.NoError(t, err)
 	require.Error(t, sch.Validate(v), "the schema accepts a frame without inlined")
 }
+
+// TestJSONSummaryCountsMatchSamples: the summary record's stops are the
+// stops of the samples the same report wrote, counted from its lines, and
+// its sample count theirs: the formats do not contradict each other.
+func TestJSONSummaryCountsMatchSamples(t *testing.T) {
+	r, err := perfdata.Open(filepath.Join("..", "perfdata", "testdata", "dwarf.data"))
+	require.NoError(t, err)
+	defer r.Close()
+	var b bytes.Buffer
+	w := NewJSONWriter(&b, false)
+	sum, err := Run(r, Options{Kallsyms: "-", SymFS: t.TempDir()}, w.Write)
+	require.NoError(t, err)
+	require.NoError(t, w.WriteSummary(sum))
+	require.NoError(t, w.Flush())
+	lines := validateLines(t, reportSchema(t), b.Bytes())
+	require.Greater(t, len(lines), 1)
+	stops := map[string]int{}
+	for _, l := range lines[:len(lines)-1] {
+		stops[l["stop"].(string)]++
+	}
+	all := bytes.Split(bytes.TrimSpace(b.Bytes()), []byte("\n"))
+	var rec struct {
+		Summary struct {
+			Samples int
+			Stops   map[string]int
+		}
+	}
+	require.NoError(t, json.Unmarshal(all[len(all)-1], &rec))
+	require.Equal(t, stops, rec.Summary.Stops, "stops by the samples' lines and by the summary record")
+	require.Equal(t, len(lines)-1, rec.Summary.Samples)
+	require.GreaterOrEqual(t, len(stops), 2, "one kind of stop: the test does not tell counts apart")
+}
