@@ -87,10 +87,16 @@ func LoadProc(dir, perfCache string) (t *Table, store func(), err error) {
 		if buf == nil {
 			return t, nil
 		}
-		if packed, _ := decodeEntry(buf, false); packed != nil {
-			t = packed
+		packed, _ := decodeEntry(buf, false)
+		if packed == nil {
+			return t, func() { storeEntry(dir, boot, buf) }
 		}
-		return t, func() { storeEntry(dir, boot, buf) }
+		return packed, func() {
+			if buf != nil && storeEntry(dir, boot, buf) {
+				packed.moveOnto(filepath.Join(dir, boot), buf)
+			}
+			buf = nil // whoever keeps store does not keep the bytes
+		}
 	}
 	if t, prefix := fromPerfCache(perfCache); t != nil {
 		t, store := storeTable(t, prefix)
@@ -331,16 +337,42 @@ func encodeEntry(syms []Symbol, lo, hi uint64, prefix []byte) []byte {
 	return buf
 }
 
+// moveOnto makes t, decoded from buf, use the entry at path instead,
+// mapped (readEntry), when that holds buf: its pages stay in the page cache
+// until a lookup touches them, where buf, on the heap, is 4 MB the garbage
+// collector's headroom doubles. Lookups made meanwhile use either; the
+// names they returned stay valid (the mapping is never unmapped). Only
+// the header, whose checksum covers the rest, is compared: reading the
+// whole entry would bring every page in.
+func (t *Table) moveOnto(path string, buf []byte) {
+	b, _, release, err := readEntry(path)
+	if err != nil {
+		return
+	}
+	if len(b) != len(buf) || !bytes.Equal(b[:entryHdrSize], buf[:entryHdrSize]) {
+		release(false)
+		return
+	}
+	m, _ := decodeEntry(b, false)
+	if m == nil {
+		release(false)
+		return
+	}
+	t.packed.Store(m.packed.Load())
+	release(true)
+}
+
 // storeEntry writes buf (encodeEntry's) as the entry of boot, through a
 // temporary file renamed into place (concurrent reports never see a
-// partial entry), and removes the entries of other boots.
-func storeEntry(dir, boot string, buf []byte) {
+// partial entry), and removes the entries of other boots. It reports
+// whether the entry was written.
+func storeEntry(dir, boot string, buf []byte) bool {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return
+		return false
 	}
 	tmp, err := os.CreateTemp(dir, ".tmp-*") // 0600: kernel addresses are not for everyone
 	if err != nil {
-		return
+		return false
 	}
 	_, err = tmp.Write(buf)
 	if cerr := tmp.Close(); err == nil {
@@ -351,7 +383,7 @@ func storeEntry(dir, boot string, buf []byte) {
 	}
 	if err != nil {
 		os.Remove(tmp.Name())
-		return
+		return false
 	}
 	// One entry per boot, and only this boot's is of any use.
 	ents, _ := os.ReadDir(dir)
@@ -368,6 +400,7 @@ func storeEntry(dir, boot string, buf []byte) {
 		}
 		os.Remove(filepath.Join(dir, n))
 	}
+	return true
 }
 
 // procReads counts LoadProc's whole reads of /proc/kallsyms made to
@@ -463,5 +496,7 @@ func decodeEntry(b []byte, check bool) (*Table, []byte) {
 		refs = head.refs
 	}
 	text := unsafe.String(unsafe.SliceData(names4), len(names4))
-	return &Table{packed: addrs[:12*count], pnames: text, n: int(count), partial: true, lo: lo, hi: hi, refs: refs}, prefix
+	t := &Table{partial: true, lo: lo, hi: hi, refs: refs}
+	t.packed.Store(&packedSyms{b: addrs[:12*count], names: text, n: int(count)})
+	return t, prefix
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -126,9 +127,26 @@ func TestLoadProcCache(t *testing.T) {
 	_, err = os.Stat(entry)
 	require.ErrorIs(t, err, os.ErrNotExist, "the entry was written before store ran")
 	require.NotNil(t, store)
+	// Lookups go on while store moves the table onto the entry.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 2000 {
+			first.Lookup(0xffffffff81000000 + uint64(i)*0x40)
+		}
+	}()
 	store()
+	<-done
 	st, err := os.Stat(entry)
 	require.NoError(t, err, "no cache entry written")
+	// The table built is now the entry's, mapped, not the heap's bytes.
+	mappedEntry.Lock()
+	m := mappedEntry.data
+	mappedEntry.Unlock()
+	require.NotEmpty(t, m, "the entry written was not mapped")
+	p := first.packed.Load()
+	at, lo := uintptr(unsafe.Pointer(unsafe.SliceData(p.b))), uintptr(unsafe.Pointer(unsafe.SliceData(m)))
+	assert.True(t, at >= lo && at < lo+uintptr(len(m)), "the table handed on was not moved onto the entry's mapping")
 	assert.Equal(t, os.FileMode(0o600), st.Mode().Perm(), "kernel addresses readable by others")
 
 	var cached *Table
@@ -318,7 +336,7 @@ func FuzzDecodeEntry(f *testing.F) {
 		if len(prefix) == 0 || len(prefix) > prefixLen || !tab.partial {
 			t.Fatalf("accepted entry with prefix %d bytes, partial %v", len(prefix), tab.partial)
 		}
-		if tab.packed == nil || len(tab.syms) != 0 {
+		if tab.packed.Load() == nil || len(tab.syms) != 0 {
 			t.Fatalf("a cache entry's table is not packed")
 		}
 		for i := range tab.Len() {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -23,13 +24,12 @@ type Symbol struct {
 type Table struct {
 	syms []Symbol
 	// packed holds, instead of syms, the symbols of a cache entry as the
-	// entry stores them (decodeEntry): n addresses (u64) then n name ends
-	// (u32), little-endian, the names in pnames. No Symbol per name is
-	// made: a lookup makes the one it returns, and the garbage collector
-	// has no pointer to follow in a table of 100,000 symbols.
-	packed []byte
-	pnames string
-	n      int
+	// entry stores them (decodeEntry). No Symbol per name is made: a
+	// lookup makes the one it returns, and the garbage collector has no
+	// pointer to follow in a table of 100,000 symbols. LoadProc's store
+	// moves a table built on the heap onto the entry it wrote, mapped,
+	// while lookups go on (Store).
+	packed atomic.Pointer[packedSyms]
 	// partial: only the kernel image's symbols, from LoadProc's cache;
 	// lookups of addresses in [lo, hi] are exact (Covers).
 	partial bool
@@ -237,31 +237,45 @@ var blank, hexDigit = func() (b [256]bool, h [256]byte) {
 	return b, h
 }()
 
+// packedSyms is a cache entry's symbols as it stores them: n addresses
+// (u64) then n name ends (u32), little-endian, in b; the names in names.
+type packedSyms struct {
+	b     []byte
+	names string
+	n     int
+}
+
 // Len returns the number of symbols.
 func (t *Table) Len() int {
-	if t.packed != nil {
-		return t.n
+	if p := t.packed.Load(); p != nil {
+		return p.n
 	}
 	return len(t.syms)
 }
 
 // packedAddr returns the address of the packed table's symbol i.
-func (t *Table) packedAddr(i int) uint64 { return binary.LittleEndian.Uint64(t.packed[8*i:]) }
+func (t *Table) packedAddr(i int) uint64 { return t.packed.Load().addr(i) }
 
-// packedName returns the name of the packed table's symbol i ("" where
-// the name offsets are out of order: a cache entry trusted by its stamp is
-// not checked again, and damage below the filesystem must not crash).
-func (t *Table) packedName(i int) string {
-	ends := t.packed[8*t.n:]
+// packedName returns the name of the packed table's symbol i.
+func (t *Table) packedName(i int) string { return t.packed.Load().name(i) }
+
+// addr returns the address of symbol i.
+func (p *packedSyms) addr(i int) uint64 { return binary.LittleEndian.Uint64(p.b[8*i:]) }
+
+// name returns the name of symbol i ("" where the name offsets are out of
+// order: a cache entry trusted by its stamp is not checked again, and
+// damage below the filesystem must not crash).
+func (p *packedSyms) name(i int) string {
+	ends := p.b[8*p.n:]
 	start := uint32(0)
 	if i > 0 {
 		start = binary.LittleEndian.Uint32(ends[4*(i-1):])
 	}
 	end := binary.LittleEndian.Uint32(ends[4*i:])
-	if start > end || uint64(end) > uint64(len(t.pnames)) {
+	if start > end || uint64(end) > uint64(len(p.names)) {
 		return ""
 	}
-	return t.pnames[start:end]
+	return p.names[start:end]
 }
 
 // Covers reports whether Lookup answers addr as the whole kernel symbol
@@ -285,9 +299,11 @@ func (t *Table) Address(name string) (uint64, bool) {
 			return s.Addr, true
 		}
 	}
-	for i := 0; i < t.n && t.packed != nil; i++ {
-		if t.packedName(i) == name {
-			return t.packedAddr(i), true
+	if p := t.packed.Load(); p != nil {
+		for i := range p.n {
+			if p.name(i) == name {
+				return p.addr(i), true
+			}
 		}
 	}
 	for i := range t.syms {
@@ -304,13 +320,13 @@ func (t *Table) Lookup(addr uint64) (sym Symbol, offset uint64, ok bool) {
 	if t == nil {
 		return Symbol{}, 0, false
 	}
-	if t.packed != nil {
-		i := sort.Search(t.n, func(i int) bool { return t.packedAddr(i) > addr }) - 1
+	if p := t.packed.Load(); p != nil {
+		i := sort.Search(p.n, func(i int) bool { return p.addr(i) > addr }) - 1
 		if i < 0 {
 			return Symbol{}, 0, false
 		}
-		a := t.packedAddr(i)
-		return Symbol{Addr: a, Name: t.packedName(i)}, addr - a, true
+		a := p.addr(i)
+		return Symbol{Addr: a, Name: p.name(i)}, addr - a, true
 	}
 	i := sort.Search(len(t.syms), func(i int) bool { return t.syms[i].Addr > addr }) - 1
 	if i < 0 {

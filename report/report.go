@@ -588,6 +588,7 @@ func (p *processor) storeKernelSyms() {
 	p.storeOnce.Do(func() {
 		if p.ksymsStore != nil {
 			p.ksymsStore()
+			p.ksymsStore = nil
 		}
 	})
 }
