@@ -324,6 +324,9 @@ func (x *lineIndex) scan() error {
 	x.sortRanges()
 	if key != nil && err == nil {
 		x.storeUnits(key)
+		// Every unit's first entries were read for the index, kept now;
+		// the units later parsed bring back the pages they need.
+		x.owner.dropMapped(x.secs.info)
 	}
 	return err
 }

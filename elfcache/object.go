@@ -7,11 +7,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/ustack/ustack/internal/mmapfile"
 	"io"
 	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/ustack/ustack/arch"
 	"github.com/ustack/ustack/cfi"
@@ -174,9 +176,11 @@ type Object struct {
 	callTargets []uint64
 
 	// cachedMu guards cached: the unmap functions of sections mapped
-	// from the SectionCache, released by Close.
-	cachedMu sync.Mutex
-	cached   []func() error
+	// from the SectionCache, released by Close; and cachedData, what
+	// cachedSection mapped (dropMapped).
+	cachedMu   sync.Mutex
+	cached     []func() error
+	cachedData [][]byte
 }
 
 // Open opens the ELF file at path (beneath opts.SymFS when that is set) and
@@ -448,7 +452,7 @@ func (o *Object) Close() error {
 			err = e
 		}
 	}
-	o.cached = nil
+	o.cached, o.cachedData = nil, nil
 	o.cachedMu.Unlock()
 	o.dropBuilt()
 	return err
@@ -578,8 +582,40 @@ func (o *Object) cachedSection(c *SectionCache, s *elf.Section, src []byte, size
 	}
 	o.cachedMu.Lock()
 	o.cached = append(o.cached, unmap)
+	o.cachedData = append(o.cachedData, data)
 	o.cachedMu.Unlock()
 	return data, true
+}
+
+// dropMapped lets the pages of b leave the resident set (source.drop) when
+// b lies in the object's mapped file or in a section mapped from the
+// SectionCache, read through once to build what is kept instead; bytes
+// on the heap (a section decompressed into memory, a file read) are kept.
+func (o *Object) dropMapped(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	within := func(m []byte) bool {
+		lo := uintptr(unsafe.Pointer(unsafe.SliceData(m)))
+		return len(m) > 0 && p >= lo && p-lo <= uintptr(len(m)) && uintptr(len(b)) <= uintptr(len(m))-(p-lo)
+	}
+	if o.src.unmap != nil && within(o.src.data) {
+		o.src.drop(uint64(p-uintptr(unsafe.Pointer(unsafe.SliceData(o.src.data)))), uint64(len(b)))
+		return
+	}
+	o.cachedMu.Lock()
+	defer o.cachedMu.Unlock()
+	for _, m := range o.cachedData {
+		if within(m) {
+			// The whole pages of b (madvise takes a page's start).
+			page := uintptr(os.Getpagesize())
+			if skip := (page - p%page) % page; skip < uintptr(len(b)) {
+				mmapfile.Drop(b[skip:])
+			}
+			return
+		}
+	}
 }
 
 // readAllLimit reads exactly size bytes from r.

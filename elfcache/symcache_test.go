@@ -2,6 +2,7 @@ package elfcache
 
 import (
 	"debug/dwarf"
+	"debug/elf"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -286,4 +287,42 @@ func TestUnitIndexCache(t *testing.T) {
 		written = st.ModTime()
 	}
 	fresh.Close()
+}
+
+// TestDropMappedKeepsBytes: dropMapped lets pages of a mapping go, and
+// must never touch bytes on the heap (MADV_DONTNEED on anonymous memory
+// would zero them). libc's debug file's .debug_info, compressed, comes
+// decompressed onto the heap without a SectionCache and mapped from one
+// with it; the file's own .symtab is mapped, or read with NoMmap. Each is
+// dropped and must read back as it was.
+func TestDropMappedKeepsBytes(t *testing.T) {
+	needFile(t, libcAMD64)
+	c, err := NewSectionCache(t.TempDir(), 0)
+	require.NoError(t, err)
+	for name, opts := range map[string]Options{"heap": {}, "cache": {SectionCache: c}, "read": {NoMmap: true}} {
+		o, err := Open(libcAMD64, opts)
+		require.NoError(t, err)
+		owner := o
+		if d := o.DebugFile(); d != nil {
+			owner = d
+		}
+		checked := 0
+		for _, sec := range []string{".debug_info", ".symtab", ".dynsym", ".text"} {
+			s := owner.section(sec)
+			if s == nil || s.Type == elf.SHT_NOBITS {
+				continue
+			}
+			b, err := owner.sectionData(s)
+			if err != nil || len(b) < 3*4096 {
+				continue
+			}
+			want := append([]byte(nil), b...)
+			owner.dropMapped(b)
+			owner.dropMapped(b[4097 : len(b)-5]) // not on a page
+			require.Equal(t, want, b, "%s: %s changed by dropMapped", name, sec)
+			checked++
+		}
+		require.NotZero(t, checked, name)
+		o.Close()
+	}
 }
