@@ -608,11 +608,7 @@ func (o *Object) dropMapped(b []byte) {
 	defer o.cachedMu.Unlock()
 	for _, m := range o.cachedData {
 		if within(m) {
-			// The whole pages of b (madvise takes a page's start).
-			page := uintptr(os.Getpagesize())
-			if skip := (page - p%page) % page; skip < uintptr(len(b)) {
-				mmapfile.Drop(b[skip:])
-			}
+			mmapfile.DropPages(b)
 			return
 		}
 	}

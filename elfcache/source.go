@@ -83,9 +83,7 @@ func (s *source) drop(off, n uint64) {
 	if s.unmap == nil || off >= uint64(len(s.data)) {
 		return
 	}
-	end := off + min(n, uint64(len(s.data))-off)
-	start := off &^ uint64(os.Getpagesize()-1) // the mapping starts on a page
-	mmapfile.Drop(s.data[start:end])
+	mmapfile.DropPages(s.data[off : off+min(n, uint64(len(s.data))-off)])
 }
 
 func (s *source) close() error {

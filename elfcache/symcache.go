@@ -270,10 +270,10 @@ func (o *Object) storeSymtab(key []byte, t *symtab, from Origin) *symtab {
 	mapped := t
 	if !o.storeMapped(symtabEntry, key, func(b []byte) bool {
 		m, mfrom, ok := decodeSymtab(b)
-		if ok && mfrom == from {
+		if ok = ok && mfrom == from; ok {
 			mapped = m
 		}
-		return ok && mfrom == from
+		return ok
 	}, hdr, asBytes(t.syms), asBytes(t.spans), unsafe.Slice(unsafe.StringData(t.names), len(t.names))) {
 		return t
 	}

@@ -13,12 +13,12 @@ import (
 // key): 2 ways of 256 sets, 128 KiB. Programs whose stacks pass through more
 // return addresses than that (a compiler: tens of thousands) would ask the
 // Object again and again, at a microsecond a row; once the hot level has
-// missed spillAfter times, a second level (2 ways of 8,192 sets, 1.5 MiB,
+// missed spillAfter times, a second level (2 ways of 8,192 sets, 1.4 MiB,
 // allocated then, so small unwinds never touch it, and free of pointers, so
 // the garbage collector never scans it) keeps the rows the hot level
 // evicts, each packed into 64 bytes (spillRow). The full cfi.Row (some 600
-// bytes) is needed only by the general step, for the rare rows that have no compact form and for
-// addresses without CFI; a small direct-mapped side cache holds those,
+// bytes) is needed only by the general step, for the rare rows that have
+// no compact form and for addresses without CFI; a small direct-mapped side cache holds those,
 // refilled from the Object on a miss.
 const (
 	cacheWays = 2

@@ -114,7 +114,9 @@ type spillRow struct {
 }
 
 // maxSpillRules is as many rules as a spillRow holds in 64 bytes: x86_64's
-// return address and six callee-saved registers, arm64's x19 to x30.
+// return address and its six callee-saved registers; on arm64 the return
+// address, the frame pointer and eight of x19-x28 (a function that saves
+// all ten, 12 rules, is compiled again at each of its misses).
 const maxSpillRules = 11
 
 // spillRule is a fastRule packed: off is the offset, or for a RuleRegister

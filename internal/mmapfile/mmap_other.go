@@ -12,5 +12,8 @@ func Map(f *os.File, size int64) (data []byte, unmap func() error, err error) {
 // Sequential does nothing here.
 func Sequential(b []byte) {}
 
+// DropPages does nothing here.
+func DropPages(b []byte) {}
+
 // Drop does nothing here.
 func Drop(b []byte) {}
