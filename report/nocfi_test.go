@@ -2,10 +2,14 @@ package report
 
 import (
 	"bytes"
+	"context"
+	"debug/elf"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -106,7 +110,10 @@ int main(void) {
 // the walk goes on to _start. A return address after a call through a
 // function pointer, or to another function that tail-called the frame's,
 // proves nothing of the frame's function: such stacks are fp_guess, not
-// outermost, with the frame named.
+// outermost, with the frame named. One more core, made by gdb, is stopped
+// at the recursive function's first instruction in a call of itself: the
+// word at its SP is its own return address (a kill landed there once, on
+// a busy machine, and the stack ended at its first frame).
 func TestNoCFILibraryMatchesGDB(t *testing.T) {
 	p := fileCorePattern(t)
 	if _, err := exec.LookPath("gdb"); err != nil {
@@ -121,8 +128,13 @@ func TestNoCFILibraryMatchesGDB(t *testing.T) {
 	bin := testprog.Build(t, dir, "main.c", noCFIMainSrc, "-O2", "-g", "-L"+libDir, "-Wl,-rpath,"+libDir, "-Wl,--no-as-needed", "-lnocfi")
 
 	var guessed, proven int
-	for k := range 6 {
-		core := killedCore(t, dir, p, time.Duration(20+37*k)*time.Millisecond, nil, bin)
+	for k := range 7 {
+		var core string
+		if k < 6 {
+			core = killedCore(t, dir, p, time.Duration(20+37*k)*time.Millisecond, nil, bin)
+		} else {
+			core = recursionEntryCore(t, dir, bin, withCFI, "nocfi_work", "recurse")
+		}
 		frames, want := gdbFramesWithCFI(t, dir, bin, core, lib, withCFI)
 		require.Equal(t, "main", frames[len(frames)-1].name, "gdb's stack ends at main: %s", describeGDB(frames))
 
@@ -224,6 +236,53 @@ func killedCore(t *testing.T, dir, p string, delay time.Duration, env []string, 
 	time.Sleep(delay)
 	require.NoError(t, cmd.Process.Signal(syscall.SIGABRT))
 	return coreOf(t, cmd.Wait(), run, p, stderr.String())
+}
+
+// recursionEntryCore runs bin under gdb to the first instruction of the
+// function of lib (its unstripped build withCFI) whose symbol begins with
+// prefix, in a call of itself (the word at the SP returns into it), and
+// returns gdb's core of it. exported is a global function of lib, by which
+// lib's load address is found.
+func recursionEntryCore(t *testing.T, dir, bin, withCFI, exported, prefix string) string {
+	t.Helper()
+	f, err := elf.Open(withCFI)
+	require.NoError(t, err)
+	syms, err := f.Symbols()
+	f.Close()
+	require.NoError(t, err)
+	var exp, fn elf.Symbol
+	for _, s := range syms {
+		switch {
+		case s.Name == exported:
+			exp = s
+		case strings.HasPrefix(s.Name, prefix) && elf.ST_TYPE(s.Info) == elf.STT_FUNC && fn.Value == 0:
+			fn = s
+		}
+	}
+	require.NotZero(t, exp.Value, "%s: no symbol %s", withCFI, exported)
+	require.NotZero(t, fn.Size, "%s: no function %s*", withCFI, prefix)
+	core := filepath.Join(dir, "core.gdb")
+	script := fmt.Sprintf(`set pagination off
+set confirm off
+break %s
+run
+delete
+set $fn = (char *)&%s - %#x + %#x
+break *$fn if *(char **)$rsp > $fn && *(char **)$rsp < $fn + %d
+continue
+gcore %s
+kill
+`, exported, exported, exp.Value, fn.Value, fn.Size, core)
+	gdbScript := filepath.Join(dir, "entry.gdb")
+	require.NoError(t, os.WriteFile(gdbScript, []byte(script), 0o644))
+	ctx, cancel := context.WithTimeout(context.Background(), testprog.Timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "gdb", "-nx", "-batch", "-x", gdbScript, bin)
+	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "gdb: %s", out)
+	require.FileExists(t, core, "gdb did not stop in %s called by itself: %s", fn.Name, out)
+	return core
 }
 
 // gdbFramesWithCFI returns gdb's frames of core, whose program is exe,

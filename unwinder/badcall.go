@@ -370,8 +370,11 @@ func (u *Unwinder) framelessReturn(c *Cache, m *Mapping, lookup uint64, cur, nex
 	if ms != MemOK || !u.callsFunction(st.space, m, ra, start+m.Bias, cur) {
 		return false
 	}
-	if c.returnsInto(m, ra, start) {
-		return false // a recursion's return address, maybe stale: see prologueStep
+	if lookup-m.Bias != start && c.returnsInto(m, ra, start) {
+		// A recursion's return address, maybe stale (see
+		// prologueStep); at the function's first instruction it is
+		// the return address.
+		return false
 	}
 	*next = *cur
 	next.Set(arch.AMD64_RIP, ra)

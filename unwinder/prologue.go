@@ -56,13 +56,17 @@ func (u *Unwinder) prologueStep(c *Cache, m *Mapping, lookup, pc uint64, cur, ne
 	if ms != MemOK {
 		return false
 	}
-	if sw.delta == 0 && !sw.rbp && c.returnsInto(m, ra, start) {
-		// Nothing pushed, and the word at the SP returns into the
-		// function itself: a recursion's return address, which an
-		// earlier call of it may have left there. Code that set up
-		// its frame in a called function (V8's baseline code calls
-		// its prologue so; the sweep sees nothing pushed) has such
-		// words at its SP.
+	if sw.delta == 0 && !sw.rbp && sw.called && c.returnsInto(m, ra, start) {
+		// Nothing pushed since a call, and the word at the SP
+		// returns into the function itself: a recursion's return
+		// address, which an earlier call of it may have left there.
+		// Code that set up its frame in a called function (V8's
+		// baseline code calls its prologue so; the sweep sees
+		// nothing pushed) has such words at its SP. Where no call
+		// was passed since the function's first instruction, no
+		// callee can have moved the SP: the word is the return
+		// address, of the function's own recursion (a recursive
+		// call sampled at its callee's entry).
 		return false
 	}
 	guess := false

@@ -6,6 +6,9 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/ustack/ustack/arch"
 	"github.com/ustack/ustack/cfi"
 )
@@ -319,5 +322,95 @@ func TestPrologueStepFalseCallTarget(t *testing.T) {
 			t.Errorf("call targets %#x: %d frames %+v, stop %v (%v); want the caller at %#x by prologue, outermost",
 				targets, res.Frames, frames[:res.Frames], res.Stop, res.Err, uint64(ra))
 		}
+	}
+}
+
+// TestPrologueStepRecursionAtEntry: a recursive function without CFI
+// (gcc's test; je; push %rbx; ...; call itself) sampled before its push,
+// in a call of itself: the word at its SP is its own return address after
+// its call of itself. Nothing was pushed and no call was passed since its
+// first instruction, so no callee can have moved the SP: the word is the
+// return address (stale ones, as V8's baseline code leaves, follow a call:
+// TestX86NoStaleReturnAddress). Before, such a word was refused as maybe
+// stale and the stack ended at its first frame (no_unwind_info), with a
+// symbol for the function or without one, and where the code at the PC
+// cannot be decoded (framelessReturn, by the symbol).
+func TestPrologueStepRecursionAtEntry(t *testing.T) {
+	const (
+		stack = 0x7ff000
+		fn    = 0x402000
+		ra    = 0x403020 // the outer call's return address, in code with CFI
+		self  = fn + 0xd // the recursion's return address
+	)
+	code := []byte{
+		0x85, 0xff, // test %edi,%edi
+		0x74, 0x0c, // je fn+0x10
+		0x53,             // push %rbx
+		0x83, 0xef, 0x01, // sub $1,%edi
+		0xe8, 0xf3, 0xff, 0xff, 0xff, // call fn
+		0x5b,       // pop %rbx
+		0xc3,       // ret
+		0x90,       // nop
+		0x31, 0xc0, // xor %eax,%eax
+		0xc3, // ret
+	}
+	// A byte that is no instruction in 64-bit mode (push %es), then the
+	// same function: no sweep.
+	bad := append([]byte{0x06}, code...)
+	call := []byte{0x90, 0x90, 0x90, 0xe8, 0, 0, 0, 0}
+	for _, tc := range []struct {
+		name string
+		obj  func(code []byte) Object
+		code []byte
+		pcs  []uint64 // offsets of fn sampled
+	}{
+		{"by its symbol", func(code []byte) Object {
+			return &funcObject{fakeObject: fakeObject{rows: []cfi.Row{x86Outermost()}, code: map[uint64][]byte{ra - 8: call, fn: code}},
+				starts: []uint64{fn, 0x403000}}
+		}, code, []uint64{0, 2, 4, 0x10}},
+		{"stripped", func(code []byte) Object {
+			return &hiddenObject{fakeObject: fakeObject{rows: []cfi.Row{x86Outermost()}, code: map[uint64][]byte{ra - 8: call, fn: code}},
+				section: fn, targets: []uint64{fn}}
+		}, code, []uint64{0, 2, 4, 0x10}},
+		{"undecodable, by its symbol", func(code []byte) Object {
+			return &funcObject{fakeObject: fakeObject{rows: []cfi.Row{x86Outermost()}, code: map[uint64][]byte{ra - 8: call, fn: code}},
+				starts: []uint64{fn, 0x403000}}
+		}, bad, []uint64{0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			selfRA := uint64(self + len(tc.code) - len(code))
+			c := slices.Clone(tc.code)
+			// The recursive call's target: fn, from the call's end.
+			binary.LittleEndian.PutUint32(c[selfRA-fn-4:], uint32(int32(int64(fn)-int64(selfRA))))
+			rel := int64(fn) - ra
+			binary.LittleEndian.PutUint32(call[4:], uint32(int32(rel)))
+			obj := tc.obj(c)
+			for _, off := range tc.pcs {
+				sb := &stackBuilder{base: stack, data: make([]byte, 0x100)}
+				sb.put(stack, selfRA)   // the recursion's return address
+				sb.put(stack+8, 0x1234) // the outer call's %rbx, pushed
+				sb.put(stack+0x10, ra)  // the outer call's return address
+				var regs arch.Regs
+				regs.Set(arch.AMD64_RIP, fn+off)
+				regs.Set(arch.AMD64_RSP, stack)
+				frames := make([]Frame, 8)
+				res := New(arch.AMD64, Options{}).Unwind(&Cache{}, textAndStack(obj), &regs, &Stack{Addr: stack, Data: sb.data}, frames)
+				var pcs []uint64
+				for _, f := range frames[:res.Frames] {
+					pcs = append(pcs, f.PC)
+				}
+				want := []uint64{fn + off, selfRA, ra}
+				if tc.code[0] == 0x06 {
+					// The caller's frame, in the same function,
+					// has no sweep: the walk stops there.
+					want = want[:2]
+				}
+				require.Equal(t, want, pcs, "pc fn+%#x: frames %+v, stop %v (%v)", off, frames[:res.Frames], res.Stop, res.Err)
+				assert.Equal(t, MethodFrameless, frames[1].Method, "pc fn+%#x", off)
+				if len(want) == 3 {
+					assert.Equal(t, StopOutermost, res.Stop, "pc fn+%#x: %v", off, res.Err)
+				}
+			}
+		})
 	}
 }

@@ -63,6 +63,9 @@ type frameState struct {
 	// after (spLost: an allocation of a size the code computes, a
 	// realignment), as in functions with variable-length arrays.
 	rbp, spLost bool
+	// called: a call was passed on a path from the function's first
+	// instruction here (see prologueStep's recursion check).
+	called bool
 }
 
 // sameFrame reports whether two paths' states at one instruction agree on the
@@ -304,6 +307,7 @@ func (w *sweeper) step() bool {
 	}
 	// The state the branches here take.
 	if t, arrived := w.arrive(addr); arrived {
+		called := t.called || w.cur.called && !w.gap
 		switch {
 		case w.gap || !w.cur.known:
 			w.cur = t
@@ -312,6 +316,7 @@ func (w *sweeper) step() bool {
 		default:
 			w.cur.spLost = w.cur.spLost || t.spLost
 		}
+		w.cur.called = called
 		w.gap, w.afterCall, w.inEpi = false, false, false
 	}
 	b := w.set
@@ -484,6 +489,7 @@ func (w *sweeper) step() bool {
 		}
 	case op == x86asm.CALL:
 		w.afterCall = true
+		w.cur.called = true
 	case op == x86asm.UD2 || op == x86asm.HLT:
 		w.gap = true
 	case op == x86asm.ENTER || op == x86asm.PUSHF || op == x86asm.POPF || op == x86asm.IRETQ:
@@ -540,6 +546,7 @@ func (w *sweeper) record(t, addr uint64, st frameState) bool {
 		if !sameFrame(&p[i].st, &st) {
 			p[i].st.known = false
 		}
+		p[i].st.called = p[i].st.called || st.called
 		return true
 	}
 	if len(p) == sweepTargets {
