@@ -205,13 +205,15 @@ type jsonSummary struct {
 	FPAudit jsonFPAudit `json:"fp_audit"`
 	// What the text summary's lines count: the stacks by stop, those the
 	// stack snapshot's size cut, the samples without user registers or
-	// stack, or of processes the recording holds no maps of, the stacks
+	// stack, or of processes the recording holds no maps of, or whose PC
+	// lay in none of the maps it holds of their process, the stacks
 	// that stopped for want of unwind information by object, the records
 	// skipped, and the damage read past.
 	Stops       map[string]int `json:"stops"`
 	SnapshotCut int            `json:"snapshot_cut"`
 	NoUserData  int            `json:"no_user_data"`
 	NoMaps      int            `json:"no_maps"`
+	UnmappedPC  int            `json:"unmapped_pc"`
 	NoUnwindIn  map[string]int `json:"no_unwind_in"`
 	Skipped     map[string]int `json:"skipped_records"`
 	Damage      []jsonDamage   `json:"damage"`
@@ -267,6 +269,9 @@ func (j *JSONWriter) WriteSummary(s *Summary) error {
 	out.FPAudit = fpAuditJSON(&s.FP)
 	out.Stops = orEmpty(s.Stops)
 	out.SnapshotCut, out.NoUserData, out.NoMaps = s.SnapshotCut, s.NoUserData, s.noMapsSamples
+	for _, n := range s.unmappedPC {
+		out.UnmappedPC += n
+	}
 	out.NoUnwindIn, out.Skipped = orEmpty(s.NoUnwindIn), orEmpty(s.Skipped)
 	out.Damage = make([]jsonDamage, 0, len(s.Damage))
 	for _, d := range s.Damage {

@@ -191,6 +191,9 @@ type Sample struct {
 
 	// space is the process's address space at the sample (MappingOf).
 	space *resolve.Space
+	// noMaps: the recording holds no maps of the sample's process
+	// (Summary.NoMaps).
+	noMaps bool
 }
 
 // Summary describes a whole report.
@@ -259,8 +262,16 @@ type Summary struct {
 	// FP is the frame-pointer audit (fpaudit.go).
 	FP FPAudit
 
-	// noMapsSamples is the samples NoMaps counts (JSON's no_maps).
+	// UnmappedPC, when not "", says how many samples of processes the
+	// recording holds maps of had their PC in none of them (stop
+	// no_mapping at the first user frame: the records of the mmaps or
+	// the exec that mapped it are missing), and names the processes.
+	UnmappedPC string
+
+	// noMapsSamples is the samples NoMaps counts (JSON's no_maps), and
+	// unmappedPC those UnmappedPC counts, by pid (JSON's unmapped_pc).
 	noMapsSamples int
+	unmappedPC    map[uint32]int
 
 	core bool // a core dump's threads: no stack snapshot to enlarge
 	// goroutines: a Go core's goroutines (CoreOptions.Goroutines).
@@ -304,29 +315,51 @@ func Run(r *perfdata.Reader, opts Options, emit func(*Sample) error) (*Summary, 
 // maps of (processor.noMaps): how many, of how many processes, the three
 // with the most samples named. "" when there were none.
 func (p *processor) noMapsLine() string {
-	if len(p.noMaps) == 0 {
+	n, of, names := p.samplesOf(p.noMaps)
+	if n == 0 {
 		return ""
 	}
-	pids := make([]uint32, 0, len(p.noMaps))
-	n := 0
-	for pid, k := range p.noMaps {
+	return fmt.Sprintf("%s the recording holds no maps of (pid comm: samples %s): their user frames cannot be placed (no_mapping); "+
+		"a recording of some CPUs only (perf record -C) holds the maps of processes whose exec and mmaps ran on them", of, names)
+}
+
+// unmappedPCLine describes the samples whose PC lay in none of the maps
+// the recording holds of their process (Summary.UnmappedPC). "" when there
+// were none.
+func (p *processor) unmappedPCLine(byPid map[uint32]int) string {
+	n, of, names := p.samplesOf(byPid)
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s had their PC in none of the maps the recording holds of their process (pid comm: samples %s), "+
+		"so their stacks stopped at it (no_mapping): the records of the mmaps or the exec that mapped it are missing; "+
+		"a recording of some CPUs only (perf record -C) holds the execs and mmaps that ran on them, and lost events may have held them", of, names)
+}
+
+// samplesOf says how many samples byPid counts (n), of how many processes
+// ("N samples of M processes"), and names the three with the most samples
+// ("pid comm: samples, ...").
+func (p *processor) samplesOf(byPid map[uint32]int) (n int, of, names string) {
+	if len(byPid) == 0 {
+		return 0, "", ""
+	}
+	pids := make([]uint32, 0, len(byPid))
+	for pid, k := range byPid {
 		pids = append(pids, pid)
 		n += k
 	}
 	sort.Slice(pids, func(i, j int) bool {
-		a, b := p.noMaps[pids[i]], p.noMaps[pids[j]]
+		a, b := byPid[pids[i]], byPid[pids[j]]
 		return a > b || a == b && pids[i] < pids[j]
 	})
-	var names []string
+	var each []string
 	for _, pid := range pids[:min(3, len(pids))] {
-		names = append(names, fmt.Sprintf("%d %s: %d", pid, p.commOf(pid), p.noMaps[pid]))
+		each = append(each, fmt.Sprintf("%d %s: %d", pid, p.commOf(pid), byPid[pid]))
 	}
 	if len(pids) > 3 {
-		names = append(names, "...")
+		each = append(each, "...")
 	}
-	return fmt.Sprintf("%s of %s the recording holds no maps of (pid comm: samples %s): their user frames cannot be placed (no_mapping); "+
-		"a recording of some CPUs only (perf record -C) holds the maps of processes whose exec and mmaps ran on them",
-		plural(n, "sample"), processes(len(pids)), strings.Join(names, ", "))
+	return n, plural(n, "sample") + " of " + processes(len(pids)), strings.Join(each, ", ")
 }
 
 // warnGroupRead says, once per event, that an event's samples carry its
@@ -801,6 +834,7 @@ func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary,
 	for _, n := range p.noMaps {
 		sum.noMapsSamples += n
 	}
+	sum.UnmappedPC = p.unmappedPCLine(sum.unmappedPC)
 	if p.opts.ObjectSources {
 		sum.Objects = p.resolver.Objects()
 	}
@@ -835,11 +869,32 @@ func emitJob(sum *Summary, j *job, emit func(*Sample) error, err error) error {
 			sum.NoUserData++
 		}
 		sum.countNoUnwind(&j.out)
+		if !j.out.noMaps && pcUnmapped(&j.out) {
+			if sum.unmappedPC == nil {
+				sum.unmappedPC = map[uint32]int{}
+			}
+			sum.unmappedPC[j.out.Pid]++
+		}
 		sum.addFP(&j.fp)
 		err = emit(&j.out)
 	}
 	j.release()
 	return err
+}
+
+// pcUnmapped reports whether s's stack, with stack bytes to unwind,
+// stopped at its first user frame, whose PC lies in no mapping of its
+// process (stop no_mapping there).
+func pcUnmapped(s *Sample) bool {
+	if s.Stop != unwinder.StopNoMapping.String() || s.StackSize == 0 {
+		return false
+	}
+	for i := range s.Frames {
+		if f := &s.Frames[i]; !f.Kernel {
+			return f.Module == "" && i == len(s.Frames)-1
+		}
+	}
+	return false
 }
 
 func (j *job) release() {
@@ -922,7 +977,8 @@ func (p *processor) newJob(s *perfdata.Sample, index int) *job {
 		}
 	}
 	snap := p.tracker.Maps(s.Pid)
-	if j.hasReg && len(snap.Maps) == 0 && s.Pid != 0 && s.Pid != ^uint32(0) {
+	j.out.noMaps = j.hasReg && len(snap.Maps) == 0 && s.Pid != 0 && s.Pid != ^uint32(0)
+	if j.out.noMaps {
 		if p.noMaps == nil {
 			p.noMaps = map[uint32]int{}
 		}
@@ -1085,6 +1141,9 @@ func (s *Summary) WriteSummary(w io.Writer) {
 	if s.NoMaps != "" {
 		fmt.Fprintf(w, "ustack: %s\n", s.NoMaps)
 	}
+	if s.UnmappedPC != "" {
+		fmt.Fprintf(w, "ustack: %s\n", s.UnmappedPC)
+	}
 	s.writeNoUnwindIn(w)
 	s.writeObjects(w)
 	if len(s.Missing) > 0 {
@@ -1174,7 +1233,6 @@ func (s *Summary) WriteLine(w io.Writer) {
 	fmt.Fprintln(w)
 }
 
-// plural returns "1 object", "2 objects".
 // processes is plural's for "process".
 func processes(n int) string {
 	if n == 1 {
@@ -1183,6 +1241,7 @@ func processes(n int) string {
 	return fmt.Sprintf("%d processes", n)
 }
 
+// plural returns "1 object", "2 objects".
 func plural(n int, noun string) string {
 	if n == 1 {
 		return "1 " + noun

@@ -198,17 +198,18 @@ func (t *TextWriter) appendHeader(b []byte, s *Sample, f Fields, callchain bool)
 
 // appendCallchain prints the stack one frame a line.
 func (t *TextWriter) appendCallchain(b []byte, s *Sample, f Fields) []byte {
-	// perf cannot start an unwind at a PC outside every known mapping,
-	// nor without stack bytes (the kernel could not copy them), and
-	// prints no user frames then; JSON keeps what ustack found. A call
-	// chain or sampled IP (no unwind, no Stop) is printed as recorded,
-	// and so is a stack the kernel's call chain carried (StopCallchain:
-	// perf prints the chain when it cannot unwind).
+	// perf cannot start an unwind in a process it holds no maps of, nor
+	// without stack bytes (the kernel could not copy them), and prints
+	// no user frames then; JSON keeps what ustack found. (A PC outside
+	// the maps it holds, perf prints, [unknown], and so does ustack.) A
+	// call chain or sampled IP (no unwind, no Stop) is printed as
+	// recorded, and so is a stack the kernel's call chain carried
+	// (StopCallchain: perf prints the chain when it cannot unwind).
 	// A core dump's threads are printed whole, as gdb does.
 	noUser := s.Stop != "" && s.Stop != StopCallchain && s.StackSize == 0
 	for i := range s.Frames {
 		fr := &s.Frames[i]
-		if !fr.Kernel && s.Stop != "" && s.Event != CoreEvent && (noUser || fr.Module == "" && (i == 0 || s.Frames[i-1].Kernel)) {
+		if !fr.Kernel && s.Stop != "" && s.Event != CoreEvent && (noUser || s.noMaps && fr.Module == "" && (i == 0 || s.Frames[i-1].Kernel)) {
 			noUser = true
 			continue
 		}

@@ -2,14 +2,20 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/ustack/ustack/internal/testprog"
 	"github.com/ustack/ustack/perfdata"
@@ -450,4 +456,106 @@ func TestReportStdinDamageNamed(t *testing.T) {
 	rc, _, errs := runReport("-i", "-")
 	require.Equal(t, exitPartial, rc, errs)
 	require.Contains(t, errs, "perfdata: standard input: offset ")
+}
+
+// pcOutsideSrc moves itself to CPU 0 and spins there.
+const pcOutsideSrc = `#define _GNU_SOURCE
+#include <sched.h>
+#include <time.h>
+static volatile unsigned long sink;
+__attribute__((noinline)) static void spin(void) { for (int i = 0; i < 1000; i++) sink += i; }
+int main(void) {
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(0, &set);
+	if (sched_setaffinity(0, sizeof set, &set) != 0) return 1;
+	struct timespec t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do { spin(); clock_gettime(CLOCK_MONOTONIC, &t); } while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 300000000L);
+	return 0;
+}
+`
+
+// TestReportPCOutsideMaps: perf record -C 0, run on CPU 1 (taskset -c 1),
+// of a program it execs there, which then moves itself to CPU 0: the
+// recording misses
+// its exec and mmaps, and holds only the maps perf synthesized of its
+// forked child (perf's own, comm perf-exec). Every sample's PC lies
+// outside them. Before, the text format printed no frame for them where
+// perf script prints the PC ([unknown] ([unknown])), JSON had that frame,
+// and the stacks stopped no_mapping with no word of why. The summary now
+// says how many samples of which process had their PC in none of its maps,
+// and why (JSON: unmapped_pc); the text's frames are perf script's.
+func TestReportPCOutsideMaps(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs two CPUs: the program is exec'd on one and samples on the other")
+	}
+	if _, err := exec.LookPath("taskset"); err != nil {
+		t.Skip("taskset is not installed (Debian package util-linux)")
+	}
+	dir := t.TempDir()
+	bin := testprog.Build(t, dir, "outside.c", pcOutsideSrc, "-O2")
+	// perf runs on CPU 1, so its forked child execs the program there.
+	data := filepath.Join(dir, "c.data")
+	ctx, cancel := context.WithTimeout(context.Background(), testprog.Timeout)
+	defer cancel()
+	rec := exec.CommandContext(ctx, "taskset", "-c", "1", testprog.Perf(t), "record", "-q", "-o", data,
+		"-C", "0", "-F", "499", "--call-graph", "dwarf,4096", "--", bin)
+	if msg, err := rec.CombinedOutput(); err != nil {
+		t.Skipf("perf record -C 0 cannot record here: %v: %s", err, msg)
+	}
+
+	fields := "comm,tid,ip,sym,dso"
+	rc, out, errs := runReport("-i", data, "-F", fields)
+	require.Equal(t, exitOK, rc, errs)
+	// The program's samples, as both tools print them, their user
+	// frames (runReport reads no kernel symbols): its comm is the one
+	// perf synthesized (perf-exec).
+	progSamples := func(text string) []string {
+		var got []string
+		for _, block := range strings.Split(text, "\n\n") {
+			if !strings.HasPrefix(strings.TrimSpace(block), "perf-exec ") {
+				continue
+			}
+			var user []string
+			for _, l := range strings.Split(strings.TrimSpace(block), "\n") {
+				if !strings.HasSuffix(l, "([kernel.kallsyms])") {
+					user = append(user, l)
+				}
+			}
+			got = append(got, strings.Join(user, "\n"))
+		}
+		return got
+	}
+	ours := progSamples(out)
+	perfs := progSamples(testprog.Script(t, data, "-F", fields))
+	require.NotEmpty(t, perfs, "perf script shows no sample of the program")
+	require.Equal(t, perfs, ours, "the program's samples, against perf script's")
+	for _, s := range ours {
+		require.Contains(t, s, "[unknown] ([unknown])", "the PC, outside every map")
+	}
+	want := fmt.Sprintf("%d samples of 1 process had their PC in none of the maps the recording holds of their process (pid comm: samples ", len(ours))
+	require.Contains(t, errs, want)
+	require.Contains(t, errs, "perf-exec: ")
+	require.NotContains(t, errs, "holds no maps of")
+
+	rc, js, errs := runReport("-i", data, "--format", "json", "--verbose")
+	require.Equal(t, exitOK, rc, errs)
+	var sum struct {
+		Summary struct {
+			UnmappedPC int            `json:"unmapped_pc"`
+			NoMaps     int            `json:"no_maps"`
+			Stops      map[string]int `json:"stops"`
+		} `json:"summary"`
+	}
+	lines := strings.Split(strings.TrimSpace(js), "\n")
+	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &sum))
+	assert.Equal(t, len(ours), sum.Summary.UnmappedPC)
+	assert.Zero(t, sum.Summary.NoMaps)
+	assert.GreaterOrEqual(t, sum.Summary.Stops["no_mapping"], len(ours))
+
+	// An ordinary recording: no such samples.
+	rc, _, errs = runReport("-i", dwarfData)
+	require.Equal(t, exitOK, rc, errs)
+	require.NotContains(t, errs, "had their PC in none of the maps")
 }
