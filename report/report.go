@@ -814,7 +814,7 @@ func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary,
 			lostSamples += rec.Lost
 		case *perfdata.Raw:
 			// Records that may hold samples ustack cannot read.
-			if t := rec.Type; t == perfdata.RecordCompressed || t == recordCompressed2 || strings.HasPrefix(t.String(), "type(") {
+			if t := rec.Type; t == perfdata.RecordCompressed || t == perfdata.RecordCompressed2 || strings.HasPrefix(t.String(), "type(") {
 				sum.Skipped[t.String()]++
 			}
 		}
@@ -988,10 +988,6 @@ func (p *processor) newJob(s *perfdata.Sample, index int) *job {
 	j.out.space = j.space
 	return j
 }
-
-// recordCompressed2 is PERF_RECORD_COMPRESSED2 (perf 6.x's variant of
-// COMPRESSED, with its data size and padding).
-const recordCompressed2 perfdata.RecordType = 83
 
 // commOf returns a thread's comm, or what perf calls a thread the
 // recording names not: "swapper" for the idle task (tid 0), else ":TID".

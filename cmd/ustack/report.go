@@ -30,7 +30,7 @@ const (
 	exitOK      = 0
 	exitError   = 1
 	exitUsage   = 2
-	exitPartial = 3 // the recording was damaged; every intact sample was reported
+	exitPartial = 3 // the input was damaged, or records that may hold samples were skipped; every sample read was reported
 	// exitNoSamples: the recording holds no sample to report (nothing was
 	// printed; a filter that drops every sample exits 0 with a warning).
 	exitNoSamples = 4
@@ -82,7 +82,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: ustack report [flags] [FILE]\n\nUnwinds and symbolizes every sample of a recording (FILE or -i, default perf.data) and prints its stack;\n"+
 			"of an ELF core dump or a minidump (x86_64 or aarch64, also compressed with zstd, xz or lz4, or in an apport .crash report), every thread's stack.\n"+
-			"Exit status: 0 ok, 1 error, 2 usage, 3 damaged recording (intact samples reported), 4 no samples in the recording.\n"+
+			"Exit status: 0 ok, 1 error, 2 usage, 3 partial: a damaged recording or core, or records skipped that may hold samples (what could be read is reported), 4 no samples in the recording.\n"+
 			"The JSON's \"how\" and \"stop\" values: %s\n\nflags:\n", glossaryURL)
 		printFlags(fs)
 	}
@@ -448,25 +448,39 @@ func finishReport(sink report.Writer, sum *report.Summary, err error, verbose, f
 }
 
 // checkInput says what a report could not show: a recording without
-// samples (exit status exitNoSamples), filters that dropped every sample,
-// samples recorded for a DWARF unwind without the registers or stack to do
-// it, a recording without user stacks at all.
+// samples (exit status exitNoSamples), records skipped that may hold
+// samples (exitPartial: a report known to miss samples is not a whole
+// one), filters that dropped every sample, samples recorded for a DWARF
+// unwind without the registers or stack to do it, a recording without
+// user stacks at all.
 func checkInput(input string, sum *report.Summary, stderr io.Writer) int {
 	if input == "-" {
 		input = "standard input"
 	}
+	status := exitOK
 	if len(sum.Skipped) > 0 {
+		status = exitPartial
 		var kinds []string
 		for k, n := range sum.Skipped {
 			kinds = append(kinds, fmt.Sprintf("%d %s", n, k))
 		}
 		sort.Strings(kinds)
-		why := ""
-		if sum.Skipped["COMPRESSED"] > 0 {
-			why = " (COMPRESSED records are written by perf record -z)"
+		var why []string
+		if sum.Skipped["COMPRESSED"] > 0 || sum.Skipped["COMPRESSED2"] > 0 {
+			why = append(why, "COMPRESSED records are written by perf record -z")
 		}
-		fmt.Fprintf(stderr, "ustack report: warning: %s: skipped records this reader cannot read, the samples in them are missing: %s%s\n",
-			input, strings.Join(kinds, ", "), why)
+		for k := range sum.Skipped {
+			if strings.HasPrefix(k, "type(") {
+				why = append(why, "a record type this reader does not know is a newer perf's, or damage")
+				break
+			}
+		}
+		fmt.Fprintf(stderr, "ustack report: warning: %s: skipped records this reader cannot read, whose samples, if they hold any, are missing: %s",
+			input, strings.Join(kinds, ", "))
+		if len(why) > 0 {
+			fmt.Fprintf(stderr, " (%s)", strings.Join(why, "; "))
+		}
+		fmt.Fprintln(stderr)
 	}
 	if sum.Samples == 0 && sum.Filtered == 0 {
 		fmt.Fprintf(stderr, "ustack report: %s: the recording holds no samples\n", input)
@@ -491,7 +505,7 @@ func checkInput(input string, sum *report.Summary, stderr io.Writer) int {
 	if !dwarf && !byUstack && len(sum.Attrs) > 0 {
 		fmt.Fprintf(stderr, "ustack report: warning: %s was recorded without user registers and stack: the stacks are what the kernel recorded (its call chain or the sampled ip), not a DWARF unwind; record with perf record --call-graph dwarf or ustack record for that\n", input)
 	}
-	return exitOK
+	return status
 }
 
 // parseInputArgs parses a command's flags and the input file given as an
