@@ -215,3 +215,51 @@ func minimal(t *testing.T, edit func(mod []byte, cv func([]byte) uint32)) []byte
 	le.PutUint32(b[12:], dirOff)
 	return b
 }
+
+// TestWrittenCutShort: a minidump Write wrote, cut short (a full disk, a
+// transfer or a writer stopped), keeps what comes first: its metadata
+// (every thread's registers, the modules, the maps) before all memory,
+// and the threads' stacks, in the threads' order, before the rest of it.
+// Cut where the memory begins, every thread's registers and the modules
+// are read, with a warning for each range past the end; cut after the
+// stacks, every thread's stack is whole too. Before, the stream directory
+// came last and any cut lost everything.
+func TestWrittenCutShort(t *testing.T) {
+	for _, tr := range fixtures(t) {
+		t.Run(tr.Arch+"/"+tr.Name, func(t *testing.T) {
+			b := written(t, tr)
+			full, err := minidump.Parse(b, tr.Name+".dmp")
+			require.NoError(t, err)
+			require.Empty(t, full.Warnings)
+			memStart, stacksEnd := int64(len(b)), int64(0)
+			for _, r := range full.Memory {
+				memStart = min(memStart, r.Offset)
+			}
+			for _, th := range full.Threads {
+				if len(th.Stack.Data) > 0 {
+					stacksEnd = max(stacksEnd, th.Stack.Offset+int64(len(th.Stack.Data)))
+				}
+			}
+			require.Less(t, memStart, int64(len(b)))
+			for _, cut := range []int64{memStart, stacksEnd, (stacksEnd + int64(len(b))) / 2} {
+				if cut >= int64(len(b)) {
+					continue
+				}
+				d, err := minidump.Parse(b[:cut], tr.Name+".dmp")
+				require.NoError(t, err, "cut at %d of %d bytes", cut, len(b))
+				assert.NotEmpty(t, d.Warnings, "cut at %d: what is missing is said", cut)
+				require.Len(t, d.Threads, len(full.Threads))
+				for i := range full.Threads {
+					f, g := &full.Threads[i], &d.Threads[i]
+					assert.Equal(t, f.ID, g.ID)
+					assert.Equal(t, f.Regs, g.Regs, "cut at %d: thread %d's registers", cut, f.ID)
+					if cut >= stacksEnd {
+						assert.Equal(t, f.Stack.Data, g.Stack.Data, "cut at %d: thread %d's stack", cut, f.ID)
+					}
+				}
+				assert.Equal(t, full.Modules, d.Modules)
+				assert.Equal(t, full.Maps, d.Maps)
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package minidump
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -51,19 +52,26 @@ type WriteStats struct {
 
 const redZone = 128 // x86_64 SysV: below the stack pointer, leaf functions' own
 
-// memSpan is a range of process memory to write.
+// memSpan is a range of process memory to write, and its offset in the
+// memory that follows the metadata.
 type memSpan struct {
 	lo, hi uint64
 	data   []byte
-	rva    uint32
+	rel    uint32
 }
 
-// builder lays out a minidump: streams are appended to buf and the
-// directory written last, at the header's stream_directory_rva.
+// builder lays out a minidump's metadata: the header, then the threads'
+// contexts, the strings and the streams appended to buf, then the
+// directory; the memory follows it. A minidump cut short (a full disk, a
+// killed writer) keeps what comes first, so that every thread's registers
+// and the modules can still be read, and the memory as far as it goes.
+// Offsets into the memory are written relative to its start and moved
+// past the metadata (memRefs) once its size is known.
 type builder struct {
-	buf  []byte
-	dir  []Stream
-	arch arch.Arch
+	buf     []byte
+	dir     []Stream
+	arch    arch.Arch
+	memRefs []int // where buf holds a memory offset
 }
 
 func (b *builder) align(n int) {
@@ -94,6 +102,15 @@ func (b *builder) stream(t uint32, data []byte) {
 	b.align(8)
 	b.dir = append(b.dir, Stream{Type: t, Size: uint32(len(data)), Offset: uint32(len(b.buf))})
 	b.buf = append(b.buf, data...)
+}
+
+// memStream is stream for data holding offsets into the memory at refs.
+func (b *builder) memStream(t uint32, data []byte, refs []int) {
+	b.align(8)
+	for _, r := range refs {
+		b.memRefs = append(b.memRefs, len(b.buf)+r)
+	}
+	b.stream(t, data)
 }
 
 // Write writes a minidump of the core c to w: the system information,
@@ -164,18 +181,43 @@ func Write(w io.Writer, c *coredump.Core, opts WriteOptions) (WriteStats, error)
 		}
 	}
 
-	// Memory first: the thread list and the memory list point into it.
-	for i := range spans {
-		b.align(16)
-		spans[i].rva = uint32(len(b.buf))
-		b.buf = append(b.buf, spans[i].data...)
+	// The memory's place after the metadata, from its start: the threads'
+	// stacks first, in the threads' order (the signalled thread's first),
+	// then the rest, so that a minidump cut short keeps what unwinding
+	// needs most.
+	rank := make([]int, len(spans))
+	for i := range rank {
+		rank[i] = len(c.Threads) + i
+	}
+	for i := range c.Threads {
+		if s := stacks[i]; s[1] > s[0] {
+			for k := range spans {
+				if s[0] >= spans[k].lo && s[0] < spans[k].hi {
+					rank[k] = min(rank[k], i)
+				}
+			}
+		}
+	}
+	order := make([]int, len(spans))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return rank[order[a]] < rank[order[b]] })
+	var memSize uint64
+	for _, i := range order {
+		memSize = (memSize + 15) &^ 15
+		if memSize > 1<<32-1 {
+			return st, fmt.Errorf("%s: the minidump would hold more memory than the format's 4 GiB offsets reach", c.File)
+		}
+		spans[i].rel = uint32(memSize)
+		memSize += uint64(len(spans[i].data))
 		st.MemoryBytes += int64(len(spans[i].data))
 	}
 	st.Ranges = len(spans)
-	rvaOf := func(lo, hi uint64) (uint32, uint32) {
+	relOf := func(lo, hi uint64) (uint32, uint32) {
 		for _, s := range spans {
 			if lo >= s.lo && hi <= s.hi && hi > lo {
-				return s.rva + uint32(lo-s.lo), uint32(hi - lo)
+				return s.rel + uint32(lo-s.lo), uint32(hi - lo)
 			}
 		}
 		return 0, 0
@@ -232,21 +274,25 @@ func Write(w io.Writer, c *coredump.Core, opts WriteOptions) (WriteStats, error)
 
 	// ThreadList.
 	tl := binary.LittleEndian.AppendUint32(nil, uint32(len(c.Threads)))
+	var tlRefs []int
 	for i := range c.Threads {
 		th := &c.Threads[i]
 		e := make([]byte, threadSize)
 		le.PutUint32(e, uint32(th.TID))
 		if s := stacks[i]; s[1] > s[0] {
-			rva, size := rvaOf(s[0], s[1])
+			rel, size := relOf(s[0], s[1])
 			le.PutUint64(e[24:], s[0])
 			le.PutUint32(e[32:], size)
-			le.PutUint32(e[36:], rva)
+			le.PutUint32(e[36:], rel)
+			if size > 0 {
+				tlRefs = append(tlRefs, len(tl)+36)
+			}
 		}
 		le.PutUint32(e[40:], ctxSize)
 		le.PutUint32(e[44:], ctxRVA[i])
 		tl = append(tl, e...)
 	}
-	b.stream(StreamThreadList, tl)
+	b.memStream(StreamThreadList, tl, tlRefs)
 	st.Threads = len(c.Threads)
 
 	// ThreadNameList.
@@ -283,12 +329,14 @@ func Write(w io.Writer, c *coredump.Core, opts WriteOptions) (WriteStats, error)
 
 	// MemoryList.
 	mlist := binary.LittleEndian.AppendUint32(nil, uint32(len(spans)))
+	var mlRefs []int
 	for _, s := range spans {
 		mlist = binary.LittleEndian.AppendUint64(mlist, s.lo)
 		mlist = binary.LittleEndian.AppendUint32(mlist, uint32(len(s.data)))
-		mlist = binary.LittleEndian.AppendUint32(mlist, s.rva)
+		mlRefs = append(mlRefs, len(mlist))
+		mlist = binary.LittleEndian.AppendUint32(mlist, s.rel)
 	}
-	b.stream(StreamMemoryList, mlist)
+	b.memStream(StreamMemoryList, mlist, mlRefs)
 
 	// Exception: the signalled thread, first in a Core.
 	if sg := c.Signal; sg != nil && sg.Signo != 0 && len(c.Threads) > 0 {
@@ -346,7 +394,8 @@ func Write(w io.Writer, c *coredump.Core, opts WriteOptions) (WriteStats, error)
 		b.stream(StreamMiscInfo, mi)
 	}
 
-	// The directory, then the header.
+	// The directory and the header; then the memory, its offsets moved
+	// past the metadata.
 	b.align(4)
 	dirRVA := uint32(len(b.buf))
 	for _, s := range b.dir {
@@ -354,16 +403,40 @@ func Write(w io.Writer, c *coredump.Core, opts WriteOptions) (WriteStats, error)
 		b.u32(s.Size)
 		b.u32(s.Offset)
 	}
-	if uint64(len(b.buf)) > 1<<32-1 {
-		return st, fmt.Errorf("%s: the minidump would be %d bytes, more than the format's 4 GiB offsets reach", c.File, len(b.buf))
+	b.align(16)
+	memBase := uint64(len(b.buf))
+	if memBase+memSize > 1<<32-1 {
+		return st, fmt.Errorf("%s: the minidump would be %d bytes, more than the format's 4 GiB offsets reach", c.File, memBase+memSize)
+	}
+	for _, p := range b.memRefs {
+		le.PutUint32(b.buf[p:], le.Uint32(b.buf[p:])+uint32(memBase))
 	}
 	h := b.buf[:headerSize]
 	copy(h, Signature)
 	le.PutUint32(h[4:], 0xa793)
 	le.PutUint32(h[8:], uint32(len(b.dir)))
 	le.PutUint32(h[12:], dirRVA)
-	n, err := w.Write(b.buf)
+	bw := bufio.NewWriterSize(w, 64<<10)
+	n, err := bw.Write(b.buf)
 	st.Size = int64(n)
+	var pad [16]byte
+	for _, i := range order {
+		if err != nil {
+			break
+		}
+		if gap := memBase + uint64(spans[i].rel) - uint64(st.Size); gap > 0 {
+			n, err = bw.Write(pad[:gap])
+			st.Size += int64(n)
+			if err != nil {
+				break
+			}
+		}
+		n, err = bw.Write(spans[i].data)
+		st.Size += int64(n)
+	}
+	if err == nil {
+		err = bw.Flush()
+	}
 	return st, err
 }
 
