@@ -56,7 +56,7 @@ func (u *Unwinder) prologueStep(c *Cache, m *Mapping, lookup, pc uint64, cur, ne
 	if ms != MemOK {
 		return false
 	}
-	if sw.delta == 0 && !sw.rbp && sw.called && c.returnsInto(m, ra, start) {
+	if sw.delta == 0 && !sw.rbp && sw.called && c.returnsInto(m, ra, start) && !(lookup == pc && atReturn(m.Object, pc-m.Bias)) {
 		// Nothing pushed since a call, and the word at the SP
 		// returns into the function itself: a recursion's return
 		// address, which an earlier call of it may have left there.
@@ -66,7 +66,9 @@ func (u *Unwinder) prologueStep(c *Cache, m *Mapping, lookup, pc uint64, cur, ne
 		// was passed since the function's first instruction, no
 		// callee can have moved the SP: the word is the return
 		// address, of the function's own recursion (a recursive
-		// call sampled at its callee's entry).
+		// call sampled at its callee's entry). So it is at a return
+		// instruction, which takes it (the recursion's last pop
+		// done).
 		return false
 	}
 	guess := false
@@ -187,6 +189,17 @@ func functionStart(obj Object, t uint64) bool {
 	}
 	s, ok := fo.FunctionStart(t)
 	return ok && s == t
+}
+
+// atReturn reports whether the instruction at link-time address addr of
+// obj is a return: ret, ret imm16, or with a rep or bnd prefix.
+func atReturn(obj Object, addr uint64) bool {
+	var code [2]byte
+	n := obj.ReadCode(addr, code[:])
+	if n >= 1 && (code[0] == 0xc3 || code[0] == 0xc2) {
+		return true
+	}
+	return n == 2 && (code[0] == 0xf3 || code[0] == 0xf2) && (code[1] == 0xc3 || code[1] == 0xc2)
 }
 
 // endbr reports whether code begins with endbr64 or endbr32, which the

@@ -326,11 +326,13 @@ func TestPrologueStepFalseCallTarget(t *testing.T) {
 }
 
 // TestPrologueStepRecursionAtEntry: a recursive function without CFI
-// (gcc's test; je; push %rbx; ...; call itself) sampled before its push,
-// in a call of itself: the word at its SP is its own return address after
-// its call of itself. Nothing was pushed and no call was passed since its
-// first instruction, so no callee can have moved the SP: the word is the
-// return address (stale ones, as V8's baseline code leaves, follow a call:
+// (gcc's test; je; push %rbx; ...; call itself; pop %rbx; ret) sampled
+// before its push, or at its ret, in a call of itself: the word at its SP
+// is its own return address after its call of itself. Nothing was pushed
+// and no call was passed since its first instruction, so no callee can
+// have moved the SP; or the instruction is a return, which takes that
+// word: it is the return address (stale ones, as V8's baseline code
+// leaves, follow a call and are at no return:
 // TestX86NoStaleReturnAddress). Before, such a word was refused as maybe
 // stale and the stack ended at its first frame (no_unwind_info), with a
 // symbol for the function or without one, and where the code at the PC
@@ -367,11 +369,11 @@ func TestPrologueStepRecursionAtEntry(t *testing.T) {
 		{"by its symbol", func(code []byte) Object {
 			return &funcObject{fakeObject: fakeObject{rows: []cfi.Row{x86Outermost()}, code: map[uint64][]byte{ra - 8: call, fn: code}},
 				starts: []uint64{fn, 0x403000}}
-		}, code, []uint64{0, 2, 4, 0x10}},
+		}, code, []uint64{0, 2, 4, 0xe, 0x10}},
 		{"stripped", func(code []byte) Object {
 			return &hiddenObject{fakeObject: fakeObject{rows: []cfi.Row{x86Outermost()}, code: map[uint64][]byte{ra - 8: call, fn: code}},
 				section: fn, targets: []uint64{fn}}
-		}, code, []uint64{0, 2, 4, 0x10}},
+		}, code, []uint64{0, 2, 4, 0xe, 0x10}},
 		{"undecodable, by its symbol", func(code []byte) Object {
 			return &funcObject{fakeObject: fakeObject{rows: []cfi.Row{x86Outermost()}, code: map[uint64][]byte{ra - 8: call, fn: code}},
 				starts: []uint64{fn, 0x403000}}
