@@ -48,3 +48,37 @@ func TestARM64CallTargets(t *testing.T) {
 		}
 	}
 }
+
+// TestJumpSources: every direct jmp and jcc with a 32-bit displacement
+// that objdump disassembles in an x86_64 object (glibc's libc.so.6 and
+// ld.so) is among JumpSources of its target, at its address; the
+// raw scan may add look-alikes, never lose one.
+func TestJumpSources(t *testing.T) {
+	needTool(t, "objdump")
+	testfiles.MustUnpack(t, testfiles.Dir())
+	for _, name := range []string{"libc.so.6", "ld-linux-x86-64.so.2"} {
+		path := filepath.Join(testfiles.Dir(), "objects", "x86_64", name)
+		// "   2a1e4:	0f 85 a6 00 00 00    	jne    2a290 <...>"
+		// "   2a1f0:	e9 1b ff ff ff       	jmp    2a110 <...>"
+		re := regexp.MustCompile(`(?m)^\s*([0-9a-f]+):\s+((?:e9|0f 8[0-9a-f])(?: [0-9a-f]{2}){4})\s+j[a-z]+\s+([0-9a-f]+)\b`)
+		out := run(t, "objdump", "-d", path)
+		ms := re.FindAllStringSubmatch(out, -1)
+		if len(ms) < 10 {
+			t.Fatalf("%s: objdump shows %d rel32 jumps", name, len(ms))
+		}
+		o := mustOpen(t, path, Options{})
+		var got []uint64
+		for _, m := range ms {
+			src, err1 := strconv.ParseUint(m[1], 16, 64)
+			dst, err2 := strconv.ParseUint(m[3], 16, 64)
+			if err1 != nil || err2 != nil {
+				t.Fatal(err1, err2)
+			}
+			got = o.JumpSources(dst, got[:0])
+			if !slices.Contains(got, src) {
+				t.Fatalf("%s: the jump at %#x to %#x is not among its target's sources %#x", name, src, dst, got)
+			}
+		}
+		t.Logf("%s: %d jumps objdump shows, %d in the table", name, len(ms), len(o.jumps))
+	}
+}

@@ -174,6 +174,8 @@ type Object struct {
 
 	targetOnce  sync.Once // calltargets.go
 	callTargets []uint64
+	jumpOnce    sync.Once   // calltargets.go
+	jumps       []jumpEntry // by target
 
 	// cachedMu guards cached: the unmap functions of sections mapped
 	// from the SectionCache, released by Close; and cachedData, what

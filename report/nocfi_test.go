@@ -110,10 +110,13 @@ int main(void) {
 // the walk goes on to _start. A return address after a call through a
 // function pointer, or to another function that tail-called the frame's,
 // proves nothing of the frame's function: such stacks are fp_guess, not
-// outermost, with the frame named. One more core, made by gdb, is stopped
-// at the recursive function's first instruction in a call of itself: the
-// word at its SP is its own return address (a kill landed there once, on
-// a busy machine, and the stack ended at its first frame).
+// outermost, with the frame named. Two more cores are made by gdb, stopped
+// at the recursive function's first instruction in a call of itself (the
+// word at its SP is its own return address: a kill landed there once, on
+// a busy machine, and the stack ended at its first frame), and in the part
+// of a function gcc split off to .text.unlikely (dispatch.cold: a block
+// only a jump from dispatch reaches, with dispatch's frame, which ended
+// the stack, no_unwind_info, before).
 func TestNoCFILibraryMatchesGDB(t *testing.T) {
 	p := fileCorePattern(t)
 	if _, err := exec.LookPath("gdb"); err != nil {
@@ -128,12 +131,16 @@ func TestNoCFILibraryMatchesGDB(t *testing.T) {
 	bin := testprog.Build(t, dir, "main.c", noCFIMainSrc, "-O2", "-g", "-L"+libDir, "-Wl,-rpath,"+libDir, "-Wl,--no-as-needed", "-lnocfi")
 
 	var guessed, proven int
-	for k := range 7 {
+	for k := range 8 {
 		var core string
-		if k < 6 {
+		switch k {
+		case 6: // recurse's first instruction, in a call of itself
+			core = gdbStopCore(t, dir, bin, withCFI, "nocfi_work", func(s string) bool { return strings.HasPrefix(s, "recurse") },
+				"*(char **)$rsp > $fn && *(char **)$rsp < $fn + $size")
+		case 7: // the part of dispatch gcc split off to .text.unlikely
+			core = gdbStopCore(t, dir, bin, withCFI, "nocfi_work", func(s string) bool { return strings.HasSuffix(s, ".cold") }, "")
+		default:
 			core = killedCore(t, dir, p, time.Duration(20+37*k)*time.Millisecond, nil, bin)
-		} else {
-			core = recursionEntryCore(t, dir, bin, withCFI, "nocfi_work", "recurse")
 		}
 		frames, want := gdbFramesWithCFI(t, dir, bin, core, lib, withCFI)
 		require.Equal(t, "main", frames[len(frames)-1].name, "gdb's stack ends at main: %s", describeGDB(frames))
@@ -238,12 +245,12 @@ func killedCore(t *testing.T, dir, p string, delay time.Duration, env []string, 
 	return coreOf(t, cmd.Wait(), run, p, stderr.String())
 }
 
-// recursionEntryCore runs bin under gdb to the first instruction of the
-// function of lib (its unstripped build withCFI) whose symbol begins with
-// prefix, in a call of itself (the word at the SP returns into it), and
-// returns gdb's core of it. exported is a global function of lib, by which
-// lib's load address is found.
-func recursionEntryCore(t *testing.T, dir, bin, withCFI, exported, prefix string) string {
+// gdbStopCore runs bin under gdb to the first instruction of the function
+// of lib (its unstripped build withCFI) whose symbol match takes, where
+// gdb's condition cond holds ($fn is the function's address, $size its
+// size; "" for none), and returns gdb's core of it. exported is a global
+// function of lib, by which lib's load address is found.
+func gdbStopCore(t *testing.T, dir, bin, withCFI, exported string, match func(string) bool, cond string) string {
 	t.Helper()
 	f, err := elf.Open(withCFI)
 	require.NoError(t, err)
@@ -255,25 +262,29 @@ func recursionEntryCore(t *testing.T, dir, bin, withCFI, exported, prefix string
 		switch {
 		case s.Name == exported:
 			exp = s
-		case strings.HasPrefix(s.Name, prefix) && elf.ST_TYPE(s.Info) == elf.STT_FUNC && fn.Value == 0:
+		case match(s.Name) && elf.ST_TYPE(s.Info) == elf.STT_FUNC && fn.Value == 0:
 			fn = s
 		}
 	}
 	require.NotZero(t, exp.Value, "%s: no symbol %s", withCFI, exported)
-	require.NotZero(t, fn.Size, "%s: no function %s*", withCFI, prefix)
-	core := filepath.Join(dir, "core.gdb")
+	require.NotZero(t, fn.Size, "%s: no function to stop in", withCFI)
+	core := filepath.Join(dir, "core."+fn.Name)
+	if cond != "" {
+		cond = " if " + cond
+	}
 	script := fmt.Sprintf(`set pagination off
 set confirm off
 break %s
 run
 delete
 set $fn = (char *)&%s - %#x + %#x
-break *$fn if *(char **)$rsp > $fn && *(char **)$rsp < $fn + %d
+set $size = %d
+break *$fn%s
 continue
 gcore %s
 kill
-`, exported, exported, exp.Value, fn.Value, fn.Size, core)
-	gdbScript := filepath.Join(dir, "entry.gdb")
+`, exported, exported, exp.Value, fn.Value, fn.Size, cond, core)
+	gdbScript := filepath.Join(dir, "stop.gdb")
 	require.NoError(t, os.WriteFile(gdbScript, []byte(script), 0o644))
 	ctx, cancel := context.WithTimeout(context.Background(), testprog.Timeout)
 	defer cancel()
@@ -281,7 +292,7 @@ kill
 	cmd.Env = append(os.Environ(), "LC_ALL=C")
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "gdb: %s", out)
-	require.FileExists(t, core, "gdb did not stop in %s called by itself: %s", fn.Name, out)
+	require.FileExists(t, core, "gdb did not stop in %s: %s", fn.Name, out)
 	return core
 }
 

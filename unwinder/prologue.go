@@ -159,7 +159,7 @@ func (w *sweeper) resume(addr uint64) {
 		}
 	}
 	w.pending = w.pending[:0]
-	w.start = addr
+	w.start, w.coldAt = addr, 0
 	w.cur = frameState{known: true}
 	w.table = frameState{}
 }

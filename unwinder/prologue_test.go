@@ -416,3 +416,103 @@ func TestPrologueStepRecursionAtEntry(t *testing.T) {
 		})
 	}
 }
+
+// jumpsObject is a hiddenObject that lists its direct jumps
+// (JumpSourceObject), as elfcache's does.
+type jumpsObject struct {
+	hiddenObject
+	jumps map[uint64][]uint64 // target: sources
+}
+
+func (o *jumpsObject) JumpSources(addr uint64, out []uint64) []uint64 {
+	return append(out, o.jumps[addr]...)
+}
+
+// TestPrologueStepColdPart: a stripped function without CFI whose rare
+// path gcc split off to .text.unlikely (function.cold), laid out before
+// it, after the end of the code before it: a block that only a jump from
+// the function reaches, with the function's frame (a push and 0x20 bytes
+// allocated), which calls another function. Sampled in that callee, the
+// step out of the block takes the function's frame at the jump (the
+// caller's SP past the push and the allocation, and its return address),
+// and the function's start is checked against the caller's call. Before, the sweep took the block for a
+// function's entry, nothing pushed, and the stack ended there
+// (no_unwind_info). A block a jump with nothing pushed reaches (a tail
+// call) is still an entry.
+func TestPrologueStepColdPart(t *testing.T) {
+	const (
+		stack = 0x7ff000
+		cold  = 0x401800
+		fn    = 0x402000
+		leaf  = 0x404000
+		ra    = 0x403020 // the caller's return address, after call fn
+	)
+	coldCode := []byte{
+		0xe8, 0, 0, 0, 0, // call leaf
+		0xe9, 0, 0, 0, 0, // jmp fn+0xd (back)
+	}
+	rel := func(next, to uint64) uint32 { return uint32(int32(int64(to) - int64(next))) }
+	binary.LittleEndian.PutUint32(coldCode[1:], rel(cold+5, leaf))
+	binary.LittleEndian.PutUint32(coldCode[6:], rel(cold+10, fn+0xd))
+	fnCode := []byte{
+		0x53,                   // push %rbx
+		0x48, 0x83, 0xec, 0x20, // sub $0x20,%rsp
+		0x85, 0xff, // test %edi,%edi
+		0x0f, 0x85, 0, 0, 0, 0, // jne cold (at fn+7)
+		0x48, 0x83, 0xc4, 0x20, // add $0x20,%rsp (fn+0xd: where the cold block jumps back)
+		0x5b, // pop %rbx
+		0xc3, // ret
+	}
+	binary.LittleEndian.PutUint32(fnCode[9:], rel(fn+13, cold))
+	call := []byte{0x90, 0x90, 0x90, 0xe8, 0, 0, 0, 0}
+	binary.LittleEndian.PutUint32(call[4:], rel(ra, fn))
+	leafRow := x86Row(leaf, leaf+0x100, 8)
+	for _, tc := range []struct {
+		name    string
+		pushed  bool // the jump's frame has something pushed
+		frames  int
+		outmost bool
+	}{
+		{"from the function's frame", true, 3, true},
+		{"a tail call's jump", false, 2, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fc := slices.Clone(fnCode)
+			if !tc.pushed {
+				// push %rbx; sub $0x20,%rsp become nops: the jump is
+				// taken with nothing pushed.
+				for i := range 5 {
+					fc[i] = 0x90
+				}
+			}
+			obj := &jumpsObject{
+				hiddenObject: hiddenObject{fakeObject: fakeObject{rows: []cfi.Row{leafRow, x86Outermost()},
+					code: map[uint64][]byte{cold: coldCode, fn: fc, ra - 8: call, leaf: {0x90, 0x90, 0xc3}}},
+					section: cold, targets: []uint64{fn, leaf}},
+				jumps: map[uint64][]uint64{cold: {fn + 7}},
+			}
+			sb := &stackBuilder{base: stack, data: make([]byte, 0x100)}
+			sb.put(stack, cold+5)     // the leaf's return address, into the cold block
+			sb.put(stack+0x28, 0x777) // the caller's %rbx, pushed by fn
+			sb.put(stack+0x30, ra)    // fn's return address
+			var regs arch.Regs
+			regs.Set(arch.AMD64_RIP, leaf+1)
+			regs.Set(arch.AMD64_RSP, stack)
+			frames := make([]Frame, 8)
+			res := New(arch.AMD64, Options{}).Unwind(&Cache{}, textAndStack(obj), &regs, &Stack{Addr: stack, Data: sb.data}, frames)
+			var pcs []uint64
+			for _, f := range frames[:res.Frames] {
+				pcs = append(pcs, f.PC)
+			}
+			want := []uint64{leaf + 1, cold + 5, ra}[:tc.frames]
+			require.Equal(t, want, pcs, "frames %+v, stop %v (%v)", frames[:res.Frames], res.Stop, res.Err)
+			if tc.outmost {
+				assert.Equal(t, MethodPrologue, frames[2].Method)
+				assert.Equal(t, uint64(stack+0x38), frames[2].SP)
+				assert.Equal(t, StopOutermost, res.Stop, "%v", res.Err)
+			} else {
+				assert.NotEqual(t, StopOutermost, res.Stop)
+			}
+		})
+	}
+}

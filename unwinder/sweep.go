@@ -28,7 +28,9 @@ import (
 // stack of a few thousand: pops that drop a call's stack arguments, or
 // blocks split off to a cold section, end in a return too.) A jump table
 // of gcc's and clang's forms (sweeper.ripLea) gives its cases the state at
-// its jump.
+// its jump. A block taken for a function's entry that is a part of another
+// function split off elsewhere (gcc's function.cold) has that function's
+// frame at the jumps into it (Cache.coldFrame).
 //
 // The answer depends on the code alone, so a sweep is kept, per object
 // and first address, with the state at each instruction where it changed
@@ -109,7 +111,10 @@ type sweeper struct {
 	addr uint64 // the next address to decode
 	done bool   // no further: sweepMax, or code that could not be followed
 
-	start      uint64 // the first instruction of the function being decoded
+	start uint64 // the first instruction of the function being decoded
+	// coldAt is where the split part being decoded begins (coldFrame),
+	// start being its function's first instruction; 0 otherwise.
+	coldAt     uint64
 	cur, table frameState
 	// What the registers hold toward a jump table's jump (gcc's and
 	// clang's lea T(%rip),%rT; movslq (%rT,%rI,4),%rD; add %rT,%rD;
@@ -141,6 +146,10 @@ type sweepSet struct {
 	kept  map[sweepKey]*sweeper
 	clock uint64
 	rows  int // the rows all kept sweeps hold
+	// nested counts the coldFrame calls in progress, which ask for the
+	// state at the jumps into a block, that may lie in another block of
+	// the same split part: at most coldDepth.
+	nested int
 
 	buf    [sweepChunk]byte
 	bufFor *sweeper // whose code buf holds
@@ -165,6 +174,21 @@ func (c *Cache) sweepAt(obj Object, lookup, pc uint64) (start uint64, st frameSt
 	if !w.isInsn(pc) {
 		return 0, st, false // not an instruction as decoded, or not reached
 	}
+	start, st, ok = w.stateAt(pc)
+	if ok && c.sweeps.nested < coldDepth && !knownStart(obj, start) {
+		// The sweep took the block holding pc for a function's first
+		// instruction: it may be a part split off another function.
+		if s2, st2, ok2 := c.coldFrame(obj, start, pc); ok2 {
+			return s2, st2, true
+		}
+	}
+	return start, st, ok
+}
+
+// stateAt returns the function's first instruction and the frame's state
+// at the instruction at pc, which the sweep decoded; ok is false where
+// the state is not known or is a wrong reading.
+func (w *sweeper) stateAt(pc uint64) (start uint64, st frameState, ok bool) {
 	rows := w.rows
 	k := sort.Search(len(rows), func(k int) bool { return rows[k].addr > pc }) - 1
 	if k < 0 {
@@ -173,6 +197,63 @@ func (c *Cache) sweepAt(obj Object, lookup, pc uint64) (start uint64, st frameSt
 	r := &rows[k]
 	// A stack pointer above the return address is a wrong reading.
 	return r.start, r.st, r.st.known && (r.st.rbp || !r.st.spLost && r.st.delta >= 0 && r.st.delta <= 1<<20)
+}
+
+// JumpSourceObject is implemented by an Object that can list the direct
+// jumps in its code to a link-time address.
+type JumpSourceObject interface {
+	JumpSources(addr uint64, out []uint64) []uint64
+}
+
+// coldFrame returns the state at pc of obj where the block at block, which
+// the sweep took for a function's first instruction (no symbol or call
+// says one begins there), is a part split off another function (gcc's
+// function.cold, placed elsewhere, as .text.unlikely before .text): a
+// block that jumps reach from other code, each an instruction of the sweep
+// of its own function, all with one frame, with something pushed (a jump
+// with nothing pushed may be a tail call: the block is then the entry it
+// was taken for). The block is decoded again from the jumps' state (a
+// sweep of its own, kept as the others), and its function is theirs, whose
+// caller the frame's return address is checked against.
+func (c *Cache) coldFrame(obj Object, block, pc uint64) (start uint64, st frameState, ok bool) {
+	jo, isJO := obj.(JumpSourceObject)
+	if !isJO {
+		return 0, st, false
+	}
+	var srcBuf [8]uint64
+	srcs := jo.JumpSources(block, srcBuf[:0])
+	if len(srcs) == 0 || len(srcs) > len(srcBuf) {
+		return 0, st, false
+	}
+	set := c.sweeps
+	set.nested++
+	var at frameState
+	var parent uint64
+	for i, src := range srcs {
+		if src >= block && src <= pc {
+			set.nested--
+			return 0, st, false // a branch of the block's own code
+		}
+		s0, sst, ok := c.sweepAt(obj, src, src)
+		if !ok || i > 0 && (s0 != parent || !sameFrame(&at, &sst)) {
+			set.nested--
+			return 0, st, false
+		}
+		at, parent = sst, s0
+	}
+	set.nested--
+	if parent == block || at.delta == 0 && !at.rbp {
+		return 0, st, false
+	}
+	w := set.findCold(obj, block)
+	if w.addr == block && len(w.rows) == 0 {
+		w.cur, w.start, w.coldAt = at, parent, block
+	}
+	w.advance(pc)
+	if !w.isInsn(pc) {
+		return 0, st, false
+	}
+	return w.stateAt(pc)
 }
 
 // functionOf returns where the sweep of the function holding link-time
@@ -243,8 +324,25 @@ func (c *Cache) returnsInto(m *Mapping, ra, start uint64) bool {
 // find returns the sweep of obj from from, a new one where none is kept
 // (in place of the one asked least recently where sweepKept are).
 func (s *sweepSet) find(obj Object, from uint64) *sweeper {
+	return s.findKey(obj, from, from)
+}
+
+// coldDepth bounds the blocks of one split part coldFrame follows back to
+// the jumps from its function.
+const coldDepth = 4
+
+// coldKey marks the key of a sweep of a split part (coldFrame), which
+// begins with another state than a sweep from the same address.
+const coldKey = 1 << 63
+
+// findCold is find for the sweep of the split part at from.
+func (s *sweepSet) findCold(obj Object, from uint64) *sweeper {
+	return s.findKey(obj, from, from|coldKey)
+}
+
+func (s *sweepSet) findKey(obj Object, from, keyFrom uint64) *sweeper {
 	s.clock++
-	key := sweepKey{*(*iface)(unsafe.Pointer(&obj)), from}
+	key := sweepKey{*(*iface)(unsafe.Pointer(&obj)), keyFrom}
 	if w := s.kept[key]; w != nil {
 		w.used = s.clock
 		return w
@@ -278,7 +376,7 @@ func (s *sweepSet) find(obj Object, from uint64) *sweeper {
 
 func (w *sweeper) reset(obj Object, from uint64) {
 	w.obj, w.from, w.addr, w.done = obj, from, from, false
-	w.start = from
+	w.start, w.coldAt = from, 0
 	w.cur = frameState{known: true}
 	w.table = frameState{}
 	w.ripLea, w.entryOf, w.targetOf, w.bound = [16]uint64{}, [16]uint64{}, [16]uint64{}, -1
@@ -537,7 +635,9 @@ func (w *sweeper) note(addr uint64) {
 // branches to one target with different stack depths leave its state
 // unknown. It reports false where there is no room.
 func (w *sweeper) record(t, addr uint64, st frameState) bool {
-	if t <= addr {
+	if t <= addr || w.coldAt != 0 && w.start > w.coldAt && t >= w.start {
+		// (A split part's jump back into its function, laid out
+		// after it, is no branch of the code that follows here.)
 		return true
 	}
 	p := w.pending
