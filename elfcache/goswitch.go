@@ -7,6 +7,8 @@ import (
 	"golang.org/x/arch/arm64/arm64asm"
 	"golang.org/x/arch/x86/x86asm"
 
+	"github.com/ustack/ustack/internal/x86dec"
+
 	"github.com/ustack/ustack/arch"
 	"github.com/ustack/ustack/cfi"
 )
@@ -173,7 +175,7 @@ func goFrameRangeARM64(code []byte, addr uint64) (Range, int64, bool) {
 func goBPRanges(code []byte, addr uint64) []Range {
 	var set, pop uint64 // the end of MOVQ SP, BP; the start of the POPQ BP last seen
 	for off := 0; off < len(code); {
-		in, err := x86asm.Decode(code[off:], 64)
+		in, err := x86dec.Decode(code[off:])
 		if err != nil {
 			return nil
 		}
@@ -208,7 +210,7 @@ func goSwitchRange(a arch.Arch, code []byte, addr uint64) (Range, bool) {
 		n, sw, call := 0, false, false
 		switch a {
 		case arch.AMD64:
-			in, err := x86asm.Decode(code[off:], 64)
+			in, err := x86dec.Decode(code[off:])
 			if err != nil {
 				return Range{}, false
 			}

@@ -149,6 +149,14 @@ func FuzzX86Sweep(f *testing.F) {
 	)
 	f.Add([]byte{0x53, 0x55, 0x48, 0x83, 0xec, 0x28, 0x74, 0x03, 0x5d, 0x5b, 0xc3, 0xff, 0xd6}, uint16(13), []byte{}, true, false)
 	f.Add([]byte{0xc3, 0x90, 0x41, 0x54, 0xff, 0xe0, 0x90, 0xe8, 0, 0, 0, 0}, uint16(12), []byte{}, false, true)
+	// A split part (coldFrame) at the start of the code: mov %rsi,%rax;
+	// jmp back; then its function: push %rbx; sub $0x20,%rsp; jne to the
+	// part; add $0x20,%rsp; pop %rbx; ret. The return address lies past
+	// the function's frame.
+	coldStack := make([]byte, 0x30)
+	binary.LittleEndian.PutUint64(coldStack[0x28:], ra)
+	f.Add([]byte{0x48, 0x89, 0xf0, 0xe9, 0x0b, 0, 0, 0, 0x53, 0x48, 0x83, 0xec, 0x20, 0x0f, 0x85, 0xed, 0xff, 0xff, 0xff,
+		0x48, 0x83, 0xc4, 0x20, 0x5b, 0xc3}, uint16(3), coldStack, false, false)
 	f.Fuzz(func(t *testing.T, code []byte, pcOff uint16, stackData []byte, symbol, indirect bool) {
 		if len(code) > 4096 {
 			code = code[:4096]
@@ -179,7 +187,7 @@ func FuzzX86Sweep(f *testing.F) {
 		regs.Set(arch.AMD64_RIP, fn+uint64(pcOff)%uint64(len(code)+1))
 		regs.Set(arch.AMD64_RSP, stack)
 		frames := make([]Frame, 8)
-		res := New(arch.AMD64, Options{NoFramePointer: true}).Unwind(&Cache{}, space, &regs, &Stack{Addr: stack, Data: stackData}, frames)
+		res := New(arch.AMD64, Options{}).Unwind(&Cache{}, space, &regs, &Stack{Addr: stack, Data: stackData}, frames)
 		if res.Frames > len(frames) {
 			t.Fatalf("%d frames in a buffer of %d", res.Frames, len(frames))
 		}
@@ -195,8 +203,29 @@ func FuzzX86Sweep(f *testing.F) {
 }
 
 // startsBefore is a funcObject that also names the nearest start before an
-// address (StartBeforeObject): the first of its code without a symbol.
+// address (StartBeforeObject): the first of its code without a symbol. It
+// lists the direct jumps in its code at 0x401000 (JumpSourceObject) as
+// elfcache does, by their encodings.
 type startsBefore struct{ funcObject }
+
+func (o *startsBefore) JumpSources(addr uint64, out []uint64) []uint64 {
+	code := o.code[0x401000]
+	for i := range code {
+		next, rel := uint64(0), int32(0)
+		switch {
+		case code[i] == 0xe9 && i+5 <= len(code):
+			next, rel = 0x401000+uint64(i)+5, int32(binary.LittleEndian.Uint32(code[i+1:]))
+		case code[i] == 0x0f && i+6 <= len(code) && code[i+1]&0xf0 == 0x80:
+			next, rel = 0x401000+uint64(i)+6, int32(binary.LittleEndian.Uint32(code[i+2:]))
+		default:
+			continue
+		}
+		if next+uint64(int64(rel)) == addr {
+			out = append(out, 0x401000+uint64(i))
+		}
+	}
+	return out
+}
 
 func (o *startsBefore) StartBefore(addr uint64) (uint64, bool) {
 	if addr >= 0x401000 && addr < 0x402000 {

@@ -5,9 +5,10 @@ import (
 	"sort"
 	"unsafe"
 
-	"github.com/ustack/ustack/arch"
-
 	"golang.org/x/arch/x86/x86asm"
+
+	"github.com/ustack/ustack/arch"
+	"github.com/ustack/ustack/internal/x86dec"
 )
 
 // The sweep: prologueStep's decoding of x86_64 code without CFI, from a
@@ -432,7 +433,7 @@ func (w *sweeper) step() bool {
 		size = 4
 	} else {
 		var err error
-		in, err = x86asm.Decode(code, 64)
+		in, err = x86dec.Decode(code)
 		if err != nil || in.Op == 0 || in.Len > len(code) {
 			return false
 		}
@@ -459,7 +460,7 @@ func (w *sweeper) step() bool {
 		w.addr += uint64(size)
 		return true
 	}
-	in, err := x86asm.Decode(code, 64)
+	in, err := x86dec.Decode(code)
 	if err != nil || in.Op == 0 || in.Len > len(code) {
 		return false
 	}
@@ -755,7 +756,7 @@ func (w *sweeper) jumpTable(in *x86asm.Inst, addr uint64) (ok, full bool) {
 // An addition to the SP just after a call followed by one frees the
 // frame; followed by anything else, it drops the call's arguments.
 func (w *sweeper) epilogueNext(code []byte) bool {
-	in, err := x86asm.Decode(code, 64)
+	in, err := x86dec.Decode(code)
 	if err != nil {
 		return false
 	}
