@@ -142,6 +142,7 @@ type StartBeforeObject interface {
 // (the targets still ahead were jumps out of the function, as from a part
 // split off to a cold section back to it, or tail calls).
 func (w *sweeper) resume(addr uint64) {
+	w.blocks = append(w.blocks, addr)
 	if !knownStart(w.obj, addr) {
 		if w.table.known {
 			w.cur = w.table // a case of a jump table: the frame of the jump

@@ -545,3 +545,68 @@ func TestPrologueStepColdPart(t *testing.T) {
 		})
 	}
 }
+
+// TestPrologueStepColdPartAfterAnother: two split parts laid out one after
+// the other; the sweep from the first carries a state it cannot tell into
+// the second (a branch of the first, taken with something pushed, lands
+// in the second: the code after the jump ending the first is still the
+// first's, for all the sweep knows). The second part, which only a jump
+// from its function reaches, has that function's frame at the jump: the
+// step out of it finds the caller. Before, the frame stayed unknown and
+// the stack ended there (no_unwind_info).
+func TestPrologueStepColdPartAfterAnother(t *testing.T) {
+	const (
+		stack  = 0x7ff000
+		first  = 0x401800
+		second = 0x401809
+		fn     = 0x402000
+		leaf   = 0x404000
+		ra     = 0x403020 // the caller's return address, after call fn
+	)
+	rel := func(next, to uint64) uint32 { return uint32(int32(int64(to) - int64(next))) }
+	parts := []byte{
+		0x50,       // first: push %rax
+		0x74, 0x0e, // je second+8
+		0x58,             // pop %rax
+		0xe9, 0, 0, 0, 0, // jmp fn+0xd
+		0xe8, 0, 0, 0, 0, // second: call leaf
+		0x48, 0x89, 0xc3, // mov %rax,%rbx
+		0xe9, 0, 0, 0, 0, // jmp fn+0xd (second+8)
+	}
+	binary.LittleEndian.PutUint32(parts[5:], rel(first+9, fn+0xd))
+	binary.LittleEndian.PutUint32(parts[10:], rel(second+5, leaf))
+	binary.LittleEndian.PutUint32(parts[18:], rel(second+13, fn+0xd))
+	fnCode := []byte{
+		0x53,                   // push %rbx
+		0x48, 0x83, 0xec, 0x20, // sub $0x20,%rsp
+		0x85, 0xff, // test %edi,%edi
+		0x0f, 0x85, 0, 0, 0, 0, // jne second (at fn+7)
+		0x48, 0x83, 0xc4, 0x20, // add $0x20,%rsp
+		0x5b, // pop %rbx
+		0xc3, // ret
+	}
+	binary.LittleEndian.PutUint32(fnCode[9:], rel(fn+13, second))
+	call := []byte{0x90, 0x90, 0x90, 0xe8, 0, 0, 0, 0}
+	binary.LittleEndian.PutUint32(call[4:], rel(ra, fn))
+	obj := &jumpsObject{
+		hiddenObject: hiddenObject{fakeObject: fakeObject{rows: []cfi.Row{x86Row(leaf, leaf+0x100, 8), x86Outermost()},
+			code: map[uint64][]byte{first: parts, fn: fnCode, ra - 8: call, leaf: {0x90, 0x90, 0xc3}}},
+			section: first, targets: []uint64{fn, leaf}},
+		jumps: map[uint64][]uint64{second: {fn + 7}},
+	}
+	sb := &stackBuilder{base: stack, data: make([]byte, 0x100)}
+	sb.put(stack, second+5) // the leaf's return address, into the second part
+	sb.put(stack+0x30, ra)  // fn's return address
+	var regs arch.Regs
+	regs.Set(arch.AMD64_RIP, leaf+1)
+	regs.Set(arch.AMD64_RSP, stack)
+	frames := make([]Frame, 8)
+	res := New(arch.AMD64, Options{}).Unwind(&Cache{}, textAndStack(obj), &regs, &Stack{Addr: stack, Data: sb.data}, frames)
+	var pcs []uint64
+	for _, f := range frames[:res.Frames] {
+		pcs = append(pcs, f.PC)
+	}
+	require.Equal(t, []uint64{leaf + 1, second + 5, ra}, pcs, "frames %+v, stop %v (%v)", frames[:res.Frames], res.Stop, res.Err)
+	assert.Equal(t, MethodPrologue, frames[2].Method)
+	assert.Equal(t, StopOutermost, res.Stop, "%v", res.Err)
+}

@@ -131,6 +131,9 @@ type sweeper struct {
 
 	rows []sweepRow
 	insn []uint64 // bit i: an instruction begins at from+i
+	// blocks are the addresses where decoding resumed after a return or
+	// a jump (resume), in order.
+	blocks []uint64
 
 	set *sweepSet // for its code buffer
 }
@@ -176,19 +179,44 @@ func (c *Cache) sweepAt(obj Object, lookup, pc uint64) (start uint64, st frameSt
 		return 0, st, false // not an instruction as decoded, or not reached
 	}
 	start, st, ok = w.stateAt(pc)
-	if ok && c.sweeps.nested < coldDepth && !knownStart(obj, start) {
+	if start == 0 || c.sweeps.nested >= coldDepth {
+		return start, st, ok
+	}
+	if !knownStart(obj, start) {
 		// The sweep took the block holding pc for a function's first
-		// instruction: it may be a part split off another function.
+		// instruction (its state there known or not: a part's
+		// epilogue frees more than an entry has): it may be a part
+		// split off another function.
 		if s2, st2, ok2 := c.coldFrame(obj, start, pc); ok2 {
+			return s2, st2, true
+		}
+	}
+	if b := w.blockBefore(pc); !ok && b > start && !knownStart(obj, b) {
+		// Not known at pc: the code after the last return or jump
+		// before it, where the sweep carried a state it could not
+		// tell, may be reached by jumps that tell it (a split part
+		// laid out after another, whose frame the sweep carried on).
+		if s2, st2, ok2 := c.coldFrame(obj, b, pc); ok2 {
 			return s2, st2, true
 		}
 	}
 	return start, st, ok
 }
 
+// blockBefore returns the last address at or before pc where decoding
+// resumed after a return or a jump (0 for none).
+func (w *sweeper) blockBefore(pc uint64) uint64 {
+	i := sort.Search(len(w.blocks), func(i int) bool { return w.blocks[i] > pc })
+	if i == 0 {
+		return 0
+	}
+	return w.blocks[i-1]
+}
+
 // stateAt returns the function's first instruction and the frame's state
 // at the instruction at pc, which the sweep decoded; ok is false where
-// the state is not known or is a wrong reading.
+// the state is not known or is a wrong reading (start is 0 only where no
+// state was noted before pc).
 func (w *sweeper) stateAt(pc uint64) (start uint64, st frameState, ok bool) {
 	rows := w.rows
 	k := sort.Search(len(rows), func(k int) bool { return rows[k].addr > pc }) - 1
@@ -382,7 +410,7 @@ func (w *sweeper) reset(obj Object, from uint64) {
 	w.table = frameState{}
 	w.ripLea, w.entryOf, w.targetOf, w.bound = [16]uint64{}, [16]uint64{}, [16]uint64{}, -1
 	w.gap, w.afterCall, w.inEpi = false, false, false
-	w.pending, w.rows, w.insn = w.pending[:0], w.rows[:0], w.insn[:0]
+	w.pending, w.rows, w.insn, w.blocks = w.pending[:0], w.rows[:0], w.insn[:0], w.blocks[:0]
 	if w.set.bufFor == w {
 		w.set.bufFor = nil
 	}
