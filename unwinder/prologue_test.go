@@ -457,93 +457,102 @@ func (o *jumpsObject) JumpSources(addr uint64, out []uint64) []uint64 {
 	return append(out, o.jumps[addr]...)
 }
 
-// TestPrologueStepColdPart: a stripped function without CFI whose rare
-// path gcc split off to .text.unlikely (function.cold), laid out before
-// it, after the end of the code before it: a block that only a jump from
-// the function reaches, with the function's frame (a push and 0x20 bytes
-// allocated), which calls another function. Sampled in that callee, the
-// step out of the block takes the function's frame at the jump (the
-// caller's SP past the push and the allocation, and its return address),
-// and the function's start is checked against the caller's call. Before, the sweep took the block for a
-// function's entry, nothing pushed, and the stack ended there
-// (no_unwind_info). A block a jump with nothing pushed reaches (a tail
-// call) is still an entry.
-func TestPrologueStepColdPart(t *testing.T) {
-	const (
-		stack = 0x7ff000
-		cold  = 0x401800
-		fn    = 0x402000
-		leaf  = 0x404000
-		ra    = 0x403020 // the caller's return address, after call fn
-	)
-	coldCode := []byte{
-		0xe8, 0, 0, 0, 0, // call leaf
-		0xe9, 0, 0, 0, 0, // jmp fn+0xd (back)
-	}
-	rel := func(next, to uint64) uint32 { return uint32(int32(int64(to) - int64(next))) }
-	binary.LittleEndian.PutUint32(coldCode[1:], rel(cold+5, leaf))
-	binary.LittleEndian.PutUint32(coldCode[6:], rel(cold+10, fn+0xd))
-	fnCode := []byte{
+// The layout of the split-part tests: the parts' code at coldText (the
+// start of the code), their function at coldFn, its caller's return
+// address coldRA after a call to it, a leaf with CFI at coldLeaf, and the
+// stack at coldStack.
+const (
+	coldText  = 0x401800
+	coldFn    = 0x402000
+	coldRA    = 0x403020
+	coldLeaf  = 0x404000
+	coldStack = 0x7ff000
+)
+
+// rel32 is the displacement of a jump or call ending at next to to.
+func rel32(next, to uint64) uint32 { return uint32(int32(int64(to) - int64(next))) }
+
+// coldFnCode is the function of the split-part tests: push %rbx; sub
+// $0x20,%rsp (nops instead where pushed is false); test %edi,%edi; jne
+// part (at coldFn+7); add $0x20,%rsp (coldFn+0xd, where parts jump
+// back); pop %rbx; ret.
+func coldFnCode(part uint64, pushed bool) []byte {
+	code := []byte{
 		0x53,                   // push %rbx
 		0x48, 0x83, 0xec, 0x20, // sub $0x20,%rsp
 		0x85, 0xff, // test %edi,%edi
-		0x0f, 0x85, 0, 0, 0, 0, // jne cold (at fn+7)
-		0x48, 0x83, 0xc4, 0x20, // add $0x20,%rsp (fn+0xd: where the cold block jumps back)
+		0x0f, 0x85, 0, 0, 0, 0, // jne part
+		0x48, 0x83, 0xc4, 0x20, // add $0x20,%rsp
 		0x5b, // pop %rbx
 		0xc3, // ret
 	}
-	binary.LittleEndian.PutUint32(fnCode[9:], rel(fn+13, cold))
-	call := []byte{0x90, 0x90, 0x90, 0xe8, 0, 0, 0, 0}
-	binary.LittleEndian.PutUint32(call[4:], rel(ra, fn))
-	leafRow := x86Row(leaf, leaf+0x100, 8)
-	for _, tc := range []struct {
-		name    string
-		pushed  bool // the jump's frame has something pushed
-		frames  int
-		outmost bool
-	}{
-		{"from the function's frame", true, 3, true},
-		{"a tail call's jump", false, 2, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			fc := slices.Clone(fnCode)
-			if !tc.pushed {
-				// push %rbx; sub $0x20,%rsp become nops: the jump is
-				// taken with nothing pushed.
-				for i := range 5 {
-					fc[i] = 0x90
-				}
-			}
-			obj := &jumpsObject{
-				hiddenObject: hiddenObject{fakeObject: fakeObject{rows: []cfi.Row{leafRow, x86Outermost()},
-					code: map[uint64][]byte{cold: coldCode, fn: fc, ra - 8: call, leaf: {0x90, 0x90, 0xc3}}},
-					section: cold, targets: []uint64{fn, leaf}},
-				jumps: map[uint64][]uint64{cold: {fn + 7}},
-			}
-			sb := &stackBuilder{base: stack, data: make([]byte, 0x100)}
-			sb.put(stack, cold+5)     // the leaf's return address, into the cold block
-			sb.put(stack+0x28, 0x777) // the caller's %rbx, pushed by fn
-			sb.put(stack+0x30, ra)    // fn's return address
-			var regs arch.Regs
-			regs.Set(arch.AMD64_RIP, leaf+1)
-			regs.Set(arch.AMD64_RSP, stack)
-			frames := make([]Frame, 8)
-			res := New(arch.AMD64, Options{}).Unwind(&Cache{}, textAndStack(obj), &regs, &Stack{Addr: stack, Data: sb.data}, frames)
-			var pcs []uint64
-			for _, f := range frames[:res.Frames] {
-				pcs = append(pcs, f.PC)
-			}
-			want := []uint64{leaf + 1, cold + 5, ra}[:tc.frames]
-			require.Equal(t, want, pcs, "frames %+v, stop %v (%v)", frames[:res.Frames], res.Stop, res.Err)
-			if tc.outmost {
-				assert.Equal(t, MethodPrologue, frames[2].Method)
-				assert.Equal(t, uint64(stack+0x38), frames[2].SP)
-				assert.Equal(t, StopOutermost, res.Stop, "%v", res.Err)
-			} else {
-				assert.NotEqual(t, StopOutermost, res.Stop)
-			}
-		})
+	binary.LittleEndian.PutUint32(code[9:], rel32(coldFn+13, part))
+	if !pushed {
+		for i := range 5 {
+			code[i] = 0x90
+		}
 	}
+	return code
+}
+
+// unwindColdPart unwinds, sampled in the leaf, which part (whose code is
+// parts at coldText) called with its return address at the SP and the
+// function's return address where its frame puts it (SP+0x30 past the
+// leaf's return address), the function's jne the one jump to part; it
+// returns the frames' pcs.
+func unwindColdPart(t *testing.T, parts, fnCode []byte, part uint64) ([]uint64, []Frame, Result) {
+	t.Helper()
+	call := []byte{0x90, 0x90, 0x90, 0xe8, 0, 0, 0, 0}
+	binary.LittleEndian.PutUint32(call[4:], rel32(coldRA, coldFn))
+	obj := &jumpsObject{
+		hiddenObject: hiddenObject{fakeObject: fakeObject{rows: []cfi.Row{x86Row(coldLeaf, coldLeaf+0x100, 8), x86Outermost()},
+			code: map[uint64][]byte{coldText: parts, coldFn: fnCode, coldRA - 8: call, coldLeaf: {0x90, 0x90, 0xc3}}},
+			section: coldText, targets: []uint64{coldFn, coldLeaf}},
+		jumps: map[uint64][]uint64{part: {coldFn + 7}},
+	}
+	sb := &stackBuilder{base: coldStack, data: make([]byte, 0x100)}
+	sb.put(coldStack, part+5)      // the leaf's return address, after the part's call
+	sb.put(coldStack+0x28, 0x777)  // the caller's %rbx, pushed by the function
+	sb.put(coldStack+0x30, coldRA) // the function's return address
+	var regs arch.Regs
+	regs.Set(arch.AMD64_RIP, coldLeaf+1)
+	regs.Set(arch.AMD64_RSP, coldStack)
+	frames := make([]Frame, 8)
+	res := New(arch.AMD64, Options{}).Unwind(&Cache{}, textAndStack(obj), &regs, &Stack{Addr: coldStack, Data: sb.data}, frames)
+	var pcs []uint64
+	for _, f := range frames[:res.Frames] {
+		pcs = append(pcs, f.PC)
+	}
+	return pcs, frames[:res.Frames], res
+}
+
+// TestPrologueStepColdPart: a stripped function without CFI whose rare
+// path gcc split off to .text.unlikely (function.cold), laid out before
+// it, at the start of the code: a block that only a jump from the
+// function reaches, with the function's frame (a push and 0x20 bytes
+// allocated), which calls another function. Sampled in that callee, the
+// step out of the block takes the function's frame at the jump (the
+// caller's SP past the push and the allocation, and its return address),
+// and the function's start is checked against the caller's call. Before,
+// the sweep took the block for a function's entry, nothing pushed, and the
+// stack ended there (no_unwind_info). A block a jump with nothing pushed
+// reaches (a tail call) is still an entry.
+func TestPrologueStepColdPart(t *testing.T) {
+	part := []byte{
+		0xe8, 0, 0, 0, 0, // call leaf
+		0xe9, 0, 0, 0, 0, // jmp back
+	}
+	binary.LittleEndian.PutUint32(part[1:], rel32(coldText+5, coldLeaf))
+	binary.LittleEndian.PutUint32(part[6:], rel32(coldText+10, coldFn+0xd))
+	pcs, frames, res := unwindColdPart(t, part, coldFnCode(coldText, true), coldText)
+	require.Equal(t, []uint64{coldLeaf + 1, coldText + 5, coldRA}, pcs, "frames %+v, stop %v (%v)", frames, res.Stop, res.Err)
+	assert.Equal(t, MethodPrologue, frames[2].Method)
+	assert.Equal(t, uint64(coldStack+0x38), frames[2].SP)
+	assert.Equal(t, StopOutermost, res.Stop, "%v", res.Err)
+
+	pcs, frames, res = unwindColdPart(t, part, coldFnCode(coldText, false), coldText)
+	require.Equal(t, []uint64{coldLeaf + 1, coldText + 5}, pcs, "a tail call's jump: frames %+v, stop %v (%v)", frames, res.Stop, res.Err)
+	assert.NotEqual(t, StopOutermost, res.Stop)
 }
 
 // TestPrologueStepColdPartAfterAnother: two split parts laid out one after
@@ -555,58 +564,21 @@ func TestPrologueStepColdPart(t *testing.T) {
 // step out of it finds the caller. Before, the frame stayed unknown and
 // the stack ended there (no_unwind_info).
 func TestPrologueStepColdPartAfterAnother(t *testing.T) {
-	const (
-		stack  = 0x7ff000
-		first  = 0x401800
-		second = 0x401809
-		fn     = 0x402000
-		leaf   = 0x404000
-		ra     = 0x403020 // the caller's return address, after call fn
-	)
-	rel := func(next, to uint64) uint32 { return uint32(int32(int64(to) - int64(next))) }
+	const second = coldText + 9
 	parts := []byte{
 		0x50,       // first: push %rax
 		0x74, 0x0e, // je second+8
 		0x58,             // pop %rax
-		0xe9, 0, 0, 0, 0, // jmp fn+0xd
+		0xe9, 0, 0, 0, 0, // jmp back
 		0xe8, 0, 0, 0, 0, // second: call leaf
 		0x48, 0x89, 0xc3, // mov %rax,%rbx
-		0xe9, 0, 0, 0, 0, // jmp fn+0xd (second+8)
+		0xe9, 0, 0, 0, 0, // jmp back (second+8)
 	}
-	binary.LittleEndian.PutUint32(parts[5:], rel(first+9, fn+0xd))
-	binary.LittleEndian.PutUint32(parts[10:], rel(second+5, leaf))
-	binary.LittleEndian.PutUint32(parts[18:], rel(second+13, fn+0xd))
-	fnCode := []byte{
-		0x53,                   // push %rbx
-		0x48, 0x83, 0xec, 0x20, // sub $0x20,%rsp
-		0x85, 0xff, // test %edi,%edi
-		0x0f, 0x85, 0, 0, 0, 0, // jne second (at fn+7)
-		0x48, 0x83, 0xc4, 0x20, // add $0x20,%rsp
-		0x5b, // pop %rbx
-		0xc3, // ret
-	}
-	binary.LittleEndian.PutUint32(fnCode[9:], rel(fn+13, second))
-	call := []byte{0x90, 0x90, 0x90, 0xe8, 0, 0, 0, 0}
-	binary.LittleEndian.PutUint32(call[4:], rel(ra, fn))
-	obj := &jumpsObject{
-		hiddenObject: hiddenObject{fakeObject: fakeObject{rows: []cfi.Row{x86Row(leaf, leaf+0x100, 8), x86Outermost()},
-			code: map[uint64][]byte{first: parts, fn: fnCode, ra - 8: call, leaf: {0x90, 0x90, 0xc3}}},
-			section: first, targets: []uint64{fn, leaf}},
-		jumps: map[uint64][]uint64{second: {fn + 7}},
-	}
-	sb := &stackBuilder{base: stack, data: make([]byte, 0x100)}
-	sb.put(stack, second+5) // the leaf's return address, into the second part
-	sb.put(stack+0x30, ra)  // fn's return address
-	var regs arch.Regs
-	regs.Set(arch.AMD64_RIP, leaf+1)
-	regs.Set(arch.AMD64_RSP, stack)
-	frames := make([]Frame, 8)
-	res := New(arch.AMD64, Options{}).Unwind(&Cache{}, textAndStack(obj), &regs, &Stack{Addr: stack, Data: sb.data}, frames)
-	var pcs []uint64
-	for _, f := range frames[:res.Frames] {
-		pcs = append(pcs, f.PC)
-	}
-	require.Equal(t, []uint64{leaf + 1, second + 5, ra}, pcs, "frames %+v, stop %v (%v)", frames[:res.Frames], res.Stop, res.Err)
+	binary.LittleEndian.PutUint32(parts[5:], rel32(coldText+9, coldFn+0xd))
+	binary.LittleEndian.PutUint32(parts[10:], rel32(second+5, coldLeaf))
+	binary.LittleEndian.PutUint32(parts[18:], rel32(second+13, coldFn+0xd))
+	pcs, frames, res := unwindColdPart(t, parts, coldFnCode(second, true), second)
+	require.Equal(t, []uint64{coldLeaf + 1, second + 5, coldRA}, pcs, "frames %+v, stop %v (%v)", frames, res.Stop, res.Err)
 	assert.Equal(t, MethodPrologue, frames[2].Method)
 	assert.Equal(t, StopOutermost, res.Stop, "%v", res.Err)
 }
