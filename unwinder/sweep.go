@@ -182,6 +182,8 @@ func (c *Cache) sweepAt(obj Object, lookup, pc uint64) (start uint64, st frameSt
 	if start == 0 || c.sweeps.nested >= coldDepth {
 		return start, st, ok
 	}
+	// (Read before coldFrame, whose sweeps may take w's place.)
+	b := w.blockBefore(pc)
 	if !knownStart(obj, start) {
 		// The sweep took the block holding pc for a function's first
 		// instruction (its state there known or not: a part's
@@ -191,7 +193,7 @@ func (c *Cache) sweepAt(obj Object, lookup, pc uint64) (start uint64, st frameSt
 			return s2, st2, true
 		}
 	}
-	if b := w.blockBefore(pc); !ok && b > start && !knownStart(obj, b) {
+	if !ok && b > start && !knownStart(obj, b) {
 		// Not known at pc: the code after the last return or jump
 		// before it, where the sweep carried a state it could not
 		// tell, may be reached by jumps that tell it (a split part
