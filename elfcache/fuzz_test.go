@@ -76,10 +76,14 @@ func exercise(o *Object) {
 	addrs = append(addrs, 0, 0x1000, ^uint64(0))
 	var row cfi.Row
 	buf := make([]byte, 32)
+	var srcs []uint64
 	for _, a := range addrs {
 		o.Symbolize(a)
 		o.ReadCode(a, buf)
 		o.FindRow(a, &row)
+		o.CallTarget(a)
+		o.StartBefore(a)
+		srcs = o.JumpSources(a, srcs[:0])
 	}
 	o.CFIError()
 	o.cfiSections()
