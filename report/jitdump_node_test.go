@@ -88,7 +88,7 @@ func TestJITDumpNode(t *testing.T) {
 			}
 		}
 		stepped := func(h string) bool { return h == "frameless" || h == "prologue" }
-		if k, m := slices.IndexFunc(how, stepped), len(jit)-len(p.jit); k >= 0 && (m == 1 || m == 2 && strings.HasPrefix(jit[k], "JS:^")) &&
+		if k, m := slices.IndexFunc(how, stepped), len(jit)-len(p.jit); k >= 0 && (m == 1 || m == 2 && (strings.HasPrefix(jit[k], "JS:^") || strings.HasPrefix(jit[k], "JS:~"))) &&
 			k+m <= len(how) && !slices.ContainsFunc(how[k:k+m], func(h string) bool { return !stepped(h) }) &&
 			slices.Equal(slices.Delete(slices.Clone(jit), k, k+m), p.jit) {
 			// The frame below was caught before it set up its frame
@@ -103,9 +103,15 @@ func TestJITDumpNode(t *testing.T) {
 			// instruction calls BaselineOutOfLinePrologue to build
 			// it), the baseline function has no frame either: perf
 			// skips it and its caller, two frames, both found so
-			// (once in CI, in 4,000 samples).
+			// (once in CI, in 4,000 samples). So too an interpreted
+			// function's copy of InterpreterEntryTrampoline (JS:~,
+			// --interpreted-frames-native-stack), caught in a
+			// builtin it calls before it builds its frame (once in a
+			// CI run beside another: ~fib and its caller ~fib,
+			// frameless both, where perf went on from the frame
+			// above).
 			entered++
-			jit = slices.Delete(jit, k, k+1)
+			jit = slices.Delete(jit, k, k+m)
 		}
 		// perf stops early at some frames: compare the frames both print.
 		n := min(len(jit), len(p.jit))

@@ -478,24 +478,30 @@ func TestX86NoStaleReturnAddress(t *testing.T) {
 		0x401000: {0xe8, 0xfb, 0x07, 0x00, 0x00, 0xe8, 0xf6, 0xff, 0xff, 0xff, 0x90, 0x90, 0xc3},
 		0x401800: {0x55, 0x48, 0x89, 0xe5, 0xc3},
 		0x404000: {0x90, 0x90, 0xc3},
+		// fn2: call 0x402000 (itself, returning to 0x402005); nop; ret
+		0x402000: {0xe8, 0xfb, 0xff, 0xff, 0xff, 0x90, 0xc3},
 	}
 	leaf := x86Row(0x404000, 0x404100, 8) // CFA = SP+8
 	for _, tc := range []struct {
 		name string
 		pc   uint64 // the frame sampled
 		sp   uint64 // fn's SP
+		ra   uint64 // the return address into fn, after its call of itself
 	}{
-		{"caller at a return address", 0x404001, stack + 8},
-		{"sampled in it", 0x40100b, stack + 8},
+		{"caller at a return address", 0x404001, stack + 8, 0x40100a},
+		{"sampled in it", 0x40100b, stack + 8, 0x40100a},
+		// fn2 calls itself first: the state at its return address is
+		// the one before that call, but the frame has passed it.
+		{"caller at its first call's return address", 0x404001, stack + 8, 0x402005},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sb := &stackBuilder{base: stack, data: make([]byte, 0x100)}
-			sb.put(stack, 0x40100a)      // the leaf's return address into fn
-			sb.put(stack+8, 0x40100a)    // stale: fn's SP, a return address after a call to fn
+			sb.put(stack, tc.ra)         // the leaf's return address into fn
+			sb.put(stack+8, tc.ra)       // stale: fn's SP, a return address after a call to fn
 			sb.put(stack+0x10, 0)        // the frame record at %rbp: the caller's %rbp
 			sb.put(stack+0x18, 0x403020) // and the return address into top
 			obj := &funcObject{fakeObject: fakeObject{rows: []cfi.Row{leaf, x86Outermost()}, code: code},
-				starts: []uint64{0x401000, 0x401800, 0x403000, 0x404000}}
+				starts: []uint64{0x401000, 0x401800, 0x402000, 0x403000, 0x404000}}
 			var regs arch.Regs
 			regs.Set(arch.AMD64_RIP, tc.pc)
 			regs.Set(arch.AMD64_RSP, stack)
@@ -509,7 +515,7 @@ func TestX86NoStaleReturnAddress(t *testing.T) {
 			for _, f := range frames[:res.Frames] {
 				pcs = append(pcs, f.PC)
 			}
-			want := []uint64{0x404001, 0x40100a, 0x403020}
+			want := []uint64{0x404001, tc.ra, 0x403020}
 			if tc.pc < 0x404000 {
 				want = []uint64{0x40100b, 0x403020}
 			}
