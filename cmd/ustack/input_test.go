@@ -536,6 +536,9 @@ func TestReportPCOutsideMaps(t *testing.T) {
 	// machine).
 	byTid := map[string]int{}
 	for _, s := range ours {
+		if !strings.Contains(s, "\n") {
+			continue // no user frame in either (a sample in the kernel with no user stack)
+		}
 		require.Contains(t, s, "[unknown] ([unknown])", "the PC, outside every map")
 		byTid[strings.Fields(s)[1]]++
 	}
