@@ -151,7 +151,7 @@ func (o *Object) JumpSources(addr uint64, out []uint64) []uint64 {
 		return out
 	}
 	o.jumpOnce.Do(o.findJumps)
-	base := o.execBase()
+	base := o.jumpBase
 	if addr < base || addr-base > 1<<32-1 {
 		return out
 	}
@@ -200,6 +200,7 @@ func (o *Object) execSections() []*elf.Section {
 func (o *Object) findJumps() {
 	exec := o.execSections()
 	base := o.execBase()
+	o.jumpBase = base
 	// About one in 29 bytes of code holds a rel32 jump or its look-alike
 	// (python3.11: 98,620 in 2.8 MB): sized so, the table seldom grows.
 	size := uint64(0)

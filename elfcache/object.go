@@ -175,7 +175,8 @@ type Object struct {
 	targetOnce  sync.Once // calltargets.go
 	callTargets []uint64
 	jumpOnce    sync.Once   // calltargets.go
-	jumps       []jumpEntry // by target
+	jumps       []jumpEntry // by target, as offsets from jumpBase
+	jumpBase    uint64      // the lowest executable section's address
 
 	// cachedMu guards cached: the unmap functions of sections mapped
 	// from the SectionCache, released by Close; and cachedData, what
