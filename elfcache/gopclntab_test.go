@@ -283,6 +283,29 @@ func TestGoStackSwitches(t *testing.T) {
 				sw := slices.IndexFunc(code, func(i insn) bool {
 					return strings.HasPrefix(i.text, "MOV") && strings.HasSuffix(i.text, spName)
 				})
+				if fn.end == endOfCode {
+					// gogo: every instruction after the move is on the
+					// goroutine's stack; runtime.gogo (since Go 1.17
+					// a jump to gogo) moves nothing into SP.
+					require.NotEmpty(t, code, "go tool objdump shows no %s:\n%s", fn.name, out)
+					for _, o := range []*Object{full, stripped} {
+						for k, i := range code {
+							var r cfi.Row
+							err := o.FindRow(i.addr, &r)
+							if sw >= 0 && k > sw {
+								assert.ErrorIs(t, err, cfi.ErrStackSwitch, "%s: %#x (%q) after %s's switch", o.Path(), i.addr, i.text, fn.name)
+								continue
+							}
+							if assert.NoError(t, err, "%s: row at %#x (%q) of %s", o.Path(), i.addr, i.text, fn.name) && sw >= 0 {
+								assert.True(t, r.End <= code[sw+1].addr, "%s: the row at %#x reaches past the switch, to %#x", o.Path(), i.addr, r.End)
+							}
+						}
+					}
+					if fn.name == "gogo" {
+						require.Positive(t, sw, "no move into SP in %s:\n%s", fn.name, out)
+					}
+					continue
+				}
 				require.Positive(t, sw, "no move into SP in %s:\n%s", fn.name, out)
 				call := sw + slices.IndexFunc(code[sw:], func(i insn) bool { return strings.HasPrefix(i.text, "CALL ") })
 				require.Greater(t, call, sw, "no call after the switch in %s:\n%s", fn.name, out)
@@ -296,6 +319,24 @@ func TestGoStackSwitches(t *testing.T) {
 						assert.Equal(t, cfi.RuleUndefined, r.Regs[r.RA].Kind, "%s: %s's return address %#x (after %q) ends the stack", o.Path(), fn.name, ret, code[call].text)
 					} else {
 						assert.ErrorIs(t, err, cfi.ErrStackSwitch, "%s: %s's return address %#x (after %q)", o.Path(), fn.name, ret, code[call].text)
+					}
+					if fn.end == endSwitchBack {
+						// After the call the thread is on the g0 stack
+						// up to the load of SP that switches back;
+						// from there the CFI holds again.
+						back := slices.IndexFunc(code[call+1:], func(i insn) bool {
+							return strings.HasPrefix(i.text, "MOV") && strings.HasSuffix(i.text, spName)
+						})
+						require.GreaterOrEqual(t, back, 0, "no switch back after the call in %s:\n%s", fn.name, out)
+						back += call + 1
+						require.Less(t, back+1, len(code), "nothing after the switch back in %s:\n%s", fn.name, out)
+						for _, i := range code[call+1 : back+1] {
+							assert.ErrorIs(t, o.FindRow(i.addr, &r), cfi.ErrStackSwitch, "%s: %#x (%q) after %s's call, before it switches back", o.Path(), i.addr, i.text, fn.name)
+						}
+						after := code[back+1]
+						if assert.NoError(t, o.FindRow(after.addr, &r), "%s: row at %#x (%q) after %s switched back", o.Path(), after.addr, after.text, fn.name) {
+							assert.NotEqual(t, cfi.RuleUndefined, r.Regs[r.RA].Kind, "%s: %#x (%q) after the switch back keeps its caller", o.Path(), after.addr, after.text)
+						}
 					}
 					for _, i := range code[:sw+1] {
 						require.NoError(t, o.FindRow(i.addr, &r), "%s: row at %#x (%q) of %s", o.Path(), i.addr, i.text, fn.name)

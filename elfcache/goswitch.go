@@ -33,6 +33,13 @@ import (
 //     and its callers are on the goroutine's stack (g.syscallsp, saved by
 //     entersyscall). Called on the g0 stack already, it does not switch:
 //     that call lies past the range and keeps its rows.
+//   - gogo (runtime.gogo's tail, gogo<> in the assembly; runtime.gogo
+//     itself before Go 1.17) resumes a goroutine: it loads SP from
+//     gobuf.sp, clears the gobuf and jumps to gobuf.pc. From the load to
+//     its end the thread is on the goroutine's stack, whose innermost
+//     frame is gobuf.pc's, not a caller of gogo's (the scheduler's
+//     frames are on the g0 stack it left), and the word at the SP is
+//     that frame's, no return address.
 //
 // Past the switch, CFI (Go's .debug_frame and the pclntab's pcsp alike)
 // describes the goroutine's stack as if SP still pointed there. FindRow
@@ -42,8 +49,9 @@ import (
 // saved registers. Where the switch lies is found by decoding the function
 // (golang.org/x/arch, the disassembler of Go's own objdump): from the
 // first instruction that loads SP from memory or a register (amd64 MOVQ
-// 0x38(R14), SP; arm64 MOVD R0, RSP) to the end of the first call after it.
-// A thread stopped before the switch keeps its caller.
+// 0x38(R14), SP; arm64 MOVD R0, RSP) to the end of the first call after it
+// (gogo's: to the function's end). A thread stopped before the switch
+// keeps its caller.
 
 // goSwitch is one function's range past its stack switch.
 type goSwitch struct {
@@ -76,12 +84,23 @@ type goSwitch struct {
 // x29+8+N.
 var goBPFuncs = [...]string{"runtime.nanotime1", "runtime.walltime", "runtime.walltime1", "time.now", "runtime.vgetrandom1"}
 
+// switchEnd says where a switch's range ends.
+type switchEnd uint8
+
+const (
+	endAtCall     switchEnd = iota // mcall, morestack: the call never returns
+	endSwitchBack                  // at the end of the next load of SP after the call, which switches back
+	endOfCode                      // gogo: no call follows; it jumps to the goroutine's PC
+)
+
 // goSwitchFuncs are the runtime's stack-switching functions, by their
 // pclntab names.
 var goSwitchFuncs = [...]struct {
 	name      string
 	outermost bool
-}{{"runtime.mcall", true}, {"runtime.systemstack", false}, {"runtime.morestack", false}, {"runtime.asmcgocall", false}}
+	end       switchEnd
+}{{"runtime.mcall", true, endAtCall}, {"runtime.systemstack", false, endSwitchBack}, {"runtime.morestack", false, endAtCall},
+	{"runtime.asmcgocall", false, endSwitchBack}, {"gogo", false, endOfCode}, {"runtime.gogo", false, endOfCode}}
 
 // findGoSwitches finds the switches of an object with a Go pclntab. Objects
 // without one are not parsed; a function whose code does not decode, or has
@@ -109,7 +128,7 @@ func (o *Object) findGoSwitches() {
 		if !ok {
 			continue
 		}
-		if r, ok := goSwitchRange(o.arch, code, bounds[i].Start); ok {
+		if r, ok := goSwitchRange(o.arch, code, bounds[i].Start, f.end); ok {
 			o.goSwitches = append(o.goSwitches, goSwitch{Range: r, fn: f.name, outermost: f.outermost})
 		}
 	}
@@ -203,16 +222,17 @@ func goBPRanges(code []byte, addr uint64) []Range {
 // goSwitchRange decodes code (a function at addr) up to the first
 // instruction that writes SP from memory or another register and the first
 // call after it, and returns the addresses from the end of the one to the
-// end of the other.
-func goSwitchRange(a arch.Arch, code []byte, addr uint64) (Range, bool) {
-	var start uint64
+// end of the other, or as end says: to the end of the next such write of
+// SP after the call (where one follows), or to the end of the code.
+func goSwitchRange(a arch.Arch, code []byte, addr uint64, end switchEnd) (Range, bool) {
+	var start, called uint64
 	for off := 0; off < len(code); {
 		n, sw, call := 0, false, false
 		switch a {
 		case arch.AMD64:
 			in, err := x86dec.Decode(code[off:])
 			if err != nil {
-				return Range{}, false
+				break
 			}
 			n = in.Len
 			switch in.Op {
@@ -228,7 +248,7 @@ func goSwitchRange(a arch.Arch, code []byte, addr uint64) (Range, bool) {
 		case arch.ARM64:
 			in, err := arm64asm.Decode(code[off:])
 			if err != nil {
-				return Range{}, false
+				break
 			}
 			n = 4
 			switch in.Op {
@@ -238,14 +258,28 @@ func goSwitchRange(a arch.Arch, code []byte, addr uint64) (Range, bool) {
 				call = true
 			}
 		}
+		if n == 0 { // undecodable
+			break
+		}
 		at := addr + uint64(off)
 		off += n
 		switch {
 		case sw && start == 0:
 			start = at + uint64(n)
-		case call && start != 0:
+			if end == endOfCode {
+				return Range{start, addr + uint64(len(code))}, start < addr+uint64(len(code))
+			}
+		case call && start != 0 && called == 0:
+			called = at + uint64(n)
+			if end == endAtCall {
+				return Range{start, called}, true
+			}
+		case sw && called != 0:
 			return Range{start, at + uint64(n)}, true
 		}
+	}
+	if called != 0 {
+		return Range{start, called}, true
 	}
 	return Range{}, false
 }

@@ -770,7 +770,7 @@ func RunCore(c *Core, opts CoreOptions, emit func(*Sample) error) (*Summary, err
 		res := unwinderFor(mask).Unwind(&cache, as, &th.Regs, mem, frames)
 		if res.Stop == unwinder.StopStackSwitch {
 			if g := s.goroutineOn(uint64(th.TID)); g != nil {
-				res = s.goSwitched(unwinderFor(mask), &cache, g, frames, res)
+				res = s.goSwitched(unwinderFor(mask), &cache, g, &th.Regs, frames, res)
 			}
 		}
 		out.Stop, out.StopErr = res.Stop.String(), ""

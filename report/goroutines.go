@@ -142,14 +142,22 @@ func (s *coreSession) goroutineOn(tid uint64) *goruntime.Goroutine {
 // grows; in a cgo call, g.syscallsp and pc, in runtime.cgocall), as Go's
 // own traceback and Delve do. The frames are appended after res's; the
 // result is the whole stack's.
-func (s *coreSession) goSwitched(u *unwinder.Unwinder, cache *unwinder.Cache, g *goruntime.Goroutine,
+//
+// thread is the thread's registers (frame 0's): a thread in gogo, past its
+// switch onto g's stack, resumes g at g.sched.pc from the SP it has already
+// loaded, and gogo clears g.sched.sp after loading it.
+func (s *coreSession) goSwitched(u *unwinder.Unwinder, cache *unwinder.Cache, g *goruntime.Goroutine, thread *arch.Regs,
 	frames []unwinder.Frame, res unwinder.Result) unwinder.Result {
 	n := res.Frames
-	if n >= len(frames) {
+	if n >= len(frames) || n == 0 {
 		return res
 	}
 	var regs arch.Regs
-	switchedRegs(s.core.Arch, g, s.frameFunction(&frames[n-1]), &regs)
+	fn := s.frameFunction(&frames[n-1])
+	switchedRegs(s.core.Arch, g, fn, &regs)
+	if n == 1 && (fn == "gogo" || fn == "runtime.gogo") {
+		gogoRegs(s.core.Arch, g, thread, &regs)
+	}
 	if regs.KnownMask() == 0 {
 		return res
 	}
@@ -178,6 +186,39 @@ func switchedRegs(a arch.Arch, g *goruntime.Goroutine, switchFn string, regs *ar
 		return
 	}
 	savedRegs(a, g, regs)
+}
+
+// gogoRegs sets regs to the registers goroutine g resumes with where its
+// thread (registers thread) is in gogo past the load of g.sched.sp into
+// SP: g.sched's while gogo has not cleared it (it clears the SP first, and
+// the frame pointer and arm64's link register after loading them), else
+// g.sched.pc (gogo never clears it) with the thread's SP, frame pointer and
+// link register, which hold what gogo loaded.
+func gogoRegs(a arch.Arch, g *goruntime.Goroutine, thread *arch.Regs, regs *arch.Regs) {
+	regs.Reset()
+	if g.SchedPC == 0 {
+		return
+	}
+	if g.SchedSP != 0 {
+		sched := *g
+		sched.SP, sched.PC, sched.BP, sched.LR = g.SchedSP, g.SchedPC, g.SchedBP, g.SchedLR
+		savedRegs(a, &sched, regs)
+		return
+	}
+	sp, ok := thread.Get(a.SP())
+	if !ok || sp < g.StackLo || sp >= g.StackHi {
+		return
+	}
+	regs.Set(a.PC(), g.SchedPC)
+	regs.Set(a.SP(), sp)
+	if fp, ok := thread.Get(a.FP()); ok {
+		regs.Set(a.FP(), fp)
+	}
+	if a == arch.ARM64 {
+		if lr, ok := thread.Get(arch.ARM64_X30); ok {
+			regs.Set(arch.ARM64_X30, lr)
+		}
+	}
 }
 
 // onG0 reports whether goroutine g, running on a thread whose registers are
@@ -303,14 +344,14 @@ func (s *coreSession) runGoroutines(sum *Summary, u *unwinder.Unwinder, cache *u
 				s.savedPCFrame(&frames[0])
 			}
 			if th != nil && res.Stop == unwinder.StopStackSwitch {
-				res = s.goSwitched(u, cache, g, frames, res)
+				res = s.goSwitched(u, cache, g, &regs, frames, res)
 			}
 			if th != nil && s.onG0(g, &regs, frames, res) {
 				// The thread runs the scheduler for g on its g0
 				// stack (execute about to resume it): g's own
 				// frames are those g.sched holds, after the g0
 				// ones, as delve shows them.
-				res = s.goSwitched(u, cache, g, frames, res)
+				res = s.goSwitched(u, cache, g, &regs, frames, res)
 			}
 			out.Stop = res.Stop.String()
 			if res.Err != nil {

@@ -3,10 +3,14 @@ package report
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"debug/elf"
+	"fmt"
 	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -18,7 +22,9 @@ import (
 	"github.com/go-delve/delve/pkg/proc/core"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/arch/x86/x86asm"
 
+	"github.com/ustack/ustack/internal/testprog"
 	"github.com/ustack/ustack/resolve"
 )
 
@@ -289,4 +295,105 @@ func TestGoCgoCallMatchesDelve(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, seen, "ustack reported no thread %d", tid)
 	require.Positive(t, started, "no thread started by cgo (crosscall1)")
+}
+
+// TestGoGogoCoreMatchesGDB: a thread stopped in gogo past its switch onto
+// the stack of the goroutine it resumes (at its last instruction, JMP BX,
+// after gogo cleared g.sched.sp) is unwound on that goroutine's stack,
+// from g.sched.pc and the SP and frame pointer gogo loaded, to
+// runtime.goexit, outermost. The truth is gdb's: in the live process, after
+// gcore, its backtrace from the PC gogo jumps to (BX), up to goexit. Before,
+// the stack ended there at one frame (the word at the SP is no return
+// address).
+func TestGoGogoCoreMatchesGDB(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the test stops the program at gogo's amd64 JMP BX")
+	}
+	gdb, err := exec.LookPath("gdb")
+	if err != nil {
+		t.Skip("gdb is not installed (Debian package gdb): no truth for the goroutine's frames")
+	}
+	exe, run := buildGoTestProgram(t, goBuild{}, "gogo")
+	f, err := elf.Open(exe)
+	require.NoError(t, err)
+	syms, err := f.Symbols()
+	require.NoError(t, err)
+	var gogo elf.Symbol
+	for _, s := range syms {
+		if s.Name == "gogo" {
+			gogo = s
+		}
+	}
+	require.NotZero(t, gogo.Size, "%s has no symbol gogo", exe)
+	text := f.Section(".text")
+	code := make([]byte, gogo.Size)
+	_, err = text.ReadAt(code, int64(gogo.Value-text.Addr))
+	require.NoError(t, err)
+	f.Close()
+	jmp := uint64(0)
+	for off := 0; off < len(code); {
+		in, err := x86asm.Decode(code[off:], 64)
+		require.NoError(t, err, "gogo+%#x", off)
+		if in.Op == x86asm.JMP && in.Args[0] == x86asm.RBX {
+			jmp = gogo.Value + uint64(off)
+			break
+		}
+		off += in.Len
+	}
+	require.NotZero(t, jmp, "no JMP BX in gogo")
+
+	core := filepath.Join(run, "core.gogo")
+	script := fmt.Sprintf(`set pagination off
+set confirm off
+break *%#x
+ignore 1 200
+run
+delete
+gcore %s
+set $pc = $rbx
+bt
+kill
+`, jmp, core)
+	gdbScript := filepath.Join(run, "stop.gdb")
+	require.NoError(t, os.WriteFile(gdbScript, []byte(script), 0o644))
+	ctx, cancel := context.WithTimeout(context.Background(), testprog.Timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, gdb, "-nx", "-batch", "-x", gdbScript, exe)
+	cmd.Env = append(os.Environ(), "LC_ALL=C", "GOMAXPROCS=1")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "gdb: %s", out)
+	require.FileExists(t, core, "gdb did not stop at gogo's JMP BX: %s", out)
+	var want []string
+	frame := regexp.MustCompile(`^#\d+\s+(?:0x[0-9a-f]+ in )?(\S+) \(`)
+	for _, line := range strings.Split(string(out), "\n") {
+		if m := frame.FindStringSubmatch(line); m != nil {
+			want = append(want, m[1])
+		}
+	}
+	// gdb walks on past goexit, into the word above it (0, "??").
+	k := slices.Index(want, "runtime.goexit")
+	require.Positive(t, k, "gdb's backtrace reaches goexit: %s", out)
+	want = want[:k+1]
+	require.Contains(t, want, "runtime.gopark", "the goroutine gogo resumes was parked (the breakpoint's 201st hit, in the ping-pong): %s", out)
+
+	opts := CoreOptions{Options: Options{Kallsyms: "-", BuildIDDir: t.TempDir()}, Exe: exe}
+	cc, err := OpenCore(core, opts)
+	require.NoError(t, err)
+	defer cc.Close()
+	found := 0
+	_, err = RunCore(cc, opts, func(s *Sample) error {
+		if len(s.Frames) == 0 || s.Frames[0].Symbol != "gogo" {
+			return nil
+		}
+		found++
+		var mine []string
+		for _, fr := range s.Frames[1:] {
+			mine = append(mine, fr.Symbol)
+		}
+		assert.Equal(t, want, mine, "thread %d's frames after gogo", s.Tid)
+		assert.Equal(t, "outermost", s.Stop, "thread %d (%s)", s.Tid, s.StopErr)
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, 1, found, "threads in gogo")
 }
