@@ -114,8 +114,9 @@ func TestChainEndProvesOutermost(t *testing.T) {
 // begins a stack (Go's runtime.clone, whose child side calls the thread's
 // function) is the stack's first, whatever word its CFI finds above it: a
 // return address in no code there ends the stack outermost, not with
-// no_mapping. Returning into any other function, it is no_mapping as
-// before.
+// no_mapping, and so does a word past the end of the snapshot (the top of
+// the new thread's stack), not truncated. Returning into any other
+// function, it is no_mapping (truncated) as before.
 func TestReturnIntoStackBaseEndsStack(t *testing.T) {
 	const (
 		text  = 0x400000
@@ -128,10 +129,13 @@ func TestReturnIntoStackBaseEndsStack(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		lo, hi uint64 // the functions that begin a stack
+		size   int    // the snapshot's bytes
 		stop   StopReason
 	}{
-		{"into runtime.clone", 0x401000, 0x401100, StopOutermost},
-		{"into another function", 0x405000, 0x405100, StopNoMapping},
+		{"into runtime.clone", 0x401000, 0x401100, 0x100, StopOutermost},
+		{"into another function", 0x405000, 0x405100, 0x100, StopNoMapping},
+		{"into runtime.clone, snapshot ends", 0x401000, 0x401100, 8, StopOutermost},
+		{"into another function, snapshot ends", 0x405000, 0x405100, 8, StopTruncated},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			obj := &entryObject{fakeObject: fakeObject{rows: rows}, lo: tc.lo, hi: tc.hi}
@@ -146,7 +150,7 @@ func TestReturnIntoStackBaseEndsStack(t *testing.T) {
 			regs.Set(arch.AMD64_RIP, 0x402010)
 			regs.Set(arch.AMD64_RSP, stack)
 			frames := make([]Frame, 8)
-			res := New(arch.AMD64, Options{}).Unwind(&Cache{}, space, &regs, &Stack{Addr: stack, Data: sb.data}, frames)
+			res := New(arch.AMD64, Options{}).Unwind(&Cache{}, space, &regs, &Stack{Addr: stack, Data: sb.data[:tc.size]}, frames)
 			if res.Frames != 2 || res.Stop != tc.stop {
 				t.Fatalf("got %d frames, stop %v (%v); want 2, %v", res.Frames, res.Stop, res.Err, tc.stop)
 			}

@@ -459,7 +459,8 @@ type OutermostObject interface {
 }
 
 // baseFrame reports whether f, a frame whose caller's return address lies
-// in no code, is a return into a function that begins a stack
+// in no code (or past the captured stack), is a return into a function
+// that begins a stack
 // (OutermostObject): such a function calls only where the stack begins
 // (clone's child calls the thread's function, _start calls
 // __libc_start_main), so a frame returning into it is the stack's first,

@@ -84,8 +84,10 @@ const (
 	// return address in a function its object says begins a stack
 	// (OutermostObject; elsewhere a zero return address is an overwritten
 	// stack: StopNoMapping at PC 0); or, without CFI, the frame pointer or
-	// the return address is zero in such a function. A zero frame pointer elsewhere, or in a mapping
-	// without an object, is StopNoUnwindInfo.
+	// the return address is zero in such a function; or a frame returns
+	// into such a function and its caller's return address lies in no
+	// code or past the captured stack (baseFrame). A zero frame pointer
+	// elsewhere, or in a mapping without an object, is StopNoUnwindInfo.
 	StopOutermost StopReason = iota
 	// StopTruncated: a value needed for the next frame lies beyond the end
 	// of the captured stack snapshot.

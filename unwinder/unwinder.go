@@ -395,6 +395,13 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 			st.spGuess, st.space = spGuess, space
 			u.slowStep(c, m, e, cur, next, w, lookup, pc, n == 1, pacMask, stop, &st)
 			if st.stop != stopNone {
+				if (st.stop == StopTruncated || st.stop == StopBadMemory) && fr.Flags&FrameReturnAddress != 0 && baseFrame(space, fr) {
+					// A return into a function that begins a stack
+					// (clone's child, _start) is its first frame,
+					// whatever lies above it: the word its CFI
+					// reads may be past the new thread's stack.
+					return n, StopOutermost, nil, 0
+				}
 				if st.stop == StopTruncated {
 					return n, st.stop, st.err, w.beyond
 				}
