@@ -345,6 +345,7 @@ func TestGoGogoCoreMatchesGDB(t *testing.T) {
 	core := filepath.Join(run, "core.gogo")
 	script := fmt.Sprintf(`set pagination off
 set confirm off
+set backtrace past-main on
 break *%#x
 ignore 1 200
 run
