@@ -3,6 +3,7 @@ package report
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/ustack/ustack/arch"
@@ -152,8 +153,13 @@ func (s *coreSession) goSwitched(u *unwinder.Unwinder, cache *unwinder.Cache, g 
 	if n >= len(frames) || n == 0 {
 		return res
 	}
+	fn := strings.TrimSuffix(s.frameFunction(&frames[n-1]), ".abi0")
+	if !slices.Contains(goSwitchers, fn) {
+		// A vDSO call's frame whose caller's frame is outside the
+		// core's memory: g.sched is stale while g runs.
+		return res
+	}
 	var regs arch.Regs
-	fn := s.frameFunction(&frames[n-1])
 	switchedRegs(s.core.Arch, g, fn, &regs)
 	if n == 1 && (fn == "gogo" || fn == "runtime.gogo") {
 		gogoRegs(s.core.Arch, g, thread, &regs)
@@ -187,6 +193,11 @@ func switchedRegs(a arch.Arch, g *goruntime.Goroutine, switchFn string, regs *ar
 	}
 	savedRegs(a, g, regs)
 }
+
+// goSwitchers are the runtime's functions whose stack switch leaves the
+// goroutine's registers in g.sched, g.syscallsp or the thread's own
+// (gogo's), where goSwitched goes on from.
+var goSwitchers = []string{"runtime.systemstack", "runtime.morestack", "runtime.asmcgocall", "gogo", "runtime.gogo"}
 
 // gogoRegs sets regs to the registers goroutine g resumes with where its
 // thread (registers thread) is in gogo past the load of g.sched.sp into

@@ -1120,7 +1120,7 @@ func (s *Summary) WriteSummary(w io.Writer) {
 		if s.core {
 			fmt.Fprintf(w, "ustack: %d of %d stacks ended where Go's runtime had switched their thread to its g0 stack (stack_switch) and the thread runs no goroutine to go on with (one preempted in runtime.morestack and descheduled); --goroutines shows every goroutine's own stack\n", n, unwound)
 		} else {
-			fmt.Fprintf(w, "ustack: %d of %d stacks ended where Go's runtime had switched their thread's stack (stack_switch): in runtime.systemstack, morestack and asmcgocall to its g0 stack, their goroutine's frames are on the stack it left, which the recording does not hold; in gogo, back to a goroutine's stack, the goroutine's innermost frame is at the PC the runtime saved in its memory, which the recording does not hold either\n", n, unwound)
+			fmt.Fprintf(w, "ustack: %d of %d stacks ended where Go's runtime had switched their thread's stack (stack_switch): in runtime.systemstack, morestack, asmcgocall and the vDSO calls (time.now, nanotime1) to its g0 stack, their goroutine's frames are on the stack it left, which the recording does not hold; in gogo, back to a goroutine's stack, the goroutine's innermost frame is at the PC the runtime saved in its memory, which the recording does not hold either\n", n, unwound)
 		}
 	}
 	if n := s.Stops["depth"]; n > 0 && s.MaxFrames > 0 {

@@ -62,7 +62,7 @@ func TestSummaryStackSwitch(t *testing.T) {
 	s.WriteSummary(&b)
 	assert.Equal(t, "ustack: 106 of 346 stacks ended early: stack_switch 106\n"+
 		"ustack: 106 of 346 stacks ended where Go's runtime had switched their thread's stack (stack_switch): in "+
-		"runtime.systemstack, morestack and asmcgocall to its g0 stack, their goroutine's frames are on the stack it left, which the recording does not hold; "+
+		"runtime.systemstack, morestack, asmcgocall and the vDSO calls (time.now, nanotime1) to its g0 stack, their goroutine's frames are on the stack it left, which the recording does not hold; "+
 		"in gogo, back to a goroutine's stack, the goroutine's innermost frame is at the PC the runtime saved in its memory, which the recording does not hold either\n", b.String())
 	b.Reset()
 	s = Summary{Samples: 6, Stops: map[string]int{"outermost": 5, "stack_switch": 1}, core: true}

@@ -129,7 +129,11 @@ const (
 	// runtime.morestack and runtime.asmcgocall on a thread's g0 stack:
 	// the object's rows answer cfi.ErrStackSwitch): its callers are on
 	// the stack it left, which its rows cannot reach. Result.Err names
-	// the function. A Go core's reader goes on from the goroutine's saved
+	// the function. Also a row marked OtherStack (Go's vDSO calls, which
+	// move SP onto the g0 stack and find their caller from the frame
+	// pointer) whose caller's frame lies outside the captured memory: a
+	// recording's snapshot holds the g0 stack, not the goroutine's.
+	// A Go core's reader goes on from the goroutine's saved
 	// registers; a recording's, with the kernel's call chain where it
 	// provably continues.
 	StopStackSwitch

@@ -64,6 +64,10 @@ var (
 	errZeroFramePointer  = errors.New("unwinder: no CFI, and a zero frame pointer in a function not known to begin a stack")
 	errZeroReturnAddress = errors.New("unwinder: no CFI, and a zero return address in a function not known to begin a stack")
 	errCFAGuess          = errors.New("unwinder: the caller of a frame without CFI (arm64) keeps no frame record in its CFI, so its frame's position is unknown: a zero return address read there proves nothing")
+	// errOtherStack: a row marked OtherStack (Go's vDSO calls on the g0
+	// stack) put the caller's frame on another stack the capture does not
+	// hold.
+	errOtherStack = fmt.Errorf("unwinder: the function moved SP to another stack and its caller's frame, on the stack it left, is outside the captured memory: %w", cfi.ErrStackSwitch)
 )
 
 // Unwind walks the stack described by regs and mem in the process space,
@@ -401,6 +405,11 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 					// whatever lies above it: the word its CFI
 					// reads may be past the new thread's stack.
 					return n, StopOutermost, nil, 0
+				}
+				if (st.stop == StopTruncated || st.stop == StopBadMemory) && st.otherStack {
+					// Not the snapshot's size: the caller is on
+					// the stack the function left.
+					return n, StopStackSwitch, errOtherStack, 0
 				}
 				if st.stop == StopTruncated {
 					return n, st.stop, st.err, w.beyond

@@ -543,5 +543,23 @@ func TestOtherStackRow(t *testing.T) {
 		} else if res.Stop != StopLoop || len(pcs) != 2 {
 			t.Errorf("unmarked: pcs %#x, stop %v; want 2 frames, loop", pcs, res.Stop)
 		}
+
+		// A recording holds the g0 stack only: the caller's frame
+		// record, above or below the snapshot, is on the stack the
+		// function left (stack_switch), not cut by the snapshot's
+		// size (truncated) nor bad memory; unmarked, it stays so.
+		for _, rbp := range []uint64{gstk + 0x10, g0 + 0x1000} {
+			regs.Set(arch.AMD64_RBP, rbp)
+			res := New(arch.AMD64, Options{}).Unwind(&Cache{}, space, &regs, &Stack{Addr: g0, Data: g0Data}, frames)
+			want := StopStackSwitch
+			if !mark && rbp < g0 {
+				want = StopBadMemory
+			} else if !mark {
+				want = StopTruncated
+			}
+			if res.Frames != 2 || res.Stop != want || mark != errors.Is(res.Err, cfi.ErrStackSwitch) {
+				t.Errorf("marked %v, rbp %#x, g0 stack only: %d frames, stop %v (%v); want 2, %v", mark, rbp, res.Frames, res.Stop, res.Err, want)
+			}
+		}
 	}
 }
