@@ -102,6 +102,27 @@ func TestExecSamplesBeforeReplacement(t *testing.T) {
 	t.Logf("%d samples before the replacement unwound, %d after it not", before, after)
 }
 
+// TestExecSamplesNotNoMaps: between an exec's COMM record and the new
+// program's first MMAP the recording holds no maps of the process. Samples
+// there (mmap_lock:mmap_lock_acquire_returned, the first taken in
+// setup_arg_pages, before the new stack's MMAP) stop exec, and the summary
+// does not count them among the samples of processes whose maps the
+// recording lacks (perf record -C), which it did.
+func TestExecSamplesNotNoMaps(t *testing.T) {
+	requirePerf(t)
+	testprog.NeedTracefs(t, "mmap_lock/mmap_lock_acquire_returned")
+	dir := t.TempDir()
+	bin := build(t, dir, "execer", execSrc, "-O2", "-g")
+	data := testprog.Record(t, filepath.Join(dir, "exec.data"), "-e", "mmap_lock:mmap_lock_acquire_returned", "--call-graph", "dwarf", "--", bin)
+	r, _ := openRecording(t, data)
+	var warnings []string
+	sum, err := Run(r, Options{BuildIDDir: t.TempDir(), Warn: func(m string) { warnings = append(warnings, m) }}, func(*Sample) error { return nil })
+	require.NoError(t, err)
+	require.Positive(t, sum.Stops[StopExec], "samples inside execve")
+	assert.Empty(t, sum.NoMaps, "samples counted as of processes the recording holds no maps of")
+	assert.Zero(t, sum.noMapsSamples)
+}
+
 // trimmed drops leading zeros of hex addresses.
 func trimmed(pcs []string) []string {
 	out := make([]string, len(pcs))

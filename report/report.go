@@ -269,8 +269,13 @@ type Summary struct {
 	UnmappedPC string
 
 	// noMapsSamples is the samples NoMaps counts (JSON's no_maps), and
-	// unmappedPC those UnmappedPC counts, by pid (JSON's unmapped_pc).
+	// noMaps those samples by pid: those with user registers of processes
+	// the recording holds no maps of, save the ones taken inside execve
+	// (stop exec: between the exec and the new program's mmaps).
+	// unmappedPC counts those UnmappedPC counts, by pid (JSON's
+	// unmapped_pc).
 	noMapsSamples int
+	noMaps        map[uint32]int
 	unmappedPC    map[uint32]int
 
 	core bool // a core dump's threads: no stack snapshot to enlarge
@@ -312,10 +317,10 @@ func Run(r *perfdata.Reader, opts Options, emit func(*Sample) error) (*Summary, 
 }
 
 // noMapsLine describes the samples of processes the recording holds no
-// maps of (processor.noMaps): how many, of how many processes, the three
-// with the most samples named. "" when there were none.
-func (p *processor) noMapsLine() string {
-	n, of, names := p.samplesOf(p.noMaps)
+// maps of (Summary.noMaps, byPid): how many, of how many processes, the
+// three with the most samples named. "" when there were none.
+func (p *processor) noMapsLine(byPid map[uint32]int) string {
+	n, of, names := p.samplesOf(byPid)
 	if n == 0 {
 		return ""
 	}
@@ -386,10 +391,7 @@ func (p *processor) warnGroupRead() {
 }
 
 type processor struct {
-	// noMaps counts, by pid, the samples with user registers of
-	// processes the recording holds no maps of (the reader's).
-	noMaps map[uint32]int
-	opts   Options
+	opts Options
 	// warm builds objects' tables ahead (warmSpace) of the build-ids
 	// in hit, the recording's list of objects hit by samples.
 	warm       warmer
@@ -830,8 +832,8 @@ func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary,
 	wg.Wait()
 	err := <-emitErr
 	sum.Missing = p.resolver.Missing()
-	sum.NoMaps = p.noMapsLine()
-	for _, n := range p.noMaps {
+	sum.NoMaps = p.noMapsLine(sum.noMaps)
+	for _, n := range sum.noMaps {
 		sum.noMapsSamples += n
 	}
 	sum.UnmappedPC = p.unmappedPCLine(sum.unmappedPC)
@@ -869,6 +871,12 @@ func emitJob(sum *Summary, j *job, emit func(*Sample) error, err error) error {
 			sum.NoUserData++
 		}
 		sum.countNoUnwind(&j.out)
+		if j.out.noMaps {
+			if sum.noMaps == nil {
+				sum.noMaps = map[uint32]int{}
+			}
+			sum.noMaps[j.out.Pid]++
+		}
 		if !j.out.noMaps && pcUnmapped(&j.out) {
 			if sum.unmappedPC == nil {
 				sum.unmappedPC = map[uint32]int{}
@@ -978,12 +986,6 @@ func (p *processor) newJob(s *perfdata.Sample, index int) *job {
 	}
 	snap := p.tracker.Maps(s.Pid)
 	j.out.noMaps = j.hasReg && len(snap.Maps) == 0 && s.Pid != 0 && s.Pid != ^uint32(0)
-	if j.out.noMaps {
-		if p.noMaps == nil {
-			p.noMaps = map[uint32]int{}
-		}
-		p.noMaps[s.Pid]++
-	}
 	j.space = p.spaceFor(s.Pid, snap).At(s.Time)
 	j.out.space = j.space
 	return j

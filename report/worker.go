@@ -47,6 +47,9 @@ func (w *worker) process(j *job) {
 		// names the old PC in the new program's objects).
 		j.out.Stop = StopExec
 		j.out.StopErr = "sample taken inside execve: the user registers are the replaced program's"
+		// Between the exec and the new program's mmaps its process has
+		// no maps: that is the exec, not maps the recording lacks.
+		j.out.noMaps = false
 	case j.hasReg:
 		w.unwind(j)
 	case len(j.user) > 0:
