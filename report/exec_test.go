@@ -29,11 +29,7 @@ int main(void) { prepare(); return 1; }
 // program) have no stack copy and still stop with exec, no user frame
 // shown.
 func TestExecSamplesBeforeReplacement(t *testing.T) {
-	requirePerf(t)
-	testprog.NeedTracefs(t, "kmem/kmalloc")
-	dir := t.TempDir()
-	bin := build(t, dir, "execer", execSrc, "-O2", "-g")
-	data := testprog.Record(t, filepath.Join(dir, "exec.data"), "-e", "kmem:kmalloc", "--call-graph", "dwarf", "--", bin)
+	data := recordExec(t, "kmem:kmalloc")
 
 	// perf's user frames of each sample, by time.
 	perf := map[string][]string{}
@@ -109,18 +105,24 @@ func TestExecSamplesBeforeReplacement(t *testing.T) {
 // does not count them among the samples of processes whose maps the
 // recording lacks (perf record -C), which it did.
 func TestExecSamplesNotNoMaps(t *testing.T) {
-	requirePerf(t)
-	testprog.NeedTracefs(t, "mmap_lock/mmap_lock_acquire_returned")
-	dir := t.TempDir()
-	bin := build(t, dir, "execer", execSrc, "-O2", "-g")
-	data := testprog.Record(t, filepath.Join(dir, "exec.data"), "-e", "mmap_lock:mmap_lock_acquire_returned", "--call-graph", "dwarf", "--", bin)
+	data := recordExec(t, "mmap_lock:mmap_lock_acquire_returned")
 	r, _ := openRecording(t, data)
-	var warnings []string
-	sum, err := Run(r, Options{BuildIDDir: t.TempDir(), Warn: func(m string) { warnings = append(warnings, m) }}, func(*Sample) error { return nil })
+	sum, err := Run(r, Options{BuildIDDir: t.TempDir(), Warn: func(string) {}}, func(*Sample) error { return nil })
 	require.NoError(t, err)
 	require.Positive(t, sum.Stops[StopExec], "samples inside execve")
 	assert.Empty(t, sum.NoMaps, "samples counted as of processes the recording holds no maps of")
 	assert.Zero(t, sum.noMapsSamples)
+}
+
+// recordExec records execSrc's program, which execs /bin/true, at the
+// tracepoint event (system:name) with --call-graph dwarf.
+func recordExec(t *testing.T, event string) string {
+	t.Helper()
+	requirePerf(t)
+	testprog.NeedTracefs(t, strings.Replace(event, ":", "/", 1))
+	dir := t.TempDir()
+	bin := build(t, dir, "execer", execSrc, "-O2", "-g")
+	return testprog.Record(t, filepath.Join(dir, "exec.data"), "-e", event, "--call-graph", "dwarf", "--", bin)
 }
 
 // trimmed drops leading zeros of hex addresses.
