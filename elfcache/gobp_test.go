@@ -1,6 +1,7 @@
 package elfcache
 
 import (
+	"errors"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -105,4 +106,54 @@ func objdumpAt(t *testing.T, dis, re string) (uint64, []string) {
 		t.Fatal(err)
 	}
 	return v, m[2:]
+}
+
+// TestGoAlignCallRows: runtime.callCgoMmap, callCgoMunmap and
+// callCgoSigaction align SP to 16 bytes (ANDQ $-0x10, SP) on the same
+// stack before they call into C, and asmcgocall does so on its path for a
+// caller already on the g0 stack; their CFI's SP-based CFA is 8 bytes off
+// after an alignment that moved SP. FindRow gives the CFA as %rbp+16 (the
+// return address at CFA-8, %rbp at CFA-16) after the alignment, at the
+// call's return address, not marked OtherStack (the caller is on the same
+// stack); at the first instruction the CFA is still %rsp+8. asmcgocall's
+// call after its switch to the g0 stack stays a stack switch. The
+// addresses are go tool objdump's.
+func TestGoAlignCallRows(t *testing.T) {
+	testfiles.MustUnpack(t, testfiles.Dir())
+	path := filepath.Join(testfiles.Dir(), "objects", "x86_64", "goprog")
+	o := mustOpen(t, path, Options{})
+	bp := cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.AMD64_RBP, Offset: 16}
+	check := func(fn string, push, call uint64, callLen int) {
+		t.Helper()
+		var row cfi.Row
+		for _, a := range []uint64{call, call + uint64(callLen) - 1} {
+			if err := o.FindRow(a, &row); err != nil {
+				t.Fatalf("%s %#x: %v", fn, a, err)
+			}
+			if row.CFA != bp || row.OtherStack || (row.Regs[arch.AMD64_RIP] != cfi.Rule{Kind: cfi.RuleOffset, Offset: -8}) || (row.Regs[arch.AMD64_RBP] != cfi.Rule{Kind: cfi.RuleOffset, Offset: -16}) {
+				t.Errorf("%s %#x: CFA %+v, rip %+v, rbp %+v, other stack %v; want rbp+16, CFA-8, CFA-16, same stack", fn, a, row.CFA, row.Regs[arch.AMD64_RIP], row.Regs[arch.AMD64_RBP], row.OtherStack)
+			}
+		}
+		if err := o.FindRow(push, &row); err != nil || (row.CFA != cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.AMD64_RSP, Offset: 8}) {
+			t.Errorf("%s at PUSHQ BP %#x: CFA %+v (%v); want rsp+8", fn, push, row.CFA, err)
+		}
+	}
+	for _, fn := range []string{"runtime.callCgoMmap", "runtime.callCgoMunmap", "runtime.callCgoSigaction"} {
+		dis := run(t, "go", "tool", "objdump", "-s", `^`+regexp.QuoteMeta(fn)+`(\.abi0)?$`, path)
+		push, _ := objdumpAt(t, dis, `PUSHQ BP`)
+		call, _ := objdumpAt(t, dis, `CALL AX`)
+		check(fn, push, call, 2)
+	}
+	dis := run(t, "go", "tool", "objdump", "-s", `^runtime\.asmcgocall(\.abi0)?$`, path)
+	push, _ := objdumpAt(t, dis, `PUSHQ BP`)
+	calls := regexp.MustCompile(`(?m)^\s+\S+\s+0x([0-9a-f]+)\s+([0-9a-f]+)\s+CALL runtime\.asmcgocall_landingpad`).FindAllStringSubmatch(dis, -1)
+	if len(calls) != 2 {
+		t.Fatalf("asmcgocall: %d calls of asmcgocall_landingpad; want 2 (switched, on g0):\n%s", len(calls), dis)
+	}
+	addr := func(m []string) uint64 { v, _ := strconv.ParseUint(m[1], 16, 64); return v }
+	var row cfi.Row
+	if err := o.FindRow(addr(calls[0])+4, &row); !errors.Is(err, cfi.ErrStackSwitch) {
+		t.Errorf("asmcgocall's call after its switch: %v; want a stack switch", err)
+	}
+	check("runtime.asmcgocall", push, addr(calls[1]), len(calls[1][2])/2)
 }

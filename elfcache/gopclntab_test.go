@@ -184,7 +184,7 @@ func TestGoRowsMatchDebugFrame(t *testing.T) {
 							fp = arch.ARM64_X29
 						}
 						require.Equal(t, fp, got.CFA.Reg, "pc %#x", pc)
-						require.True(t, got.OtherStack, "pc %#x", pc)
+						require.Equal(t, !sw.sameStack, got.OtherStack, "pc %#x", pc)
 						continue
 					} else if sw != nil {
 						// Past a stack switch: TestGoStackSwitches.

@@ -64,6 +64,9 @@ type goSwitch struct {
 	// CFA+fpOff.
 	bpFrame              bool
 	cfaOff, raOff, fpOff int64
+	// sameStack: a range of goAlignFuncs, whose caller is on the same
+	// stack (the row is not marked OtherStack).
+	sameStack bool
 }
 
 // goBPFuncs are the runtime's functions that call into the vDSO:
@@ -83,6 +86,19 @@ type goSwitch struct {
 // R29): up to the MOVD -8(RSP), R29 of their epilogue the CFA is
 // x29+8+N.
 var goBPFuncs = [...]string{"runtime.nanotime1", "runtime.walltime", "runtime.walltime1", "time.now", "runtime.vgetrandom1"}
+
+// goAlignFuncs are the amd64 runtime's calls into cgo's C functions for
+// mmap, munmap and sigaction: each sets up a frame pointer, then aligns SP
+// to 16 bytes on the same stack (MOVQ SP, BX; ANDQ $-0x10, SP) and calls
+// the C function. Their CFI does not know the alignment: in half the calls
+// the CFA it gives is 8 bytes off, and the walk read the saved frame
+// pointer for the return address (a cgo program's stacks in mmap ended
+// no_mapping at runtime.callCgoMmap). runtime.asmcgocall, called on the
+// g0 stack already (creating a thread), aligns SP the same way; its
+// switching path is a stack switch (goSwitchFuncs), whose range comes
+// first. As in goBPFuncs, the CFA is %rbp+16 from the MOVQ SP, BP to the
+// POPQ BP.
+var goAlignFuncs = [...]string{"runtime.callCgoMmap", "runtime.callCgoMunmap", "runtime.callCgoSigaction", "runtime.asmcgocall"}
 
 // switchEnd says where a switch's range ends.
 type switchEnd uint8
@@ -118,36 +134,46 @@ func (o *Object) findGoSwitches() {
 		return
 	}
 	var names [len(goSwitchFuncs)]string
-	var bounds [len(goSwitchFuncs)]Range
 	for i, f := range goSwitchFuncs {
 		names[i] = f.name
 	}
-	o.goFunctions(names[:], bounds[:])
-	for i, f := range goSwitchFuncs {
-		code, ok := o.functionCode(bounds[i])
-		if !ok {
-			continue
-		}
-		if r, ok := goSwitchRange(o.arch, code, bounds[i].Start, f.end); ok {
+	o.eachGoFunction(names[:], func(i int, start uint64, code []byte) {
+		f := goSwitchFuncs[i]
+		if r, ok := goSwitchRange(o.arch, code, start, f.end); ok {
 			o.goSwitches = append(o.goSwitches, goSwitch{Range: r, fn: f.name, outermost: f.outermost})
 		}
-	}
-	var bpBounds [len(goBPFuncs)]Range
-	o.goFunctions(goBPFuncs[:], bpBounds[:])
-	for i, name := range goBPFuncs {
-		code, ok := o.functionCode(bpBounds[i])
-		if !ok {
-			continue
-		}
+	})
+	o.eachGoFunction(goBPFuncs[:], func(i int, start uint64, code []byte) {
+		name := goBPFuncs[i]
 		if o.arch == arch.ARM64 {
-			if r, size, ok := goFrameRangeARM64(code, bpBounds[i].Start); ok {
+			if r, size, ok := goFrameRangeARM64(code, start); ok {
 				o.goSwitches = append(o.goSwitches, goSwitch{Range: r, fn: name, bpFrame: true,
 					cfaOff: 8 + size, raOff: -size, fpOff: -size - 8})
 			}
-			continue
+			return
 		}
-		for _, r := range goBPRanges(code, bpBounds[i].Start) {
+		for _, r := range goBPRanges(code, start) {
 			o.goSwitches = append(o.goSwitches, goSwitch{Range: r, fn: name, bpFrame: true, cfaOff: 16, raOff: -8, fpOff: -16})
+		}
+	})
+	if o.arch != arch.AMD64 {
+		return // arm64's SP stays aligned: its CFI holds
+	}
+	o.eachGoFunction(goAlignFuncs[:], func(i int, start uint64, code []byte) {
+		for _, r := range goBPRanges(code, start) {
+			o.goSwitches = append(o.goSwitches, goSwitch{Range: r, fn: goAlignFuncs[i], bpFrame: true, cfaOff: 16, raOff: -8, fpOff: -16, sameStack: true})
+		}
+	})
+}
+
+// eachGoFunction calls fn with the index in names, the start and the code
+// of each function the pclntab names so, where its code can be read.
+func (o *Object) eachGoFunction(names []string, fn func(i int, start uint64, code []byte)) {
+	bounds := make([]Range, len(names))
+	o.goFunctions(names, bounds)
+	for i := range names {
+		if code, ok := o.functionCode(bounds[i]); ok {
+			fn(i, bounds[i].Start, code)
 		}
 	}
 }
@@ -189,10 +215,13 @@ func goFrameRangeARM64(code []byte, addr uint64) (Range, int64, bool) {
 
 // goBPRanges decodes code, an amd64 function at addr with a frame pointer,
 // and returns where the CFA is %rbp+16: from the end of its MOVQ SP, BP to
-// the POPQ BP before its first RET, and from that RET's end to the end of
-// the code. It returns nothing for code of another shape.
+// the POPQ BP before its first RET, and from each RET's end (code reached
+// by jumps from the body: a system call to fall back to, asmcgocall's path
+// on the g0 stack) to the next POPQ BP before a RET, or to the end of the
+// code. It returns nothing for code of another shape.
 func goBPRanges(code []byte, addr uint64) []Range {
-	var set, pop uint64 // the end of MOVQ SP, BP; the start of the POPQ BP last seen
+	var set, from, pop uint64 // the end of MOVQ SP, BP; where the open range begins; the POPQ BP last seen
+	var out []Range
 	for off := 0; off < len(code); {
 		in, err := x86dec.Decode(code[off:])
 		if err != nil {
@@ -203,20 +232,24 @@ func goBPRanges(code []byte, addr uint64) []Range {
 		switch {
 		case in.Op == x86asm.MOV && in.Args[0] == x86asm.RBP && in.Args[1] == x86asm.RSP && set == 0:
 			set = at + uint64(in.Len)
+			from = set
 		case in.Op == x86asm.POP && in.Args[0] == x86asm.RBP:
 			pop = at
 		case in.Op == x86asm.RET:
-			if set == 0 || pop == 0 || pop+1 != at || pop <= set {
+			if set == 0 || pop+1 != at || pop <= from {
 				return nil
 			}
-			out := []Range{{set, pop}}
-			if end := addr + uint64(len(code)); at+uint64(in.Len) < end {
-				out = append(out, Range{at + uint64(in.Len), end})
-			}
-			return out
+			out = append(out, Range{from, pop})
+			from = at + uint64(in.Len)
 		}
 	}
-	return nil
+	if len(out) == 0 {
+		return nil
+	}
+	if end := addr + uint64(len(code)); from < end {
+		out = append(out, Range{from, end})
+	}
+	return out
 }
 
 // goSwitchRange decodes code (a function at addr) up to the first
@@ -307,7 +340,8 @@ func (o *Object) goSwitchRow(addr uint64, row *cfi.Row) error {
 			row.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: fp, Offset: s.cfaOff}
 			row.Regs[row.RA] = cfi.Rule{Kind: cfi.RuleOffset, Offset: s.raOff}
 			row.Regs[fp] = cfi.Rule{Kind: cfi.RuleOffset, Offset: s.fpOff}
-			row.OtherStack = true // on the g0 stack, its caller on a goroutine's
+			row.OtherStack = !s.sameStack // on the g0 stack, its caller on a goroutine's
+			o.clipToSwitches(addr, row)   // asmcgocall's switch lies in its frame's range
 			return nil
 		}
 		if !s.outermost {
@@ -323,6 +357,13 @@ func (o *Object) goSwitchRow(addr uint64, row *cfi.Row) error {
 	if err := o.row(addr, row); err != nil {
 		return cfi.ErrNoFDE // FindRow asks again and reports it
 	}
+	o.clipToSwitches(addr, row)
+	return nil
+}
+
+// clipToSwitches narrows row, found for addr, to end where a switch's range
+// after addr begins and to begin where one before it ends.
+func (o *Object) clipToSwitches(addr uint64, row *cfi.Row) {
 	for i := range o.goSwitches {
 		s := &o.goSwitches[i]
 		if addr < s.Start && row.End > s.Start {
@@ -331,5 +372,4 @@ func (o *Object) goSwitchRow(addr uint64, row *cfi.Row) error {
 			row.Start = max(row.Start, s.End)
 		}
 	}
-	return nil
 }
