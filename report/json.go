@@ -214,10 +214,13 @@ type jsonSummary struct {
 	NoUserData  int            `json:"no_user_data"`
 	NoMaps      int            `json:"no_maps"`
 	UnmappedPC  int            `json:"unmapped_pc"`
-	NoUnwindIn  map[string]int `json:"no_unwind_in"`
-	Skipped     map[string]int `json:"skipped_records"`
-	Damage      []jsonDamage   `json:"damage"`
-	DecodeError *string        `json:"decode_error"`
+	// SignalStackMissing: the stacks that stopped past a signal delivered
+	// on an alternate stack, whose interrupted stack was not captured.
+	SignalStackMissing int            `json:"signal_stack_missing"`
+	NoUnwindIn         map[string]int `json:"no_unwind_in"`
+	Skipped            map[string]int `json:"skipped_records"`
+	Damage             []jsonDamage   `json:"damage"`
+	DecodeError        *string        `json:"decode_error"`
 }
 
 // jsonDamage is a damaged stretch of a recording that reading resumed
@@ -269,6 +272,7 @@ func (j *JSONWriter) WriteSummary(s *Summary) error {
 	out.FPAudit = fpAuditJSON(&s.FP)
 	out.Stops = orEmpty(s.Stops)
 	out.SnapshotCut, out.NoUserData, out.NoMaps = s.SnapshotCut, s.NoUserData, s.noMapsSamples
+	out.SignalStackMissing = s.SignalStackMissing
 	for _, n := range s.unmappedPC {
 		out.UnmappedPC += n
 	}

@@ -259,6 +259,10 @@ type Summary struct {
 	// back shorter than asked (the kernel met a page it could not read,
 	// such as a new thread's stack not yet in memory) is not one.
 	SnapshotCut int
+	// SignalStackMissing counts the stacks that stopped past a signal
+	// delivered on an alternate signal stack, whose interrupted stack
+	// the recording does not hold (unwinder.ErrInterruptedStackNotCaptured).
+	SignalStackMissing int
 	// FP is the frame-pointer audit (fpaudit.go).
 	FP FPAudit
 
@@ -671,6 +675,9 @@ type job struct {
 	userIP bool
 	// fullStack: the kernel copied the whole stack snapshot asked for.
 	fullStack bool
+	// signalStackMissing: the walk stopped past a signal delivered on an
+	// alternate stack (unwinder.ErrInterruptedStackNotCaptured).
+	signalStackMissing bool
 	// noUserData: the sample was recorded for a DWARF unwind but
 	// carries no user registers or no stack (missingUserData).
 	noUserData bool
@@ -865,6 +872,9 @@ func emitJob(sum *Summary, j *job, emit func(*Sample) error, err error) error {
 		if j.out.Stop == "truncated" && j.fullStack {
 			sum.SnapshotCut++
 		}
+		if j.signalStackMissing {
+			sum.SignalStackMissing++
+		}
 		if j.noUserData && j.out.Stop == StopCallchain {
 			sum.NoStackChained++
 		} else if j.noUserData {
@@ -948,7 +958,7 @@ func (p *processor) newJob(s *perfdata.Sample, index int) *job {
 	}
 	j.kernel = append(j.kernel[:0], kernel...)
 	j.user = append(j.user[:0], user...)
-	j.hasReg, j.fullStack, j.fp.done, j.maxStack = false, false, false, 0
+	j.hasReg, j.fullStack, j.fp.done, j.maxStack, j.signalStackMissing = false, false, false, 0, false
 	j.uprobe = isUprobe(s.EventName)
 	if s.Attr != nil {
 		j.maxStack = int(s.Attr.SampleMaxStack)
@@ -1135,6 +1145,9 @@ func (s *Summary) WriteSummary(w io.Writer) {
 	}
 	if fix := s.StackSizeFix(); fix != "" {
 		fmt.Fprintf(w, "ustack: %d of %d stacks were cut short by the size of the stack snapshot; %s\n", s.SnapshotCut, s.Samples, fix)
+	}
+	if n := s.SignalStackMissing; n > 0 {
+		fmt.Fprintf(w, "ustack: %d of %d stacks stopped past a signal delivered on an alternate signal stack (sigaltstack; Go's runtime delivers every signal so): the snapshot starts at the handler's SP, on that stack, and does not hold the interrupted code's stack; a larger snapshot does not reach it\n", n, s.Samples)
 	}
 	if s.NoMaps != "" {
 		fmt.Fprintf(w, "ustack: %s\n", s.NoMaps)

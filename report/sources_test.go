@@ -64,7 +64,7 @@ func TestJSONSummaryRecord(t *testing.T) {
 		`{"path":"/usr/lib/libc.so.6","build_id":"01","object":"build-id cache","unwind":"file","symbols":"file","lines":"none","debug_file":null,"supplementary":null,"split_dwarf":[],"file":null}],` +
 		`"missing":[{"path":"/usr/lib/libgone.so","why":"not found; object with build-id 0102: debuginfod: not found"}],` +
 		`"fp_audit":{"stacks":0,"cfi_frames":0,"fp_found":0,"cut_short":0,"objects":[]},` +
-		`"stops":{},"snapshot_cut":0,"no_user_data":0,"no_maps":0,"unmapped_pc":0,"no_unwind_in":{},"skipped_records":{},"damage":[],"decode_error":null}}` + "\n"
+		`"stops":{},"snapshot_cut":0,"no_user_data":0,"no_maps":0,"unmapped_pc":0,"signal_stack_missing":0,"no_unwind_in":{},"skipped_records":{},"damage":[],"decode_error":null}}` + "\n"
 	require.Equal(t, want, b.String())
 	sch := reportSchema(t)
 	validateLines(t, sch, b.Bytes())

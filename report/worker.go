@@ -1,6 +1,8 @@
 package report
 
 import (
+	"errors"
+
 	"github.com/ustack/ustack/kallsyms"
 	"github.com/ustack/ustack/perfdata"
 	"github.com/ustack/ustack/resolve"
@@ -144,6 +146,10 @@ func (w *worker) unwind(j *job) {
 	j.out.Stop = res.Stop.String()
 	if res.Err != nil {
 		j.out.StopErr = res.Err.Error()
+	}
+	if errors.Is(res.Err, unwinder.ErrInterruptedStackNotCaptured) {
+		// The snapshot's size did not cut it (Summary.SnapshotCut).
+		j.fullStack, j.signalStackMissing = false, true
 	}
 	w.sym.Reset()
 	for i := 0; i < res.Frames; i++ {

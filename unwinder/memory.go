@@ -295,6 +295,16 @@ func (w *window) readSlow(addr uint64) (uint64, MemStatus) {
 	return v, ms
 }
 
+// holds reports whether the captured memory holds the word at addr,
+// without noting a read beyond it.
+func (w *window) holds(addr uint64) bool {
+	if off := addr - w.addr; off+8 <= uint64(len(w.data)) && off+8 > off {
+		return true
+	}
+	_, ms := w.more.ReadUint64(addr)
+	return ms == MemOK
+}
+
 // noMemory is the Memory of an unwind given none.
 type noMemory struct{}
 

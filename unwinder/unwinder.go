@@ -70,6 +70,14 @@ var (
 	errOtherStack = fmt.Errorf("unwinder: the function moved SP to another stack and its caller's frame, on the stack it left, is outside the captured memory: %w", cfi.ErrStackSwitch)
 )
 
+// ErrInterruptedStackNotCaptured ends a walk (StopTruncated or
+// StopBadMemory) at a frame a signal frame restored whose stack the
+// captured memory does not hold: the signal was delivered on an alternate
+// signal stack (sigaltstack; Go's runtime delivers every signal so), and a
+// recording's snapshot, taken from the handler's SP, holds that stack, not
+// the interrupted one. A larger snapshot does not reach it.
+var ErrInterruptedStackNotCaptured = errors.New("unwinder: the signal was delivered on an alternate signal stack (sigaltstack) and the interrupted code's stack is not in the captured memory")
+
 // Unwind walks the stack described by regs and mem in the process space,
 // writing frames innermost first into frames, and returns how many it wrote
 // and why it stopped. regs holds the captured user registers; registers the
@@ -410,6 +418,10 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 					// Not the snapshot's size: the caller is on
 					// the stack the function left.
 					return n, StopStackSwitch, errOtherStack, 0
+				}
+				if (st.stop == StopTruncated || st.stop == StopBadMemory) && st.err == nil &&
+					(fr.Method == MethodSignal || fr.Method == MethodSignalMarker) && !w.holds(sp) {
+					st.err = ErrInterruptedStackNotCaptured
 				}
 				if st.stop == StopTruncated {
 					return n, st.stop, st.err, w.beyond

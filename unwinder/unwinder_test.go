@@ -563,3 +563,64 @@ func TestOtherStackRow(t *testing.T) {
 		}
 	}
 }
+
+// TestSignalOnAltStack: a handler running on an alternate signal stack
+// (sigaltstack), whose snapshot starts there, returns into the sigreturn
+// trampoline; the signal frame restores the interrupted frame, whose SP is
+// on the thread's stack. Where that stack lies outside the snapshot (above
+// it: truncated; below it: bad_memory) the walk stops there with
+// ErrInterruptedStackNotCaptured, which says a larger snapshot would not
+// reach it; where the interrupted SP is in the snapshot and the word the
+// next step needs lies just beyond it, it is an ordinary truncation.
+func TestSignalOnAltStack(t *testing.T) {
+	const (
+		stack   = 0x7ff000 // the alternate stack: the snapshot
+		size    = 0x400
+		handler = 0x401010
+		tramp   = 0x500000
+		victim  = 0x402010 // the interrupted function: CFA = rsp+16
+	)
+	obj := &fakeObject{rows: []cfi.Row{x86Row(0x401000, 0x401100, 8), x86Row(0x402000, 0x402100, 16)}}
+	trampObj := &fakeObject{code: map[uint64][]byte{tramp: sigreturnAMD64}}
+	space := NewAddressSpace([]Mapping{
+		{Start: 0x400000, End: 0x410000, Exec: true, Object: obj, Name: "prog"},
+		{Start: tramp, End: tramp + 0x1000, Exec: true, Object: trampObj, Name: "libc"},
+	})
+	for _, c := range []struct {
+		name     string
+		sp       uint64 // the interrupted frame's SP
+		stop     StopReason
+		notThere bool
+	}{
+		{"thread stack above", 0x900000, StopTruncated, true},
+		{"thread stack below", 0x600000, StopBadMemory, true},
+		{"in the snapshot, next word beyond", stack + size - 8, StopTruncated, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sb := &stackBuilder{base: stack, data: make([]byte, size)}
+			sb.put(stack, tramp) // the handler's return address
+			gregs := uint64(stack+8) + amd64SigcontextOff
+			for i, r := range amd64SigRegs {
+				v := uint64(0x1000 + r)
+				switch r {
+				case arch.AMD64_RSP:
+					v = c.sp
+				case arch.AMD64_RIP:
+					v = victim
+				}
+				sb.put(gregs+uint64(8*i), v)
+			}
+			var regs arch.Regs
+			regs.Set(arch.AMD64_RIP, handler)
+			regs.Set(arch.AMD64_RSP, stack)
+			frames := make([]Frame, 8)
+			res := New(arch.AMD64, Options{}).Unwind(&Cache{}, space, &regs, &Stack{Addr: stack, Data: sb.data}, frames)
+			if res.Frames != 3 || frames[2].PC != victim || frames[2].Method != MethodSignal {
+				t.Fatalf("got %d frames (%+v), stop %v (%v); want handler, trampoline, the interrupted frame by the signal frame", res.Frames, frames[:res.Frames], res.Stop, res.Err)
+			}
+			if res.Stop != c.stop || errors.Is(res.Err, ErrInterruptedStackNotCaptured) != c.notThere {
+				t.Errorf("stop %v (%v); want %v, interrupted stack not captured: %v", res.Stop, res.Err, c.stop, c.notThere)
+			}
+		})
+	}
+}
