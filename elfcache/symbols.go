@@ -45,6 +45,10 @@ type symEntry struct {
 	nameLen    uint32
 	bind       uint8
 	typ        uint8
+	// roomed is 1 for a symbol without a size, given the room up to the
+	// next symbol (buildSymtab): Symbolize names no address in it past
+	// the target of a direct call after its start.
+	roomed uint8
 }
 
 type span struct {
@@ -87,6 +91,16 @@ func (o *Object) Symbolize(addr uint64) (name string, offset uint64, ok bool) {
 		return "", 0, false
 	}
 	s := &t.syms[sp[lo-1].sym]
+	if s.roomed != 0 && addr > s.addr {
+		// A zero-size symbol (musl's assembly: memset, __clone) may
+		// end long before the next symbol: code a direct call enters
+		// after its start is a function the table leaves out (musl's
+		// __syscall_cp_asm after memset), which is not to take its
+		// name.
+		if c, ok := o.callTargetBefore(addr); ok && c > s.addr {
+			return "", 0, false
+		}
+	}
 	return t.names[s.nameOff : s.nameOff+s.nameLen], addr - s.addr, true
 }
 
@@ -379,7 +393,7 @@ func leadingUnderscores(b []byte) int {
 }
 
 // buildSymtab keeps the preferred alias at each address, gives zero-size
-// symbols the room up to the next symbol, drops zero-size labels inside
+// symbols the room up to the next symbol (marked roomed), drops zero-size labels inside
 // sized functions and computes which symbol covers each address.
 func buildSymtab(cands []candidate) *symtab {
 	for i := range cands {
@@ -475,8 +489,12 @@ func buildSymtab(cands []candidate) *symtab {
 			size = end - c.addr
 		}
 		idx := uint32(len(t.syms))
-		t.syms = append(t.syms, symEntry{addr: c.addr, size: size, nameOff: uint32(names.Len()),
-			nameLen: uint32(len(c.name)), bind: c.bind, typ: c.typ})
+		e := symEntry{addr: c.addr, size: size, nameOff: uint32(names.Len()),
+			nameLen: uint32(len(c.name)), bind: c.bind, typ: c.typ}
+		if c.size == 0 {
+			e.roomed = 1
+		}
+		t.syms = append(t.syms, e)
 		names.Write(c.name)
 		stack = append(stack, open{end: c.addr + size, sym: idx})
 	}

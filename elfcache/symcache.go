@@ -30,7 +30,7 @@ func derivedEntry(kind string, key []byte) string {
 // The entry's contents, after the SectionCache's own header; numbers in
 // the machine's byte order, syms and spans as they are in memory.
 //
-//	magic   [8]byte "USTKSYM2"
+//	magic   [8]byte "USTKSYM3"
 //	order   u32     0x01020304 in the writer's byte order
 //	from    u8      the Origin of the symbols; then 3 bytes of padding
 //	nsyms   u64
@@ -42,9 +42,10 @@ func derivedEntry(kind string, key []byte) string {
 const (
 	// symtabMagic is also in the entry's key: a new one whenever what
 	// buildSymtab keeps changes (USTKSYM2: Go's "PKG(.text)" section
-	// symbols lost to the functions at their addresses), so that a
-	// table an older ustack made is not taken for this one's.
-	symtabMagic   = "USTKSYM2"
+	// symbols lost to the functions at their addresses; USTKSYM3: the
+	// roomed mark of symbols without a size), so that a table an older
+	// ustack made is not taken for this one's.
+	symtabMagic   = "USTKSYM3"
 	symtabHdrSize = 40
 	byteOrderMark = 0x01020304
 	symEntrySize  = int(unsafe.Sizeof(symEntry{}))
