@@ -461,6 +461,9 @@ func (o *Object) Outermost(addr uint64) bool {
 	if ok && stackBases[name] {
 		return true
 	}
+	if o.cloneChild(addr + 1) {
+		return true // a clone's child side the symbols do not name (clonechild.go)
+	}
 	entry := o.ef.Entry
 	if entry == 0 {
 		return false

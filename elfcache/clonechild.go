@@ -1,0 +1,269 @@
+package elfcache
+
+import (
+	"encoding/binary"
+
+	"golang.org/x/arch/x86/x86asm"
+
+	"github.com/ustack/ustack/arch"
+	"github.com/ustack/ustack/internal/x86dec"
+)
+
+// The child side of a clone system call, where the kernel starts a thread,
+// calls the thread's function and exits with its result: a frame
+// returning there is the thread's first. Outermost knows such code by its
+// symbol (stackBases: __clone, runtime.clone), which a stripped library
+// may not have: musl's libc.so leaves __clone out of its dynamic symbols,
+// and every thread of a musl program ended no_unwind_info at it. Where no
+// symbol tells, cloneChild knows it by its instructions, from musl's
+// src/thread/x86_64/clone.s and aarch64/clone.s:
+//
+//	x86_64: mov $56,%al (or %eax: clone; 435: clone3) ... syscall;
+//	        test %eax,%eax; jnz (the parent returns) ... call *%r9;
+//	        [return address] ... mov $60,%al (exit; 231: exit_group) ... syscall
+//	arm64:  mov x8,#220 (or #435) ... svc #0; cbz x0 (or cbnz to the parent's
+//	        ret) ... blr; [return address] mov x8,#93 (or #94) ... svc #0
+//
+// The call must follow the test on the path where the system call
+// returned 0 (the child), and the exit must follow the return address with
+// no branch between: a call the parent makes, or one whose return can go
+// anywhere but exit, is not such code.
+
+// cloneWindow is how far before a return address cloneChild looks for
+// the clone system call, and after it for the exit.
+const cloneWindow = 64
+
+// cloneChild reports whether the link-time address ra is a return address
+// on the child side of a clone system call (see above).
+func (o *Object) cloneChild(ra uint64) bool {
+	switch o.arch {
+	case arch.AMD64:
+		return o.cloneChildAMD64(ra)
+	case arch.ARM64:
+		return o.cloneChildARM64(ra)
+	}
+	return false
+}
+
+// cloneCode reads the cloneWindow bytes before link-time address ra and
+// as many after it.
+func (o *Object) cloneCode(ra uint64, code *[2 * cloneWindow]byte) bool {
+	return ra >= cloneWindow && o.ReadCode(ra-cloneWindow, code[:]) == len(code)
+}
+
+func (o *Object) cloneChildAMD64(ra uint64) bool {
+	var code [2 * cloneWindow]byte
+	return o.cloneCode(ra, &code) && cloneChildAMD64(&code)
+}
+
+// cloneChildAMD64 is cloneChild for the code around a return address,
+// which begins at code[cloneWindow].
+func cloneChildAMD64(code *[2 * cloneWindow]byte) bool {
+	before, after := code[:cloneWindow], code[cloneWindow:]
+	// Decoding from a point before an instruction boundary falls into
+	// step within a few instructions: the first start whose decoding
+	// ends an instruction at ra, with a call, is taken.
+	for s := 0; s < cloneWindow-16; s++ {
+		var insts []x86asm.Inst
+		off := s
+		for off < len(before) {
+			in, err := x86dec.Decode(before[off:])
+			if err != nil {
+				break
+			}
+			insts = append(insts, in)
+			off += in.Len
+		}
+		if off != len(before) || len(insts) == 0 || insts[len(insts)-1].Op != x86asm.CALL {
+			continue
+		}
+		return cloneBeforeAMD64(insts[:len(insts)-1]) && exitAfterAMD64(after)
+	}
+	return false
+}
+
+// sysnoAMD64 returns the number a mov of an immediate into %al, %eax or
+// %rax sets, and whether in is one.
+func sysnoAMD64(in x86asm.Inst) (int64, bool) {
+	if in.Op != x86asm.MOV {
+		return 0, false
+	}
+	switch in.Args[0] {
+	case x86asm.AL, x86asm.EAX, x86asm.RAX:
+	default:
+		return 0, false
+	}
+	imm, ok := in.Args[1].(x86asm.Imm)
+	return int64(imm), ok
+}
+
+// cloneBeforeAMD64 reports whether insts, the instructions before a call,
+// hold a clone system call whose zero result (the child's) falls through
+// to the call: the number set, the syscall, a test of %eax and a jnz/jne
+// away, then no other branch.
+func cloneBeforeAMD64(insts []x86asm.Inst) bool {
+	sc := -1
+	for i, in := range insts {
+		if in.Op == x86asm.SYSCALL {
+			sc = i
+		}
+	}
+	if sc < 1 {
+		return false
+	}
+	nr := int64(-1)
+	for _, in := range insts[:sc] {
+		if v, ok := sysnoAMD64(in); ok {
+			nr = v
+		}
+	}
+	if nr != 56 && nr != 435 {
+		return false
+	}
+	rest := insts[sc+1:]
+	if len(rest) < 2 || rest[0].Op != x86asm.TEST || (rest[0].Args[0] != x86asm.EAX && rest[0].Args[0] != x86asm.RAX) ||
+		rest[0].Args[1] != rest[0].Args[0] || rest[1].Op != x86asm.JNE {
+		return false
+	}
+	for _, in := range rest[2:] {
+		if isBranchAMD64(in.Op) {
+			return false
+		}
+	}
+	return true
+}
+
+// exitAfterAMD64 reports whether code, from a return address on, sets the
+// exit (or exit_group) system call's number and makes it with no branch
+// before.
+func exitAfterAMD64(code []byte) bool {
+	nr := int64(-1)
+	for off := 0; off < len(code); {
+		in, err := x86dec.Decode(code[off:])
+		if err != nil {
+			return false
+		}
+		if in.Op == x86asm.SYSCALL {
+			return nr == 60 || nr == 231
+		}
+		if isBranchAMD64(in.Op) {
+			return false
+		}
+		if v, ok := sysnoAMD64(in); ok {
+			nr = v
+		}
+		off += in.Len
+	}
+	return false
+}
+
+// isBranchAMD64 reports whether op may transfer control elsewhere than
+// the next instruction.
+func isBranchAMD64(op x86asm.Op) bool {
+	switch op {
+	case x86asm.CALL, x86asm.JMP, x86asm.RET, x86asm.LCALL, x86asm.LJMP, x86asm.LRET,
+		x86asm.JA, x86asm.JAE, x86asm.JB, x86asm.JBE, x86asm.JCXZ, x86asm.JE, x86asm.JECXZ, x86asm.JG,
+		x86asm.JGE, x86asm.JL, x86asm.JLE, x86asm.JNE, x86asm.JNO, x86asm.JNP, x86asm.JNS, x86asm.JO,
+		x86asm.JP, x86asm.JRCXZ, x86asm.JS, x86asm.LOOP, x86asm.LOOPE, x86asm.LOOPNE, x86asm.SYSCALL,
+		x86asm.INT, x86asm.UD2, x86asm.HLT:
+		return true
+	}
+	return false
+}
+
+func (o *Object) cloneChildARM64(ra uint64) bool {
+	var code [2 * cloneWindow]byte
+	return ra%4 == 0 && o.cloneCode(ra, &code) && cloneChildARM64(&code)
+}
+
+// cloneChildARM64 is cloneChild for the code around a return address,
+// which begins at code[cloneWindow].
+func cloneChildARM64(code *[2 * cloneWindow]byte) bool {
+	w := func(i int) uint32 { return binary.LittleEndian.Uint32(code[4*i:]) }
+	const n = cloneWindow / 4
+	call := n - 1
+	if w(call)&0xfffffc1f != 0xd63f0000 { // blr xN
+		return false
+	}
+	sv := call - 1
+	for sv >= 0 && w(sv) != 0xd4000001 { // svc #0
+		sv--
+	}
+	if sv < 0 || sv+1 >= call {
+		return false
+	}
+	nr := int64(-1)
+	for j := 0; j < sv; j++ {
+		if v, ok := movX8(w(j)); ok {
+			nr = v
+		}
+	}
+	if nr != 220 && nr != 435 {
+		return false
+	}
+	// cbz x0 jumps to the child's code; cbnz x0 jumps away to the
+	// parent's, the child's following it. From there to the blr, no
+	// branch.
+	child := -1
+	switch c := w(sv + 1); c & 0xff00001f {
+	case 0xb4000000: // cbz x0, label
+		child = sv + 1 + int(int32(c<<8)>>13)
+	case 0xb5000000: // cbnz x0
+		child = sv + 2
+	}
+	if child <= sv+1 || child > call {
+		return false
+	}
+	for j := child; j < call; j++ {
+		if arm64Branch(w(j)) {
+			return false
+		}
+	}
+	// On from the return address: the exit's number into x8, then svc #0,
+	// with no branch between.
+	nr = -1
+	for j := n; j < 2*n; j++ {
+		insn := w(j)
+		if v, ok := movX8(insn); ok {
+			nr = v
+			continue
+		}
+		if insn == 0xd4000001 {
+			return nr == 93 || nr == 94
+		}
+		if arm64Branch(insn) {
+			return false
+		}
+	}
+	return false
+}
+
+// movX8 returns the immediate a movz x8/w8, #imm sets, and whether insn is
+// one.
+func movX8(insn uint32) (int64, bool) {
+	if insn&0x7fe0001f == 0x52800008 { // movz w8/x8, #imm16 (hw 0)
+		return int64(insn>>5) & 0xffff, true
+	}
+	return 0, false
+}
+
+// arm64Branch reports whether insn may transfer control elsewhere than
+// the next instruction: b, bl, b.cond, cbz/cbnz, tbz/tbnz, br/blr/ret and
+// their authenticating forms, svc.
+func arm64Branch(insn uint32) bool {
+	switch {
+	case insn&0x7c000000 == 0x14000000: // b, bl
+		return true
+	case insn&0xff000010 == 0x54000000: // b.cond
+		return true
+	case insn&0x7e000000 == 0x34000000: // cbz, cbnz
+		return true
+	case insn&0x7e000000 == 0x36000000: // tbz, tbnz
+		return true
+	case insn&0xfe000000 == 0xd6000000: // br, blr, ret, eret and the authenticating forms
+		return true
+	case insn&0xffe0001f == 0xd4000001: // svc
+		return true
+	}
+	return false
+}

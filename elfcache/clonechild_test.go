@@ -1,0 +1,100 @@
+package elfcache
+
+import (
+	"encoding/binary"
+	"testing"
+)
+
+// cloneWindowOf lays out code around a return address for cloneChild:
+// before ends at the return address (after the call), after begins there;
+// the rest is filled with traps.
+func cloneWindowOf(before, after []byte) *[2 * cloneWindow]byte {
+	var code [2 * cloneWindow]byte
+	for i := range code {
+		code[i] = 0xcc
+	}
+	copy(code[cloneWindow-len(before):], before)
+	copy(code[cloneWindow:], after)
+	return &code
+}
+
+// armWords lays out arm64 instructions as bytes.
+func armWords(insns ...uint32) []byte {
+	b := make([]byte, 4*len(insns))
+	for i, w := range insns {
+		binary.LittleEndian.PutUint32(b[4*i:], w)
+	}
+	return b
+}
+
+// TestCloneChild: musl's __clone (src/thread/x86_64/clone.s, as Debian's
+// libc.so has it, and aarch64/clone.s) is known by its instructions: the
+// clone system call, the child's way after it to the call of the thread's
+// function, and the exit after the call's return address. A call on the
+// parent's way, a return that does not go to exit, a branch before the
+// exit, or another system call are not.
+func TestCloneChild(t *testing.T) {
+	// x86_64: xor %eax,%eax; mov $0x38,%al; mov %rdi,%r11; mov %rdx,%rdi;
+	// mov %r8,%rdx; mov %r9,%r8; mov 0x8(%rsp),%r10; mov %r11,%r9;
+	// and $-16,%rsi; sub $8,%rsi; mov %rcx,(%rsi); syscall;
+	// test %eax,%eax; jne ret; xor %ebp,%ebp; pop %rdi; call *%r9
+	before := []byte{0x31, 0xc0, 0xb0, 0x38, 0x49, 0x89, 0xfb, 0x48, 0x89, 0xd7, 0x4c, 0x89, 0xc2, 0x4d, 0x89, 0xc8,
+		0x4c, 0x8b, 0x54, 0x24, 0x08, 0x4d, 0x89, 0xd9, 0x48, 0x83, 0xe6, 0xf0, 0x48, 0x83, 0xee, 0x08, 0x48, 0x89, 0x0e,
+		0x0f, 0x05, 0x85, 0xc0, 0x75, 0x0f, 0x31, 0xed, 0x5f, 0x41, 0xff, 0xd1}
+	// mov %eax,%edi; xor %eax,%eax; mov $0x3c,%al; syscall; hlt; ret
+	after := []byte{0x89, 0xc7, 0x31, 0xc0, 0xb0, 0x3c, 0x0f, 0x05, 0xf4, 0xc3}
+	edit := func(b []byte, at int, v byte) []byte {
+		c := append([]byte(nil), b...)
+		c[at] = v
+		return c
+	}
+	for _, c := range []struct {
+		name          string
+		before, after []byte
+		want          bool
+	}{
+		{"musl __clone", before, after, true},
+		{"the parent's way (je)", edit(before, 39, 0x74), after, false},
+		{"fork, not clone", edit(before, 3, 0x39), after, false},
+		{"clone3", append([]byte{0x31, 0xc0, 0xb8, 0xb3, 0x01, 0x00, 0x00}, before[4:]...), after, true},
+		{"getpid after the call", before, edit(after, 5, 0x27), false},
+		{"exit_group after the call", before, edit(after, 5, 0xe7), true},
+		{"a return after the call", before, []byte{0x89, 0xc7, 0xc3}, false},
+		{"a jump before the exit", before, []byte{0x89, 0xc7, 0xeb, 0x00, 0x31, 0xc0, 0xb0, 0x3c, 0x0f, 0x05}, false},
+		{"no call before", append(append([]byte(nil), before[:len(before)-3]...), 0x90, 0x90, 0x90), after, false},
+	} {
+		if got := cloneChildAMD64(cloneWindowOf(c.before, c.after)); got != c.want {
+			t.Errorf("x86_64 %s: %v; want %v", c.name, got, c.want)
+		}
+	}
+
+	// arm64: and x1,x1,#-16; stp x0,x3,[x1,#-16]!; mov w0,w2; mov x2,x4;
+	// mov x3,x5; mov x4,x6; mov x8,#220; svc #0; cbz x0,1f; ret;
+	// 1: mov x29,#0; ldp x1,x0,[sp],#16; blr x1 | mov x8,#93; svc #0
+	armBefore := []uint32{0x927cec21, 0xa9bf0c20, 0x2a0203e0, 0xaa0403e2, 0xaa0503e3, 0xaa0603e4,
+		0xd2801b88, 0xd4000001, 0xb4000040, 0xd65f03c0, 0xd280001d, 0xa8c103e1, 0xd63f0020}
+	armAfter := []uint32{0xd2800ba8, 0xd4000001}
+	with := func(ws []uint32, at int, v uint32) []uint32 {
+		c := append([]uint32(nil), ws...)
+		c[at] = v
+		return c
+	}
+	for _, c := range []struct {
+		name          string
+		before, after []uint32
+		want          bool
+	}{
+		{"musl __clone", armBefore, armAfter, true},
+		{"cbnz x0 to the parent's ret", with(with(armBefore, 8, 0xb5000040), 9, 0xd503201f), armAfter, true},
+		{"cbz x0 to the call's own way, then a branch", with(armBefore, 10, 0x14000001), armAfter, false},
+		{"cbz x0 past the call", with(armBefore, 8, 0xb4000200), armAfter, false},
+		{"getpid, not clone", with(armBefore, 6, 0xd2801588), armAfter, false},
+		{"exit_group after the call", armBefore, []uint32{0xd2800bc8, 0xd4000001}, true},
+		{"a return after the call", armBefore, []uint32{0xd65f03c0}, false},
+		{"no blr", with(armBefore, 12, 0xd503201f), armAfter, false},
+	} {
+		if got := cloneChildARM64(cloneWindowOf(armWords(c.before...), armWords(c.after...))); got != c.want {
+			t.Errorf("arm64 %s: %v; want %v", c.name, got, c.want)
+		}
+	}
+}
