@@ -1,6 +1,7 @@
 package elfcache
 
 import (
+	"bytes"
 	"encoding/binary"
 
 	"golang.org/x/arch/x86/x86asm"
@@ -29,6 +30,9 @@ import (
 // no branch between: a call the parent makes, or one whose return can go
 // anywhere but exit, is not such code.
 
+// syscallAMD64 is the syscall instruction's encoding.
+var syscallAMD64 = []byte{0x0f, 0x05}
+
 // cloneWindow is how far before a return address cloneChild looks for
 // the clone system call, and after it for the exit.
 const cloneWindow = 64
@@ -36,13 +40,20 @@ const cloneWindow = 64
 // cloneChild reports whether the link-time address ra is a return address
 // on the child side of a clone system call (see above).
 func (o *Object) cloneChild(ra uint64) bool {
+	if v, ok := o.cloneSeen.Load(ra); ok {
+		return v.(bool)
+	}
+	var yes bool
 	switch o.arch {
 	case arch.AMD64:
-		return o.cloneChildAMD64(ra)
+		yes = o.cloneChildAMD64(ra)
 	case arch.ARM64:
-		return o.cloneChildARM64(ra)
+		yes = o.cloneChildARM64(ra)
+	default:
+		return false
 	}
-	return false
+	o.cloneSeen.Store(ra, yes)
+	return yes
 }
 
 // cloneCode reads the cloneWindow bytes before link-time address ra and
@@ -60,6 +71,11 @@ func (o *Object) cloneChildAMD64(ra uint64) bool {
 // which begins at code[cloneWindow].
 func cloneChildAMD64(code *[2 * cloneWindow]byte) bool {
 	before, after := code[:cloneWindow], code[cloneWindow:]
+	// Most code has no system call on either side: it is turned away
+	// before any decoding (Outermost asks at the end of many walks).
+	if !bytes.Contains(before, syscallAMD64) || !bytes.Contains(after, syscallAMD64) {
+		return false
+	}
 	// Decoding from a point before an instruction boundary falls into
 	// step within a few instructions: the first start whose decoding
 	// ends an instruction at ra, with a call, is taken.

@@ -174,9 +174,13 @@ type Object struct {
 
 	targetOnce  sync.Once // calltargets.go
 	callTargets []uint64
-	jumpOnce    sync.Once   // calltargets.go
-	jumps       []jumpEntry // by target, as offsets from jumpBase
-	jumpBase    uint64      // the lowest executable section's address
+	// cloneSeen memoizes cloneChild's answers by return address: a musl
+	// program's every thread ends at the same one, and each answer
+	// decodes some 30 instructions (clonechild.go).
+	cloneSeen sync.Map
+	jumpOnce  sync.Once   // calltargets.go
+	jumps     []jumpEntry // by target, as offsets from jumpBase
+	jumpBase  uint64      // the lowest executable section's address
 
 	// cachedMu guards cached: the unmap functions of sections mapped
 	// from the SectionCache, released by Close; and cachedData, what
