@@ -84,6 +84,8 @@ func exercise(o *Object) {
 		o.CallTarget(a)
 		o.StartBefore(a)
 		srcs = o.JumpSources(a, srcs[:0])
+		o.Outermost(a)
+		o.cloneChild(a)
 	}
 	o.CFIError()
 	o.cfiSections()
