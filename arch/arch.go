@@ -28,6 +28,7 @@ const (
 	AMD64_RBP = 6
 	AMD64_RSP = 7
 	AMD64_R8  = 8
+	AMD64_R12 = 12
 	AMD64_R15 = 15
 	AMD64_RIP = 16 // the return address column
 )

@@ -183,6 +183,9 @@ func TestGoRowsMatchDebugFrame(t *testing.T) {
 						if c.goarch == "arm64" {
 							fp = arch.ARM64_X29
 						}
+						if sw.cfaReg != 0 {
+							fp = sw.cfaReg // racecall's %r12
+						}
 						require.Equal(t, fp, got.CFA.Reg, "pc %#x", pc)
 						require.Equal(t, !sw.sameStack, got.OtherStack, "pc %#x", pc)
 						continue

@@ -67,6 +67,10 @@ type goSwitch struct {
 	// sameStack: a range of goAlignFuncs, whose caller is on the same
 	// stack (the row is not marked OtherStack).
 	sameStack bool
+	// cfaReg, when not 0, is the register the CFA is relative to in
+	// place of the frame pointer, whose rule is then left as it is
+	// (racecall's %r12).
+	cfaReg uint16
 }
 
 // goBPFuncs are the runtime's functions that call into the vDSO:
@@ -164,6 +168,42 @@ func (o *Object) findGoSwitches() {
 			o.goSwitches = append(o.goSwitches, goSwitch{Range: r, fn: goAlignFuncs[i], bpFrame: true, cfaOff: 16, raOff: -8, fpOff: -16, sameStack: true})
 		}
 	})
+	o.eachGoFunction([]string{"racecall"}, func(_ int, start uint64, code []byte) {
+		if r, ok := raceCallRange(code, start); ok {
+			o.goSwitches = append(o.goSwitches, goSwitch{Range: r, fn: "racecall", bpFrame: true, cfaReg: arch.AMD64_R12, cfaOff: 8, raOff: -8})
+		}
+	})
+}
+
+// raceCallRange decodes racecall<> (runtime/race_amd64.s, the race
+// detector's way into its C runtime, "racecall" in the pclntab; jumped to
+// from runtime.racecall, racecalladdr and the like, at their caller's
+// return address), which keeps the SP in %r12 (MOVQ SP, R12), moves SP
+// to the g0 stack where it runs on a goroutine's, aligns it (ANDQ
+// $-0x10, SP), calls the C function and moves it back (MOVQ R12, SP): from
+// the end of the one to the end of the other the CFA is %r12+8, where its
+// CFI's SP-based one is wrong (a race detector build's stacks in
+// __tsan_read ended no_mapping at racecall).
+func raceCallRange(code []byte, addr uint64) (Range, bool) {
+	var start uint64
+	for off := 0; off < len(code); {
+		in, err := x86dec.Decode(code[off:])
+		if err != nil {
+			return Range{}, false
+		}
+		at := addr + uint64(off)
+		off += in.Len
+		if in.Op != x86asm.MOV {
+			continue
+		}
+		switch {
+		case in.Args[0] == x86asm.R12 && in.Args[1] == x86asm.RSP && start == 0:
+			start = at + uint64(in.Len)
+		case in.Args[0] == x86asm.RSP && in.Args[1] == x86asm.R12 && start != 0:
+			return Range{start, at + uint64(in.Len)}, true
+		}
+	}
+	return Range{}, false
 }
 
 // eachGoFunction calls fn with the index in names, the start and the code
@@ -336,6 +376,13 @@ func (o *Object) goSwitchRow(addr uint64, row *cfi.Row) error {
 			fp := uint16(arch.AMD64_RBP)
 			if o.arch == arch.ARM64 {
 				fp = arch.ARM64_X29
+			}
+			if s.cfaReg != 0 {
+				row.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: s.cfaReg, Offset: s.cfaOff}
+				row.Regs[row.RA] = cfi.Rule{Kind: cfi.RuleOffset, Offset: s.raOff}
+				row.OtherStack = true // on the g0 stack, or aligned on the goroutine's
+				o.clipToSwitches(addr, row)
+				return nil
 			}
 			row.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: fp, Offset: s.cfaOff}
 			row.Regs[row.RA] = cfi.Rule{Kind: cfi.RuleOffset, Offset: s.raOff}

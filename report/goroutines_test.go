@@ -63,6 +63,7 @@ func (f tracedFrame) String() string {
 type goBuild struct {
 	toolchain          string
 	stripped, pie, cgo bool
+	race               bool // -race (with cgo)
 	// goarch is the architecture to build for: runtime.GOARCH when "".
 	goarch string
 }
@@ -117,6 +118,9 @@ func buildGoTestProgram(t testing.TB, b goBuild, name string) (exe, run string) 
 	var extra []string
 	if b.pie {
 		extra = append(extra, "-buildmode=pie")
+	}
+	if b.race {
+		extra = append(extra, "-race")
 	}
 	if b.cgo {
 		exe = testprog.BuildCgo(t, dir, name, string(src), b.toolchain, ldflags, extra...)

@@ -440,3 +440,49 @@ func TestGoCgoMmapFrames(t *testing.T) {
 	require.NoError(t, err)
 	require.Greater(t, through, 10, "samples through runtime.callCgoMmap")
 }
+
+// TestGoRaceCallFrames: a program built with -race calls into the race
+// detector's C runtime at every memory access, through racecall<>
+// (runtime/race_amd64.s), which keeps the SP in %r12, moves SP to the g0
+// stack and aligns it before the call. Its CFI is wrong past the move: in
+// a recording the walk read a word of the g0 stack for its return address
+// and went on into runtime.morestack (712 of 2,581 samples), which never
+// calls racecall (it calls newstack only), or stopped no_mapping (860). Now
+// no stack goes from racecall into morestack or ends no_mapping there; a
+// stack whose goroutine's frames the switch left uncaptured ends
+// stack_switch.
+func TestGoRaceCallFrames(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("racecall<>'s %r12 frame is amd64's")
+	}
+	requirePerf(t)
+	exe, run := buildGoTestProgram(t, goBuild{cgo: true, race: true}, "gorace")
+	data := testprog.Record(t, filepath.Join(run, "race.data"), "-F", "2000", "--call-graph", "dwarf", "--", exe)
+	r, _ := openRecording(t, data)
+	through, switched := 0, 0
+	_, err := Run(r, Options{BuildIDDir: t.TempDir(), Warn: func(string) {}}, func(s *Sample) error {
+		var names []string
+		for _, f := range s.Frames {
+			if !f.Kernel && !f.Inlined {
+				names = append(names, f.Symbol)
+			}
+		}
+		k := slices.Index(names, "racecall")
+		if k < 0 {
+			return nil
+		}
+		through++
+		if k+1 < len(names) {
+			assert.NotEqual(t, "runtime.morestack", names[k+1], "sample at %d: %v", s.Time, names)
+		} else {
+			assert.NotEqual(t, "no_mapping", s.Stop, "sample at %d: %v (%s)", s.Time, names, s.StopErr)
+		}
+		if s.Stop == "stack_switch" {
+			switched++
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Greater(t, through, 50, "samples through racecall")
+	t.Logf("%d samples through racecall, %d of them stack_switch", through, switched)
+}
