@@ -206,7 +206,7 @@ func runUnderGDB(t *testing.T, bin string, addr uint64) (map[int]uint64, []byte,
 	// On a busy machine qemu may not listen yet when gdb connects, or gdb
 	// may give up on a slow reply; qemu's gdbstub serves one connection,
 	// so each try starts a qemu of its own.
-	for deadline := time.Now().Add(2 * time.Minute); ; {
+	for deadline := time.Now().Add(3 * time.Minute); ; {
 		out, err = gdbUnderQEMU(t, bin, addr, script)
 		if err == nil && bytes.Contains(out, []byte("FRAME ")) || time.Now().After(deadline) {
 			break
@@ -245,14 +245,17 @@ func gdbUnderQEMU(t *testing.T, bin string, addr uint64, script string) ([]byte,
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	qemu := exec.Command("qemu-aarch64", "-g", strconv.Itoa(port), bin)
-	qemu.Env = []string{}
+	// One P and no preemption signals: fewer threads and no SIGURG for
+	// qemu's gdbstub to stop on (a run beside other work hung until its
+	// timeout, twice, with the breakpoint set and never reported).
+	qemu.Env = []string{"GOMAXPROCS=1", "GODEBUG=asyncpreemptoff=1"}
 	qemu.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	require.NoError(t, qemu.Start())
 	defer func() {
 		qemu.Process.Kill()
 		qemu.Wait()
 	}()
-	cmd := exec.Command("timeout", "60", "gdb-multiarch", "-nx", "-batch",
+	cmd := exec.Command("timeout", "40", "gdb-multiarch", "-nx", "-batch",
 		"-ex", "set pagination off", "-ex", "set backtrace past-main on",
 		"-ex", "set remotetimeout 30", "-ex", "set tcp connect-timeout 30",
 		"-ex", "target remote 127.0.0.1:"+strconv.Itoa(port),
