@@ -2,12 +2,15 @@ package report
 
 import (
 	"bufio"
+	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -38,6 +41,31 @@ int main(void) {
 }
 `
 
+// waitThreadsSleeping waits until process pid has n threads, all asleep
+// (state S in /proc/PID/task/TID/stat): on a busy machine a thread may
+// not have reached its system call yet when main is done. A minute at
+// most.
+func waitThreadsSleeping(t *testing.T, pid, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+		asleep := 0
+		for _, task := range tasks {
+			b, err := os.ReadFile(task)
+			if err != nil {
+				continue
+			}
+			if f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])); len(f) > 0 && f[0] == "S" {
+				asleep++
+			}
+		}
+		if len(tasks) == n && asleep == n {
+			return
+		}
+	}
+	t.Fatalf("process %d: its %d threads never all slept", pid, n)
+}
+
 // TestMuslThreadsEndAtClone: the threads of a musl program (musl-gcc,
 // Debian's libc.so: no CFI, its hidden functions unnamed) begin in musl's
 // __clone, which its dynamic symbols leave out. Each thread's stack, in a
@@ -64,7 +92,7 @@ func TestMuslThreadsEndAtClone(t *testing.T) {
 	require.NoError(t, cmd.Start())
 	line, _ := bufio.NewReader(out).ReadString('\n')
 	require.Equal(t, "ready\n", line)
-	waitSleeping(t, cmd.Process.Pid)
+	waitThreadsSleeping(t, cmd.Process.Pid, 4)
 	core := gcoreOf(t, dir, cmd)
 
 	opts := CoreOptions{Options: Options{Kallsyms: "-", BuildIDDir: t.TempDir(), Warn: func(string) {}}, Exe: bin}
