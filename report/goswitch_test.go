@@ -457,6 +457,7 @@ func TestGoRaceCallFrames(t *testing.T) {
 	}
 	requirePerf(t)
 	exe, run := buildGoTestProgram(t, goBuild{cgo: true, race: true}, "gorace")
+	t.Setenv("GORACE", "atexit_sleep_ms=0") // the race runtime sleeps a second at exit
 	data := testprog.Record(t, filepath.Join(run, "race.data"), "-F", "2000", "--call-graph", "dwarf", "--", exe)
 	r, _ := openRecording(t, data)
 	through, switched := 0, 0

@@ -20,7 +20,7 @@ func work(n int) int {
 
 func main() {
 	t := 0
-	for i := 0; i < 600; i++ {
+	for i := 0; i < 6000; i++ {
 		t += work(10000)
 	}
 	if t == 42 {
