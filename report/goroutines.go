@@ -154,7 +154,7 @@ func (s *coreSession) goSwitched(u *unwinder.Unwinder, cache *unwinder.Cache, g 
 		return res
 	}
 	fn := strings.TrimSuffix(s.frameFunction(&frames[n-1]), ".abi0")
-	if !slices.Contains(goSwitchers, fn) {
+	if !goesOnFrom(fn) {
 		// A vDSO call's frame whose caller's frame is outside the
 		// core's memory: g.sched is stale while g runs.
 		return res
@@ -196,8 +196,14 @@ func switchedRegs(a arch.Arch, g *goruntime.Goroutine, switchFn string, regs *ar
 
 // goSwitchers are the runtime's functions whose stack switch leaves the
 // goroutine's registers in g.sched, g.syscallsp or the thread's own
-// (gogo's), where goSwitched goes on from.
-var goSwitchers = []string{"runtime.systemstack", "runtime.morestack", "runtime.asmcgocall", "gogo", "runtime.gogo"}
+// (gogo's), where goSwitched goes on from; runtime.mcall's for onG0's
+// walks, which ended there.
+var goSwitchers = []string{"runtime.systemstack", "runtime.morestack", "runtime.asmcgocall", "gogo", "runtime.gogo", "runtime.mcall"}
+
+// goesOnFrom reports whether goSwitched goes on from the goroutine's saved
+// registers after a walk that ended in function fn (its ABI0 suffix
+// trimmed).
+func goesOnFrom(fn string) bool { return slices.Contains(goSwitchers, fn) }
 
 // gogoRegs sets regs to the registers goroutine g resumes with where its
 // thread (registers thread) is in gogo past the load of g.sched.sp into

@@ -639,6 +639,25 @@ func TestSwitchedRegs(t *testing.T) {
 	}
 }
 
+// TestGoesOnFrom: goSwitched goes on from a goroutine's saved registers
+// after each function a walk that goes on there ends in: the stack
+// switches (systemstack, morestack, asmcgocall, gogo) and runtime.mcall,
+// where onG0's walks end (a thread about to resume the goroutine); not
+// after a vDSO call's switch (runtime.nanotime1, time.now), whose
+// goroutine is running and its g.sched stale.
+func TestGoesOnFrom(t *testing.T) {
+	for _, fn := range []string{"runtime.systemstack", "runtime.morestack", "runtime.asmcgocall", "gogo", "runtime.mcall"} {
+		assert.True(t, goesOnFrom(fn), fn)
+		g := goruntime.Goroutine{StackLo: 0xc000100000, StackHi: 0xc000108000, SchedSP: 0xc000107f00, SchedPC: 0x4e87da}
+		if onG0Stack(&g, 0x7f1d6ea1acd0, fn) {
+			assert.True(t, goesOnFrom(fn), "onG0 ends at %s", fn)
+		}
+	}
+	for _, fn := range []string{"runtime.nanotime1", "time.now", "runtime.walltime", "main.main", ""} {
+		assert.False(t, goesOnFrom(fn), fn)
+	}
+}
+
 // TestOnG0Stack: a running goroutine's walk that ended at runtime.mcall
 // from an SP outside its stack went only through its thread's g0 stack
 // (the scheduler about to resume it), and goes on from g.sched where that
