@@ -251,6 +251,12 @@ func sameName(p, u scriptFrame) bool {
 		// ustack names the stub (docs/PERF_DIFFERENCES.md).
 		return true
 	}
+	if p.sym == "[unknown]" && ok2 && strings.HasSuffix(un, "@plt") && p.dso == u.dso {
+		// perf leaves a PLT stub with no symbol before .plt unnamed
+		// (libc.so.6's own free@plt); ustack names the stub
+		// (docs/PERF_DIFFERENCES.md, elfcache's TestPLTSymbols).
+		return true
+	}
 	if ok1 && pn == "_init" && u.sym == "[unknown]" && p.dso == u.dso && inPLTHeader(strings.Trim(p.dso, "()"), poff) {
 		// perf extends the sizeless _init over .plt's header (PLT0,
 		// where a lazily bound call enters the resolver), which has no
