@@ -212,14 +212,25 @@ func gcoreOf(t *testing.T, dir string, cmd *exec.Cmd) string {
 func waitSleeping(t *testing.T, pid int) {
 	t.Helper()
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		asleep, err := statAsleep(fmt.Sprintf("/proc/%d/stat", pid))
 		require.NoError(t, err)
-		if f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])); len(f) > 0 && f[0] == "S" {
+		if asleep {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatalf("process %d never slept", pid)
+}
+
+// statAsleep reports whether the task whose /proc stat file is path
+// sleeps (state S).
+func statAsleep(path string) (bool, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false, err
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	return len(f) > 0 && f[0] == "S", nil
 }
 
 // crashSrc crashes two calls down from main.

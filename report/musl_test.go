@@ -2,7 +2,6 @@ package report
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -51,11 +50,7 @@ func waitThreadsSleeping(t *testing.T, pid, n int) {
 		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
 		asleep := 0
 		for _, task := range tasks {
-			b, err := os.ReadFile(task)
-			if err != nil {
-				continue
-			}
-			if f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])); len(f) > 0 && f[0] == "S" {
+			if ok, _ := statAsleep(task); ok {
 				asleep++
 			}
 		}
