@@ -90,7 +90,7 @@ func buildFuncNames(o, owner *Object) (*funcNames, error) {
 	}
 	var text strings.Builder
 	text.Grow(size)
-	f := &funcNames{}
+	f := &funcNames{all: make([]nameEnt, 0, len(cands)), dyn: make([]nameEnt, 0, ndyn)}
 	// Globals first, then locals, each in symbol table order: the
 	// offsets in text follow that order, and sorting by name, then
 	// offset, puts the one to answer first.
