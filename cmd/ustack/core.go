@@ -172,7 +172,7 @@ func reportCore(path string, in io.Reader, f coreFlags, stdout, stderr io.Writer
 	if f.goroutines {
 		unit = "goroutine"
 	}
-	if code := finishReport(sink, sum, err, f.verbose, f.fpAudit, stderr, unit); code != exitOK {
+	if code := finishReport(sink, nil, sum, err, f.verbose, f.fpAudit, stderr, unit); code != exitOK {
 		return code
 	}
 	if sent != nil && sum.Samples > 0 {

@@ -350,6 +350,14 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	if r.Session().Pipe {
 		wo.Attrs, wo.Session = nil, r.Session() // its events come with its records
 	}
+	var aw *asyncWriter
+	if !streamed {
+		// A stream's samples are printed as they come; a file's
+		// report is written behind the formatting.
+		aw = newAsyncWriter(out)
+		defer aw.Close()
+		out = aw
+	}
 	sink, err := report.NewWriter(*format, out, wo)
 	if err != nil {
 		fmt.Fprintf(stderr, "ustack report: %s: %v\n", *input, err)
@@ -367,7 +375,11 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 	sum, err := report.Run(r, opts, sink.Write)
 	prog.finish()
 	fetch.finish()
-	if code := finishReport(sink, sum, err, *verbose, *fpAudit, stderr, "sample"); code != exitOK {
+	var flushed io.Closer
+	if aw != nil {
+		flushed = aw
+	}
+	if code := finishReport(sink, flushed, sum, err, *verbose, *fpAudit, stderr, "sample"); code != exitOK {
 		return code
 	}
 	if sent != nil && sum.Samples > 0 {
@@ -418,17 +430,23 @@ func envSet(name string) bool {
 }
 
 // finishReport ends a report's output: with verbose, the writer's own
-// summary (JSON's last record) first; then the writer is closed and the
-// summary printed on stderr, ending with the frame-pointer audit's line
+// summary (JSON's last record) first; then the writer is closed, and out,
+// the writer's own output when not nil, once the writer has flushed into it
+// (asyncWriter), and the summary printed on stderr, ending with the frame-pointer audit's line
 // (with fpAudit, its table before it). It returns exitOK, or exitError having
 // printed why the run or the writer failed, or, silently, exitBrokenPipe
 // when the output's reader went away (ustack report | head).
-func finishReport(sink report.Writer, sum *report.Summary, err error, verbose, fpAudit bool, stderr io.Writer, unit string) int {
+func finishReport(sink report.Writer, out io.Closer, sum *report.Summary, err error, verbose, fpAudit bool, stderr io.Writer, unit string) int {
 	if sw, ok := sink.(report.SummaryWriter); ok && verbose && err == nil {
 		err = sw.WriteSummary(sum)
 	}
 	if ferr := sink.Close(); err == nil {
 		err = ferr
+	}
+	if out != nil {
+		if ferr := out.Close(); err == nil {
+			err = ferr
+		}
 	}
 	if isBrokenPipe(err) {
 		return exitBrokenPipe
