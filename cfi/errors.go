@@ -14,6 +14,23 @@ var ErrNoFDE = errors.New("cfi: no FDE covers the address")
 // its caller's frame is on the other stack, which no row can describe.
 var ErrStackSwitch = errors.New("the function switched stacks: its caller is on the other stack")
 
+// ErrInstallingHandler is returned, wrapped, by an object for the code of
+// an exception unwinder that is installing a handler's frame (libgcc's
+// __builtin_eh_return epilogues, from their call of uw_install_context_1
+// on): its CFI then gives the handler as its caller, with the handler's
+// registers but its own stack pointer, from which the handler's callers
+// cannot be found. It matches ErrStackSwitch too (errors.Is): the walk ends
+// there as at a stack switch.
+var ErrInstallingHandler error = installingHandler{}
+
+type installingHandler struct{}
+
+func (installingHandler) Error() string {
+	return "the exception unwinder is installing a handler's frame: its CFI gives the handler's registers with its own stack pointer"
+}
+
+func (installingHandler) Is(target error) bool { return target == ErrStackSwitch }
+
 // A FormatError reports malformed call frame information: the section, the
 // byte offset within it at which the problem was found, and what is wrong.
 type FormatError struct {

@@ -412,11 +412,16 @@ func (o *Object) goSwitchRow(addr uint64, row *cfi.Row) error {
 // after addr begins and to begin where one before it ends.
 func (o *Object) clipToSwitches(addr uint64, row *cfi.Row) {
 	for i := range o.goSwitches {
-		s := &o.goSwitches[i]
-		if addr < s.Start && row.End > s.Start {
-			row.End = s.Start
-		} else if addr >= s.End && row.Start < s.End {
-			row.Start = max(row.Start, s.End)
-		}
+		clipAround(row, addr, o.goSwitches[i].Range)
+	}
+}
+
+// clipAround narrows row, found for addr outside r, to end where r begins
+// (r after addr) or to begin where r ends (r before it).
+func clipAround(row *cfi.Row, addr uint64, r Range) {
+	if addr < r.Start && row.End > r.Start {
+		row.End = r.Start
+	} else if addr >= r.End && row.Start < r.End {
+		row.Start = max(row.Start, r.End)
 	}
 }

@@ -141,8 +141,9 @@ type Object struct {
 	cfiOnce    sync.Once
 	table      *cfi.Table
 	cfiErr     error
-	cfiFrom    Origin     // of the sections the table was built from
-	goSwitches []goSwitch // Go runtime functions past their stack switch (goswitch.go)
+	cfiFrom    Origin      // of the sections the table was built from
+	goSwitches []goSwitch  // Go runtime functions past their stack switch (goswitch.go)
+	ehInstalls []ehInstall // libgcc_s's unwinder installing a handler's frame (ehinstall.go)
 
 	symOnce sync.Once
 	syms    *symtab

@@ -51,6 +51,7 @@ func (o *Object) buildCFI() {
 		}
 	}()
 	defer o.findGoSwitches() // once the table is built (or not)
+	defer o.findEHInstalls()
 	secs, readErr := o.cfiSections()
 	if secs.EHFrame.Data == nil && secs.DebugFrame.Data == nil {
 		o.cfiErr = readErr
@@ -139,6 +140,16 @@ func (o *Object) FindRow(addr uint64, row *cfi.Row) error {
 		return newErr(o.path, "", -1, ErrClosed)
 	}
 	o.cfiOnce.Do(o.buildCFI)
+	if len(o.ehInstalls) > 0 {
+		if err := o.ehInstallErr(addr); err != nil {
+			return err
+		}
+		if err := o.row(addr, row); err != nil {
+			return o.rowErr(err)
+		}
+		o.clipToEHInstalls(addr, row)
+		return nil
+	}
 	if len(o.goSwitches) > 0 {
 		if err := o.goSwitchRow(addr, row); err != cfi.ErrNoFDE {
 			return err
@@ -148,6 +159,12 @@ func (o *Object) FindRow(addr uint64, row *cfi.Row) error {
 	if err == nil {
 		return nil
 	}
+	return o.rowErr(err)
+}
+
+// rowErr is FindRow's error for row's: cfi.ErrNoFDE itself, an *Error as
+// it is, anything else wrapped in one naming the object.
+func (o *Object) rowErr(err error) error {
 	if err == cfi.ErrNoFDE || errors.Is(err, cfi.ErrNoFDE) {
 		return cfi.ErrNoFDE
 	}

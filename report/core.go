@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/ustack/ustack/arch"
+	"github.com/ustack/ustack/cfi"
 	"github.com/ustack/ustack/coredump"
 	"github.com/ustack/ustack/elfcache"
 	"github.com/ustack/ustack/goruntime"
@@ -801,6 +802,9 @@ func RunCore(c *Core, opts CoreOptions, emit func(*Sample) error) (*Summary, err
 		}
 		sum.Samples++
 		sum.Stops[out.Stop]++
+		if errors.Is(res.Err, cfi.ErrInstallingHandler) {
+			sum.installing++
+		}
 		sum.countNoUnwind(&out)
 		if err := emit(&out); err != nil {
 			return sum, err

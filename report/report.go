@@ -280,7 +280,11 @@ type Summary struct {
 	// unmapped_pc).
 	noMapsSamples int
 	noMaps        map[uint32]int
-	unmappedPC    map[uint32]int
+	// installing counts the stacks that stopped stack_switch in an
+	// exception unwinder installing a handler's frame, not at a Go stack
+	// switch (cfi.ErrInstallingHandler).
+	installing int
+	unmappedPC map[uint32]int
 
 	core bool // a core dump's threads: no stack snapshot to enlarge
 	// goroutines: a Go core's goroutines (CoreOptions.Goroutines).
@@ -678,6 +682,9 @@ type job struct {
 	// signalStackMissing: the walk stopped past a signal delivered on an
 	// alternate stack (unwinder.ErrInterruptedStackNotCaptured).
 	signalStackMissing bool
+	// installing: the walk stopped in an exception unwinder installing a
+	// handler's frame (cfi.ErrInstallingHandler).
+	installing bool
 	// noUserData: the sample was recorded for a DWARF unwind but
 	// carries no user registers or no stack (missingUserData).
 	noUserData bool
@@ -883,6 +890,9 @@ func emitJob(sum *Summary, j *job, emit func(*Sample) error, err error) error {
 		if j.signalStackMissing {
 			sum.SignalStackMissing++
 		}
+		if j.installing {
+			sum.installing++
+		}
 		if j.noUserData && j.out.Stop == StopCallchain {
 			sum.NoStackChained++
 		} else if j.noUserData {
@@ -966,7 +976,7 @@ func (p *processor) newJob(s *perfdata.Sample, index int) *job {
 	}
 	j.kernel = append(j.kernel[:0], kernel...)
 	j.user = append(j.user[:0], user...)
-	j.hasReg, j.fullStack, j.fp.done, j.maxStack, j.signalStackMissing = false, false, false, 0, false
+	j.hasReg, j.fullStack, j.fp.done, j.maxStack, j.signalStackMissing, j.installing = false, false, false, 0, false, false
 	j.uprobe = isUprobe(s.EventName)
 	if s.Attr != nil {
 		j.maxStack = int(s.Attr.SampleMaxStack)
@@ -1136,7 +1146,10 @@ func (s *Summary) WriteSummary(w io.Writer) {
 	if n := s.Stops["fp_guess"]; n > 0 {
 		fmt.Fprintf(w, "ustack: %d of %d stacks reached their outermost frame only through a guess (fp_guess): a function without CFI was left by a frame pointer it is not shown to set up, by a return address whose call is not shown to be to it, or by scanning the stack for a return address where its code is missing; its caller may be missing, so these stacks are not called complete\n", n, unwound)
 	}
-	if n := s.Stops["stack_switch"]; n > 0 {
+	if n := s.installing; n > 0 {
+		fmt.Fprintf(w, "ustack: %d of %d stacks ended in libgcc's exception unwinder as it installed a handler's frame (stack_switch): its CFI there gives the handler's registers with the unwinder's own stack pointer, from which the handler's callers cannot be found\n", n, unwound)
+	}
+	if n := s.Stops["stack_switch"] - s.installing; n > 0 {
 		if s.core {
 			fmt.Fprintf(w, "ustack: %d of %d stacks ended where Go's runtime had switched their thread to its g0 stack (stack_switch) and the thread runs no goroutine to go on with (one preempted in runtime.morestack and descheduled); --goroutines shows every goroutine's own stack\n", n, unwound)
 		} else {

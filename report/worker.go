@@ -3,6 +3,7 @@ package report
 import (
 	"errors"
 
+	"github.com/ustack/ustack/cfi"
 	"github.com/ustack/ustack/kallsyms"
 	"github.com/ustack/ustack/perfdata"
 	"github.com/ustack/ustack/resolve"
@@ -151,6 +152,7 @@ func (w *worker) unwind(j *job) {
 		// The snapshot's size did not cut it (Summary.SnapshotCut).
 		j.fullStack, j.signalStackMissing = false, true
 	}
+	j.installing = errors.Is(res.Err, cfi.ErrInstallingHandler)
 	w.sym.Reset()
 	for i := 0; i < res.Frames; i++ {
 		start := len(j.out.Frames)

@@ -1,0 +1,212 @@
+package report
+
+import (
+	"context"
+	"debug/elf"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ianlancetaylor/demangle"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/arch/x86/x86asm"
+
+	"github.com/ustack/ustack/internal/testprog"
+)
+
+// ehThrowSrc throws through three frames of its own to a catch in main,
+// all built -O2: main's landing pad finds its frame from SP.
+const ehThrowSrc = `#include <stdexcept>
+#include <cstdio>
+__attribute__((noinline)) void thrower(int n) { if (n >= 0) throw std::runtime_error("x"); }
+__attribute__((noinline)) int mid(int n) { char buf[64]; buf[n & 63] = n; thrower(n); return buf[3]; }
+__attribute__((noinline)) int outer(int n) { int r = mid(n); return r + 1; }
+int main(int argc, char **argv) {
+  long caught = 0;
+  for (int i = 0; i < 3; i++) {
+    try { outer(argc + i); } catch (const std::exception &e) { caught++; }
+  }
+  printf("%ld\n", caught);
+  return 0;
+}
+`
+
+// TestEHInstallNeverNamesWrongCallers stops a C++ throw in libgcc's
+// _Unwind_RaiseException at its last instructions, where it installs the
+// handler's frame (its CFI then gives main's landing pad as its caller,
+// with the landing pad's registers but its own SP), and dumps a core at
+// each stop with gdb. The truth is gdb's backtrace at the first stop, the
+// call that begins the install (the frames are still intact there): the
+// core of that stop must give it whole, and the cores of the later stops
+// a prefix of it that does not end outermost. Before ustack knew the
+// install, the later cores gave main's landing pad as the caller and then
+// thrower, mid, outer and main again, read from where the landing pad's
+// SP is not, down to an outermost frame. The stops are found by decoding
+// the function: the call before the last call of a function that only
+// returns (_Unwind_DebugHook), that call, the move of RCX into RSP and the
+// final jump.
+func TestEHInstallNeverNamesWrongCallers(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the stops are amd64 instructions of libgcc_s")
+	}
+	gdb, err := exec.LookPath("gdb")
+	if err != nil {
+		t.Skip("gdb is not installed (Debian package gdb): no truth for the throw's frames")
+	}
+	const libgcc = "/lib/x86_64-linux-gnu/libgcc_s.so.1"
+	f, err := elf.Open(libgcc)
+	if err != nil {
+		t.Skipf("%v (Debian package libgcc-s1)", err)
+	}
+	syms, err := f.DynamicSymbols()
+	require.NoError(t, err)
+	var fn elf.Symbol
+	for _, s := range syms {
+		if strings.HasPrefix(s.Name, "_Unwind_RaiseException") {
+			fn = s
+		}
+	}
+	require.NotZero(t, fn.Size, "%s exports no _Unwind_RaiseException", libgcc)
+	code := make([]byte, fn.Size)
+	var read bool
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 && fn.Value >= p.Vaddr && fn.Value+fn.Size <= p.Vaddr+p.Filesz {
+			_, err = p.ReadAt(code, int64(fn.Value-p.Vaddr))
+			require.NoError(t, err)
+			read = true
+		}
+	}
+	f.Close()
+	require.True(t, read, "_Unwind_RaiseException's code is in no executable segment")
+
+	// Offsets in the function: its calls (and their targets), the load of
+	// RSP from RCX and the indirect jump that ends it.
+	var calls, targets []uint64
+	var movRSP, jmp uint64
+	for off := 0; off < len(code); {
+		in, err := x86asm.Decode(code[off:], 64)
+		if err != nil {
+			off++
+			continue
+		}
+		switch {
+		case in.Op == x86asm.CALL:
+			if rel, ok := in.Args[0].(x86asm.Rel); ok {
+				calls = append(calls, uint64(off))
+				targets = append(targets, fn.Value+uint64(off+in.Len)+uint64(int64(rel)))
+			}
+		case in.Op == x86asm.MOV && in.Args[0] == x86asm.RSP && in.Args[1] == x86asm.RCX:
+			movRSP = uint64(off)
+		case in.Op == x86asm.JMP && in.Args[0] == x86asm.RCX:
+			jmp = uint64(off)
+		}
+		off += in.Len
+	}
+	require.NotZero(t, movRSP, "no mov %%rcx,%%rsp in _Unwind_RaiseException: not the eh_return epilogue this test knows")
+	require.NotZero(t, jmp, "no jmp *%%rcx in _Unwind_RaiseException")
+	hook := -1
+	for i := len(calls) - 1; i >= 1; i-- {
+		if calls[i] < movRSP && returnsOnlyAt(t, libgcc, targets[i]) {
+			hook = i
+			break
+		}
+	}
+	require.Positive(t, hook, "no call of a function that only returns (_Unwind_DebugHook) before the epilogue")
+	afterCall := func(i int) uint64 {
+		in, err := x86asm.Decode(code[calls[i]:], 64)
+		require.NoError(t, err)
+		return calls[i] + uint64(in.Len)
+	}
+	stops := []uint64{calls[hook-1], afterCall(hook - 1), afterCall(hook), movRSP, jmp}
+
+	dir := t.TempDir()
+	exe := testprog.Build(t, dir, "throw.cc", ehThrowSrc, "-O2", "-g")
+	var script strings.Builder
+	script.WriteString("set pagination off\nset confirm off\nset backtrace past-main on\nset debuginfod enabled off\nstart\n")
+	for _, off := range stops {
+		fmt.Fprintf(&script, "break *(_Unwind_RaiseException+%d)\n", off)
+	}
+	for i := range stops {
+		if i == 0 {
+			script.WriteString("continue\necho ==bt==\\n\nbt\necho ==end==\\n\n")
+		} else {
+			script.WriteString("continue\n")
+		}
+		fmt.Fprintf(&script, "gcore %s\n", filepath.Join(dir, fmt.Sprintf("core.%d", i)))
+	}
+	script.WriteString("kill\n")
+	gdbScript := filepath.Join(dir, "stops.gdb")
+	require.NoError(t, os.WriteFile(gdbScript, []byte(script.String()), 0o644))
+	ctx, cancel := context.WithTimeout(context.Background(), testprog.Timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, gdb, "-nx", "-batch", "-x", gdbScript, exe)
+	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "gdb: %s", out)
+	_, bt, ok := strings.Cut(string(out), "==bt==\n")
+	bt, _, ok2 := strings.Cut(bt, "==end==")
+	require.True(t, ok && ok2, "gdb printed no backtrace: %s", out)
+	var want []string
+	for _, m := range gdbFrameRe.FindAllStringSubmatch(bt, -1) {
+		want = append(want, m[1])
+	}
+	require.Equal(t, []string{"_Unwind_RaiseException", "__cxa_throw", "thrower", "mid", "outer", "main"}, want[:min(6, len(want))],
+		"gdb's backtrace at the install's call: %s", bt)
+
+	for i := range stops {
+		core := filepath.Join(dir, fmt.Sprintf("core.%d", i))
+		require.FileExists(t, core, "gdb did not stop at _Unwind_RaiseException+%#x: %s", stops[i], out)
+		opts := CoreOptions{Options: Options{Kallsyms: "-", BuildIDDir: t.TempDir()}, Exe: exe}
+		cc, err := OpenCore(core, opts)
+		require.NoError(t, err)
+		var got []string
+		var stop, stopErr string
+		_, err = RunCore(cc, opts, func(s *Sample) error {
+			for _, f := range s.Frames {
+				if !f.Kernel {
+					got = append(got, demangle.Filter(f.Symbol, demangle.NoParams))
+				}
+			}
+			stop, stopErr = s.Stop, s.StopErr
+			return nil
+		})
+		cc.Close()
+		require.NoError(t, err)
+		at := fmt.Sprintf("_Unwind_RaiseException+%#x (stop %d of %d)", stops[i], i+1, len(stops))
+		if i == 0 {
+			require.Equal(t, want, got, "%s: before the install, the whole stack gdb gives", at)
+			require.Equal(t, "outermost", stop, "%s: %s", at, stopErr)
+			continue
+		}
+		require.NotEmpty(t, got, at)
+		require.True(t, slices.Equal(got, want[:min(len(got), len(want))]), "%s: frames %q are not a prefix of the stack at the throw %q", at, got, want)
+		require.NotEqual(t, "outermost", stop, "%s: %q called complete", at, got)
+		require.Contains(t, stopErr, "installing a handler's frame", at)
+	}
+}
+
+// gdbFrameRe matches a frame of gdb's backtrace, capturing its function.
+var gdbFrameRe = regexp.MustCompile(`(?m)^#\d+\s+(?:0x[0-9a-f]+ in )?(\S+) \(`)
+
+// returnsOnlyAt reports whether the function at the link-time address addr
+// of the ELF file path is a bare return (ret, or endbr64; ret).
+func returnsOnlyAt(t *testing.T, path string, addr uint64) bool {
+	f, err := elf.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && addr >= p.Vaddr && addr+5 <= p.Vaddr+p.Filesz {
+			var b [5]byte
+			_, err := p.ReadAt(b[:], int64(addr-p.Vaddr))
+			require.NoError(t, err)
+			return b[0] == 0xc3 || string(b[:]) == "\xf3\x0f\x1e\xfa\xc3"
+		}
+	}
+	return false
+}
