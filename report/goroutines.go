@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/ustack/ustack/arch"
+	"github.com/ustack/ustack/cfi"
 	"github.com/ustack/ustack/coredump"
 	"github.com/ustack/ustack/elfcache"
 	"github.com/ustack/ustack/goruntime"
@@ -373,6 +374,9 @@ func (s *coreSession) runGoroutines(sum *Summary, u *unwinder.Unwinder, cache *u
 			out.Stop = res.Stop.String()
 			if res.Err != nil {
 				out.StopErr = res.Err.Error()
+			}
+			if errors.Is(res.Err, cfi.ErrInstallingHandler) {
+				sum.installing++
 			}
 			sym.Reset()
 			for k := 0; k < res.Frames; k++ {

@@ -742,9 +742,10 @@ func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary,
 	// KB a job) and the chunks of the recording their stacks lie in:
 	// ordered, the emitter's queue, bounds them. 4 batches a worker keep
 	// a worker from waiting on the emitter as 8 did (wall time the same on
-	// the 10x benchmark recording), and the report's peak RSS 4-5 MB
-	// lower (64.5 -> 59.6 MB warm, 71 -> 67 cold); 2 a worker cost 13%
-	// more wall time.
+	// the 10x benchmark recording written to /dev/null; to a file, once
+	// the emitter no longer waits in write(2): cmd/ustack's asyncWriter),
+	// and the report's peak RSS 4-5 MB lower (64.5 -> 59.6 MB warm, 71 ->
+	// 67 cold); 2 a worker cost 13% more wall time.
 	queue := make(chan *batch, 2*p.opts.Jobs)
 	ordered := make(chan *batch, 4*p.opts.Jobs)
 	var wg sync.WaitGroup
