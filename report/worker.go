@@ -164,7 +164,10 @@ func (w *worker) unwind(j *job) {
 			w.repair(j, k)
 		}
 	}
-	if res.Stop == unwinder.StopStackSwitch && !w.p.opts.NoCallchainRepair && res.Frames > 0 {
+	// Go's switches only: past libgcc's install, the kernel's chain
+	// goes on from a frame whose return address slot holds the handler
+	// or, before it is written, into code without frame pointers.
+	if res.Stop == unwinder.StopStackSwitch && !j.installing && !w.p.opts.NoCallchainRepair && res.Frames > 0 {
 		if k := switchChain(j.user, w.frames[:res.Frames]); k >= 0 && callsInto(j.space, w.p.arch, j.user[k], &w.frames[res.Frames-1]) {
 			w.repair(j, k)
 		}
