@@ -82,7 +82,8 @@ func isEHInstallFunc(name string) bool {
 // ehInstallRange decodes code, the function at addr, and returns the range
 // from the last byte of its call of uw_install_context_1 to its end: the
 // direct call just before the last call of _Unwind_DebugHook, a function
-// that only returns (endbr64; ret or ret), read with readCode. The range
+// that only returns (endbr64; ret or ret), read with readCode, and at most
+// ehHookGap bytes before it. The range
 // starts at the call's last byte so that the function's frame, returned
 // to from that call (looked up at its return address minus one), is in it.
 func ehInstallRange(code []byte, addr uint64, readCode func(uint64, []byte) int) (Range, bool) {
@@ -108,11 +109,22 @@ func ehInstallRange(code []byte, addr uint64, readCode func(uint64, []byte) int)
 	}
 	for i := len(calls) - 1; i >= 1; i-- {
 		if returnsOnly(targets[i], readCode) {
+			if calls[i]-calls[i-1] > ehHookGap {
+				// The call before is not the install's (inlined
+				// in this build): leave the function as its CFI
+				// describes it rather than cut its other calls.
+				return Range{}, false
+			}
 			return Range{calls[i-1] - 1, addr + uint64(len(code))}, true
 		}
 	}
 	return Range{}, false
 }
+
+// ehHookGap bounds the code between the install's call and the hook's:
+// computing the handler and loading the hook's two arguments (24 bytes in
+// Debian 12's libgcc_s).
+const ehHookGap = 64
 
 // returnsOnly reports whether the code at addr is a function that only
 // returns: ret, or endbr64 then ret.

@@ -24,6 +24,14 @@ func TestEHInstallRange(t *testing.T) {
 	if r, ok := ehInstallRange(other, 0x1000, read(other)); ok {
 		t.Errorf("ehInstallRange found %#x in code without a bare return's call", r)
 	}
+	// 100 bytes of other code between the two calls: not the install's.
+	far := append(append(append([]byte{}, ehInstallSeed[:5]...), make([]byte, 100)...), ehInstallSeed[5:]...)
+	for i := 5; i < 105; i++ {
+		far[i] = 0x90 // nop
+	}
+	if r, ok := ehInstallRange(far, 0x1000, read(far)); ok {
+		t.Errorf("ehInstallRange found %#x with the calls 100 bytes apart", r)
+	}
 }
 
 // FuzzEHInstallRange decodes any bytes as an unwinder's entry point: no
