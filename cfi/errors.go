@@ -16,8 +16,8 @@ var ErrStackSwitch = errors.New("the function switched stacks: its caller is on 
 
 // ErrInstallingHandler is returned, wrapped, by an object for the code of
 // an exception unwinder that is installing a handler's frame (libgcc's
-// __builtin_eh_return epilogues, from their call of uw_install_context_1
-// on): its CFI then gives the handler as its caller, with the handler's
+// __builtin_eh_return epilogues, from the return of their call of
+// uw_install_context_1 on): its CFI then gives the handler as its caller, with the handler's
 // registers but its own stack pointer, from which the handler's callers
 // cannot be found. It matches ErrStackSwitch too (errors.Is): the walk ends
 // there as at a stack switch.

@@ -26,7 +26,7 @@ import (
 // uw_install_context_1 writes the target frame's registers, its return
 // address slot included, into the save slots of the function's own frame,
 // which its epilogue then restores, moving SP to the target frame and
-// jumping to the handler. From within that call on, the function's CFI
+// jumping to the handler. From that call's return on, the function's CFI
 // gives, as its caller, the handler with the handler's registers but with
 // the stack pointer of the function's own CFA, which is not the handler's:
 // a handler whose frame is found from SP then yields whatever the stack
@@ -34,11 +34,18 @@ import (
 // called by the wrong ones, down to an outermost frame). gdb shows the
 // handler and stops.
 //
+// Inside uw_install_context_1 itself (a tenth of the samples of a program
+// that throws in a loop) the slots are written one register after the
+// other, the return address's last, in a loop; until that last write the
+// frames above are the thrower's, which its CFI finds as before. The
+// window starts after the call, so those walks go on: only the few
+// instructions of its tail past the last write remain mixed.
+//
 // ehInstallFuncs are those entry points, by their exported names.
 var ehInstallFuncs = [...]string{"_Unwind_RaiseException", "_Unwind_Resume", "_Unwind_Resume_or_Rethrow", "_Unwind_ForcedUnwind"}
 
-// ehInstall is the code of an ehInstallFuncs function from within its call
-// of uw_install_context_1 to its end.
+// ehInstall is the code of an ehInstallFuncs function from the return of
+// its call of uw_install_context_1 to its end.
 type ehInstall struct {
 	Range
 	fn string
@@ -80,12 +87,12 @@ func isEHInstallFunc(name string) bool {
 }
 
 // ehInstallRange decodes code, the function at addr, and returns the range
-// from the last byte of its call of uw_install_context_1 to its end: the
-// direct call just before the last call of _Unwind_DebugHook, a function
-// that only returns (endbr64; ret or ret), read with readCode, and at most
-// ehHookGap bytes before it. The range
-// starts at the call's last byte so that the function's frame, returned
-// to from that call (looked up at its return address minus one), is in it.
+// from the return address of its call of uw_install_context_1 to its end:
+// the direct call just before the last call of _Unwind_DebugHook, a
+// function that only returns (endbr64; ret or ret), read with readCode, and
+// at most ehHookGap bytes before it. The function's frame returned to from
+// the install's call (looked up at its return address minus one) is left
+// out; from the hook's call, it is in.
 func ehInstallRange(code []byte, addr uint64, readCode func(uint64, []byte) int) (Range, bool) {
 	var calls []uint64 // the return addresses of the direct calls, in order
 	var targets []uint64
@@ -115,7 +122,7 @@ func ehInstallRange(code []byte, addr uint64, readCode func(uint64, []byte) int)
 				// describes it rather than cut its other calls.
 				return Range{}, false
 			}
-			return Range{calls[i-1] - 1, addr + uint64(len(code))}, true
+			return Range{calls[i-1], addr + uint64(len(code))}, true
 		}
 	}
 	return Range{}, false

@@ -9,15 +9,15 @@ import (
 // ret and padding.
 var ehInstallSeed = []byte{0xe8, 0, 0, 0, 0, 0xe8, 5, 0, 0, 0, 0x48, 0x89, 0xcc, 0xff, 0xe1, 0xc3, 0xcc, 0xcc, 0xcc, 0xcc}
 
-// TestEHInstallRange: the range begins on the first call's last byte and
+// TestEHInstallRange: the range begins at the first call's return and
 // ends with the function; without a call of a bare return, there is none.
 func TestEHInstallRange(t *testing.T) {
 	read := func(code []byte) func(uint64, []byte) int {
 		return func(a uint64, b []byte) int { return copy(b, code[a-0x1000:]) }
 	}
 	r, ok := ehInstallRange(ehInstallSeed, 0x1000, read(ehInstallSeed))
-	if !ok || r != (Range{0x1004, 0x1014}) {
-		t.Errorf("ehInstallRange = %#x, %v; want 0x1004-0x1014", r, ok)
+	if !ok || r != (Range{0x1005, 0x1014}) {
+		t.Errorf("ehInstallRange = %#x, %v; want 0x1005-0x1014", r, ok)
 	}
 	other := append([]byte(nil), ehInstallSeed...)
 	other[15] = 0x90 // the hook does more than return
@@ -36,7 +36,7 @@ func TestEHInstallRange(t *testing.T) {
 
 // FuzzEHInstallRange decodes any bytes as an unwinder's entry point: no
 // input may crash it, and a range found lies in the function and begins
-// on the last byte of a call.
+// at a call's return address.
 func FuzzEHInstallRange(f *testing.F) {
 	f.Add(ehInstallSeed)
 	f.Add([]byte{0xf3, 0x0f, 0x1e, 0xfa, 0xc3})
@@ -55,8 +55,8 @@ func FuzzEHInstallRange(f *testing.F) {
 		if r.Start < addr || r.End != addr+uint64(len(code)) || r.Start >= r.End {
 			t.Fatalf("range %#x-%#x outside the function %#x-%#x", r.Start, r.End, addr, addr+len(code))
 		}
-		if end := r.Start + 1 - addr; end < 5 || code[end-5] != 0xe8 {
-			t.Fatalf("range starts at %#x, not on a call's last byte", r.Start)
+		if end := r.Start - addr; end < 5 || code[end-5] != 0xe8 {
+			t.Fatalf("range starts at %#x, not at a call's return address", r.Start)
 		}
 	})
 }

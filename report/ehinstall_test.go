@@ -44,7 +44,8 @@ int main(int argc, char **argv) {
 // each stop with gdb. The truth is gdb's backtrace at the first stop, the
 // call that begins the install (the frames are still intact there): the
 // core of that stop must give it whole, and the cores of the later stops
-// a prefix of it that does not end outermost. Before ustack knew the
+// a prefix of it that does not end outermost (but for the second, in the
+// install's callee before it wrote anything: the whole stack again). Before ustack knew the
 // install, the later cores gave main's landing pad as the caller and then
 // thrower, mid, outer and main again, read from where the landing pad's
 // SP is not, down to an outermost frame. The stops are found by decoding
@@ -123,14 +124,18 @@ func TestEHInstallNeverNamesWrongCallers(t *testing.T) {
 		require.NoError(t, err)
 		return calls[i] + uint64(in.Len)
 	}
-	stops := []uint64{calls[hook-1], afterCall(hook - 1), afterCall(hook), movRSP, jmp}
+	// The install's call, the first instruction of the function it
+	// calls (uw_install_context_1: nothing written yet), its return, the
+	// hook's return, the load of RSP, the jump.
+	install := int64(targets[hook-1]) - int64(fn.Value) // before the function, in libgcc_s's layout
+	stops := []int64{int64(calls[hook-1]), install, int64(afterCall(hook - 1)), int64(afterCall(hook)), int64(movRSP), int64(jmp)}
 
 	dir := t.TempDir()
 	exe := testprog.Build(t, dir, "throw.cc", ehThrowSrc, "-O2", "-g")
 	var script strings.Builder
 	script.WriteString("set pagination off\nset confirm off\nset backtrace past-main on\nset debuginfod enabled off\nstart\n")
 	for _, off := range stops {
-		fmt.Fprintf(&script, "break *(_Unwind_RaiseException+%d)\n", off)
+		fmt.Fprintf(&script, "break *((char *)_Unwind_RaiseException%+d)\n", off)
 	}
 	for i := range stops {
 		if i == 0 {
@@ -161,7 +166,7 @@ func TestEHInstallNeverNamesWrongCallers(t *testing.T) {
 
 	for i := range stops {
 		core := filepath.Join(dir, fmt.Sprintf("core.%d", i))
-		require.FileExists(t, core, "gdb did not stop at _Unwind_RaiseException+%#x: %s", stops[i], out)
+		require.FileExists(t, core, "gdb did not stop at _Unwind_RaiseException%+#x: %s", stops[i], out)
 		opts := CoreOptions{Options: Options{Kallsyms: "-", BuildIDDir: t.TempDir()}, Exe: exe}
 		cc, err := OpenCore(core, opts)
 		require.NoError(t, err)
@@ -178,9 +183,16 @@ func TestEHInstallNeverNamesWrongCallers(t *testing.T) {
 		})
 		cc.Close()
 		require.NoError(t, err)
-		at := fmt.Sprintf("_Unwind_RaiseException+%#x (stop %d of %d)", stops[i], i+1, len(stops))
+		at := fmt.Sprintf("_Unwind_RaiseException%+#x (stop %d of %d)", stops[i], i+1, len(stops))
 		if i == 0 {
 			require.Equal(t, want, got, "%s: before the install, the whole stack gdb gives", at)
+			require.Equal(t, "outermost", stop, "%s: %s", at, stopErr)
+			continue
+		}
+		if i == 1 {
+			// In the install's callee, before it writes a slot: the
+			// same stack under its frame, whole.
+			require.Equal(t, want, got[1:], "%s: at the install's first instruction, the whole stack under it", at)
 			require.Equal(t, "outermost", stop, "%s: %s", at, stopErr)
 			continue
 		}
