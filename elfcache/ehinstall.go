@@ -38,8 +38,9 @@ import (
 // that throws in a loop) the slots are written one register after the
 // other, the return address's last, in a loop; until that last write the
 // frames above are the thrower's, which its CFI finds as before. The
-// window starts after the call, so those walks go on: only the few
-// instructions of its tail past the last write remain mixed.
+// window starts after the call, so those walks go on; past the last write
+// (its loop's last turn, its return), the handler's address is in the
+// slot, and report checks the caller (EHInstallReturn).
 //
 // ehInstallFuncs are those entry points, by their exported names.
 var ehInstallFuncs = [...]string{"_Unwind_RaiseException", "_Unwind_Resume", "_Unwind_Resume_or_Rethrow", "_Unwind_ForcedUnwind"}
@@ -160,4 +161,21 @@ func (o *Object) clipToEHInstalls(addr uint64, row *cfi.Row) {
 	for i := range o.ehInstalls {
 		clipAround(row, addr, o.ehInstalls[i].Range)
 	}
+}
+
+// EHInstallReturn reports whether addr, link-time, is the return address
+// of the install's call (uw_install_context_1's) in one of libgcc's
+// exception entry points, and names the function. A frame at it is the
+// caller of uw_install_context_1, which may have written the handler's
+// address into its return address slot already (its last write): the
+// caller its CFI gives is the function's own only where the call before
+// that caller's return address is a call of the function.
+func (o *Object) EHInstallReturn(addr uint64) (fn string, ok bool) {
+	o.cfiOnce.Do(o.buildCFI)
+	for i := range o.ehInstalls {
+		if o.ehInstalls[i].Start == addr {
+			return o.ehInstalls[i].fn, true
+		}
+	}
+	return "", false
 }

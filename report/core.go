@@ -769,6 +769,9 @@ func RunCore(c *Core, opts CoreOptions, emit func(*Sample) error) (*Summary, err
 		}
 		out.StackSize = stackBytes(c.Core, th)
 		res := unwinderFor(mask).Unwind(&cache, as, &th.Regs, mem, frames)
+		if n, err := cutInstallCaller(as, frames[:res.Frames]); err != nil {
+			res.Frames, res.Stop, res.Err = n, unwinder.StopStackSwitch, err
+		}
 		if res.Stop == unwinder.StopStackSwitch {
 			if g := s.goroutineOn(uint64(th.TID)); g != nil {
 				res = s.goSwitched(unwinderFor(mask), &cache, g, &th.Regs, frames, res)

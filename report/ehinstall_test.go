@@ -45,7 +45,8 @@ int main(int argc, char **argv) {
 // call that begins the install (the frames are still intact there): the
 // core of that stop must give it whole, and the cores of the later stops
 // a prefix of it that does not end outermost (but for the second, in the
-// install's callee before it wrote anything: the whole stack again). Before ustack knew the
+// install's callee before it wrote anything: the whole stack again; the
+// third is that callee's return, past its last write). Before ustack knew the
 // install, the later cores gave main's landing pad as the caller and then
 // thrower, mid, outer and main again, read from where the landing pad's
 // SP is not, down to an outermost frame. The stops are found by decoding
@@ -128,7 +129,24 @@ func TestEHInstallNeverNamesWrongCallers(t *testing.T) {
 	// calls (uw_install_context_1: nothing written yet), its return, the
 	// hook's return, the load of RSP, the jump.
 	install := int64(targets[hook-1]) - int64(fn.Value) // before the function, in libgcc_s's layout
-	stops := []int64{int64(calls[hook-1]), install, int64(afterCall(hook - 1)), int64(afterCall(hook)), int64(movRSP), int64(jmp)}
+	// uw_install_context_1's first return: past its loop, which writes
+	// the handler's address into the return address slot last.
+	var installRet int64
+	body := readELF(t, libgcc, targets[hook-1], 1024)
+	for off := 0; off < len(body); {
+		in, err := x86asm.Decode(body[off:], 64)
+		if err != nil {
+			off++
+			continue
+		}
+		if in.Op == x86asm.RET {
+			installRet = install + int64(off)
+			break
+		}
+		off += in.Len
+	}
+	require.NotZero(t, installRet, "no ret in the 1 KB from uw_install_context_1's start")
+	stops := []int64{int64(calls[hook-1]), install, installRet, int64(afterCall(hook - 1)), int64(afterCall(hook)), int64(movRSP), int64(jmp)}
 
 	dir := t.TempDir()
 	exe := testprog.Build(t, dir, "throw.cc", ehThrowSrc, "-O2", "-g")
@@ -197,6 +215,9 @@ func TestEHInstallNeverNamesWrongCallers(t *testing.T) {
 			continue
 		}
 		require.NotEmpty(t, got, at)
+		if i == 2 {
+			got = got[1:] // uw_install_context_1's own frame
+		}
 		require.True(t, slices.Equal(got, want[:min(len(got), len(want))]), "%s: frames %q are not a prefix of the stack at the throw %q", at, got, want)
 		require.NotEqual(t, "outermost", stop, "%s: %q called complete", at, got)
 		require.Contains(t, stopErr, "installing a handler's frame", at)
@@ -209,16 +230,23 @@ var gdbFrameRe = regexp.MustCompile(`(?m)^#\d+\s+(?:0x[0-9a-f]+ in )?(\S+) \(`)
 // returnsOnlyAt reports whether the function at the link-time address addr
 // of the ELF file path is a bare return (ret, or endbr64; ret).
 func returnsOnlyAt(t *testing.T, path string, addr uint64) bool {
+	b := readELF(t, path, addr, 5)
+	return len(b) == 5 && (b[0] == 0xc3 || string(b) == "\xf3\x0f\x1e\xfa\xc3")
+}
+
+// readELF returns up to n bytes at the link-time address addr of the ELF
+// file path, from the loadable segment holding it (nil where none does).
+func readELF(t *testing.T, path string, addr uint64, n int) []byte {
 	f, err := elf.Open(path)
 	require.NoError(t, err)
 	defer f.Close()
 	for _, p := range f.Progs {
-		if p.Type == elf.PT_LOAD && addr >= p.Vaddr && addr+5 <= p.Vaddr+p.Filesz {
-			var b [5]byte
-			_, err := p.ReadAt(b[:], int64(addr-p.Vaddr))
+		if p.Type == elf.PT_LOAD && addr >= p.Vaddr && addr < p.Vaddr+p.Filesz {
+			b := make([]byte, min(uint64(n), p.Vaddr+p.Filesz-addr))
+			_, err := p.ReadAt(b, int64(addr-p.Vaddr))
 			require.NoError(t, err)
-			return b[0] == 0xc3 || string(b[:]) == "\xf3\x0f\x1e\xfa\xc3"
+			return b
 		}
 	}
-	return false
+	return nil
 }

@@ -358,6 +358,9 @@ func (s *coreSession) runGoroutines(sum *Summary, u *unwinder.Unwinder, cache *u
 				out.StackSize = int(min(g.StackHi-g.SP, 1<<30))
 			}
 			res := u.Unwind(cache, as, &regs, mem, frames)
+			if n, err := cutInstallCaller(as, frames[:res.Frames]); err != nil {
+				res.Frames, res.Stop, res.Err = n, unwinder.StopStackSwitch, err
+			}
 			if th == nil && res.Frames > 0 {
 				s.savedPCFrame(&frames[0])
 			}
