@@ -64,7 +64,7 @@ func TestJITDumpNode(t *testing.T) {
 	}
 	require.Equal(t, len(perf), len(samples), "samples: perf script on the injected recording vs ustack")
 
-	var matched, differ, perfOnly, ustackOnly, jsSamples, intoStart, guessed, notInto, lined, entered, cut int
+	var matched, differ, perfOnly, ustackOnly, jsSamples, intoStart, guessed, notInto, lined, entered, cut, stoppedShort int
 	for i, s := range samples {
 		p := perf[i]
 		require.Equal(t, p.tid, s.Tid, "sample %d's thread", i)
@@ -113,6 +113,20 @@ func TestJITDumpNode(t *testing.T) {
 			entered++
 			jit = slices.Delete(jit, k, k+m)
 		}
+		short := false
+		if k, m := slices.IndexFunc(how, stepped), len(jit)-len(p.jit); s.Stop != "outermost" && s.Stop != "fp_guess" && k == 0 && len(jit) > 1 &&
+			stepped(how[0]) && m < 1 && slices.Equal(jit[1:], p.jit[:len(jit)-1]) {
+			// The same, where ustack's walk then stopped short of
+			// perf's (no_unwind_info: once in a CI run, a builtin
+			// called by ^resolve, its caller ~Module._nodeModulePaths
+			// found by its prologue and no step past it): the frame
+			// perf lacks, then a prefix of perf's frames, the stack
+			// not called complete. Counted among the samples not
+			// unwound into node::Start below.
+			entered++
+			jit, short = jit[1:], true
+			stoppedShort++
+		}
 		// perf stops early at some frames: compare the frames both print.
 		n := min(len(jit), len(p.jit))
 		for k := 0; k < n; k++ {
@@ -125,7 +139,9 @@ func TestJITDumpNode(t *testing.T) {
 				}
 			}
 		}
-		perfOnly += len(p.jit) - n
+		if !short {
+			perfOnly += len(p.jit) - n
+		}
 		ustackOnly += len(jit) - n
 		if len(jit) > 0 && strings.HasPrefix(jit[0], "JS:") {
 			if s.Stop == "truncated" {
@@ -167,7 +183,8 @@ func TestJITDumpNode(t *testing.T) {
 	// node::Start, complete or (through code without CFI) fp_guess,
 	// and most of them complete (99% on a quiet machine, 83% on a busy
 	// one).
-	t.Logf("%d more reached node::Start through a frame-pointer guess (fp_guess)", guessed)
+	t.Logf("%d more reached node::Start through a frame-pointer guess (fp_guess); %d stopped short of perf's frames after the frame it lacks", guessed, stoppedShort)
+	assert.LessOrEqual(t, stoppedShort*100, jsSamples, "samples stopped short of perf's frames: at most 1%")
 	assert.GreaterOrEqual(t, (intoStart+guessed)*100, jsSamples*95, "samples in JS unwound through JSEntry into node::Start")
 	assert.GreaterOrEqual(t, intoStart*2, jsSamples, "samples in JS unwound into node::Start, called complete")
 }
