@@ -309,22 +309,35 @@ func regHolds(regs *arch.Regs, n int, v uint64) bool {
 // holds the code just before ra (its last 5 bytes on x86_64, 4 on arm64
 // are read).
 func DirectCall(a arch.Arch, before []byte, ra, target uint64) bool {
+	t, ok := CallTarget(a, before, ra)
+	return ok && t == target
+}
+
+// CallTarget returns the target of the direct call that ends at return
+// address ra (call rel32 on x86_64, bl on arm64), before as for
+// DirectCall; false when the instruction there is not one.
+func CallTarget(a arch.Arch, before []byte, ra uint64) (uint64, bool) {
 	switch a {
 	case arch.AMD64:
 		if len(before) < 5 {
-			return false
+			return 0, false
 		}
 		c := before[len(before)-5:]
-		return c[0] == 0xe8 && ra+uint64(int64(int32(binary.LittleEndian.Uint32(c[1:])))) == target
+		if c[0] != 0xe8 {
+			return 0, false
+		}
+		return ra + uint64(int64(int32(binary.LittleEndian.Uint32(c[1:])))), true
 	case arch.ARM64:
 		if len(before) < 4 {
-			return false
+			return 0, false
 		}
 		insn := binary.LittleEndian.Uint32(before[len(before)-4:])
-		return insn&0xfc000000 == 0x94000000 && // bl imm26
-			ra-4+uint64(int64(int32(insn<<6)>>6)*4) == target
+		if insn&0xfc000000 != 0x94000000 { // bl imm26
+			return 0, false
+		}
+		return ra - 4 + uint64(int64(int32(insn<<6)>>6)*4), true
 	}
-	return false
+	return 0, false
 }
 
 // arm64Call reports whether insn is a call: bl, blr, blraa, blrab,

@@ -287,4 +287,12 @@ func TestDirectCall(t *testing.T) {
 	assert.False(t, DirectCall(arch.ARM64, []byte{0x04, 0, 0, 0x14}, 0x2004, 0x2010), "b, not bl")
 	assert.False(t, DirectCall(arch.ARM64, []byte{0, 0, 0x3f, 0xd6}, 0x2004, 0), "blr x0")
 	assert.False(t, DirectCall(arch.Unknown, x86, 0x40113b, 0x401126), "no architecture")
+	if to, ok := CallTarget(arch.AMD64, x86, 0x40113b); !ok || to != 0x401126 {
+		t.Errorf("CallTarget(amd64) = %#x, %v", to, ok)
+	}
+	if to, ok := CallTarget(arch.ARM64, []byte{0xff, 0xff, 0xff, 0x97}, 0x2004); !ok || to != 0x1ffc {
+		t.Errorf("CallTarget(arm64, bl backwards) = %#x, %v", to, ok)
+	}
+	_, ok := CallTarget(arch.ARM64, []byte{0, 0, 0x3f, 0xd6}, 0x2004)
+	assert.False(t, ok, "blr x0")
 }
