@@ -2,6 +2,7 @@ package elfcache
 
 import (
 	"debug/elf"
+	"encoding/binary"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -46,17 +47,25 @@ import (
 var ehInstallFuncs = [...]string{"_Unwind_RaiseException", "_Unwind_Resume", "_Unwind_Resume_or_Rethrow", "_Unwind_ForcedUnwind"}
 
 // ehInstall is the code of an ehInstallFuncs function from the return of
-// its call of uw_install_context_1 to its end.
+// its call of uw_install_context_1 to its end (amd64), or to the branch
+// into the epilogue it shares with the function's normal return (arm64).
 type ehInstall struct {
 	Range
 	fn string
+	// epi is that shared epilogue (arm64; empty where the window runs
+	// on to the function's return itself): the install and the normal
+	// return both restore the frame there and leave by ret, the install
+	// with SP moved by register epiReg (x4, the distance to the
+	// handler's frame), which the normal return has set to 0.
+	epi    Range
+	epiReg int
 }
 
-// findEHInstalls finds the install windows of libgcc_s's unwinder (amd64).
-// A function whose code does not show the calls above is left as its CFI
-// describes it.
+// findEHInstalls finds the install windows of libgcc_s's unwinder (amd64,
+// arm64). A function whose code does not show the calls above is left as
+// its CFI describes it.
 func (o *Object) findEHInstalls() {
-	if o.arch != arch.AMD64 || !strings.HasPrefix(filepath.Base(o.path), "libgcc_s.so") || o.ef == nil {
+	if o.arch != arch.AMD64 && o.arch != arch.ARM64 || !strings.HasPrefix(filepath.Base(o.path), "libgcc_s.so") || o.ef == nil {
 		return
 	}
 	syms, err := o.ef.DynamicSymbols()
@@ -72,8 +81,13 @@ func (o *Object) findEHInstalls() {
 		if o.ReadCode(s.Value, code) != len(code) {
 			continue
 		}
-		if r, ok := ehInstallRange(code, s.Value, o.ReadCode); ok {
-			o.ehInstalls = append(o.ehInstalls, ehInstall{Range: r, fn: name})
+		if o.arch == arch.ARM64 {
+			if in, ok := ehInstallARM64(code, s.Value, o.ReadCode); ok {
+				in.fn = name
+				o.ehInstalls = append(o.ehInstalls, in)
+			}
+		} else if r, ok := ehInstallRange(code, s.Value, o.ReadCode); ok {
+			o.ehInstalls = append(o.ehInstalls, ehInstall{Range: r, fn: name, epiReg: -1})
 		}
 	}
 }
@@ -144,6 +158,110 @@ func returnsOnly(addr uint64, readCode func(uint64, []byte) int) bool {
 	return b[0] == 0xc3 || b[0] == 0xf3 && b[1] == 0x0f && b[2] == 0x1e && b[3] == 0xfa && b[4] == 0xc3
 }
 
+// ehInstallARM64 is ehInstallRange for arm64 (Debian 12's libgcc_s):
+//
+//	bl   uw_install_context_1
+//	mov  x4, x0                 // the distance to the handler's frame
+//	ldr  x0, ...; ldr x1, ...
+//	bl   _Unwind_DebugHook      // ret
+//	str  x1, [x29, #8]          // the handler, into the saved x30
+//	b    epilogue               // or the epilogue itself, inline
+//	...
+//	epilogue: ldp x29, x30, [sp]; ...; add sp, sp, #N; add sp, sp, x4; ret
+//
+// The window runs from the install's return on, straight (a conditional
+// branch is passed by), to the ret or the b; past a b, the code up to the
+// next ret is the shared epilogue, kept with its offset register when
+// the instruction before that ret is add sp, sp, xN.
+func ehInstallARM64(code []byte, addr uint64, readCode func(uint64, []byte) int) (ehInstall, bool) {
+	read := func(pc uint64) (uint32, bool) {
+		var b [4]byte
+		if pc >= addr && pc-addr+4 <= uint64(len(code)) {
+			return binary.LittleEndian.Uint32(code[pc-addr:]), true
+		}
+		if readCode(pc, b[:]) != 4 {
+			return 0, false
+		}
+		return binary.LittleEndian.Uint32(b[:]), true
+	}
+	var calls, targets []uint64 // the return addresses and targets of the bl
+	for off := 0; off+4 <= len(code); off += 4 {
+		insn := binary.LittleEndian.Uint32(code[off:])
+		if insn&0xfc000000 != 0x94000000 {
+			continue
+		}
+		ret := addr + uint64(off) + 4
+		calls = append(calls, ret)
+		targets = append(targets, ret-4+uint64(int64(int32(insn<<6)>>6)*4))
+	}
+	for i := len(calls) - 1; i >= 1; i-- {
+		if !returnsOnlyARM64(targets[i], read) {
+			continue
+		}
+		if calls[i]-calls[i-1] > ehHookGap {
+			return ehInstall{}, false
+		}
+		in := ehInstall{Range: Range{Start: calls[i-1]}, epiReg: -1}
+		for pc, n := calls[i], 0; n < ehEpilogueMax; pc, n = pc+4, n+1 {
+			insn, ok := read(pc)
+			if !ok || arm64Leaves(insn) && !arm64Ret(insn) {
+				return ehInstall{}, false // an indirect jump or a call: not the code above
+			}
+			if arm64Ret(insn) {
+				in.End = pc + 4
+				return in, true
+			}
+			if insn&0xfc000000 != 0x14000000 { // not b imm26
+				continue
+			}
+			in.End = pc + 4
+			epi := pc + uint64(int64(int32(insn<<6)>>6)*4)
+			for q, k := epi, 0; k < ehEpilogueMax; q, k = q+4, k+1 {
+				insn, ok := read(q)
+				if !ok || arm64Leaves(insn) && !arm64Ret(insn) || insn&0xfc000000 == 0x14000000 {
+					break
+				}
+				if arm64Ret(insn) {
+					if prev, ok := read(q - 4); ok && q > epi && prev&0xffe0ffff == 0x8b2063ff { // add sp, sp, xN
+						in.epi, in.epiReg = Range{epi, q + 4}, int(prev>>16&31)
+					}
+					break
+				}
+			}
+			return in, true
+		}
+		return ehInstall{}, false
+	}
+	return ehInstall{}, false
+}
+
+// ehEpilogueMax bounds, in instructions, the code from the hook's return
+// to the window's end, and the shared epilogue (20 and 15 in Debian 12's
+// libgcc_s).
+const ehEpilogueMax = 64
+
+// arm64Ret reports whether insn is ret, retaa or retab.
+func arm64Ret(insn uint32) bool {
+	return insn == 0xd65f03c0 || insn == 0xd65f0bff || insn == 0xd65f0fff
+}
+
+// arm64Leaves reports whether insn leaves the straight line other than by
+// a conditional branch or b: a call (bl) or a branch to a register (br,
+// blr, ret and their PAC forms).
+func arm64Leaves(insn uint32) bool {
+	return insn&0xfc000000 == 0x94000000 || insn&0xfe000000 == 0xd6000000
+}
+
+// returnsOnlyARM64 reports whether the code at addr only returns: ret, or
+// bti c (or another hint) then ret.
+func returnsOnlyARM64(addr uint64, read func(uint64) (uint32, bool)) bool {
+	insn, ok := read(addr)
+	if ok && insn&0xfffff01f == 0xd503201f { // hint: bti, nop, paciasp...
+		insn, ok = read(addr + 4)
+	}
+	return ok && arm64Ret(insn)
+}
+
 // ehInstallErr answers FindRow for addr in an install window:
 // cfi.ErrInstallingHandler, wrapped, naming the function; nil elsewhere.
 func (o *Object) ehInstallErr(addr uint64) error {
@@ -178,4 +296,21 @@ func (o *Object) EHInstallReturn(addr uint64) (fn string, ok bool) {
 		}
 	}
 	return "", false
+}
+
+// EHInstallEpilogue reports whether addr, link-time, lies in the epilogue
+// an arm64 libgcc exception entry point shares between its normal return
+// and the jump to a handler, and names the function and the register that
+// holds the distance SP moves by: 0 on the normal return, where the
+// function's CFI gives its caller; any other value when it installs a
+// handler, whose address it has written into the saved x30 and which is
+// not its caller.
+func (o *Object) EHInstallEpilogue(addr uint64) (fn string, reg int, ok bool) {
+	o.cfiOnce.Do(o.buildCFI)
+	for i := range o.ehInstalls {
+		if in := &o.ehInstalls[i]; in.epiReg >= 0 && in.epi.Contains(addr) {
+			return in.fn, in.epiReg, true
+		}
+	}
+	return "", 0, false
 }

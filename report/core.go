@@ -769,7 +769,7 @@ func RunCore(c *Core, opts CoreOptions, emit func(*Sample) error) (*Summary, err
 		}
 		out.StackSize = stackBytes(c.Core, th)
 		res := unwinderFor(mask).Unwind(&cache, as, &th.Regs, mem, frames)
-		if n, err := cutInstallCaller(as, frames[:res.Frames]); err != nil {
+		if n, err := cutInstallCaller(as, &th.Regs, frames[:res.Frames]); err != nil {
 			res.Frames, res.Stop, res.Err = n, unwinder.StopStackSwitch, err
 		}
 		if res.Stop == unwinder.StopStackSwitch {

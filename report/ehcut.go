@@ -1,31 +1,46 @@
 package report
 
 import (
-	"encoding/binary"
 	"fmt"
 
+	"github.com/ustack/ustack/arch"
 	"github.com/ustack/ustack/cfi"
 	"github.com/ustack/ustack/elfcache"
 	"github.com/ustack/ustack/resolve"
 	"github.com/ustack/ustack/unwinder"
 )
 
-// cutInstallCaller returns how many of frames to keep: all of them, or, in
-// libgcc's exception unwinder called uw_install_context_1 (a frame at the
-// call's return, elfcache.Object.EHInstallReturn), up to that frame when
-// the caller its CFI gave is not proven its own (callsFunction): the
+// cutInstallCaller returns how many of frames to keep: all of them, or,
+// in libgcc's exception unwinder called uw_install_context_1 (a frame at
+// the call's return, elfcache.Object.EHInstallReturn), up to that frame
+// when the caller its CFI gave is not proven its own (callsFunction): the
 // handler, whose address uw_install_context_1 writes into the return
-// address slot last, read with the wrong SP. The error says why.
-func cutInstallCaller(as *unwinder.AddressSpace, frames []unwinder.Frame) (int, error) {
+// address slot last, read with the wrong SP. On arm64 the function's
+// epilogue is also its normal return's (EHInstallEpilogue): a frame there
+// keeps its caller only where it is the first, whose registers regs are,
+// and its offset register is 0 (the normal return). The error says why.
+func cutInstallCaller(as *unwinder.AddressSpace, regs *arch.Regs, frames []unwinder.Frame) (int, error) {
 	for i := 0; i+1 < len(frames); i++ {
 		f := &frames[i]
-		if f.Flags&unwinder.FrameReturnAddress == 0 || uint(f.Mapping) >= uint(as.Len()) {
+		if uint(f.Mapping) >= uint(as.Len()) {
 			continue
 		}
 		m := as.Mapping(int(f.Mapping))
 		o, ok := m.Object.(*elfcache.Object)
 		if !ok {
 			continue
+		}
+		if f.Flags&unwinder.FrameReturnAddress == 0 {
+			fn, reg, ok := o.EHInstallEpilogue(f.PC - m.Bias)
+			if !ok {
+				continue
+			}
+			if i == 0 && regs != nil {
+				if v, known := regs.Get(reg); known && v == 0 {
+					continue // the normal return
+				}
+			}
+			return i + 1, fmt.Errorf("%s's epilogue at %#x with x%d not 0, the handler's address in its saved x30: %w", fn, f.PC, reg, cfi.ErrInstallingHandler)
 		}
 		fn, ok := o.EHInstallReturn(f.PC - m.Bias)
 		if !ok || callsFunction(as, &frames[i+1], fn) {
@@ -37,9 +52,10 @@ func cutInstallCaller(as *unwinder.AddressSpace, frames []unwinder.Frame) (int, 
 }
 
 // callsFunction reports whether f's PC is a return address right after a
-// direct call of the function fn or its PLT stub ("fn@plt"), as
-// __cxa_throw's call of _Unwind_RaiseException@plt and a cleanup's of
-// _Unwind_Resume@plt are; a handler's address follows no such call.
+// direct call (call rel32, bl) of the function fn or its PLT stub
+// ("fn@plt"), as __cxa_throw's call of _Unwind_RaiseException@plt and a
+// cleanup's of _Unwind_Resume@plt are; a handler's address follows no
+// such call.
 func callsFunction(as *unwinder.AddressSpace, f *unwinder.Frame, fn string) bool {
 	if f.Flags&unwinder.FrameReturnAddress == 0 || uint(f.Mapping) >= uint(as.Len()) {
 		return false
@@ -51,10 +67,13 @@ func callsFunction(as *unwinder.AddressSpace, f *unwinder.Frame, fn string) bool
 	}
 	ret := f.PC - m.Bias
 	var b [5]byte
-	if ret < 5 || o.ReadCode(ret-5, b[:]) != 5 || b[0] != 0xe8 { // call rel32
+	if ret < uint64(len(b)) || o.ReadCode(ret-uint64(len(b)), b[:]) != len(b) {
 		return false
 	}
-	target := ret + uint64(int64(int32(binary.LittleEndian.Uint32(b[1:]))))
+	target, ok := unwinder.CallTarget(o.Arch(), b[:], ret)
+	if !ok {
+		return false
+	}
 	name, off, ok := o.Symbolize(target)
 	name = resolve.Unversioned(name)
 	return ok && off == 0 && (name == fn || name == fn+"@plt")

@@ -17,7 +17,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/arch/x86/x86asm"
 
+	"github.com/ustack/ustack/arch"
+	"github.com/ustack/ustack/cfi"
+	"github.com/ustack/ustack/elfcache"
 	"github.com/ustack/ustack/internal/testprog"
+	"github.com/ustack/ustack/unwinder"
 )
 
 // ehThrowSrc throws through three frames of its own to a catch in main,
@@ -249,4 +253,65 @@ func readELF(t *testing.T, path string, addr uint64, n int) []byte {
 		}
 	}
 	return nil
+}
+
+// TestCutInstallCallerARM64 walks frames placed in arm64's libgcc_s (the
+// cross sysroot's, Debian 12's build: addresses read off its disassembly,
+// elfcache's TestEHInstallARM64). In the epilogue _Unwind_ForcedUnwind
+// shares with its normal return (0xe934-0xe970), the first frame keeps
+// its caller only with x4 0 (the normal return); x4 not 0 (the install,
+// which wrote the handler into the saved x30) or unknown, or a frame
+// there that is not the first (its x4 is not known), ends the stack
+// there. At the return of _Unwind_RaiseException's install call
+// (0xe88c), the caller is kept where it follows a bl of
+// _Unwind_RaiseException@plt (0xead4, in _Unwind_Resume_or_Rethrow) and
+// cut elsewhere.
+func TestCutInstallCallerARM64(t *testing.T) {
+	o, err := elfcache.Open("/usr/aarch64-linux-gnu/lib/libgcc_s.so.1", elfcache.Options{})
+	if err != nil {
+		t.Skipf("%v (Debian package libgcc-s1-arm64-cross)", err)
+	}
+	defer o.Close()
+	if o.BuildIDHex() != "7d529537ede2e2084bc24df38d99501c0fb9d12b" {
+		t.Skipf("%s is another build than Debian 12's, whose addresses this test knows", o.Path())
+	}
+	const bias = 0x5500000000
+	as := unwinder.NewAddressSpace([]unwinder.Mapping{{Start: bias, End: bias + 0x20000, Bias: bias, Exec: true, Object: o, Name: o.Path()}})
+	frame := func(pc uint64, ret bool) unwinder.Frame {
+		f := unwinder.Frame{PC: bias + pc, Mapping: 0}
+		if ret {
+			f.Flags |= unwinder.FrameReturnAddress
+		}
+		return f
+	}
+	regs := func(x4 uint64, known bool) *arch.Regs {
+		var r arch.Regs
+		if known {
+			r.Set(4, x4)
+		}
+		return &r
+	}
+	for _, c := range []struct {
+		name   string
+		regs   *arch.Regs
+		frames []unwinder.Frame
+		keep   int
+	}{
+		{"epilogue, normal return", regs(0, true), []unwinder.Frame{frame(0xe964, false), frame(0xead8, true)}, 2},
+		{"epilogue, installing", regs(0x40, true), []unwinder.Frame{frame(0xe964, false), frame(0xead8, true)}, 1},
+		{"epilogue's ret, installing", regs(0x40, true), []unwinder.Frame{frame(0xe96c, false), frame(0xead8, true)}, 1},
+		{"epilogue, x4 unknown", regs(0, false), []unwinder.Frame{frame(0xe964, false), frame(0xead8, true)}, 1},
+		{"epilogue, interrupted frame", regs(0, true), []unwinder.Frame{frame(0x1000, false), frame(0xe964, false), frame(0xead8, true)}, 2},
+		{"before the epilogue", regs(0x40, true), []unwinder.Frame{frame(0xe930, false), frame(0xead8, true)}, 2},
+		{"install's return, proven caller", regs(0, false), []unwinder.Frame{frame(0xc430, false), frame(0xe88c, true), frame(0xead8, true)}, 3},
+		{"install's return, handler", regs(0, false), []unwinder.Frame{frame(0xc430, false), frame(0xe88c, true), frame(0xeadc, true)}, 2},
+	} {
+		n, err := cutInstallCaller(as, c.regs, c.frames)
+		require.Equal(t, c.keep, n, c.name)
+		if c.keep < len(c.frames) {
+			require.ErrorIs(t, err, cfi.ErrInstallingHandler, c.name)
+		} else {
+			require.NoError(t, err, c.name)
+		}
+	}
 }

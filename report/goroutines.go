@@ -358,7 +358,7 @@ func (s *coreSession) runGoroutines(sum *Summary, u *unwinder.Unwinder, cache *u
 				out.StackSize = int(min(g.StackHi-g.SP, 1<<30))
 			}
 			res := u.Unwind(cache, as, &regs, mem, frames)
-			if n, err := cutInstallCaller(as, frames[:res.Frames]); err != nil {
+			if n, err := cutInstallCaller(as, &regs, frames[:res.Frames]); err != nil {
 				res.Frames, res.Stop, res.Err = n, unwinder.StopStackSwitch, err
 			}
 			if th == nil && res.Frames > 0 {

@@ -142,7 +142,7 @@ func (w *worker) unwind(j *job) {
 		st.Addr = sp
 	}
 	res := w.p.unw.Unwind(&w.cache, j.space.AddressSpace(), &j.regs, st, w.frames)
-	if n, err := cutInstallCaller(j.space.AddressSpace(), w.frames[:res.Frames]); err != nil {
+	if n, err := cutInstallCaller(j.space.AddressSpace(), &j.regs, w.frames[:res.Frames]); err != nil {
 		res.Frames, res.Stop, res.Err = n, unwinder.StopStackSwitch, err
 	}
 	fpRes := w.auditFP(j, st, res.Frames)
