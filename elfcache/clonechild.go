@@ -3,10 +3,12 @@ package elfcache
 import (
 	"bytes"
 	"encoding/binary"
+	"slices"
 
 	"golang.org/x/arch/x86/x86asm"
 
 	"github.com/ustack/ustack/arch"
+	"github.com/ustack/ustack/cfi"
 	"github.com/ustack/ustack/internal/x86dec"
 )
 
@@ -280,6 +282,229 @@ func arm64Branch(insn uint32) bool {
 		return true
 	case insn&0xffe0001f == 0xd4000001: // svc
 		return true
+	}
+	return false
+}
+
+// CloneReturn reports whether the link-time address addr lies in the
+// code a clone (or clone3) system call returns to, up to the branch its
+// child takes, in code that begins a thread's stack:
+//
+//	x86_64: syscall; [test %rax,%rax; jl error;] jz thread_start
+//	arm64:  svc #0; [cmp x0, #0;] b.eq thread_start (or cbz x0)
+//
+// The parent comes back there with the new thread's id, the child with 0
+// (the system call's result register, rax or x0) and nothing above it:
+// the kernel started it there on its new stack. The number the code sets
+// for the system call must be clone's or clone3's, and each instruction
+// between the call and addr one the child passes by (a test or compare of
+// the result, a conditional branch it does not take). That the code
+// begins a thread's stack (a fork's child returns on its parent's copied
+// stack instead) is shown by its symbol (stackBases: glibc's clone and
+// clone3, Go's runtime.clone) or, where none names it (glibc's clone3 is
+// not among libc.so's dynamic symbols), by the branch the child takes:
+// to code whose CFI marks its return address undefined (glibc's
+// thread_start). It implements unwinder.ThreadStartObject.
+func (o *Object) CloneReturn(addr uint64) bool {
+	if v, ok := o.cloneReturnSeen.Load(addr); ok {
+		return v.(bool)
+	}
+	yes := o.cloneReturn(addr)
+	o.cloneReturnSeen.Store(addr, yes)
+	return yes
+}
+
+func (o *Object) cloneReturn(addr uint64) bool {
+	var code [2 * cloneWindow]byte
+	if addr < cloneWindow || o.ReadCode(addr-cloneWindow, code[:]) != len(code) {
+		return false
+	}
+	var ok bool
+	var target uint64 // the child's branch target, 0 when not found
+	switch o.arch {
+	case arch.AMD64:
+		ok, target = cloneReturnAMD64(&code, addr)
+	case arch.ARM64:
+		ok, target = cloneReturnARM64(&code, addr)
+		ok = ok && addr%4 == 0
+	}
+	if !ok {
+		return false
+	}
+	if name, _, named := o.Symbolize(addr); named && stackBases[name] {
+		return true
+	}
+	var row cfi.Row
+	return target != 0 && o.FindRow(target, &row) == nil && int(row.RA) < len(row.Regs) && row.Regs[row.RA].Kind == cfi.RuleUndefined
+}
+
+// cloneReturnAMD64 is CloneReturn for the code around addr, which begins
+// at code[cloneWindow]; it also returns the target of the branch the
+// child takes after addr (jz, and the other jumps taken with ZF set and
+// SF, OF and CF clear), 0 if none follows the instructions it passes by.
+func cloneReturnAMD64(code *[2 * cloneWindow]byte, addr uint64) (bool, uint64) {
+	// The syscall is at most a test and a jl before addr.
+	for k := 2; k <= 16; k++ {
+		at := cloneWindow - k
+		if code[at] != 0x0f || code[at+1] != 0x05 {
+			continue
+		}
+		// Its number: the last mov into %eax in the instructions that
+		// decode up to it from some start before.
+		if !syscallNumberAMD64(code[:at], 56, 435) {
+			continue
+		}
+		off, tested, reached := at+2, false, false
+		for off < len(code) {
+			reached = reached || off == cloneWindow
+			in, err := x86dec.Decode(code[off:])
+			if err != nil {
+				break
+			}
+			if !childPassesAMD64(in, &tested) {
+				if !reached {
+					break
+				}
+				var target uint64
+				if rel, isRel := in.Args[0].(x86asm.Rel); isRel && tested && childTakesAMD64(in.Op) {
+					target = addr + uint64(off-cloneWindow+in.Len) + uint64(int64(rel))
+				}
+				return true, target
+			}
+			off += in.Len
+		}
+		if reached {
+			return true, 0
+		}
+	}
+	return false, 0
+}
+
+// childTakesAMD64 reports whether the conditional jump op is taken after
+// a test that found 0 (ZF and PF set; SF, OF and CF clear).
+func childTakesAMD64(op x86asm.Op) bool {
+	switch op {
+	case x86asm.JE, x86asm.JLE, x86asm.JGE, x86asm.JNS, x86asm.JBE, x86asm.JAE, x86asm.JNO:
+		return true
+	}
+	return false
+}
+
+// syscallNumberAMD64 reports whether code, which ends where a syscall
+// begins, sets %eax (%al, %rax) last to one of nrs.
+func syscallNumberAMD64(code []byte, nrs ...int64) bool {
+	for s := 0; s < len(code)-16; s++ {
+		var insts []x86asm.Inst
+		off := s
+		for off < len(code) {
+			in, err := x86dec.Decode(code[off:])
+			if err != nil {
+				break
+			}
+			insts = append(insts, in)
+			off += in.Len
+		}
+		if off != len(code) {
+			continue
+		}
+		for i := len(insts) - 1; i >= 0; i-- {
+			if v, ok := sysnoAMD64(insts[i]); ok {
+				return slices.Contains(nrs, v)
+			}
+			if isBranchAMD64(insts[i].Op) {
+				return false
+			}
+		}
+		return false
+	}
+	return false
+}
+
+// childPassesAMD64 reports whether in, after a clone's syscall, is one the
+// child (%rax 0) passes by to the next instruction: a test of %rax with
+// itself or a compare with 0 (tested is set), or after one a branch not taken when it found 0
+// (ZF set; SF, OF and CF clear).
+func childPassesAMD64(in x86asm.Inst, tested *bool) bool {
+	switch in.Op {
+	case x86asm.TEST:
+		*tested = (in.Args[0] == x86asm.EAX || in.Args[0] == x86asm.RAX) && in.Args[1] == in.Args[0]
+		return *tested
+	case x86asm.CMP: // cmp $0, %rax (Go's runtime.clone)
+		*tested = (in.Args[0] == x86asm.EAX || in.Args[0] == x86asm.RAX) && in.Args[1] == x86asm.Imm(0)
+		return *tested
+	case x86asm.JNE, x86asm.JL, x86asm.JS, x86asm.JG, x86asm.JO, x86asm.JB, x86asm.JA:
+		return *tested
+	}
+	return false
+}
+
+// cloneReturnARM64 is CloneReturn for the code around addr, which begins
+// at code[cloneWindow]; it also returns the target of the branch the
+// child takes after addr (cbz x0, b.eq and the other conditions true after
+// a compare that found 0), 0 if none follows the instructions it passes by.
+func cloneReturnARM64(code *[2 * cloneWindow]byte, addr uint64) (bool, uint64) {
+	w := func(i int) uint32 { return binary.LittleEndian.Uint32(code[4*i:]) }
+	const n = cloneWindow / 4
+	for sv := n - 1; sv >= n-4; sv-- {
+		if w(sv) != 0xd4000001 { // svc #0
+			continue
+		}
+		nr := int64(-1)
+		for j := sv - 1; j >= 0; j-- {
+			if v, ok := movX8(w(j)); ok {
+				nr = v
+				break
+			}
+			if arm64Branch(w(j)) {
+				break
+			}
+		}
+		if nr != 220 && nr != 435 {
+			return false, 0
+		}
+		compared := false
+		for j := sv + 1; j < 2*n; j++ {
+			insn := w(j)
+			if childPassesARM64(insn, &compared) {
+				continue
+			}
+			if j < n {
+				return false, 0
+			}
+			pc := addr + uint64(4*(j-n))
+			switch {
+			case insn&0xff00001f == 0xb4000000 || insn&0xff00001f == 0x34000000: // cbz x0; cbz w0
+				return true, pc + uint64(int64(int32(insn<<8)>>13)*4)
+			case insn&0xff000010 == 0x54000000 && compared:
+				switch insn & 0xf {
+				case 0x0, 0x2, 0x5, 0x7, 0x9, 0xa, 0xd: // eq, hs, pl, vc, ls, ge, le
+					return true, pc + uint64(int64(int32(insn<<8)>>13)*4)
+				}
+			}
+			return true, 0
+		}
+		return true, 0
+	}
+	return false, 0
+}
+
+// childPassesARM64 reports whether insn, after a clone's svc, is one the
+// child (x0 0) passes by to the next instruction: cmp x0, #0 (compared is
+// set), cbnz x0, or after that compare a conditional branch not taken when
+// it found 0 (Z and C set, N and V clear: b.ne, b.lo, b.mi, b.vs, b.hi,
+// b.lt, b.gt).
+func childPassesARM64(insn uint32, compared *bool) bool {
+	switch {
+	case insn == 0xf100001f || insn == 0x7100001f: // cmp x0, #0; cmp w0, #0
+		*compared = true
+		return true
+	case insn&0xff00001f == 0xb5000000 || insn&0xff00001f == 0x35000000: // cbnz x0; cbnz w0
+		return true
+	case insn&0xff000010 == 0x54000000 && *compared:
+		switch insn & 0xf { // the condition
+		case 0x1, 0x3, 0x4, 0x6, 0x8, 0xb, 0xc:
+			return true
+		}
 	}
 	return false
 }

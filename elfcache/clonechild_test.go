@@ -1,8 +1,17 @@
 package elfcache
 
 import (
+	"bytes"
+	"debug/elf"
 	"encoding/binary"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // cloneWindowOf lays out code around a return address for cloneChild:
@@ -122,4 +131,137 @@ func BenchmarkCloneChildMusl(b *testing.B) {
 			b.Fatal("not a clone's child")
 		}
 	}
+}
+
+// TestCloneReturn: in glibc's __clone and clone3 (amd64, and the arm64
+// cross sysroot's __clone), the instructions from the clone system call's
+// return up to the branch its child takes (je, b.eq: to thread_start) are
+// where a new thread begins; no other instruction of the function is (its
+// parent's ret, the exit system call's return, the code before). The
+// addresses come from binutils' disassembly. With the symbols of libc.so
+// alone, where clone3 has none, the child's branch to thread_start, whose
+// CFI marks its return address undefined, shows it the same.
+func TestCloneReturn(t *testing.T) {
+	for _, c := range []struct{ lib, objdump, fn, call, childBranch string }{
+		{"/lib/x86_64-linux-gnu/libc.so.6", "objdump", "__clone", "syscall", "je"},
+		{"/lib/x86_64-linux-gnu/libc.so.6", "objdump", "clone3", "syscall", "je"},
+		{"/usr/aarch64-linux-gnu/lib/libc.so.6", "aarch64-linux-gnu-objdump", "__clone", "svc", "b.eq"},
+	} {
+		t.Run(c.objdump+"/"+c.fn, func(t *testing.T) {
+			objdump, err := exec.LookPath(c.objdump)
+			if err != nil {
+				t.Skipf("%s is not installed (Debian packages binutils, binutils-aarch64-linux-gnu)", c.objdump)
+			}
+			o, err := Open(c.lib, Options{})
+			if err != nil {
+				t.Skipf("%v (Debian packages libc6, libc6-arm64-cross)", err)
+			}
+			defer o.Close()
+			start, end, ok := o.symbolRange(c.fn)
+			if !ok {
+				t.Skipf("%s has no symbol %s (clone3's is in libc6-dbg's debug file)", c.lib, c.fn)
+			}
+			out, err := exec.Command(objdump, "-d", "--no-show-raw-insn", fmt.Sprintf("--start-address=%#x", start), fmt.Sprintf("--stop-address=%#x", end), c.lib).Output()
+			require.NoError(t, err)
+			var addrs []uint64
+			want := map[uint64]bool{}
+			state := 0 // 0: before the system call, 1: after it, 2: past the child's branch
+			for _, l := range strings.Split(string(out), "\n") {
+				addr, insn, ok := strings.Cut(strings.TrimSpace(l), ":\t")
+				a, err := strconv.ParseUint(addr, 16, 64)
+				if !ok || err != nil {
+					continue
+				}
+				addrs = append(addrs, a)
+				op, _, _ := strings.Cut(insn, " ")
+				op, _, _ = strings.Cut(op, "\t")
+				switch {
+				case state == 1:
+					want[a] = true
+					if op == c.childBranch {
+						state = 2
+					}
+				case state == 0 && op == c.call:
+					state = 1
+				}
+			}
+			require.Equal(t, 2, state, "no %s then %s in %s:\n%s", c.call, c.childBranch, c.fn, out)
+			bare, err := Open(c.lib, Options{NoDebugFile: true})
+			require.NoError(t, err)
+			defer bare.Close()
+			for _, a := range addrs {
+				assert.Equal(t, want[a], o.CloneReturn(a), "CloneReturn(%#x)", a)
+				assert.Equal(t, want[a], bare.CloneReturn(a), "CloneReturn(%#x) without the debug file", a)
+			}
+		})
+	}
+}
+
+// symbolRange returns the link-time range of the function symbol name.
+func (o *Object) symbolRange(name string) (start, end uint64, ok bool) {
+	loads := []func() ([]elf.Symbol, error){o.ef.Symbols, o.ef.DynamicSymbols}
+	if d := o.DebugFile(); d != nil && d.ef != nil {
+		loads = append(loads, d.ef.Symbols)
+	}
+	for _, load := range loads {
+		syms, err := load()
+		if err != nil {
+			continue
+		}
+		for _, s := range syms {
+			if n, _, _ := strings.Cut(s.Name, "@"); n == name && s.Size > 0 && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
+				return s.Value, s.Value + s.Size, true
+			}
+		}
+	}
+	return 0, 0, false
+}
+
+// FuzzCloneReturn decodes any bytes around an address as the return of a
+// clone system call, on both architectures: no input may crash it, and a
+// yes has the system call (syscall, svc #0) within the instructions
+// before the address.
+func FuzzCloneReturn(f *testing.F) {
+	// mov $435,%eax; syscall | test %rax,%rax; jl; je
+	f.Add([]byte{0xb8, 0xb3, 0x01, 0x00, 0x00, 0x0f, 0x05}, []byte{0x48, 0x85, 0xc0, 0x7c, 0x10, 0x74, 0x01, 0xc3})
+	// mov x8, #220; svc #0 | cmp x0, #0; b.eq
+	f.Add(armWords(0xd2801b88, 0xd4000001), armWords(0xf100001f, 0x54000080))
+	f.Fuzz(func(t *testing.T, before, after []byte) {
+		if len(before) > cloneWindow || len(after) > cloneWindow {
+			return
+		}
+		code := cloneWindowOf(before, after)
+		if isCloneReturnAMD64(code) && !bytes.Contains(code[cloneWindow-16:cloneWindow], []byte{0x0f, 0x05}) {
+			t.Fatalf("amd64: a clone's return without a syscall before it: % x", code[:cloneWindow])
+		}
+		if isCloneReturnARM64(code) && !bytes.Contains(code[cloneWindow-16:cloneWindow], []byte{0x01, 0x00, 0x00, 0xd4}) {
+			t.Fatalf("arm64: a clone's return without svc #0 before it: % x", code[:cloneWindow])
+		}
+	})
+}
+
+// TestCloneReturnSeeds: the fuzz seeds are clone returns, and stop being
+// ones with another system call's number or a branch the child takes.
+func TestCloneReturnSeeds(t *testing.T) {
+	amdBefore := []byte{0xb8, 0xb3, 0x01, 0x00, 0x00, 0x0f, 0x05}
+	assert.True(t, isCloneReturnAMD64(cloneWindowOf(amdBefore, nil)), "at the syscall's return")
+	assert.True(t, isCloneReturnAMD64(cloneWindowOf(append(amdBefore, 0x48, 0x85, 0xc0, 0x7c, 0x10), nil)), "after test and jl")
+	assert.False(t, isCloneReturnAMD64(cloneWindowOf(append(amdBefore, 0x48, 0x85, 0xc0, 0x74, 0x10), nil)), "after je, which the child takes")
+	assert.False(t, isCloneReturnAMD64(cloneWindowOf(append(amdBefore, 0x7c, 0x10), nil)), "jl before any test of rax")
+	assert.False(t, isCloneReturnAMD64(cloneWindowOf([]byte{0xb8, 0x27, 0x00, 0x00, 0x00, 0x0f, 0x05}, nil)), "getpid's return")
+	armBefore := armWords(0xd2801b88, 0xd4000001)
+	assert.True(t, isCloneReturnARM64(cloneWindowOf(armBefore, nil)), "at the svc's return")
+	assert.True(t, isCloneReturnARM64(cloneWindowOf(append(armBefore, armWords(0xf100001f, 0x5400008b)...), nil)), "after cmp and b.lt")
+	assert.False(t, isCloneReturnARM64(cloneWindowOf(append(armBefore, armWords(0xf100001f, 0x54000080)...), nil)), "after b.eq, which the child takes")
+	assert.False(t, isCloneReturnARM64(cloneWindowOf(armWords(0xd2801588, 0xd4000001), nil)), "getpid's return (172)")
+}
+
+func isCloneReturnAMD64(code *[2 * cloneWindow]byte) bool {
+	ok, _ := cloneReturnAMD64(code, 0x10000)
+	return ok
+}
+
+func isCloneReturnARM64(code *[2 * cloneWindow]byte) bool {
+	ok, _ := cloneReturnARM64(code, 0x10000)
+	return ok
 }

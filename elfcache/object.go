@@ -179,9 +179,12 @@ type Object struct {
 	// program's every thread ends at the same one, and each answer
 	// decodes some 30 instructions (clonechild.go).
 	cloneSeen sync.Map
-	jumpOnce  sync.Once   // calltargets.go
-	jumps     []jumpEntry // by target, as offsets from jumpBase
-	jumpBase  uint64      // the lowest executable section's address
+	// cloneReturnSeen memoizes CloneReturn's answers by address (asked
+	// for the first frame of walks that ended short with rax or x0 0).
+	cloneReturnSeen sync.Map
+	jumpOnce        sync.Once   // calltargets.go
+	jumps           []jumpEntry // by target, as offsets from jumpBase
+	jumpBase        uint64      // the lowest executable section's address
 
 	// cachedMu guards cached: the unmap functions of sections mapped
 	// from the SectionCache, released by Close; and cachedData, what

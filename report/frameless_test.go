@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -86,4 +87,41 @@ func TestFramelessClone3MatchesGDB(t *testing.T) {
 	assert.Equal(t, "outermost", str(s.Stop), str(s.StopErr))
 	require.GreaterOrEqual(t, len(hows), 2)
 	assert.Equal(t, "frameless", hows[1], "clone3's caller, from the word at its SP")
+}
+
+// TestCloneChildFirstFrame: clone3's return tracepoint fires twice for a
+// thread: in the parent, where rax holds the new thread's id, and in the
+// new thread at its first instruction, with rax 0, on its new stack, of
+// which the kernel copies nothing (the stack pointer is at its top). The
+// parent's stack goes on through spawn to main, outermost. The child's is
+// clone3 alone, and that is all of it: the kernel started the thread
+// there. Before, the walk found nothing above clone3 (no stack bytes to
+// read a caller from, and no CFI past the system call) and ended
+// truncated, the stack called incomplete; perf script shows clone3 alone.
+func TestCloneChildFirstFrame(t *testing.T) {
+	requirePerf(t)
+	testprog.NeedTracefs(t, "syscalls/sys_exit_clone3")
+	dir := t.TempDir()
+	bin := build(t, dir, "spawn", spawnSrc, "-O2", "-g", "-pthread")
+	data := testprog.Record(t, filepath.Join(dir, "clone3.data"), "-e", "syscalls:sys_exit_clone3", "--call-graph", "dwarf", "--", bin)
+	_, js, _, _, _ := runAll(t, data, Options{BuildIDDir: t.TempDir(), NoTailCall: true})
+	samples := testprog.JSONLines[coreSample](t, js)
+	require.Len(t, samples, 2, "clone3 returns twice: in the parent and in the thread")
+	for _, s := range samples {
+		var user []string
+		for _, f := range s.Frames {
+			if !f.Inlined && f.How != "kernel" && f.Symbol != nil {
+				user = append(user, strings.TrimLeft(*f.Symbol, "_"))
+			}
+		}
+		require.NotEmpty(t, user, "tid %d", s.Tid)
+		assert.Equal(t, "clone3", user[0], "tid %d: %v", s.Tid, user)
+		assert.Equal(t, "outermost", str(s.Stop), "tid %d: %v (%s)", s.Tid, user, str(s.StopErr))
+		if s.Tid == s.Pid {
+			i := slices.Index(user, "spawn")
+			assert.True(t, i > 0 && i+1 < len(user) && user[i+1] == "main", "the parent's stack %v: clone3 ... spawn, main", user)
+		} else {
+			assert.Equal(t, []string{"clone3"}, user, "the new thread's stack")
+		}
+	}
 }

@@ -122,18 +122,56 @@ func (u *Unwinder) Unwind(c *Cache, space *AddressSpace, regs *arch.Regs, mem Me
 			if st.zeroRA {
 				f := &frames[n-1]
 				res.Stop, res.Err = zeroReturn(c, &space.maps[f.Mapping], f)
+				threadStart(&res, space, regs, frames)
 			}
 			return res
 		}
 		if st.n > 0 {
 			res.Frames, res.Stop, res.Err, res.Beyond = u.unwind(c, space, &w, frames, pacMask, &st, true, true)
 			guessed(&res, &st, frames)
+			threadStart(&res, space, regs, frames)
 			return res
 		}
 	}
 	res.Frames, res.Stop, res.Err, res.Beyond = u.unwind(c, space, &w, frames, pacMask, &st, pcOK, spOK)
 	guessed(&res, &st, frames)
+	threadStart(&res, space, regs, frames)
 	return res
+}
+
+// ThreadStartObject is implemented by an Object that knows where a clone
+// system call returns in a function that begins a thread's stack: a first
+// frame there whose result register (rax, x0: DWARF register 0 on both)
+// holds 0 is the new thread's, which the kernel started there on a stack
+// of its own, with no caller (its parent comes back there with the
+// thread's id, and returns).
+type ThreadStartObject interface {
+	Object
+	// CloneReturn reports whether the link-time address addr lies from
+	// such a return up to the branch the child takes.
+	CloneReturn(addr uint64) bool
+}
+
+// threadStart makes a walk that did not end at an outermost frame, from a
+// first frame where a clone returned to its child (ThreadStartObject),
+// that frame alone and outermost: what the walk found above it (the
+// parent's return address in x30, its frame pointer in rbp) is not the
+// thread's.
+func threadStart(res *Result, space *AddressSpace, regs *arch.Regs, frames []Frame) {
+	if res.Stop == StopOutermost || res.Frames == 0 {
+		return
+	}
+	f := &frames[0]
+	if v, ok := regs.Get(0); !ok || v != 0 || f.Flags&FrameReturnAddress != 0 || f.Mapping < 0 || int(f.Mapping) >= len(space.maps) {
+		return
+	}
+	m := &space.maps[f.Mapping]
+	o, ok := m.Object.(ThreadStartObject)
+	if !ok || f.PC < m.Bias || !o.CloneReturn(f.PC-m.Bias) {
+		return
+	}
+	f.CFA = 0
+	res.Frames, res.Stop, res.Err, res.Beyond = 1, StopOutermost, nil, 0
 }
 
 // guessed turns a walk that reached the outermost frame through a
