@@ -22,7 +22,9 @@
 // says why the walk ended. A walk ends complete (StopOutermost) only where
 // that is proven: CFI leaves the return address undefined, or it or a
 // fallback's chain finds a zero return address or frame pointer in a
-// function its object says begins a stack (OutermostObject).
+// function its object says begins a stack (OutermostObject), or the first
+// frame is a new thread's where a clone system call returned to it, with
+// the result register 0 (ThreadStartObject).
 //
 // Two rules correct what CFI says. A save slot below the frame's SP (gcc's
 // rows at the ret of "leave; ret" and "pop %rbp; ret" epilogues still name
