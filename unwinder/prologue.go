@@ -56,6 +56,10 @@ func (u *Unwinder) prologueStep(c *Cache, m *Mapping, lookup, pc uint64, cur, ne
 	if ms != MemOK {
 		return false
 	}
+	ownRecord, ok := calledFrameRecord(c, &sw, cur, cfa, ra)
+	if !ok {
+		return false
+	}
 	if sw.delta == 0 && !sw.rbp && sw.called && c.returnsInto(m, ra, start) && !(lookup == pc && atReturn(m.Object, pc-m.Bias)) {
 		// Nothing pushed since a call, and the word at the SP
 		// returns into the function itself: a recursion's return
@@ -93,6 +97,13 @@ func (u *Unwinder) prologueStep(c *Cache, m *Mapping, lookup, pc uint64, cur, ne
 		}
 		next.Set(r, v)
 	}
+	if ownRecord {
+		if v, ms := c.win.read8(cfa - 16); ms == MemOK {
+			next.Set(arch.AMD64_RBP, v)
+		} else {
+			next.Unset(arch.AMD64_RBP)
+		}
+	}
 	next.Set(arch.AMD64_RIP, ra)
 	next.Set(arch.AMD64_RSP, cfa)
 	st.cfa = cfa
@@ -102,6 +113,37 @@ func (u *Unwinder) prologueStep(c *Cache, m *Mapping, lookup, pc uint64, cur, ne
 	}
 	st.fpGuess = guess
 	return true
+}
+
+// calledFrameRecord checks the sweep's frame against %rbp where a call was
+// passed and the function was not seen to write %rbp: a function it called
+// may have set up its frame record and frame out of the sweep's sight, as
+// V8's baseline code does (its first instruction calls
+// BaselineOutOfLinePrologue, which pushes %rbp, points %rbp at it and
+// allocates the frame; the JS functions it calls pop their arguments, so
+// the pushes the sweep counts overstate the frame). A caller's frame
+// record lies above its callee's CFA, so %rbp inside the frame the sweep
+// found is no caller's: it is the frame's own record, set up by a callee.
+// Where that record sits just below the return address the sweep found
+// (%rbp = CFA-16, [%rbp+8] = ra), the two agree and the caller's %rbp is
+// the word the record saved (own); anywhere else the sweep's frame is
+// contradicted and not taken (ok false: the frame pointer is the fallback
+// left, a guess). Code that keeps the ABI restores %rbp before returning
+// and never meets either case.
+func calledFrameRecord(c *Cache, sw *frameState, cur *arch.Regs, cfa, ra uint64) (own, ok bool) {
+	if sw.rbp || !sw.called || sw.written&(1<<arch.AMD64_RBP) != 0 {
+		return false, true
+	}
+	bp, okBP := cur.Get(arch.AMD64_RBP)
+	sp, okSP := cur.Get(arch.AMD64_RSP)
+	if !okBP || !okSP || bp < sp || bp >= cfa {
+		return false, true
+	}
+	if bp != cfa-16 {
+		return false, false
+	}
+	saved, ms := c.win.read8(bp + 8)
+	return ms == MemOK && saved == ra, ms == MemOK && saved == ra
 }
 
 // callsUnchecked reports whether the instruction before return address ra

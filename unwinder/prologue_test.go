@@ -582,3 +582,92 @@ func TestPrologueStepColdPartAfterAnother(t *testing.T) {
 	assert.Equal(t, MethodPrologue, frames[2].Method)
 	assert.Equal(t, StopOutermost, res.Stop, "%v", res.Err)
 }
+
+// TestPrologueStepCalledFrameRecord: V8's baseline code has no CFI; its
+// first instruction calls BaselineOutOfLinePrologue, which pushes %rbp,
+// points %rbp at it and allocates the frame, and the JS functions it calls
+// pop the arguments it pushed: the sweep sees neither, so the CFA it finds
+// is wrong in general, and the %rbp it keeps for the caller is the frame's
+// own. In a CI run beside other work, one node sample stopped so: the
+// caller found by prologue, then no_unwind_info (%rbp below the caller's
+// SP), where perf, following %rbp, went on to node::Start.
+//   - The sweep's CFA just above the frame's own record (%rbp = CFA-16,
+//     [%rbp+8] the return address): the caller's %rbp is the word the
+//     record saved, and its CFI (CFA = %rbp+16) finds its own CFA.
+//   - The sweep's CFA further above %rbp, on a return address after a
+//     call to the function left there: %rbp inside the frame contradicts
+//     it, the step is not taken, and the frame pointer (a guess) finds the
+//     caller.
+func TestPrologueStepCalledFrameRecord(t *testing.T) {
+	const (
+		stack     = 0x7ff000
+		fn        = 0x401000
+		ra        = 0x402040 // after a call to fn
+		stale     = 0x402080 // after another call to fn
+		callerRBP = stack + 0x400
+	)
+	caller := cfi.Row{Start: 0x402000, End: 0x402100, RA: arch.AMD64_RIP}
+	caller.CFA = cfi.Rule{Kind: cfi.RuleCFAOffset, Reg: arch.AMD64_RBP, Offset: 16}
+	caller.Regs[arch.AMD64_RIP] = cfi.Rule{Kind: cfi.RuleUndefined}
+	callFn := func(end uint64) []byte {
+		b := []byte{0x90, 0x90, 0x90, 0xe8, 0, 0, 0, 0}
+		binary.LittleEndian.PutUint32(b[4:], uint32(int32(int64(fn)-int64(end))))
+		return b
+	}
+	for _, tc := range []struct {
+		name  string
+		code  []byte
+		pc    uint64
+		rbp   uint64 // the frame's own record
+		words map[uint64]uint64
+		want  []uint64
+		how   Method
+		stop  StopReason
+	}{
+		{"the record below the sweep's return address", []byte{
+			0xe8, 0xfb, 0x07, 0x00, 0x00, // call 0x401800 (the out-of-line prologue)
+			0x41, 0x52, // push %r10
+			0x41, 0x53, // push %r11
+			0xe8, 0xf2, 0x08, 0x00, 0x00, // call 0x401900 (a JS function: pops both)
+			0x41, 0x54, // push %r12
+			0x90, 0xc3, // nop (the PC); ret
+		}, fn + 0x10, stack + 0x10,
+			map[uint64]uint64{stack: 0x12, stack + 8: 0x13, stack + 0x10: callerRBP, stack + 0x18: ra},
+			[]uint64{fn + 0x10, ra}, MethodPrologue, StopOutermost},
+		{"a return address elsewhere", []byte{
+			0xe8, 0xfb, 0x07, 0x00, 0x00, // call 0x401800
+			0x41, 0x52, // push %r10
+			0x41, 0x53, // push %r11
+			0x41, 0x54, // push %r12
+			0xe8, 0xf0, 0x08, 0x00, 0x00, // call 0x401900 (pops all three)
+			0x90, 0xc3, // nop (the PC); ret
+		}, fn + 0x10, stack + 8,
+			map[uint64]uint64{stack: 0x12, stack + 8: callerRBP, stack + 0x10: ra, stack + 0x18: stale},
+			[]uint64{fn + 0x10, ra}, MethodFramePointer, StopFramePointerGuess},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := &funcObject{fakeObject: fakeObject{rows: []cfi.Row{caller}, code: map[uint64][]byte{
+				fn: tc.code, 0x401800: {0x55, 0x48, 0x89, 0xe5, 0xc3}, 0x401900: {0xc2, 0x18, 0x00},
+				ra - 8: callFn(ra), stale - 8: callFn(stale),
+			}}, starts: []uint64{fn, 0x401800, 0x401900, 0x402000}}
+			sb := &stackBuilder{base: stack, data: make([]byte, 0x100)}
+			for a, v := range tc.words {
+				sb.put(a, v)
+			}
+			var regs arch.Regs
+			regs.Set(arch.AMD64_RIP, tc.pc)
+			regs.Set(arch.AMD64_RSP, stack)
+			regs.Set(arch.AMD64_RBP, tc.rbp)
+			frames := make([]Frame, 8)
+			res := New(arch.AMD64, Options{}).Unwind(&Cache{}, textAndStack(obj), &regs, &Stack{Addr: stack, Data: sb.data}, frames)
+			var pcs []uint64
+			for _, f := range frames[:res.Frames] {
+				pcs = append(pcs, f.PC)
+			}
+			require.Equal(t, tc.want, pcs, "frames %+v, stop %v (%v)", frames[:res.Frames], res.Stop, res.Err)
+			assert.Equal(t, tc.how, frames[1].Method)
+			assert.Equal(t, tc.stop, res.Stop, "%v", res.Err)
+			assert.Equal(t, uint64(callerRBP+16), frames[1].CFA, "the caller's CFA, by its CFI from the %rbp it was given")
+		})
+	}
+}
