@@ -78,26 +78,39 @@ func cloneChildAMD64(code *[2 * cloneWindow]byte) bool {
 	if !bytes.Contains(before, syscallAMD64) || !bytes.Contains(after, syscallAMD64) {
 		return false
 	}
-	// Decoding from a point before an instruction boundary falls into
-	// step within a few instructions: the first start whose decoding
-	// ends an instruction at ra, with a call, is taken.
-	for s := 0; s < cloneWindow-16; s++ {
+	// The first start whose instructions end at ra with a call is taken.
+	for s := 0; ; s++ {
+		var insts []x86asm.Inst
+		if insts, s = decodeEndingAt(before, s); insts == nil {
+			return false
+		}
+		if insts[len(insts)-1].Op == x86asm.CALL {
+			return cloneBeforeAMD64(insts[:len(insts)-1]) && exitAfterAMD64(after)
+		}
+	}
+}
+
+// decodeEndingAt decodes code from the first start at or after from (and
+// at least 16 bytes before its end) whose instructions end exactly at its
+// end: decoding from a point before an instruction boundary falls into
+// step within a few instructions. It returns them and that start, or nil.
+func decodeEndingAt(code []byte, from int) ([]x86asm.Inst, int) {
+	for s := from; s < len(code)-16; s++ {
 		var insts []x86asm.Inst
 		off := s
-		for off < len(before) {
-			in, err := x86dec.Decode(before[off:])
+		for off < len(code) {
+			in, err := x86dec.Decode(code[off:])
 			if err != nil {
 				break
 			}
 			insts = append(insts, in)
 			off += in.Len
 		}
-		if off != len(before) || len(insts) == 0 || insts[len(insts)-1].Op != x86asm.CALL {
-			continue
+		if off == len(code) && len(insts) > 0 {
+			return insts, s
 		}
-		return cloneBeforeAMD64(insts[:len(insts)-1]) && exitAfterAMD64(after)
 	}
-	return false
+	return nil, 0
 }
 
 // sysnoAMD64 returns the number a mov of an immediate into %al, %eax or
@@ -393,29 +406,14 @@ func childTakesAMD64(op x86asm.Op) bool {
 // syscallNumberAMD64 reports whether code, which ends where a syscall
 // begins, sets %eax (%al, %rax) last to one of nrs.
 func syscallNumberAMD64(code []byte, nrs ...int64) bool {
-	for s := 0; s < len(code)-16; s++ {
-		var insts []x86asm.Inst
-		off := s
-		for off < len(code) {
-			in, err := x86dec.Decode(code[off:])
-			if err != nil {
-				break
-			}
-			insts = append(insts, in)
-			off += in.Len
+	insts, _ := decodeEndingAt(code, 0)
+	for i := len(insts) - 1; i >= 0; i-- {
+		if v, ok := sysnoAMD64(insts[i]); ok {
+			return slices.Contains(nrs, v)
 		}
-		if off != len(code) {
-			continue
+		if isBranchAMD64(insts[i].Op) {
+			return false
 		}
-		for i := len(insts) - 1; i >= 0; i-- {
-			if v, ok := sysnoAMD64(insts[i]); ok {
-				return slices.Contains(nrs, v)
-			}
-			if isBranchAMD64(insts[i].Op) {
-				return false
-			}
-		}
-		return false
 	}
 	return false
 }
