@@ -26,7 +26,8 @@ const maxCallTargets = 1 << 22
 // sections for the call's encoding (x86_64: a byte that only looks like
 // the opcode, inside another instruction, adds an address that is rarely
 // such an instruction's; arm64's instructions are words, so only a literal
-// word in the code can look like a bl). It implements
+// word in the code can look like a bl), and the functions the object's init
+// and fini arrays hold (withInitFini). It implements
 // unwinder.CallTargetObject.
 func (o *Object) CallTarget(addr uint64) bool {
 	if o.closed.Load() || o.arch != arch.AMD64 && o.arch != arch.ARM64 {
@@ -57,7 +58,7 @@ func (o *Object) findCallTargets() {
 	exec := o.execSections()
 	inText := func(a uint64) bool { return inExec(exec, a) }
 	if o.arch == arch.ARM64 {
-		o.callTargets = o.arm64CallTargets(exec, inText)
+		o.callTargets = o.withInitFini(o.arm64CallTargets(exec, inText), inText)
 		o.held.heap.Add(int64(8 * len(o.callTargets)))
 		return
 	}
@@ -94,8 +95,35 @@ func (o *Object) findCallTargets() {
 			kept = append(kept, t)
 		}
 	}
-	o.callTargets = slices.Clip(kept)
+	o.callTargets = o.withInitFini(slices.Clip(kept), inText)
 	o.held.heap.Add(int64(8 * len(o.callTargets)))
+}
+
+// maxInitFini bounds the slots read of each init or fini array (a damaged
+// file's section size may be anything).
+const maxInitFini = 1 << 16
+
+// withInitFini adds to the sorted targets the functions the dynamic loader
+// calls through the object's init and fini arrays (InitFiniEntry): its
+// constructors and destructors (crtstuff's frame_dummy and
+// __do_global_dtors_aux, which a stripped object names nowhere else).
+func (o *Object) withInitFini(targets []uint64, inText func(uint64) bool) []uint64 {
+	n := len(targets)
+	for _, s := range o.ef.Sections {
+		if s.Type != elf.SHT_INIT_ARRAY && s.Type != elf.SHT_FINI_ARRAY && s.Type != elf.SHT_PREINIT_ARRAY {
+			continue
+		}
+		for i := uint64(0); i < min(s.Size/8, maxInitFini); i++ {
+			if t, ok := o.InitFiniEntry(s.Addr + 8*i); ok && inText(t) {
+				targets = append(targets, t)
+			}
+		}
+	}
+	if len(targets) == n {
+		return targets
+	}
+	slices.Sort(targets)
+	return slices.Clip(slices.Compact(targets))
 }
 
 // arm64CallTargets returns the sorted targets of the bl instructions of

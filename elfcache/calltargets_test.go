@@ -1,6 +1,8 @@
 package elfcache
 
 import (
+	"debug/elf"
+	"encoding/binary"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -11,8 +13,9 @@ import (
 )
 
 // TestARM64CallTargets: an arm64 object's call targets are the targets of
-// its bl instructions as objdump disassembles them, all of them and no
-// other, and callTargetBefore gives the nearest at or before an address.
+// its bl instructions as objdump disassembles them and the functions its
+// init and fini arrays hold, all of them and no other, and
+// callTargetBefore gives the nearest at or before an address.
 func TestARM64CallTargets(t *testing.T) {
 	needTool(t, "aarch64-linux-gnu-objdump")
 	testfiles.MustUnpack(t, testfiles.Dir())
@@ -28,11 +31,30 @@ func TestARM64CallTargets(t *testing.T) {
 			}
 			want = append(want, v)
 		}
-		slices.Sort(want)
-		want = slices.Compact(want)
 		if len(want) < 3 {
 			t.Fatalf("%s: objdump shows %d bl targets", name, len(want))
 		}
+		// And the functions the init and fini arrays hold (crtstuff's
+		// frame_dummy and __do_global_dtors_aux), as debug/elf reads them.
+		ef, err := elf.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range ef.Sections {
+			if s.Type != elf.SHT_INIT_ARRAY && s.Type != elf.SHT_FINI_ARRAY {
+				continue
+			}
+			b, err := s.Data()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i+8 <= len(b); i += 8 {
+				want = append(want, binary.LittleEndian.Uint64(b[i:]))
+			}
+		}
+		ef.Close()
+		slices.Sort(want)
+		want = slices.Compact(want)
 		o := mustOpen(t, path, Options{})
 		o.targetOnce.Do(o.findCallTargets)
 		if !slices.Equal(o.callTargets, want) {

@@ -73,6 +73,9 @@ func exercise(o *Object) {
 		o.Bias(0x7f0000000000, l.Off&^0xfff)
 		o.BiasProt(0x7f0000000000, l.Off, l.Flags)
 	}
+	for _, s := range o.ef.Sections {
+		addrs = append(addrs, s.Addr, s.Addr+8, s.Addr+s.Size-8)
+	}
 	addrs = append(addrs, 0, 0x1000, ^uint64(0))
 	var row cfi.Row
 	buf := make([]byte, 32)
@@ -82,6 +85,7 @@ func exercise(o *Object) {
 		o.ReadCode(a, buf)
 		o.FindRow(a, &row)
 		o.CallTarget(a)
+		o.InitFiniEntry(a)
 		o.StartBefore(a)
 		srcs = o.JumpSources(a, srcs[:0])
 		o.Outermost(a)

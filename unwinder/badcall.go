@@ -84,7 +84,7 @@ func (u *Unwinder) callsFunction(space *AddressSpace, m *Mapping, ra, target uin
 	}
 	switch u.arch {
 	case arch.AMD64:
-		if amd64CallsTo(code, ra, target, cur) {
+		if amd64CallsTo(code, ra, target, cur) || loaderCall(code, ra, target, m, cur) {
 			return true
 		}
 		if code[3] != 0xe8 {
@@ -259,6 +259,99 @@ func amd64CallsTo(code [8]byte, ra, target uint64, regs *arch.Regs) bool {
 		}
 	}
 	return false
+}
+
+// InitFiniObject is implemented by an Object that reads the code pointers
+// its dynamic loader calls: the slots of its .preinit_array, .init_array
+// and .fini_array sections (elfcache's).
+type InitFiniObject interface {
+	// InitFiniEntry returns the link-time address the file holds in the
+	// 8-byte slot at link-time address addr of one of those arrays, and
+	// false where addr is no such slot.
+	InitFiniEntry(addr uint64) (uint64, bool)
+}
+
+// loaderCall reports whether the call before return address ra (its 8
+// bytes, code) read its target from a slot of the init or fini arrays of
+// m's object that holds target, the function's first instruction in m: the
+// dynamic loader calls constructors and destructors so (glibc's
+// _dl_call_fini: call *(%rbx), %rbx at the slot; call_init: call
+// *(%rcx)). The slot's address is the call's memory operand, computed from
+// the registers regs holds (the callee's: those the call read are the
+// caller's still where the callee has not written them; a register it
+// changed points elsewhere, and proves nothing). The arrays are read-only
+// once relocated (RELRO), each slot the file's link-time address plus the
+// object's load bias. A RIP-relative operand (-fno-plt's call through a
+// GOT slot) is the caller's GOT, which the file does not fill: no proof.
+func loaderCall(code [8]byte, ra, target uint64, m *Mapping, regs *arch.Regs) bool {
+	o, ok := m.Object.(InitFiniObject)
+	if !ok || regs == nil || target < m.Bias {
+		return false
+	}
+	for k := 1; k <= 6; k++ {
+		ea, ok := amd64CallOperand(code, k, regs)
+		if !ok || ea < m.Bias {
+			continue
+		}
+		if v, ok := o.InitFiniEntry(ea - m.Bias); ok && v+m.Bias == target {
+			return true
+		}
+	}
+	return false
+}
+
+// amd64CallOperand returns the address an indirect call through memory
+// (ff /2), whose opcode is at code[k] and whose ModRM, SIB and
+// displacement end at the end of code, reads its target from, computed
+// from regs; a byte 0x40-0x4f before the opcode is taken as its REX prefix.
+// ok is false for another instruction, a call through a register, a
+// RIP-relative operand, or a register regs does not know.
+func amd64CallOperand(code [8]byte, k int, regs *arch.Regs) (uint64, bool) {
+	if code[k] != 0xff {
+		return 0, false
+	}
+	modrm := code[k+1]
+	mod, rm := modrm>>6, modrm&7
+	if modrm>>3&7 != 2 || mod == 3 || mod == 0 && rm == 5 || modrmLen(modrm, code[min(k+2, 7)]) != 7-k {
+		return 0, false
+	}
+	var rex byte
+	if code[k-1]&0xf0 == 0x40 {
+		rex = code[k-1]
+	}
+	var ea uint64
+	at := k + 2
+	base := int(rm) | int(rex&1)<<3
+	if rm == 4 {
+		sib := code[at]
+		at++
+		if idx := int(sib>>3&7) | int(rex>>1&1)<<3; idx != 4 {
+			v, ok := regs.Get(amd64HWReg[idx])
+			if !ok {
+				return 0, false
+			}
+			ea = v << (sib >> 6)
+		}
+		base = int(sib&7) | int(rex&1)<<3
+		if mod == 0 && sib&7 == 5 {
+			base = -1 // no base: a disp32
+			mod = 2
+		}
+	}
+	if base >= 0 {
+		v, ok := regs.Get(amd64HWReg[base])
+		if !ok {
+			return 0, false
+		}
+		ea += v
+	}
+	switch mod {
+	case 1:
+		ea += uint64(int64(int8(code[at])))
+	case 2:
+		ea += uint64(int64(int32(binary.LittleEndian.Uint32(code[at:]))))
+	}
+	return ea, true
 }
 
 // modrmLen returns how many bytes a ModRM byte and what follows it (SIB,

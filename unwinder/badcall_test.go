@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/ustack/ustack/arch"
 	"github.com/ustack/ustack/cfi"
 )
@@ -295,4 +297,127 @@ func TestDirectCall(t *testing.T) {
 	}
 	_, ok := CallTarget(arch.ARM64, []byte{0, 0, 0x3f, 0xd6}, 0x2004)
 	assert.False(t, ok, "blr x0")
+}
+
+// TestAMD64CallOperand: the address an indirect call through memory reads
+// its target from, for the encodings GNU as gives (objdump's reading of
+// each in the comment), ending at the end of the 8 bytes before a return
+// address. A call through a register, a RIP-relative one, or one whose
+// register is unknown gives none.
+func TestAMD64CallOperand(t *testing.T) {
+	var regs arch.Regs
+	regs.Set(arch.AMD64_RBX, 0x1000)
+	regs.Set(13, 0x2000) // %r13
+	regs.Set(arch.AMD64_RBP, 0x3000)
+	regs.Set(arch.AMD64_R12, 0x4000)
+	regs.Set(arch.AMD64_RDX, 3)
+	regs.Set(arch.AMD64_RCX, 5)
+	regs.Set(9, 7) // %r9
+	for _, tc := range []struct {
+		asm  string
+		enc  []byte
+		ea   uint64
+		none bool
+	}{
+		{"call *(%rbx)", []byte{0xff, 0x13}, 0x1000, false},
+		{"call *0x68(%r13)", []byte{0x41, 0xff, 0x55, 0x68}, 0x2068, false},
+		{"call *0x18(%rbp)", []byte{0xff, 0x55, 0x18}, 0x3018, false},
+		{"call *0x18(%r12)", []byte{0x41, 0xff, 0x54, 0x24, 0x18}, 0x4018, false},
+		{"call *(%r12,%rdx,8)", []byte{0x41, 0xff, 0x14, 0xd4}, 0x4018, false},
+		{"call *0x10(,%rcx,8)", []byte{0xff, 0x14, 0xcd, 0x10, 0, 0, 0}, 0x38, false},
+		{"call *0x1000(%rbx,%r9,4)", []byte{0x42, 0xff, 0x94, 0x8b, 0x00, 0x10, 0, 0}, 0x201c, false},
+		{"call *-0x8(%rbx)", []byte{0xff, 0x53, 0xf8}, 0xff8, false},
+		{"call *0x200(%rip)", []byte{0xff, 0x15, 0x00, 0x02, 0, 0}, 0, true},
+		{"call *%rbx", []byte{0xff, 0xd3}, 0, true},
+		{"call *(%rsi) (unknown)", []byte{0xff, 0x16}, 0, true},
+	} {
+		var code [8]byte
+		for i := range code {
+			code[i] = 0x90
+		}
+		copy(code[8-len(tc.enc):], tc.enc)
+		var got []uint64
+		for k := 1; k <= 6; k++ {
+			if ea, ok := amd64CallOperand(code, k, &regs); ok {
+				got = append(got, ea)
+			}
+		}
+		if tc.none {
+			assert.Empty(t, got, tc.asm)
+			continue
+		}
+		assert.Equal(t, []uint64{tc.ea}, got, tc.asm)
+	}
+}
+
+// initFiniObject is a funcObject whose init and fini arrays hold fns
+// (InitFiniObject), from link-time address at.
+type initFiniObject struct {
+	funcObject
+	at  uint64
+	fns []uint64
+}
+
+func (o *initFiniObject) InitFiniEntry(addr uint64) (uint64, bool) {
+	if addr < o.at || addr%8 != 0 || (addr-o.at)/8 >= uint64(len(o.fns)) {
+		return 0, false
+	}
+	return o.fns[(addr-o.at)/8], true
+}
+
+// TestLoaderCall: a function without CFI, reached by the dynamic loader's
+// call *(%rbx) through its object's .fini_array (glibc's _dl_call_fini),
+// is stepped by its prologue and its caller taken as proven only where
+// %rbx points at a slot of those arrays that holds the function's address
+// (after the load bias): the stack is complete. Pointing at the slot of
+// another function, or at no slot, or unknown, the caller is still taken,
+// a guess (fp_guess), as before.
+func TestLoaderCall(t *testing.T) {
+	const (
+		stack = 0x7ff000
+		bias  = 0x10000000
+		fn    = 0x1050 // link-time; the PC is after its call
+		other = 0x1100
+		slots = 0x3dd0
+		ra    = 0x403040 // after call *(%rbx), in the loader (another object)
+	)
+	code := []byte{0x48, 0x83, 0xec, 0x08, 0xe8, 0x17, 0x00, 0x00, 0x00, 0x89, 0xc1, 0xc3} // sub $8,%rsp; call 0x1070; mov %eax,%ecx; ret
+	for _, tc := range []struct {
+		name string
+		rbx  uint64
+		set  bool
+		stop StopReason
+	}{
+		{"the slot holds the function", bias + slots + 8, true, StopOutermost},
+		{"the slot holds another", bias + slots, true, StopFramePointerGuess},
+		{"no slot", bias + slots + 0x100, true, StopFramePointerGuess},
+		{"%rbx unknown", 0, false, StopFramePointerGuess},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := &initFiniObject{funcObject: funcObject{fakeObject: fakeObject{code: map[uint64][]byte{fn: code}},
+				starts: []uint64{fn, 0x1070}}, at: slots, fns: []uint64{other, fn}}
+			loader := &fakeObject{rows: []cfi.Row{x86Outermost()}, code: map[uint64][]byte{
+				ra - 8: {0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0xff, 0x13}, // call *(%rbx)
+			}}
+			space := NewAddressSpace([]Mapping{
+				{Start: bias, End: bias + 0x2000, Exec: true, Object: obj, Bias: bias, Name: "a.out"},
+				{Start: 0x400000, End: 0x410000, Exec: true, Object: loader, Name: "ld.so"},
+				{Start: stack, End: stack + 0x1000, Name: "[stack]"},
+			})
+			sb := &stackBuilder{base: stack, data: make([]byte, 0x100)}
+			sb.put(stack+8, ra)
+			var regs arch.Regs
+			regs.Set(arch.AMD64_RIP, bias+fn+9)
+			regs.Set(arch.AMD64_RSP, stack)
+			if tc.set {
+				regs.Set(arch.AMD64_RBX, tc.rbx)
+			}
+			frames := make([]Frame, 8)
+			res := New(arch.AMD64, Options{}).Unwind(&Cache{}, space, &regs, &Stack{Addr: stack, Data: sb.data}, frames)
+			require.Equal(t, 2, res.Frames, "frames %+v, stop %v (%v)", frames[:res.Frames], res.Stop, res.Err)
+			assert.Equal(t, uint64(ra), frames[1].PC)
+			assert.Equal(t, MethodPrologue, frames[1].Method)
+			assert.Equal(t, tc.stop, res.Stop, "%v", res.Err)
+		})
+	}
 }
