@@ -165,9 +165,10 @@ func TestDestructorCallerMatchesGDB(t *testing.T) {
 	}
 }
 
-// gdbAtSyscall runs bin under gdb to its first system call named syscall
-// and returns the frames gdb shows there, inline ones left out.
-func gdbAtSyscall(t *testing.T, dir, syscall, bin string) []gdbFrame {
+// gdbAtSyscall runs bin under gdb (after its commands) to its first system
+// call named syscall and returns the frames gdb shows there, inline and
+// tail-call ones (DWARF call sites, which NoTailCall leaves out) left out.
+func gdbAtSyscall(t *testing.T, dir, syscall, bin string, commands ...string) []gdbFrame {
 	t.Helper()
 	if _, err := exec.LookPath("gdb"); err != nil {
 		t.Skip("gdb is not installed (Debian package gdb)")
@@ -176,14 +177,18 @@ func gdbAtSyscall(t *testing.T, dir, syscall, bin string) []gdbFrame {
 	require.NoError(t, os.WriteFile(py, []byte(gdbFramesPy), 0o644))
 	ctx, cancel := context.WithTimeout(context.Background(), testprog.Timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "gdb", "-nx", "-batch", "-ex", "set debuginfod enabled off", "-ex", "set backtrace past-main on",
-		"-ex", "catch syscall "+syscall, "-ex", "run", "-x", py, "--args", bin)
+	args := []string{"-nx", "-batch", "-ex", "set debuginfod enabled off", "-ex", "set backtrace past-main on"}
+	for _, c := range commands {
+		args = append(args, "-ex", c)
+	}
+	args = append(args, "-ex", "catch syscall "+syscall, "-ex", "run", "-x", py, "--args", bin)
+	cmd := exec.CommandContext(ctx, "gdb", args...)
 	cmd.Env = append(os.Environ(), "LC_ALL=C")
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "gdb: %s", out)
 	var frames []gdbFrame
 	for _, f := range parseGDBFrames(t, out) {
-		if f.kind != "inline" {
+		if f.kind != "inline" && f.kind != "tailcall" {
 			frames = append(frames, f)
 		}
 	}
@@ -215,4 +220,86 @@ func sectionData(t *testing.T, path, name string) []byte {
 	b, err := s.Data()
 	require.NoError(t, err)
 	return b
+}
+
+// sigreturnSrc returns from a signal handler five times, in loop.
+const sigreturnSrc = `#include <signal.h>
+static volatile int n;
+static void h(int s) { n++; }
+__attribute__((noinline)) void loop(void) { for (int i = 0; i < 5; i++) raise(SIGUSR1); }
+int main(void) { signal(SIGUSR1, h); loop(); return n == 5 ? 0 : 1; }
+`
+
+// TestSigreturnEntryMatchesGDB: at rt_sigreturn's entry (its tracepoint:
+// a tracer of every system call meets one at each signal handler's
+// return) the PC is after the system call, which ends glibc's
+// __restore_rt and its CFI: every such stack stopped there,
+// no_unwind_info (perf script shows __restore_rt alone). The row at the
+// system call applies: the signal frame it is about to restore gives the
+// interrupted frames, gdb's, frame for frame, outermost.
+func TestSigreturnEntryMatchesGDB(t *testing.T) {
+	requirePerf(t)
+	testprog.NeedTracefs(t, "syscalls/sys_enter_rt_sigreturn")
+	dir := t.TempDir()
+	bin := build(t, dir, "sigret", sigreturnSrc, "-O2", "-g")
+	want := gdbAtSyscall(t, dir, "rt_sigreturn", bin, "handle SIGUSR1 nostop noprint pass")
+	t.Logf("gdb:    %s", describeGDB(want))
+	var wantPCs []uint64
+	for _, f := range want {
+		wantPCs = append(wantPCs, f.pc)
+	}
+	setarch := strings.TrimSpace(testprog.Tool(t, "", "uname", "-m"))
+	data := testprog.Record(t, filepath.Join(dir, "sigret.data"), "-e", "syscalls:sys_enter_rt_sigreturn", "--call-graph", "dwarf", "--",
+		"setarch", setarch, "-R", bin)
+	_, js, _, _, _ := runAll(t, data, Options{BuildIDDir: t.TempDir(), NoTailCall: true})
+	samples := testprog.JSONLines[coreSample](t, js)
+	require.Len(t, samples, 5, "five returns from the handler")
+	for i, s := range samples {
+		pcs, _ := userFrames(t, s)
+		if i == 0 {
+			assert.Equal(t, hexList(wantPCs), hexList(pcs), "the first return's stack against gdb's (stop %s %s)", str(s.Stop), str(s.StopErr))
+		}
+		assert.Equal(t, "outermost", str(s.Stop), "sample %d: %s", i, str(s.StopErr))
+		assert.Len(t, pcs, len(wantPCs), "sample %d", i)
+	}
+}
+
+// TestSigreturnEntryMusl: musl's __restore_rt has no CFI; at its system
+// call's entry it is known by its code ending at the PC (mov $15,%rax;
+// syscall). Its signal frame gives the interrupted frames: raise, loop,
+// main (gdb shows nothing past the trampoline there: a caller at pc 7).
+// musl's libc has no CFI, so the stack is reached through guesses
+// (fp_guess), never stopped at the trampoline (no_unwind_info, as before).
+func TestSigreturnEntryMusl(t *testing.T) {
+	requirePerf(t)
+	testprog.NeedTracefs(t, "syscalls/sys_enter_rt_sigreturn")
+	if _, err := exec.LookPath("musl-gcc"); err != nil {
+		t.Skip("musl-gcc is not installed (Debian package musl-tools)")
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "sigret.c")
+	require.NoError(t, os.WriteFile(src, []byte(sigreturnSrc), 0o644))
+	bin := filepath.Join(dir, "sigret")
+	testprog.Tool(t, dir, "musl-gcc", "-O2", "-g", "-o", bin, src)
+	data := testprog.Record(t, filepath.Join(dir, "sigret.data"), "-e", "syscalls:sys_enter_rt_sigreturn", "--call-graph", "dwarf", "--", bin)
+	_, js, _, _, _ := runAll(t, data, Options{BuildIDDir: t.TempDir(), NoTailCall: true})
+	samples := testprog.JSONLines[coreSample](t, js)
+	require.Len(t, samples, 5, "five returns from the handler")
+	for i, s := range samples {
+		var names, hows []string
+		for _, f := range s.Frames {
+			if !f.Inlined && f.How != "kernel" {
+				name := ""
+				if f.Symbol != nil {
+					name = *f.Symbol
+				}
+				names, hows = append(names, name), append(hows, f.How)
+			}
+		}
+		require.GreaterOrEqual(t, len(hows), 5, "sample %d: %q (stop %s %s)", i, names, str(s.Stop), str(s.StopErr))
+		assert.Equal(t, "signal", hows[1], "sample %d: the interrupted frame, from the signal frame: %q", i, names)
+		k := slices.Index(names, "raise")
+		assert.True(t, k >= 2 && k+2 < len(names) && names[k+1] == "loop" && names[k+2] == "main", "sample %d: %q", i, names)
+		assert.Contains(t, []string{"outermost", "fp_guess"}, str(s.Stop), "sample %d: %s", i, str(s.StopErr))
+	}
 }

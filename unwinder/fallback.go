@@ -26,10 +26,7 @@ var (
 // symbol and no CFI). readable says whether the code could be read at all.
 func (u *Unwinder) sigreturnAt(c *Cache, m *Mapping, pc uint64) (found, readable bool) {
 	var buf [16]byte
-	want := sigreturnAMD64
-	if u.arch == arch.ARM64 {
-		want = sigreturnARM64
-	}
+	want := sigreturnCode(u.arch)
 	if m.Object != nil {
 		if n := m.Object.ReadCode(pc-m.Bias, buf[:len(want)]); n == len(want) {
 			return bytes.Equal(buf[:n], want), true
@@ -49,6 +46,39 @@ func (u *Unwinder) sigreturnAt(c *Cache, m *Mapping, pc uint64) (found, readable
 		binary.LittleEndian.PutUint64(buf[i:], v)
 	}
 	return bytes.Equal(buf[:len(want)], want), true
+}
+
+// sigreturnCode returns arch's sigreturn trampoline code.
+func sigreturnCode(a arch.Arch) []byte {
+	if a == arch.ARM64 {
+		return sigreturnARM64
+	}
+	return sigreturnAMD64
+}
+
+// syscallBefore returns the length of the system call instruction that
+// ends at pc in m's object (x86_64 syscall, arm64 svc #0), 0 for none: a
+// thread sampled at a system call's entry (its tracepoint, or a timer
+// while the kernel runs it) has its PC after that instruction.
+func (u *Unwinder) syscallBefore(m *Mapping, pc uint64) uint64 {
+	if m.Object == nil || pc < m.Bias+4 || pc < m.Start+4 {
+		return 0
+	}
+	var code [4]byte
+	if m.Object.ReadCode(pc-m.Bias-4, code[:]) != len(code) {
+		return 0
+	}
+	switch u.arch {
+	case arch.AMD64:
+		if code[2] == 0x0f && code[3] == 0x05 {
+			return 2
+		}
+	case arch.ARM64:
+		if binary.LittleEndian.Uint32(code[:]) == 0xd4000001 {
+			return 4
+		}
+	}
+	return 0
 }
 
 // The kernel's own markers in the signal frame it writes, for a trampoline

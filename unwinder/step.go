@@ -149,6 +149,17 @@ func (u *Unwinder) step(c *Cache, m *Mapping, cur, next *arch.Regs, lookup, pc u
 			e = c.fullRow(m.Object, pc-m.Bias)
 			err = e.err
 		}
+		if lookup == pc && errors.Is(err, cfi.ErrNoFDE) {
+			if n := u.syscallBefore(m, pc); n != 0 {
+				// In a system call that ends its function's CFI
+				// (sigreturn's, in glibc's __restore_rt: a sample at
+				// its entry has the PC after it): the row at the
+				// system call applies, the state it left unchanged.
+				if e2 := c.fullRow(m.Object, pc-n-m.Bias); e2.err == nil && e2.row.End == pc-m.Bias {
+					e, err = e2, nil
+				}
+			}
+		}
 	}
 	if err == nil {
 		u.applyCFI(c, e, cur, next, st)
@@ -167,6 +178,11 @@ func (u *Unwinder) step(c *Cache, m *Mapping, cur, next *arch.Regs, lookup, pc u
 	// the capture holds it; where it holds none, by the markers of the
 	// signal frame the kernel wrote on the stack.
 	found, readable := u.sigreturnAt(c, m, pc)
+	if !found && lookup == pc && u.syscallBefore(m, pc) != 0 {
+		// At the entry of the trampoline's system call (musl's
+		// __restore_rt has no CFI): the PC is after it.
+		found, _ = u.sigreturnAt(c, m, pc-uint64(len(sigreturnCode(u.arch))))
+	}
 	if !found && !readable {
 		if sp, ok := cur.Get(u.arch.SP()); ok && !first && u.signalMarker(&c.win, sp) {
 			st.signal = true

@@ -624,3 +624,71 @@ func TestSignalOnAltStack(t *testing.T) {
 		})
 	}
 }
+
+// TestSigreturnAtSyscallEntry: a thread sampled at rt_sigreturn's entry
+// (its tracepoint) has its PC after the trampoline's system call, the
+// signal frame it is about to restore at its SP. A trampoline without CFI
+// (musl's) is known by its code ending there, as it is by its code
+// starting at the PC: the signal frame gives the interrupted frame, here
+// outermost by its CFI. Before, the walk stopped at the trampoline.
+func TestSigreturnAtSyscallEntry(t *testing.T) {
+	const (
+		stack       = 0x7ff000
+		tramp       = 0x500000
+		interrupted = 0x400210 // outermost by its CFI
+	)
+	for _, a := range []arch.Arch{arch.ARM64, arch.AMD64} {
+		t.Run(a.String(), func(t *testing.T) {
+			sb := &stackBuilder{base: stack, data: make([]byte, 0x1000)}
+			var row cfi.Row
+			var regs arch.Regs
+			code := sigreturnAMD64
+			if a == arch.ARM64 {
+				code = sigreturnARM64
+				row = a64Outermost(0x400200, 0x400300)
+				base := uint64(stack) + arm64SigcontextOff
+				sb.put(base+8*31, stack+0x800)        // sp
+				sb.put(base+8*32, interrupted)        // pc
+				sb.put(stack+592, 528<<32|0x46508001) // fpsimd_context
+				regs.Set(arch.ARM64_PC, tramp+uint64(len(code)))
+				regs.Set(arch.ARM64_SP, stack)
+				regs.Set(arch.ARM64_X30, tramp) // the handler returned through it
+			} else {
+				row = x86Row(0x400200, 0x400300, 8)
+				row.Regs[arch.AMD64_RIP] = cfi.Rule{Kind: cfi.RuleUndefined}
+				base := uint64(stack) + amd64SigcontextOff
+				for i, r := range amd64SigRegs {
+					switch r {
+					case arch.AMD64_RSP:
+						sb.put(base+uint64(8*i), stack+0x800)
+					case arch.AMD64_RIP:
+						sb.put(base+uint64(8*i), interrupted)
+					}
+				}
+				regs.Set(arch.AMD64_RIP, tramp+uint64(len(code)))
+				regs.Set(arch.AMD64_RSP, stack)
+			}
+			obj := &fakeObject{rows: []cfi.Row{row}}
+			// The trampoline, then what follows it in the library.
+			trampObj := &fakeObject{code: map[uint64][]byte{tramp: append(slices.Clone(code), 0x1f, 0x20, 0x03, 0xd5)}}
+			space := NewAddressSpace([]Mapping{
+				{Start: 0x400000, End: 0x410000, Exec: true, Object: obj, Name: "/usr/bin/prog"},
+				{Start: tramp, End: tramp + 0x1000, Exec: true, Object: trampObj, Name: "/lib/ld-musl.so.1"},
+			})
+			frames := make([]Frame, 8)
+			res := New(a, Options{}).Unwind(&Cache{}, space, &regs, &Stack{Addr: stack, Data: sb.data}, frames)
+			var pcs []uint64
+			var hows []Method
+			for _, f := range frames[:res.Frames] {
+				pcs, hows = append(pcs, f.PC), append(hows, f.Method)
+			}
+			want := []uint64{tramp + uint64(len(code)), interrupted}
+			if !slices.Equal(pcs, want) || res.Stop != StopOutermost {
+				t.Fatalf("pcs %#x (%v), stop %v (%v); want %#x, outermost", pcs, hows, res.Stop, res.Err, want)
+			}
+			if hows[1] != MethodSignal {
+				t.Errorf("hows %v; want the interrupted frame by signal", hows)
+			}
+		})
+	}
+}
