@@ -223,6 +223,10 @@ func labJobs(p *payload) []job {
 		{name: "uprobe", args: "-e u:/lab/lab-dyn:open_leaf -- /lab/lab-dyn open 8"},
 		{name: "uretprobe", args: "-e ur:/lab/lab-dyn:open_leaf -- /lab/lab-dyn open 8"},
 		{name: "signal", args: "-e syscalls:sys_enter_openat -- /lab/lab-static signal 4"},
+		// The handler's return, at rt_sigreturn's entry: the PC after
+		// the trampoline's system call, past its CFI (glibc's
+		// __restore_rt, arm64's vdso __kernel_rt_sigreturn).
+		{name: "sigreturn", args: "-e syscalls:sys_enter_rt_sigreturn -- /lab/lab-dyn signal 4"},
 		{name: "cpuclock", args: "-e cpu-clock -F 50 --stack-size 2048 -- /lab/lab-static spin 1500"},
 		// libgcc's forced unwinding of a thread through its cleanups,
 		// sampled: the install windows (elfcache/ehinstall.go).
@@ -636,6 +640,9 @@ func (lr *labRun) check(t *testing.T, host string) {
 		{name: "uprobe", comm: "lab-dyn", chain: openChain, exact: 8},
 		{name: "uretprobe", comm: "lab-dyn", chain: openChain[1:], exact: 8},
 		{name: "signal", comm: "lab-static", chain: []string{"open_leaf", "sig_leaf", "sig_handler"}, exact: 4},
+		// Through the signal frame the trampoline is about to restore,
+		// into the interrupted raise.
+		{name: "sigreturn", comm: "lab-dyn", chain: []string{"sig_raiser", "main"}, exact: 4},
 		// cpu-clock at 50 Hz over 1.5 s: some 75 samples on a quiet
 		// host; a loaded one's TCG delivers the guest's timer
 		// interrupts late and merged (15 seen while a report test run
