@@ -225,7 +225,7 @@ type Summary struct {
 	// Skipped counts, by record type, the records skipped that may hold
 	// samples (compressed or of a type this reader does not know).
 	Skipped     map[string]int
-	Lost        uint64 // samples the kernel reported lost: the larger of the LOST and the LOST_SAMPLES records' sums
+	Lost        uint64 // samples the kernel reported lost: the LOST_SAMPLES records' sum, or without any, the LOST records
 	Stops       map[string]int
 	Missing     map[string]string // object path -> why it could not be used
 	DecodeError error             // a damaged recording: where reading stopped
@@ -732,6 +732,7 @@ func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary,
 	}
 	sorter := perfdata.NewSorter(r, 0)
 	var lostInRecords, lostSamples uint64
+	sawLostSamples := false
 
 	perBatch := batchJobs
 	if p.session.Pipe {
@@ -837,6 +838,7 @@ func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary,
 			lostInRecords += rec.Lost
 		case *perfdata.LostSamples:
 			lostSamples += rec.Lost
+			sawLostSamples = true
 		case *perfdata.Raw:
 			// Records that may hold samples ustack cannot read.
 			if t := rec.Type; t == perfdata.RecordCompressed || t == perfdata.RecordCompressed2 || strings.HasPrefix(t.String(), "type(") {
@@ -847,8 +849,14 @@ func (p *processor) run(r *perfdata.Reader, emit func(*Sample) error) (*Summary,
 	// perf record (6.0 on) and ustack record count the same drops twice:
 	// in LOST records, per ring as they happen, and at the end in
 	// LOST_SAMPLES, per event from the kernel's count, which also holds
-	// the drops no LOST record could tell.
-	sum.Lost = max(lostInRecords, lostSamples)
+	// the drops no LOST record could tell. A LOST record also counts the
+	// ring's other records it dropped (mmap, comm, exit): where
+	// LOST_SAMPLES were written, theirs is the count of samples, as perf
+	// report's "Total Lost Samples".
+	sum.Lost = lostInRecords
+	if sawLostSamples {
+		sum.Lost = lostSamples
+	}
 	send()
 	close(queue)
 	close(ordered)
