@@ -101,12 +101,8 @@ type Cache struct {
 	mem    exprMemory   // win as cfi.Memory
 	regs   [2]arch.Regs // the current frame's and the caller's registers
 	last   [2]int       // indexes of the mappings found last
-	// zeroEnd is zeroReturn's last answer, for zeroObj's link-time
-	// address zeroAddr: every Go stack ends at runtime.goexit, whose
-	// symbol lookup would cost every walk.
-	zeroObj  Object
-	zeroAddr uint64
-	zeroEnd  bool
+	// ends holds outermost's last answers (see there).
+	ends [endSets]endEntry
 	// ready is false in a Cache never Reset (see Reset).
 	ready bool
 	// arch is the architecture every entry's compact form was compiled
@@ -138,7 +134,7 @@ func (c *Cache) Reset() {
 	c.resetSpill()
 	c.sweeps = nil
 	c.arch = arch.Unknown
-	c.zeroObj, c.zeroAddr, c.zeroEnd = nil, 0, false
+	c.ends = [endSets]endEntry{}
 }
 
 // iface is the layout of a non-empty interface value.
@@ -375,4 +371,38 @@ func (c *Cache) findMiss(space *AddressSpace, addr uint64) int {
 		c.last[0], c.last[1] = i, c.last[0]
 	}
 	return i
+}
+
+// endEntry is an answer of an OutermostObject, kept by Cache.outermost: end
+// is whether the function at link-time address addr of obj begins a stack.
+type endEntry struct {
+	obj  Object
+	addr uint64
+	end  bool
+}
+
+// endSets is how many answers Cache.outermost keeps; a power of two.
+const endSets = 8
+
+// outermost reports whether m's object says the function at link-time
+// address addr begins a stack (OutermostObject), false where m has no such
+// object. Walks ask at their last frame: every Go stack ends at
+// runtime.goexit, and a capture's stacks cut short by its size end at a
+// few hot places, where the object's answer (a symbol lookup, a name
+// compared, the code around a clone read) cost a walk of 35 frames a
+// tenth of its time. The answers are kept direct-mapped by address and
+// object.
+func (c *Cache) outermost(m *Mapping, addr uint64) bool {
+	if m.Object == nil {
+		return false
+	}
+	w := (*iface)(unsafe.Pointer(&m.Object))
+	e := &c.ends[(addr^uint64(uintptr(w.data))>>4)&(endSets-1)]
+	if e.obj != nil && e.addr == addr && sameObject(&e.obj, &m.Object) {
+		return e.end
+	}
+	o, ok := m.Object.(OutermostObject)
+	end := ok && o.Outermost(addr)
+	e.obj, e.addr, e.end = m.Object, addr, end
+	return end
 }

@@ -672,3 +672,50 @@ func TestGarbageFramePointerNotTruncated(t *testing.T) {
 	res := New(arch.AMD64, Options{}).Unwind(&Cache{}, space, &regs, &Stack{Addr: stack, Data: make([]byte, 0x100)}, frames)
 	assert.Equal(t, StopTruncated, res.Stop, "%v", res.Err)
 }
+
+// TestOutermostAnswersKeptPerObject checks the Cache's memory of
+// OutermostObject answers: two objects give different answers at the same
+// link-time address and a Cache shared by their walks gives each its own,
+// asks each once for walks that end at the same place one after another,
+// and asks again after Reset.
+func TestOutermostAnswersKeptPerObject(t *testing.T) {
+	const (
+		text  = 0x400000
+		stack = 0x7ff000
+	)
+	base := &entryObject{lo: 0x401000, hi: 0x401020} // the PC's function begins a stack
+	other := &entryObject{lo: 0x405000, hi: 0x405020}
+	walk := func(c *Cache, obj Object) Result {
+		space := NewAddressSpace([]Mapping{{Start: text, End: text + 0x10000, Exec: true, Object: obj, Name: "a.out"}})
+		var regs arch.Regs
+		regs.Set(arch.AMD64_RIP, 0x401010)
+		regs.Set(arch.AMD64_RSP, stack)
+		regs.Set(arch.AMD64_RBP, 0) // the end of the frame-pointer chain
+		return New(arch.AMD64, Options{}).Unwind(c, space, &regs, &Stack{Addr: stack, Data: make([]byte, 0x40)}, make([]Frame, 4))
+	}
+	check := func(c *Cache, obj Object) {
+		t.Helper()
+		res := walk(c, obj)
+		if obj == base {
+			assert.Equal(t, StopOutermost, res.Stop)
+		} else {
+			assert.Equal(t, StopNoUnwindInfo, res.Stop)
+			assert.Equal(t, errZeroFramePointer, res.Err)
+		}
+	}
+	var c Cache
+	for _, obj := range []*entryObject{base, other} {
+		for range 3 {
+			check(&c, obj)
+		}
+		assert.Equal(t, []uint64{0x401010}, obj.asked, "asked once for three walks")
+	}
+	for range 3 {
+		check(&c, base)
+		check(&c, other)
+	}
+	c.Reset()
+	n := len(base.asked)
+	check(&c, base)
+	assert.Len(t, base.asked, n+1, "asked again after Reset")
+}

@@ -232,8 +232,7 @@ func (u *Unwinder) linkRegisterUsable(c *Cache, space *AddressSpace, m *Mapping,
 	lr = u.arch.StripPAC(lr, u.opts.PACMask)
 	switch {
 	case lr == 0:
-		o, ok := m.Object.(OutermostObject)
-		return ok && pc >= m.Bias && o.Outermost(pc-m.Bias)
+		return pc >= m.Bias && c.outermost(m, pc-m.Bias)
 	case lr == pc:
 		return false
 	}
@@ -323,7 +322,7 @@ func (u *Unwinder) framePointer(c *Cache, m *Mapping, lookup uint64, cur, next *
 		// pointers may hold 0 in the register anywhere: the end of
 		// the chain only where the function is known to begin a
 		// stack.
-		chainEnd(m, lookup, st, errZeroFramePointer)
+		chainEnd(c, m, lookup, st, errZeroFramePointer)
 		return
 	}
 	if !ok || fp < sp || fp&7 != 0 || fp-sp >= maxFrameRecordSpan {
@@ -499,17 +498,16 @@ type OutermostObject interface {
 //
 // An exact PC (a frame returned into at its entry, as makecontext's
 // __start_context is: enteredAt) is looked up as it is.
-func baseFrame(space *AddressSpace, f *Frame) bool {
+func baseFrame(c *Cache, space *AddressSpace, f *Frame) bool {
 	if f.Mapping < 0 || int(f.Mapping) >= len(space.maps) {
 		return false
 	}
 	m := &space.maps[f.Mapping]
-	o, ok := m.Object.(OutermostObject)
 	addr := f.PC - m.Bias
 	if f.Flags&FrameReturnAddress != 0 {
 		addr--
 	}
-	return ok && o.Outermost(addr)
+	return c.outermost(m, addr)
 }
 
 // chainEnd ends the walk at a frame without CFI whose fallback found the end
@@ -517,8 +515,8 @@ func baseFrame(space *AddressSpace, f *Frame) bool {
 // outermost frame when m's object says the function at lookup begins a
 // stack, otherwise a stop for want of unwind information, with err (or,
 // when m has no object, errNoObject).
-func chainEnd(m *Mapping, lookup uint64, st *stepResult, err error) {
-	if o, ok := m.Object.(OutermostObject); ok && o.Outermost(lookup-m.Bias) {
+func chainEnd(c *Cache, m *Mapping, lookup uint64, st *stepResult, err error) {
+	if c.outermost(m, lookup-m.Bias) {
 		st.stop, st.err = StopOutermost, nil
 		return
 	}

@@ -288,7 +288,7 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 			// return into a sigreturn trampoline the maps do not show
 			// (qemu-user's page), known by the signal frame's markers.
 			if !spOK || n == 0 || !u.signalMarker(w, sp) {
-				if n > 0 && baseFrame(space, &frames[n-1]) {
+				if n > 0 && baseFrame(c, space, &frames[n-1]) {
 					return n, StopOutermost, nil, 0
 				}
 				return n, StopNoMapping, &NoMappingError{PC: pc, Mapped: mi >= 0}, 0
@@ -445,7 +445,7 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 			st.spGuess, st.space = spGuess, space
 			u.slowStep(c, m, e, cur, next, w, lookup, pc, n == 1, pacMask, stop, &st)
 			if st.stop != stopNone {
-				if (st.stop == StopTruncated || st.stop == StopBadMemory) && fr.Flags&FrameReturnAddress != 0 && baseFrame(space, fr) {
+				if (st.stop == StopTruncated || st.stop == StopBadMemory) && fr.Flags&FrameReturnAddress != 0 && baseFrame(c, space, fr) {
 					// A return into a function that begins a stack
 					// (clone's child, _start) is its first frame,
 					// whatever lies above it: the word its CFI
@@ -506,7 +506,7 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 				// proves the end only in a function that
 				// begins a stack.
 				var st stepResult
-				chainEnd(m, lookup, &st, errZeroReturnAddress)
+				chainEnd(c, m, lookup, &st, errZeroReturnAddress)
 				return n, st.stop, st.err, 0
 			}
 			if newPCOK && cfaGuess {
@@ -590,12 +590,7 @@ func (u *Unwinder) unwind(c *Cache, space *AddressSpace, w *window, frames []Fra
 // overwritten stack (a buffer overflow), whose caller gdb shows at 0
 // ("#1 0x0000000000000000 in ??").
 func zeroReturn(c *Cache, m *Mapping, f *Frame) (StopReason, error) {
-	addr := f.PC - uint64(f.Flags&FrameReturnAddress) - m.Bias
-	if m.Object == nil || c.zeroObj == nil || !sameObject(&c.zeroObj, &m.Object) || c.zeroAddr != addr {
-		o, ok := m.Object.(OutermostObject)
-		c.zeroObj, c.zeroAddr, c.zeroEnd = m.Object, addr, ok && o.Outermost(addr)
-	}
-	if c.zeroEnd {
+	if c.outermost(m, f.PC-uint64(f.Flags&FrameReturnAddress)-m.Bias) {
 		return StopOutermost, nil
 	}
 	return StopNoMapping, &NoMappingError{PC: 0}
