@@ -110,7 +110,7 @@ const maxInitFini = 1 << 16
 func (o *Object) withInitFini(targets []uint64, inText func(uint64) bool) []uint64 {
 	n := len(targets)
 	for _, s := range o.ef.Sections {
-		if s.Type != elf.SHT_INIT_ARRAY && s.Type != elf.SHT_FINI_ARRAY && s.Type != elf.SHT_PREINIT_ARRAY {
+		if !initFiniSection(s) {
 			continue
 		}
 		for i := uint64(0); i < min(s.Size/8, maxInitFini); i++ {

@@ -15,9 +15,7 @@ func (o *Object) InitFiniEntry(addr uint64) (uint64, bool) {
 		return 0, false
 	}
 	for _, s := range o.ef.Sections {
-		switch s.Type {
-		case elf.SHT_INIT_ARRAY, elf.SHT_FINI_ARRAY, elf.SHT_PREINIT_ARRAY:
-		default:
+		if !initFiniSection(s) {
 			continue
 		}
 		if addr < s.Addr || addr-s.Addr >= s.Size || s.Size-(addr-s.Addr) < 8 {
@@ -30,4 +28,14 @@ func (o *Object) InitFiniEntry(addr uint64) (uint64, bool) {
 		return o.ef.ByteOrder.Uint64(b[:]), true
 	}
 	return 0, false
+}
+
+// initFiniSection reports whether s is a .preinit_array, .init_array or
+// .fini_array: an array of functions the dynamic loader calls.
+func initFiniSection(s *elf.Section) bool {
+	switch s.Type {
+	case elf.SHT_INIT_ARRAY, elf.SHT_FINI_ARRAY, elf.SHT_PREINIT_ARRAY:
+		return true
+	}
+	return false
 }

@@ -143,7 +143,8 @@ func calledFrameRecord(c *Cache, sw *frameState, cur *arch.Regs, cfa, ra uint64)
 		return false, false
 	}
 	saved, ms := c.win.read8(bp + 8)
-	return ms == MemOK && saved == ra, ms == MemOK && saved == ra
+	agree := ms == MemOK && saved == ra
+	return agree, agree
 }
 
 // callsUnchecked reports whether the instruction before return address ra

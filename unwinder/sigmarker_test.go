@@ -91,12 +91,7 @@ func TestSignalMarker(t *testing.T) {
 			var c unwinder.Cache
 			frames := make([]unwinder.Frame, 16)
 			res := unwinder.New(a, unwinder.Options{}).Unwind(&c, sigSpace(), &regs, &unwinder.Stack{Addr: sigStack, Data: data}, frames)
-			var pcs []uint64
-			var hows []string
-			for _, f := range frames[:res.Frames] {
-				pcs = append(pcs, f.PC)
-				hows = append(hows, f.Method.String())
-			}
+			pcs, hows := framePCs(frames[:res.Frames])
 			if marker {
 				assert.Equal(t, []uint64{sigHandler, sigTramp, sigInterrupted}, pcs, "%v: %v", a, hows)
 				if len(hows) == 3 {
@@ -135,12 +130,16 @@ func TestSigreturnInMemory(t *testing.T) {
 	var c unwinder.Cache
 	frames := make([]unwinder.Frame, 16)
 	res := unwinder.New(arch.AMD64, unwinder.Options{}).Unwind(&c, space, &regs, mem, frames)
-	var pcs []uint64
-	var hows []string
-	for _, f := range frames[:res.Frames] {
+	pcs, hows := framePCs(frames[:res.Frames])
+	assert.Equal(t, []uint64{sigHandler, sigTramp, sigInterrupted}, pcs, "%v", hows)
+	assert.Equal(t, []string{"context", "fp", "signal"}, hows)
+}
+
+// framePCs returns the frames' PCs and how each was found.
+func framePCs(frames []unwinder.Frame) (pcs []uint64, hows []string) {
+	for _, f := range frames {
 		pcs = append(pcs, f.PC)
 		hows = append(hows, f.Method.String())
 	}
-	assert.Equal(t, []uint64{sigHandler, sigTramp, sigInterrupted}, pcs, "%v", hows)
-	assert.Equal(t, []string{"context", "fp", "signal"}, hows)
+	return pcs, hows
 }
