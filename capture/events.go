@@ -81,6 +81,9 @@ type Event struct {
 	config1Bytes []byte
 	// kprobe is what a KindKprobe event probes.
 	kprobe *kprobe
+	// probe is the tracefs definition of a kprobe or uprobe opened as a
+	// tracepoint (Recorder.addProbes), once added.
+	probe *tracefsProbe
 	// watch is the symbol a watchpoint by name watches (nil for mem:ADDR).
 	watch *watchSymbol
 }
@@ -118,7 +121,9 @@ var ErrUnknownEvent = errors.New("unknown event")
 //
 // Tracepoints are looked up in tracefs (mounted when missing); uprobes need
 // the uprobe PMU; kprobes the kprobe PMU, or tracefs kprobe_events where
-// the PMU is missing. Errors name what is missing and how to fix it.
+// the PMU is missing. (A Recorder whose events are inherited makes both in
+// tracefs: Recorder.addProbes.) Errors name what is missing and how to fix
+// it.
 func ParseEvent(spec string) (*Event, error) {
 	s := strings.TrimSpace(spec)
 	if s == "" {

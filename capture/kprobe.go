@@ -37,8 +37,6 @@ type kprobe struct {
 	// tracefs is the tracefs root whose kprobe_events defines the probe
 	// when the kernel has no kprobe PMU ("" with the PMU).
 	tracefs string
-	// probe is the kprobe_events line written for this event, once added.
-	probe *tracefsKprobe
 }
 
 // target is how the probe is spelled in kprobe_events: FUNC, FUNC+OFF,
@@ -372,11 +370,14 @@ func inFilterFunctions(name string) (known, ok bool) {
 	return false, false
 }
 
-// tracefsKprobe is a probe defined in tracefs kprobe_events on a kernel
-// without the kprobe PMU: "p:GROUP/EVENT TARGET" (or "r:"), removed with
-// "-:GROUP/EVENT" when the recording ends.
-type tracefsKprobe struct {
+// tracefsProbe is a probe defined in tracefs: in kprobe_events on a
+// kernel without the kprobe PMU, or in kprobe_events or uprobe_events for
+// a probe on a function named by a string whose event the workload's
+// threads inherit (probeByName): "p:GROUP/EVENT TARGET" (or "r:"),
+// removed with "-:GROUP/EVENT" when the recording ends.
+type tracefsProbe struct {
 	dir          string // tracefs root
+	file         string // kprobe_events or uprobe_events
 	group, event string
 	line         string // as written
 }
@@ -388,7 +389,7 @@ func kprobeGroup(pid int) string { return "ustack_" + strconv.Itoa(pid) }
 // tracefsEventName makes a tracefs event name for k: the function's name
 // with '.' as '_', then _OFFSET or __return as perf probe names them.
 func tracefsEventName(k *kprobe) string {
-	n := strings.NewReplacer(".", "_", ":", "_", "$", "_").Replace(k.Func)
+	n := eventNameChars(k.Func)
 	switch {
 	case k.Func == "":
 		n = fmt.Sprintf("addr_%x", k.Offset)
@@ -401,17 +402,51 @@ func tracefsEventName(k *kprobe) string {
 	return n
 }
 
+// eventNameChars makes s a tracefs event name: every character but
+// letters, digits and '_' as '_', and "p_" before a leading digit.
+func eventNameChars(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
+			b[i] = '_'
+		}
+	}
+	if len(b) == 0 || b[0] >= '0' && b[0] <= '9' {
+		return "p_" + string(b)
+	}
+	return string(b)
+}
+
 // addTracefsKprobe writes the probe of k into dir's kprobe_events under
 // group, named event, and returns it with its tracepoint id.
-func addTracefsKprobe(dir, group, event string, k *kprobe) (*tracefsKprobe, uint64, error) {
+func addTracefsKprobe(dir, group, event string, k *kprobe) (*tracefsProbe, uint64, error) {
 	kind := "p"
 	if k.Ret {
 		kind = "r"
 	}
-	p := &tracefsKprobe{dir: dir, group: group, event: event}
-	p.line = fmt.Sprintf("%s:%s/%s %s", kind, group, event, k.target())
-	if err := appendLine(filepath.Join(dir, "kprobe_events"), p.line); err != nil {
-		return nil, 0, fmt.Errorf("writing %q into %s/kprobe_events: %w%s", p.line, dir, err, lastTracefsError(dir))
+	return addTracefsProbe(dir, "kprobe_events", fmt.Sprintf("%s:%s/%s %s", kind, group, event, k.target()), group, event)
+}
+
+// addTracefsUprobe writes the uprobe of ev (at file offset ev.Offset of
+// ev.Path) into dir's uprobe_events under group, named event, and returns
+// it with its tracepoint id.
+func addTracefsUprobe(dir, group, event string, ev *Event) (*tracefsProbe, uint64, error) {
+	if strings.ContainsAny(ev.Path, " \t\n") {
+		return nil, 0, fmt.Errorf("uprobe_events cannot name %q: it holds white space", ev.Path)
+	}
+	kind := "p"
+	if ev.Config != 0 { // the uprobe PMU's retprobe bit
+		kind = "r"
+	}
+	return addTracefsProbe(dir, "uprobe_events", fmt.Sprintf("%s:%s/%s %s:%#x", kind, group, event, ev.Path, ev.Offset), group, event)
+}
+
+// addTracefsProbe writes line, which defines group/event, into dir's
+// control file file and returns the probe with its tracepoint id.
+func addTracefsProbe(dir, file, line, group, event string) (*tracefsProbe, uint64, error) {
+	p := &tracefsProbe{dir: dir, file: file, group: group, event: event, line: line}
+	if err := appendLine(filepath.Join(dir, file), p.line); err != nil {
+		return nil, 0, fmt.Errorf("writing %q into %s/%s: %w%s", p.line, dir, file, err, lastTracefsError(dir))
 	}
 	idPath := filepath.Join(dir, "events", group, event, "id")
 	b, err := os.ReadFile(idPath)
@@ -422,14 +457,14 @@ func addTracefsKprobe(dir, group, event string, k *kprobe) (*tracefsKprobe, uint
 		}
 	}
 	rmErr := p.remove()
-	return nil, 0, errors.Join(fmt.Errorf("kprobe %s added to %s/kprobe_events but its id cannot be read: %w", p.line, dir, err), rmErr)
+	return nil, 0, errors.Join(fmt.Errorf("probe %s added to %s/%s but its id cannot be read: %w", p.line, dir, file, err), rmErr)
 }
 
-// remove deletes the probe from kprobe_events.
-func (p *tracefsKprobe) remove() error {
+// remove deletes the probe from its control file.
+func (p *tracefsProbe) remove() error {
 	line := fmt.Sprintf("-:%s/%s", p.group, p.event)
-	if err := appendLine(filepath.Join(p.dir, "kprobe_events"), line); err != nil {
-		return fmt.Errorf("removing kprobe %s/%s (write %q into %s/kprobe_events by hand): %w", p.group, p.event, line, p.dir, err)
+	if err := appendLine(filepath.Join(p.dir, p.file), line); err != nil {
+		return fmt.Errorf("removing probe %s/%s (write %q into %s/%s by hand): %w", p.group, p.event, line, p.dir, p.file, err)
 	}
 	return nil
 }
@@ -474,11 +509,12 @@ func lastTracefsError(dir string) string {
 	return " (tracefs error_log: " + strings.Join(parts, " ") + ")"
 }
 
-// removeStaleKprobes removes the kprobe_events lines of ustack groups
-// whose recorder is gone (killed with SIGKILL before it could remove
-// them), so that no recording leaves probes behind for long.
-func removeStaleKprobes(dir string) {
-	b, err := os.ReadFile(filepath.Join(dir, "kprobe_events"))
+// removeStaleProbes removes the lines of ustack groups in dir's control
+// file file (kprobe_events, uprobe_events) whose recorder is gone (killed
+// with SIGKILL before it could remove them), so that no recording leaves
+// probes behind for long.
+func removeStaleProbes(dir, file string) {
+	b, err := os.ReadFile(filepath.Join(dir, file))
 	if err != nil {
 		return
 	}
@@ -500,49 +536,99 @@ func removeStaleKprobes(dir string) {
 		if pid == os.Getpid() || unix.Kill(pid, 0) != unix.ESRCH {
 			continue
 		}
-		(&tracefsKprobe{dir: dir, group: group, event: event}).remove()
+		(&tracefsProbe{dir: dir, file: file, group: group, event: event}).remove()
 	}
 }
 
-// addKprobes defines in tracefs the kprobes of events that need it (no
-// kprobe PMU) and sets their tracepoint ids. Event names are made unique
-// within the recording.
-func (r *Recorder) addKprobes() error {
+// addProbes defines in tracefs the probes of events that need it and sets
+// their tracepoint ids: kprobes where the kernel has no kprobe PMU, and
+// uprobes and kprobes on a function named by a string (probeByName) whose
+// events the workload's threads inherit. Event names are made unique within
+// the recording.
+func (r *Recorder) addProbes() error {
 	used := map[string]bool{}
 	stale := map[string]bool{}
-	for _, ev := range r.events {
-		k := ev.kprobe
-		if k == nil || k.tracefs == "" || k.probe != nil {
-			continue
+	define := func(ev *Event, dir, file, base string, add func(name string) (*tracefsProbe, uint64, error)) error {
+		if !stale[dir+"/"+file] {
+			stale[dir+"/"+file] = true
+			removeStaleProbes(dir, file)
 		}
-		if !stale[k.tracefs] {
-			stale[k.tracefs] = true
-			removeStaleKprobes(k.tracefs)
-		}
-		base := tracefsEventName(k)
 		name := base
 		for i := 1; used[name]; i++ {
 			name = fmt.Sprintf("%s_%d", base, i)
 		}
 		used[name] = true
-		p, id, err := addTracefsKprobe(k.tracefs, kprobeGroup(os.Getpid()), name, k)
+		p, id, err := add(name)
 		if err != nil {
-			return fmt.Errorf("kprobe %s: %w", ev.Name, err)
+			return err
 		}
-		k.probe = p
-		ev.Type, ev.Config = unix.PERF_TYPE_TRACEPOINT, id
+		ev.probe = p
+		ev.Type, ev.Config, ev.Config2, ev.config1Bytes = unix.PERF_TYPE_TRACEPOINT, id, 0, nil
+		return nil
+	}
+	group := kprobeGroup(os.Getpid())
+	for _, ev := range r.events {
+		if ev.probe != nil {
+			continue
+		}
+		if k := ev.kprobe; k != nil && k.tracefs != "" {
+			err := define(ev, k.tracefs, "kprobe_events", tracefsEventName(k), func(name string) (*tracefsProbe, uint64, error) {
+				return addTracefsKprobe(k.tracefs, group, name, k)
+			})
+			if err != nil {
+				return fmt.Errorf("kprobe %s: %w", ev.Name, err)
+			}
+			continue
+		}
+		if !probeByName(ev) || !r.inherits() {
+			continue
+		}
+		// The uprobe and kprobe PMUs take the probed file or function
+		// as a string at the attr's config1, a pointer the kernel
+		// reads again where an event is inherited: in the workload,
+		// at each thread or process it creates, where the pointer
+		// means nothing, and the clone fails (pthread_create: EFAULT).
+		// A tracefs probe is a tracepoint: nothing to read again.
+		dir, err := TracefsDir()
+		if err == nil {
+			if ev.Kind == KindUprobe {
+				// Named as the event is: uprobe:FILE:WHERE.
+				prefix, _, _ := strings.Cut(ev.Name, ":")
+				where := strings.TrimPrefix(ev.Name, prefix+":"+filepath.Base(ev.Path)+":")
+				if prefix == "uretprobe" {
+					where += "__return"
+				}
+				err = define(ev, dir, "uprobe_events", eventNameChars(where), func(name string) (*tracefsProbe, uint64, error) {
+					return addTracefsUprobe(dir, group, name, ev)
+				})
+			} else {
+				k := ev.kprobe
+				err = define(ev, dir, "kprobe_events", tracefsEventName(k), func(name string) (*tracefsProbe, uint64, error) {
+					return addTracefsKprobe(dir, group, name, k)
+				})
+			}
+		}
+		if err != nil && r.opts.Log != nil {
+			fmt.Fprintf(r.opts.Log, "ustack record: warning: %s is opened through the %s PMU, which reads the probed name again in the workload at each thread or process it creates: those creations fail (EFAULT) while it records; defining it in tracefs instead failed: %v\n", ev.Name, ev.Kind, err)
+		}
 	}
 	return nil
 }
 
-// removeKprobes removes what addKprobes added. The events must be closed
+// probeByName reports whether ev is opened through the uprobe or kprobe
+// PMU with a string naming what it probes (config1).
+func probeByName(ev *Event) bool {
+	return ev.probe == nil && ev.config1Bytes != nil && (ev.Kind == KindUprobe || ev.Kind == KindKprobe)
+}
+
+// removeProbes removes what addProbes added. The events must be closed
 // first: the kernel refuses to remove a probe in use (EBUSY).
-func (r *Recorder) removeKprobes() error {
+func (r *Recorder) removeProbes() error {
 	var errs []error
 	for _, ev := range r.events {
-		if k := ev.kprobe; k != nil && k.probe != nil {
-			errs = append(errs, k.probe.remove())
-			k.probe = nil
+		if ev.probe != nil {
+			errs = append(errs, ev.probe.remove())
+			ev.probe = nil
 		}
 	}
 	return errors.Join(errs...)

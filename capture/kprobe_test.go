@@ -301,7 +301,7 @@ func TestKprobeTracefsFallback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.addKprobes(); err != nil {
+	if err := r.addProbes(); err != nil {
 		t.Fatal(err)
 	}
 	for i, ev := range r.events {
@@ -326,14 +326,14 @@ func TestKprobeTracefsFallback(t *testing.T) {
 			t.Errorf("tracing data lacks the format of %s/%s", group, ev)
 		}
 	}
-	if err := r.removeKprobes(); err != nil {
+	if err := r.removeProbes(); err != nil {
 		t.Fatal(err)
 	}
 	wantRemoved := wantAdded + "-:" + group + "/do_sys_openat2\n-:" + group + "/do_sys_openat2__return\n-:" + group + "/do_sys_openat2_16\n"
 	if b, _ := os.ReadFile(events); string(b) != wantRemoved {
 		t.Errorf("kprobe_events after removing:\n%s\nwant:\n%s", b, wantRemoved)
 	}
-	if err := r.removeKprobes(); err != nil {
+	if err := r.removeProbes(); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(events); string(b) != wantRemoved {
@@ -384,8 +384,120 @@ func TestKprobeTracefsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = r.addKprobes()
+	err = r.addProbes()
 	if err == nil || !strings.Contains(err.Error(), `writing "p:ustack_`) || !strings.Contains(err.Error(), "Failed to register probe event") {
 		t.Errorf("refused kprobe_events write: %v", err)
+	}
+}
+
+// TestUprobeTracefsWhenInherited: a uprobe whose event the workload's
+// threads inherit is defined in tracefs's uprobe_events and opened as its
+// tracepoint (the uprobe PMU's path pointer would be read again in the
+// workload at each clone, which then fails), named after the symbol, and
+// removed after; recorded without inheritance (NoInherit, every CPU) it
+// stays the PMU's.
+func TestUprobeTracefsWhenInherited(t *testing.T) {
+	fk := newFakeKernel(t, true, true, testKallsyms)
+	events := filepath.Join(fk.tracefs, "uprobe_events")
+	if err := os.WriteFile(events, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	group := kprobeGroup(os.Getpid())
+	for i, ev := range []string{"main_main", "main_main__return"} {
+		dir := filepath.Join(fk.tracefs, "events", group, ev)
+		os.MkdirAll(dir, 0o755)
+		os.WriteFile(filepath.Join(dir, "id"), []byte(fmt.Sprint(3000+i)), 0o644)
+		os.WriteFile(filepath.Join(dir, "format"), []byte("name: "+ev+"\nID: "+fmt.Sprint(3000+i)+"\n"), 0o644)
+	}
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs := []string{"u:" + bin + ":main.main", "ur:" + bin + ":main.main"}
+	r, err := NewRecorder(Options{Events: specs, Command: []string{"true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := r.events[0].Path
+	off := r.events[0].Offset
+	if err := r.addProbes(); err != nil {
+		t.Fatal(err)
+	}
+	for i, ev := range r.events {
+		a := r.buildAttr(i, ev)
+		if a.Type != unix.PERF_TYPE_TRACEPOINT || a.Config != uint64(3000+i) || a.Config1 != 0 || a.Config2 != 0 ||
+			a.SampleType&perfdata.SampleRaw == 0 || a.Flags&perfdata.AttrInherit == 0 || ev.config1Bytes != nil {
+			t.Errorf("%s: attr type %d config %d config1 %#x config2 %#x sample_type %#x flags %#x: want the inherited tracepoint %d with its raw fields",
+				ev.Name, a.Type, a.Config, a.Config1, a.Config2, a.SampleType, a.Flags, 3000+i)
+		}
+	}
+	wantAdded := fmt.Sprintf("p:%s/main_main %s:%#x\nr:%s/main_main__return %s:%#x\n", group, path, off, group, path, off)
+	if b, _ := os.ReadFile(events); string(b) != wantAdded {
+		t.Errorf("uprobe_events after adding:\n%s\nwant:\n%s", b, wantAdded)
+	}
+	td, err := tracingData(r.events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(td), "name: main_main\n") || !strings.Contains(string(td), "name: main_main__return\n") {
+		t.Error("the tracing data lack the probes' formats")
+	}
+	if err := r.removeProbes(); err != nil {
+		t.Fatal(err)
+	}
+	wantRemoved := wantAdded + "-:" + group + "/main_main\n-:" + group + "/main_main__return\n"
+	if b, _ := os.ReadFile(events); string(b) != wantRemoved {
+		t.Errorf("uprobe_events after removing:\n%s\nwant:\n%s", b, wantRemoved)
+	}
+
+	for _, o := range []Options{{NoInherit: true, Command: []string{"true"}}, {AllCPUs: true}} {
+		o.Events = specs[:1]
+		r, err := NewRecorder(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(events, nil, 0o644)
+		if err := r.addProbes(); err != nil {
+			t.Fatal(err)
+		}
+		if ev := r.events[0]; ev.Type != 7 || ev.config1Bytes == nil || ev.probe != nil {
+			t.Errorf("not inherited (%+v): type %d, probe %v: want the uprobe PMU (7)", o, ev.Type, ev.probe)
+		}
+		if b, _ := os.ReadFile(events); len(b) != 0 {
+			t.Errorf("not inherited (%+v): uprobe_events written: %s", o, b)
+		}
+	}
+}
+
+// TestKprobePMUTracefsWhenInherited: a kprobe on a function named by a
+// string, which the kprobe PMU would read again in the workload at each
+// clone (as the uprobe PMU reads its path), is defined in kprobe_events
+// when its event is inherited; one at an address passes no string and
+// stays the PMU's.
+func TestKprobePMUTracefsWhenInherited(t *testing.T) {
+	fk := newFakeKernel(t, true, true, testKallsyms)
+	group := kprobeGroup(os.Getpid())
+	dir := filepath.Join(fk.tracefs, "events", group, "do_sys_openat2")
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "id"), []byte("4000"), 0o644)
+	r, err := NewRecorder(Options{Events: []string{"k:do_sys_openat2", "k:0xffffffff8138a1d0"}, Command: []string{"true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.addProbes(); err != nil {
+		t.Fatal(err)
+	}
+	if ev := r.events[0]; ev.Type != unix.PERF_TYPE_TRACEPOINT || ev.Config != 4000 || ev.config1Bytes != nil {
+		t.Errorf("k:do_sys_openat2: type %d config %d: want the tracepoint 4000", ev.Type, ev.Config)
+	}
+	if ev := r.events[1]; ev.Type != 6 || ev.Config2 != 0xffffffff8138a1d0 || ev.probe != nil {
+		t.Errorf("k:0xADDR: type %d config2 %#x: want the kprobe PMU (6) at the address", ev.Type, ev.Config2)
+	}
+	want := "p:" + group + "/do_sys_openat2 do_sys_openat2\n"
+	if b, _ := os.ReadFile(filepath.Join(fk.tracefs, "kprobe_events")); string(b) != want {
+		t.Errorf("kprobe_events:\n%s\nwant:\n%s", b, want)
+	}
+	if err := r.removeProbes(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -693,7 +693,7 @@ func (r *Recorder) openEvents() error {
 			}
 		}
 	}
-	if err := r.addKprobes(); err != nil {
+	if err := r.addProbes(); err != nil {
 		return err
 	}
 	r.attrs = make([]*perfdata.Attr, len(r.events))
@@ -1149,6 +1149,12 @@ func (r *Recorder) commandIsTarget() bool {
 	return len(r.opts.Command) > 0 && r.opts.PID == 0 && !r.opts.AllCPUs
 }
 
+// inherits reports whether the events are inherited by the threads and
+// processes the target creates (buildAttr's AttrInherit).
+func (r *Recorder) inherits() bool {
+	return !r.opts.NoInherit && (r.commandIsTarget() || r.opts.PID != 0)
+}
+
 func (r *Recorder) cmdDoneChan() <-chan struct{} {
 	if r.cmdDone == nil {
 		return nil
@@ -1173,7 +1179,7 @@ func (r *Recorder) cleanup() {
 	r.waiter = nil
 	r.closeEvents()
 	// After the events are closed: the kernel keeps a probe in use.
-	if err := r.removeKprobes(); err != nil && r.opts.Log != nil {
+	if err := r.removeProbes(); err != nil && r.opts.Log != nil {
 		fmt.Fprintf(r.opts.Log, "ustack record: %v\n", err)
 	}
 	if r.epfd >= 0 {

@@ -18,6 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/ustack/ustack/arch"
 	"github.com/ustack/ustack/archive"
 	"github.com/ustack/ustack/elfcache"
@@ -764,4 +767,65 @@ func TestFreqAboveKernelLimit(t *testing.T) {
 	if _, err := NewRecorder(Options{Period: 100000, Command: []string{"true"}}); err != nil {
 		t.Errorf("-c 100000: %v", err)
 	}
+}
+
+// threadsProg creates threads that each call leaf, and says whether each
+// creation succeeded.
+const threadsProg = `#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+__attribute__((noinline)) void leaf(void) { __asm__ volatile(""); }
+static void *run(void *a) { leaf(); return a; }
+int main(void) {
+	int bad = 0;
+	for (int i = 0; i < 4; i++) {
+		pthread_t t;
+		int e = pthread_create(&t, 0, run, 0);
+		printf("pthread_create: %s\n", e ? strerror(e) : "ok");
+		if (e) bad++; else pthread_join(t, 0);
+	}
+	leaf();
+	return bad;
+}
+`
+
+// TestUprobeThreadedCommand records a uprobe in a program that creates
+// threads. The uprobe PMU names the probed file by a pointer into the
+// recorder's memory, which the kernel reads again in the program at each
+// clone that inherits the event: there it meant nothing, and every
+// pthread_create failed with EFAULT ("Bad address") while the recorder
+// watched. Every creation must succeed, and the uprobe fire in each thread
+// (4) and in main, with the stack perf script unwinds too.
+func TestUprobeThreadedCommand(t *testing.T) {
+	testprog.NeedPerfEvents(t)
+	dir := t.TempDir()
+	prog := testprog.Build(t, dir, "prog.c", threadsProg, "-O2", "-g", "-pthread")
+	out := filepath.Join(dir, "perf.data")
+	var stdout bytes.Buffer
+	st, err := Record(context.Background(), Options{
+		Events: []string{"u:" + prog + ":leaf"}, Command: []string{prog}, Output: out, NoArchive: true, Stdout: &stdout,
+	})
+	if err != nil {
+		t.Fatalf("Record: %v", err)
+	}
+	assert.Equal(t, strings.Repeat("pthread_create: ok\n", 4), stdout.String(), "the program's own report of its thread creations")
+	assert.Zero(t, st.ExitCode)
+	fc := readPerfData(t, out)
+	require.NoError(t, fc.err)
+	pid := progPid(t, fc)
+	tids := map[int]bool{}
+	for _, s := range fc.samples {
+		if s.Pid == pid && strings.HasSuffix(s.EventName, ":leaf") {
+			tids[int(s.Tid)] = true
+		}
+	}
+	assert.Len(t, tids, 5, "threads whose leaf call was sampled (4 threads and main)")
+	ss := testprog.ParseScript(testprog.Script(t, out))
+	n := 0
+	for _, s := range ss {
+		if strings.HasPrefix(s.Header, "prog ") && (testprog.HasChain(s.Syms, []string{"leaf", "run"}) || testprog.HasChain(s.Syms, []string{"leaf", "main"})) {
+			n++
+		}
+	}
+	assert.Equal(t, 5, n, "perf script's samples at leaf, called from run or main")
 }

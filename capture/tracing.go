@@ -49,8 +49,8 @@ func tracingData(events []*Event) ([]byte, error) {
 		case ev.Kind == KindTracepoint:
 			sys, name, _ := strings.Cut(ev.Name, ":")
 			systems[sys] = append(systems[sys], name)
-		case ev.kprobe != nil && ev.kprobe.probe != nil:
-			p := ev.kprobe.probe
+		case ev.probe != nil:
+			p := ev.probe
 			systems[p.group] = append(systems[p.group], p.event)
 		}
 	}

@@ -233,6 +233,11 @@ func labJobs(p *payload) []job {
 		{name: "unwind", args: "-e cpu-clock -F 2000 --stack-size 8192 -- /lab/lab-unwind 3000"},
 		// Each new thread's first instruction: clone's return, twice.
 		{name: "clone", args: "-e syscalls:sys_exit_clone3 -e syscalls:sys_exit_clone -- /lab/lab-unwind 500"},
+		// Probes named by a string (the PMUs' config1), inherited by a
+		// program that creates threads: the PMUs would read the string
+		// again in the program at each clone, which then fails
+		// (lab-unwind exits 1 when pthread_create does).
+		{name: "threads_probes", args: "-e k:do_sys_openat2 -e u:/lab/lab-unwind:unw_leaf -- /lab/lab-unwind 300"},
 		// The frame-pointer audit against the kernel's own user chain
 		// (fpAuditJobs), without and with frame pointers: user-mode
 		// samples in a leaf and in the vdso, system calls from a signal
@@ -649,6 +654,7 @@ func (lr *labRun) check(t *testing.T, host string) {
 		// shared the host), so only a few are asked, each checked.
 		{name: "cpuclock", comm: "lab-static", chain: []string{"spin_mid", "main"}, min: 5, smallStack: true},
 		{name: "kprobe_events", comm: "lab-static", chain: openChain, exact: 16},
+		{name: "threads_probes", comm: "lab-unwind", chain: []string{"unw_leaf", "unw_mid", "unw_top", "unw_thread"}, min: 1},
 	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {
@@ -711,6 +717,16 @@ func (lr *labRun) check(t *testing.T, host string) {
 			lr.sameReport(t, host, c.name)
 		})
 	}
+	t.Run("threads_probes_exit", func(t *testing.T) {
+		b, err := os.ReadFile(filepath.Join(lr.out, "threads_probes.record.rc"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rc := strings.TrimSpace(string(b)); rc != "0" {
+			log, _ := os.ReadFile(filepath.Join(lr.out, "threads_probes.record.log"))
+			t.Errorf("ustack record with a kprobe and a uprobe on lab-unwind exited %s (1: a pthread_create failed): %s", rc, log)
+		}
+	})
 	t.Run("unwind", func(t *testing.T) { lr.checkUnwind(t, host) })
 	t.Run("clone", func(t *testing.T) { lr.checkClone(t, host) })
 	t.Run("frames_per_stack", func(t *testing.T) { lr.framesPerStack(t, host) })
