@@ -460,6 +460,10 @@ var stackBases = map[string]bool{
 	"runtime.goexit": true, "runtime.goexit.abi0": true,
 	"runtime.mstart": true, "runtime.mstart.abi0": true,
 	"runtime.rt0_go": true, "runtime.rt0_go.abi0": true,
+	// Go's entry code: each system's entry point (_rt0_amd64_linux)
+	// jumps to _rt0_amd64, which takes argc and argv from the stack the
+	// kernel made and jumps to runtime.rt0_go; nothing calls it.
+	"_rt0_amd64": true, "_rt0_arm64": true,
 	// glibc's makecontext starts each context's function with its
 	// return address at the first instruction of __start_context
 	// (arm64: __startcontext), which sets the context uc_link names
