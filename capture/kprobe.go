@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -546,20 +547,16 @@ func removeStaleProbes(dir, file string) {
 // events the workload's threads inherit. Event names are made unique within
 // the recording.
 func (r *Recorder) addProbes() error {
-	used := map[string]bool{}
 	stale := map[string]bool{}
 	define := func(ev *Event, dir, file, base string, add func(name string) (*tracefsProbe, uint64, error)) error {
 		if !stale[dir+"/"+file] {
 			stale[dir+"/"+file] = true
 			removeStaleProbes(dir, file)
 		}
-		name := base
-		for i := 1; used[name]; i++ {
-			name = fmt.Sprintf("%s_%d", base, i)
-		}
-		used[name] = true
+		name := probeNames.take(base)
 		p, id, err := add(name)
 		if err != nil {
+			probeNames.give(name)
 			return err
 		}
 		ev.probe = p
@@ -627,11 +624,48 @@ func (r *Recorder) removeProbes() error {
 	var errs []error
 	for _, ev := range r.events {
 		if ev.probe != nil {
-			errs = append(errs, ev.probe.remove())
+			err := ev.probe.remove()
+			if err == nil {
+				probeNames.give(ev.probe.event)
+			}
+			errs = append(errs, err)
 			ev.probe = nil
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// probeNames are the tracefs event names this process's recorders have
+// defined in their group (ustack_PID) and not removed: two recorders at
+// once (a tracer's) must not both write group/leaf.
+var probeNames nameSet
+
+type nameSet struct {
+	mu   sync.Mutex
+	used map[string]bool
+}
+
+// take returns base, or base_N for the least N that makes it unused, and
+// marks it used.
+func (s *nameSet) take(base string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.used == nil {
+		s.used = map[string]bool{}
+	}
+	name := base
+	for i := 1; s.used[name]; i++ {
+		name = fmt.Sprintf("%s_%d", base, i)
+	}
+	s.used[name] = true
+	return name
+}
+
+// give marks name unused.
+func (s *nameSet) give(name string) {
+	s.mu.Lock()
+	delete(s.used, name)
+	s.mu.Unlock()
 }
 
 // kprobeOpenError explains why the kernel refused a kprobe event.

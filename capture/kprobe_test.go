@@ -501,3 +501,48 @@ func TestKprobePMUTracefsWhenInherited(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestProbeNamesPerProcess: two recorders of one process at once (a
+// tracer's) define the same probe under different names in the process's
+// group, and a name is free again once its probe is removed.
+func TestProbeNamesPerProcess(t *testing.T) {
+	fk := newFakeKernel(t, true, true, testKallsyms)
+	group := kprobeGroup(os.Getpid())
+	for i, ev := range []string{"do_sys_openat2", "do_sys_openat2_1"} {
+		dir := filepath.Join(fk.tracefs, "events", group, ev)
+		os.MkdirAll(dir, 0o755)
+		os.WriteFile(filepath.Join(dir, "id"), []byte(fmt.Sprint(5000+i)), 0o644)
+	}
+	var rs []*Recorder
+	for range 2 {
+		r, err := NewRecorder(Options{Events: []string{"k:do_sys_openat2"}, Command: []string{"true"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.addProbes(); err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, r)
+	}
+	if a, b := rs[0].events[0].probe, rs[1].events[0].probe; a == nil || b == nil || a.event != "do_sys_openat2" || b.event != "do_sys_openat2_1" {
+		t.Fatalf("probes %+v and %+v: want do_sys_openat2 and do_sys_openat2_1", a, b)
+	}
+	if err := rs[0].removeProbes(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRecorder(Options{Events: []string{"k:do_sys_openat2"}, Command: []string{"true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.addProbes(); err != nil {
+		t.Fatal(err)
+	}
+	if p := r.events[0].probe; p == nil || p.event != "do_sys_openat2" {
+		t.Errorf("after the first was removed: %+v, want do_sys_openat2 again", p)
+	}
+	for _, r := range []*Recorder{r, rs[1]} {
+		if err := r.removeProbes(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
