@@ -381,6 +381,9 @@ type tracefsProbe struct {
 	file         string // kprobe_events or uprobe_events
 	group, event string
 	line         string // as written
+	// pmu is the event as it was before (its PMU's fields), restored
+	// when the probe is removed.
+	pmu Event
 }
 
 // kprobeGroup is the tracefs group of this process's probes; a group whose
@@ -559,6 +562,7 @@ func (r *Recorder) addProbes() error {
 			probeNames.give(name)
 			return err
 		}
+		p.pmu = *ev
 		ev.probe = p
 		ev.Type, ev.Config, ev.Config2, ev.config1Bytes = unix.PERF_TYPE_TRACEPOINT, id, 0, nil
 		return nil
@@ -623,13 +627,14 @@ func probeByName(ev *Event) bool {
 func (r *Recorder) removeProbes() error {
 	var errs []error
 	for _, ev := range r.events {
-		if ev.probe != nil {
-			err := ev.probe.remove()
+		if p := ev.probe; p != nil {
+			err := p.remove()
 			if err == nil {
-				probeNames.give(ev.probe.event)
+				probeNames.give(p.event)
 			}
 			errs = append(errs, err)
 			ev.probe = nil
+			ev.Type, ev.Config, ev.Config2, ev.config1Bytes = p.pmu.Type, p.pmu.Config, p.pmu.Config2, p.pmu.config1Bytes
 		}
 	}
 	return errors.Join(errs...)

@@ -445,6 +445,11 @@ func TestUprobeTracefsWhenInherited(t *testing.T) {
 	if err := r.removeProbes(); err != nil {
 		t.Fatal(err)
 	}
+	for _, ev := range r.events {
+		if ev.Type != 7 || ev.config1Bytes == nil {
+			t.Errorf("%s after the removal: type %d: want the PMU's fields back", ev.Name, ev.Type)
+		}
+	}
 	wantRemoved := wantAdded + "-:" + group + "/main_main\n-:" + group + "/main_main__return\n"
 	if b, _ := os.ReadFile(events); string(b) != wantRemoved {
 		t.Errorf("uprobe_events after removing:\n%s\nwant:\n%s", b, wantRemoved)
