@@ -218,13 +218,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 // writerAttrs describes the events to report's text writer as perf
 // attributes of the data each event's samples carry (no tracepoint fields:
 // the program does not copy them), so that it prints the header fields
-// ustack report prints for them.
+// ustack report prints for them. ustack record makes a command's uprobes
+// in tracefs uprobe_events, whose events are tracepoints (the uprobe PMU's
+// inherited events would fail the command's clones): their header has no
+// period, as perf script prints a probe event's.
 func writerAttrs(probes []probe) []*perfdata.Attr {
 	const carried = perfdata.SampleIP | perfdata.SampleTID | perfdata.SampleTime | perfdata.SampleCPU |
 		perfdata.SamplePeriod | perfdata.SampleRegsUser | perfdata.SampleStackUser
 	attrs := make([]*perfdata.Attr, len(probes))
 	for i, p := range probes {
 		attrs[i] = &perfdata.Attr{Name: p.ev.Name, Type: p.ev.Type, Config: p.ev.Config, SampleType: carried}
+		if p.ev.Kind == capture.KindUprobe {
+			attrs[i].Type, attrs[i].Config = unix.PERF_TYPE_TRACEPOINT, 0
+		}
 	}
 	return attrs
 }
