@@ -609,8 +609,10 @@ func (r *Recorder) addProbes() error {
 				})
 			}
 		}
-		if err != nil && r.opts.Log != nil {
-			fmt.Fprintf(r.opts.Log, "ustack record: warning: %s is opened through the %s PMU, which reads the probed name again in the workload at each thread or process it creates: those creations fail (EFAULT) while it records; defining it in tracefs instead failed: %v\n", ev.Name, ev.Kind, err)
+		if err != nil {
+			// Never the PMU then: the recording would break the
+			// program it records.
+			return fmt.Errorf("%s: the threads and processes the program creates inherit its event, and through the %s PMU each of their creations would fail (EFAULT: the kernel reads the probed name again in the program); defining it in tracefs failed: %w; run as root, record every CPU (-a), or only the threads that exist at the start (--no-inherit)", ev.Name, ev.Kind, err)
 		}
 	}
 	return nil

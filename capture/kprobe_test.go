@@ -551,3 +551,34 @@ func TestProbeNamesPerProcess(t *testing.T) {
 		}
 	}
 }
+
+// TestUprobeTracefsRefused: where tracefs cannot define an inherited
+// uprobe, the recording is refused, saying why and what works instead,
+// rather than made through the PMU, which would fail the program's clones.
+func TestUprobeTracefsRefused(t *testing.T) {
+	fk := newFakeKernel(t, true, true, testKallsyms)
+	// uprobe_events a directory: no write can succeed, even as root.
+	if err := os.Mkdir(filepath.Join(fk.tracefs, "uprobe_events"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRecorder(Options{Events: []string{"u:" + bin + ":main.main"}, Command: []string{"true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = r.addProbes()
+	if err == nil {
+		t.Fatal("an inherited uprobe tracefs cannot define was accepted")
+	}
+	for _, want := range []string{"uprobe:", "EFAULT", "uprobe_events", "-a", "--no-inherit"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal lacks %q: %v", want, err)
+		}
+	}
+	if ev := r.events[0]; ev.probe != nil || ev.Type != 7 {
+		t.Errorf("after the refusal: type %d, probe %v", ev.Type, ev.probe)
+	}
+}
