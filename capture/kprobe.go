@@ -407,9 +407,11 @@ func tracefsEventName(k *kprobe) string {
 }
 
 // eventNameChars makes s a tracefs event name: every character but
-// letters, digits and '_' as '_', and "p_" before a leading digit.
+// letters, digits and '_' as '_', "p_" before a leading digit, and no
+// longer than maxEventBase (a C++ symbol's name is often longer than the
+// kernel takes).
 func eventNameChars(s string) string {
-	b := []byte(s)
+	b := []byte(s[:min(len(s), maxEventBase)])
 	for i, c := range b {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
 			b[i] = '_'
@@ -420,6 +422,11 @@ func eventNameChars(s string) string {
 	}
 	return string(b)
 }
+
+// maxEventBase bounds the names eventNameChars makes: the kernel refuses an
+// event name of 64 bytes or more (MAX_EVENT_NAME_LEN), and a name may get
+// "p_" before it and "_N" after it (nameSet.take).
+const maxEventBase = 56
 
 // addTracefsKprobe writes the probe of k into dir's kprobe_events under
 // group, named event, and returns it with its tracepoint id.

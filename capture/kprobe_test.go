@@ -582,3 +582,24 @@ func TestUprobeTracefsRefused(t *testing.T) {
 		t.Errorf("after the refusal: type %d, probe %v", ev.Type, ev.probe)
 	}
 }
+
+// TestEventNameChars: tracefs event names are letters, digits and '_',
+// begin with neither a digit nor nothing, and stay short enough for the
+// kernel (under 64 bytes, with a "_N" the name set may add) whatever the
+// symbol: C++ symbols are often longer.
+func TestEventNameChars(t *testing.T) {
+	long := "_ZNSt6vectorIN4llvm9StringRefESaIS1_EE17_M_realloc_insertIJRKS1_EEEvN9__gnu_cxx17__normal_iteratorIPS1_S3_EEDpOT_"
+	for in, want := range map[string]string{
+		"leaf": "leaf", "main.main": "main_main", "do_sys_openat2.isra.0": "do_sys_openat2_isra_0",
+		"ext4:ext4_file_open": "ext4_ext4_file_open", "0x11e0": "p_0x11e0", "": "p_", "a+b$c": "a_b_c",
+		long: long[:maxEventBase],
+	} {
+		got := eventNameChars(in)
+		if got != want {
+			t.Errorf("eventNameChars(%q) = %q, want %q", in, got, want)
+		}
+		if len(got)+len("_999") >= 64 {
+			t.Errorf("eventNameChars(%q) = %q: %d bytes, too long for the kernel with a suffix", in, got, len(got))
+		}
+	}
+}
